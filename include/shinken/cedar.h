@@ -1,0 +1,118 @@
+/* Shinken's Cedar engine: parse policies, schemas and entities once, then
+ * decide many requests against them.
+ *
+ * Every function that can fail returns 0 on success or a negative errno-style
+ * code, and fills a shk_cedar_error when one is given. Objects are opaque and
+ * freed with their own _free function; a NULL argument to a _free function is
+ * allowed. Nothing here prints or exits. */
+#ifndef SHINKEN_CEDAR_H
+#define SHINKEN_CEDAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What went wrong, and where (1-based line and column; 0 when the error has
+ * no place in a text). */
+typedef struct shk_cedar_error {
+  char message[512];
+  unsigned line;
+  unsigned column;
+} shk_cedar_error;
+
+typedef struct shk_cedar_policy_set shk_cedar_policy_set;
+typedef struct shk_cedar_schema shk_cedar_schema;
+typedef struct shk_cedar_entities shk_cedar_entities;
+typedef struct shk_cedar_request shk_cedar_request;
+
+/* ---- policies ---- */
+
+/* Parses a whole policy file. Policies and templates get the ids "policy0",
+ * "policy1", ... in the order they appear, as the reference engine assigns. */
+int shk_cedar_policy_set_parse(const char *text, size_t len,
+                               shk_cedar_policy_set **out, shk_cedar_error *err);
+void shk_cedar_policy_set_free(shk_cedar_policy_set *ps);
+size_t shk_cedar_policy_set_count(const shk_cedar_policy_set *ps);
+
+/* Links template `template_id` into a new policy `new_id`. `principal` and
+ * `resource` are entity references in policy syntax (User::"alice"), or NULL
+ * when the template has no such slot. */
+int shk_cedar_policy_set_link(shk_cedar_policy_set *ps, const char *template_id,
+                              const char *new_id, const char *principal,
+                              const char *resource, shk_cedar_error *err);
+
+/* ---- schemas ---- */
+
+typedef enum shk_cedar_schema_format {
+  SHK_CEDAR_SCHEMA_TEXT, /* the human-readable .cedarschema form */
+  SHK_CEDAR_SCHEMA_JSON,
+} shk_cedar_schema_format;
+
+int shk_cedar_schema_parse(const char *text, size_t len, shk_cedar_schema_format fmt,
+                           shk_cedar_schema **out, shk_cedar_error *err);
+void shk_cedar_schema_free(shk_cedar_schema *s);
+
+/* ---- entities ---- */
+
+/* Parses an entity store from its JSON form (an array of {uid, attrs,
+ * parents, tags}). With a schema, values are read as the schema types them
+ * and the schema's action entities are added. The ancestor closure is
+ * computed once here. */
+int shk_cedar_entities_parse(const char *json, size_t len, const shk_cedar_schema *schema,
+                             shk_cedar_entities **out, shk_cedar_error *err);
+void shk_cedar_entities_free(shk_cedar_entities *es);
+
+/* ---- requests ---- */
+
+/* principal, action and resource are entity references in policy syntax
+ * (User::"alice"); context_json is a JSON object or NULL for {}. With a
+ * schema the context is read as the action's context type; with `validate`
+ * the request is also checked against the schema (the reference's request
+ * validation). */
+int shk_cedar_request_new(const char *principal, const char *action, const char *resource,
+                          const char *context_json, const shk_cedar_schema *schema,
+                          bool validate, shk_cedar_request **out, shk_cedar_error *err);
+/* Same, with the request as JSON: {"principal": ..., "action": ...,
+ * "resource": ..., "context": {...}}, where each entity is either
+ * {"type": T, "id": I} or a string in policy syntax. */
+int shk_cedar_request_from_json(const char *json, size_t len, const shk_cedar_schema *schema,
+                                bool validate, shk_cedar_request **out, shk_cedar_error *err);
+void shk_cedar_request_free(shk_cedar_request *r);
+
+/* ---- decisions ---- */
+
+typedef enum shk_cedar_decision {
+  SHK_CEDAR_DENY = 0,
+  SHK_CEDAR_ALLOW = 1,
+} shk_cedar_decision;
+
+/* One policy that errored during evaluation, and why. */
+typedef struct shk_cedar_policy_error {
+  const char *policy_id;
+  const char *message;
+} shk_cedar_policy_error;
+
+typedef struct shk_cedar_response {
+  shk_cedar_decision decision;
+  const char **reasons;          /* ids of the determining policies */
+  size_t n_reasons;
+  shk_cedar_policy_error *errors;
+  size_t n_errors;
+  void *priv;
+} shk_cedar_response;
+
+/* Deny by default, forbid overrides permit; a policy whose evaluation errors
+ * is skipped and reported in errors. The response stays valid until
+ * shk_cedar_response_clear, or until it is passed to this function again
+ * (which reuses its memory, so a loop over requests does not allocate). */
+int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
+                            const shk_cedar_request *req, shk_cedar_response *resp);
+void shk_cedar_response_clear(shk_cedar_response *resp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Builds Shinken under ASan and UBSan, builds the libFuzzer targets with
+# clang, runs every test, and ends with the line 'N passed, N failed'.
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+build() { # DIR, then meson options
+  dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+  fi
+  ninja -C "$dir" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
+}
+
+mkdir -p build
+logs=""
+status=0
+if build build/check -Db_sanitize=address,undefined -Db_lundef=false; then
+  meson test -C build/check --no-rebuild --print-errorlogs --num-processes 2 \
+    ${SHINKEN_TEST_SUITES:-} || status=1
+  logs="$logs build/check/meson-logs/testlog.json"
+else
+  echo "build failed: build/check"; status=1
+fi
+if [ "${SHINKEN_NO_FUZZ:-0}" != 1 ]; then
+  if CC=clang build build/fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link; then
+    meson test -C build/fuzz --no-rebuild --print-errorlogs --suite fuzz || status=1
+    logs="$logs build/fuzz/meson-logs/testlog.json"
+  else
+    echo "build failed: build/fuzz"; status=1
+  fi
+fi
+# shellcheck disable=SC2086
+if [ -n "$logs" ]; then /usr/bin/python3 scripts/summarize.py $logs || status=1; else echo "0 passed, 1 failed"; fi
+exit $status

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Installs every Debian package the build and the tests need, and the npm
+# packages the tests use. It is idempotent and prints nothing when everything
+# is already present. Run as root on Debian 12.
+set -eu
+
+PKGS="meson ninja-build gcc clang libclang-rt-14-dev pkg-config make
+bubblewrap libseccomp-dev libevent-dev libssl-dev libjansson-dev
+libsqlite3-dev libcmocka-dev scdoc hyperfine python3 curl wget git
+iproute2 procps util-linux passwd ca-certificates time"
+
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+# Node and npm run the official Cedar engine in the tests. The machine may
+# already carry a newer Node than Debian's; only install Debian's when none is there.
+command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
+
+if [ -n "$missing" ]; then
+  echo "install-deps: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ -f "$root/tests/node/package.json" ]; then
+  if [ ! -d "$root/tests/node/node_modules" ] || \
+     [ "$root/tests/node/package-lock.json" -nt "$root/tests/node/node_modules" ]; then
+    echo "install-deps: installing npm packages for the tests"
+    (cd "$root/tests/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    touch "$root/tests/node/node_modules"
+  fi
+fi

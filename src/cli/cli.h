@@ -1,0 +1,16 @@
+/* One function per subcommand, each in its own file of src/cli/. Each takes
+ * the arguments after the subcommand's name (argv[0] is the subcommand) and
+ * returns the process exit status. */
+#pragma once
+
+int shk_cli_cedar(int argc, char **argv);
+int shk_cli_run(int argc, char **argv);
+int shk_cli_stage2(int argc, char **argv);
+int shk_cli_doctor(int argc, char **argv);
+int shk_cli_proxy(int argc, char **argv);
+int shk_cli_daemon(int argc, char **argv);
+int shk_cli_sessions(int argc, char **argv);
+int shk_cli_grant(int argc, char **argv);
+int shk_cli_grants(int argc, char **argv);
+int shk_cli_revoke(int argc, char **argv);
+int shk_cli_attenuate(int argc, char **argv);

@@ -1,0 +1,142 @@
+#include "common/common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void vmsg(const char *fmt, va_list ap, int err)
+{
+  fputs("shinken: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  if (err)
+    fprintf(stderr, ": %s", strerror(err));
+  fputc('\n', stderr);
+}
+
+void shk__die(int code, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg(fmt, ap, 0);
+  va_end(ap);
+  exit(code);
+}
+
+void shk__die_errno(int code, const char *fmt, ...)
+{
+  int err = errno;
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg(fmt, ap, err);
+  va_end(ap);
+  exit(code);
+}
+
+void shk__warn(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  vmsg(fmt, ap, 0);
+  va_end(ap);
+}
+
+void shk__assert_fail(const char *expr, const char *file, int line)
+{
+  fprintf(stderr, "shinken: internal error: %s at %s:%d\n", expr, file, line);
+  abort();
+}
+
+void *shk__xmalloc(size_t n)
+{
+  void *p = malloc(n ? n : 1);
+  if (!p)
+    shk__die(1, "out of memory");
+  return p;
+}
+
+void *shk__xcalloc(size_t n, size_t m)
+{
+  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!p)
+    shk__die(1, "out of memory");
+  return p;
+}
+
+void *shk__xrealloc(void *p, size_t n)
+{
+  p = realloc(p, n ? n : 1);
+  if (!p)
+    shk__die(1, "out of memory");
+  return p;
+}
+
+char *shk__xstrdup(const char *s)
+{
+  char *p = strdup(s);
+  if (!p)
+    shk__die(1, "out of memory");
+  return p;
+}
+
+char *shk__xasprintf(const char *fmt, ...)
+{
+  va_list ap;
+  char *s = NULL;
+  va_start(ap, fmt);
+  int r = vasprintf(&s, fmt, ap);
+  va_end(ap);
+  if (r < 0)
+    shk__die(1, "out of memory");
+  return s;
+}
+
+int shk__read_file(const char *path, char **out, size_t *len)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  struct stat st;
+  if (fstat(fd, &st) < 0 || S_ISDIR(st.st_mode)) {
+    int e = S_ISDIR(st.st_mode) ? EISDIR : errno;
+    close(fd);
+    return -e;
+  }
+  size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) {
+    close(fd);
+    return -ENOMEM;
+  }
+  for (;;) {
+    if (n + 1 >= cap) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        close(fd);
+        return -ENOMEM;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      int e = errno;
+      free(buf);
+      close(fd);
+      return -e;
+    }
+    if (r == 0)
+      break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  *out = buf;
+  if (len)
+    *len = n;
+  return 0;
+}
