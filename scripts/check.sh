@@ -19,7 +19,7 @@ status=0
 if build build/check -Db_sanitize=address,undefined -Db_lundef=false; then
   meson test -C build/check --no-rebuild --print-errorlogs --num-processes 2 \
     ${SHINKEN_TEST_SUITES:-} || status=1
-  logs="$logs build/check/meson-logs/testlog.json"
+  [ -f build/check/meson-logs/testlog.json ] && logs="$logs build/check/meson-logs/testlog.json"
 else
   echo "build failed: build/check"; status=1
 fi
@@ -27,7 +27,7 @@ if [ "${SHINKEN_NO_FUZZ:-0}" != 1 ]; then
   if CC=clang build build/fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
       -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link; then
     meson test -C build/fuzz --no-rebuild --print-errorlogs --suite fuzz || status=1
-    logs="$logs build/fuzz/meson-logs/testlog.json"
+    [ -f build/fuzz/meson-logs/testlog.json ] && logs="$logs build/fuzz/meson-logs/testlog.json"
   else
     echo "build failed: build/fuzz"; status=1
   fi

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void vmsg(const char *fmt, va_list ap, int err)
+SHK_PRINTF(1, 0) static void vmsg(const char *fmt, va_list ap, int err)
 {
   fputs("shinken: ", stderr);
   vfprintf(stderr, fmt, ap);
