@@ -299,3 +299,65 @@ const shk__entity_type *shk__schema_entity_type(const shk__schema *s, shk__str n
 const shk__action *shk__schema_action(const shk__schema *s, shk__uid uid);
 /* True when `name` is an action entity type of the schema ("NS::Action"). */
 bool shk__schema_is_action_type(const shk__schema *s, shk__str name);
+
+/* The public schema object is the resolved schema itself. */
+struct shk_cedar_schema {
+  shk__schema s;
+};
+
+/* ---------------------------------------------------------------- front end (lexer.c, parser.c, schema*.c) */
+
+#include "shinken/cedar.h"
+
+/* Parses a policy file into `*out` (an array of *n policies and templates in
+ * file order, with ids policy0, policy1, ...), allocated in `a`. On a syntax
+ * error returns -EINVAL and fills err with the line, column and message. */
+int shk__parse_policies(shk__arena *a, const char *text, size_t len,
+                        shk__policy ***out, size_t *n, shk_cedar_error *err);
+/* Parses one entity reference in policy syntax: NS::Type::"id". */
+int shk__parse_entity_ref(shk__arena *a, const char *text, size_t len,
+                          shk__uid *out, shk_cedar_error *err);
+/* Parses a name (Type or NS::Type), as found in JSON {"type": ...}; checks
+ * it is a valid (possibly namespaced) identifier path. */
+bool shk__is_valid_name(const char *text, size_t len);
+/* Fills a template's slots: returns a new policy in `a` with the scope
+ * entities set. -EINVAL with a message when a slot is missing or extra. */
+int shk__link_template(shk__arena *a, const shk__policy *tmpl, shk__str new_id,
+                       const shk__uid *principal, const shk__uid *resource,
+                       shk__policy **out, shk_cedar_error *err);
+
+/* schema.c: shk_cedar_schema_parse() and shk_cedar_schema_free() are the
+ * entry points; these are the lookups on the resolved form (see above). */
+
+/* ---------------------------------------------------------------- extensions (ext.c) */
+
+/* An ipaddr value: an address with a prefix length (32 or 128 when none
+ * was written). IPv4 addresses use addr[0..3]. */
+typedef struct shk__ipaddr {
+  uint8_t addr[16];
+  uint8_t prefix;
+  bool v6;
+} shk__ipaddr;
+
+/* Each parser returns 0, or -EINVAL when the string is not a valid literal
+ * of that type, exactly as the reference decides. */
+int shk__ip_parse(shk__str s, shk__ipaddr *out);
+int shk__decimal_parse(shk__str s, int64_t *out);      /* value times 10^4 */
+int shk__datetime_parse(shk__str s, int64_t *out_ms);  /* ms since the epoch, UTC */
+int shk__duration_parse(shk__str s, int64_t *out_ms);
+
+bool shk__ip_eq(const shk__ipaddr *a, const shk__ipaddr *b);
+bool shk__ip_is_loopback(const shk__ipaddr *a);
+bool shk__ip_is_multicast(const shk__ipaddr *a);
+bool shk__ip_in_range(const shk__ipaddr *a, const shk__ipaddr *range);
+
+/* Datetime arithmetic: -ERANGE on overflow, as the reference errors. */
+int shk__datetime_offset(int64_t dt, int64_t dur, int64_t *out);
+int shk__datetime_duration_since(int64_t dt, int64_t other, int64_t *out);
+int shk__datetime_to_date(int64_t dt, int64_t *out);
+int shk__datetime_to_time(int64_t dt, int64_t *out);
+
+/* Canonical text of each value as the reference prints it; return the
+ * length written (snprintf rules). */
+int shk__ip_format(const shk__ipaddr *a, char *buf, size_t n);
+int shk__decimal_format(int64_t d, char *buf, size_t n);

@@ -14,3 +14,10 @@ int shk_cli_grant(int argc, char **argv);
 int shk_cli_grants(int argc, char **argv);
 int shk_cli_revoke(int argc, char **argv);
 int shk_cli_attenuate(int argc, char **argv);
+
+/* `shinken cedar SUB`: src/cli/cedar.c dispatches; these live in their own
+ * files (cedar-validate.c, cedar-format.c) and are called when present. */
+int shk_cli_cedar_validate(int argc, char **argv);
+int shk_cli_cedar_format(int argc, char **argv);
+int shk_cli_cedar_translate_policy(int argc, char **argv);
+int shk_cli_cedar_translate_schema(int argc, char **argv);
