@@ -112,6 +112,29 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
                             const shk_cedar_request *req, shk_cedar_response *resp);
 void shk_cedar_response_clear(shk_cedar_response *resp);
 
+
+/* ---- validation ---- */
+
+/* One finding of the strict validator: the policy, where, and why. */
+typedef struct shk_cedar_validation_error {
+  char *policy_id;
+  char *message;
+  unsigned line;
+  unsigned column;
+} shk_cedar_validation_error;
+
+typedef struct shk_cedar_validation_result {
+  shk_cedar_validation_error *errors;
+  size_t n_errors;
+} shk_cedar_validation_result;
+
+/* Type-checks every policy and template of `ps` against `schema` in strict
+ * mode, the reference's default. Returns 0 when the check ran (the policies
+ * are valid exactly when out->n_errors == 0). */
+int shk_cedar_validate(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema,
+                       shk_cedar_validation_result *out);
+void shk_cedar_validation_result_clear(shk_cedar_validation_result *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -326,6 +326,9 @@ int shk__link_template(shk__arena *a, const shk__policy *tmpl, shk__str new_id,
                        const shk__uid *principal, const shk__uid *resource,
                        shk__policy **out, shk_cedar_error *err);
 
+/* policyset.c: the policies, templates and links of a set, in order. */
+shk__policy *const *shk__policy_set_policies(const shk_cedar_policy_set *ps, size_t *n);
+
 /* schema.c: shk_cedar_schema_parse() and shk_cedar_schema_free() are the
  * entry points; these are the lookups on the resolved form (see above). */
 
