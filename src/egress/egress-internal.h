@@ -1,0 +1,291 @@
+/* The egress proxy's internal interfaces. Everything declared here except
+ * the server (shk__eg_server_*) is a pure function of its input: no I/O, no
+ * global state, no allocation that outlives the call unless a *_free is
+ * named. That is what lets the fuzz targets and the unit tests call the
+ * parsers directly, and it is why every refusal is a value (a reason token)
+ * rather than a log line.
+ *
+ * Reason tokens are short, stable, lowercase words joined by '-' (for
+ * example "host-bad-char"); they appear verbatim in audit lines, in the
+ * X-Shinken-Decision header and in tests. They are static strings: never
+ * free them. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* ---------------------------------------------------------------------------
+ * IP addresses and classes (ip.c)
+ */
+
+/* An IPv4 or IPv6 address. family is 4 or 6; an IPv4 address uses b[0..3]
+ * in network order and leaves the rest zero. */
+typedef struct shk__ip {
+  uint8_t family;
+  uint8_t b[16];
+} shk__ip;
+
+typedef struct shk__cidr {
+  shk__ip ip; /* host bits are zero */
+  uint8_t prefix;
+} shk__cidr;
+
+/* Parses the strict textual forms only: dotted-quad IPv4 with four decimal
+ * parts and no leading zeros, or IPv6 (no zone id). Returns 0 or -EINVAL.
+ * Hostnames and the odd IPv4 spellings go through shk__host_canon. */
+int shk__ip_parse(const char *s, size_t len, shk__ip *out);
+/* Writes the canonical text (dotted quad, or RFC 5952 IPv6 without
+ * brackets) into buf, which must hold SHK__IP_TEXT_MAX bytes. */
+#define SHK__IP_TEXT_MAX 46
+void shk__ip_format(const shk__ip *ip, char buf[SHK__IP_TEXT_MAX]);
+
+/* "A.B.C.D/N" or "X::/N"; the address must have no host bits set, so a
+ * typo like 10.0.0.1/8 is an error rather than a silently wider range. */
+int shk__cidr_parse(const char *s, size_t len, shk__cidr *out);
+/* An IPv4 address never matches an IPv6 range and vice versa: mapped forms
+ * are unwrapped by the classifier, not here. */
+bool shk__cidr_contains(const shk__cidr *c, const shk__ip *ip);
+
+/* The IP classifier. Returns NULL when the address is public, else the
+ * reason token of its class ("ip-loopback", "ip-private", "ip-link-local",
+ * ...). IPv6 forms that embed an IPv4 address (IPv4-mapped,
+ * IPv4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by the
+ * embedded address. */
+const char *shk__ip_nonpublic(const shk__ip *ip);
+
+/* ---------------------------------------------------------------------------
+ * Host canonicalization (host.c)
+ */
+
+typedef enum shk__host_kind {
+  SHK__HOST_NAME = 1,
+  SHK__HOST_IPV4,
+  SHK__HOST_IPV6,
+} shk__host_kind;
+
+#define SHK__HOST_MAX 253 /* longest DNS name in text form, no trailing dot */
+
+typedef struct shk__host {
+  shk__host_kind kind;
+  /* Canonical text: lowercase name without trailing dot, dotted-quad IPv4,
+   * or IPv6 without brackets. Always NUL-terminated. */
+  char text[SHK__HOST_MAX + 1];
+  shk__ip ip; /* valid for SHK__HOST_IPV4 and SHK__HOST_IPV6 */
+} shk__host;
+
+/* Canonicalizes LEN bytes (not NUL-terminated, may contain anything) that
+ * stand where a host is expected: a DNS name, a bracketed or bare IPv6
+ * literal, or an IPv4 address in any of its historical spellings (decimal
+ * 2130706433, octal 0177.0.0.1, hex 0x7f.1, short forms), which are
+ * normalized to the dotted quad they mean. Anything else is refused: NUL,
+ * control characters, spaces, '%', '_', non-ASCII (IDN must arrive as
+ * punycode), empty or over-long labels and names, a numeric last label that
+ * is not a valid IPv4 address. Returns NULL on success or a reason token. */
+const char *shk__host_canon(const char *in, size_t len, shk__host *out);
+
+/* Splits "host:port" / "[v6]:port" (authority form, no userinfo) and
+ * canonicalizes the host. The port is required when default_port is 0.
+ * Returns NULL or a reason token. */
+const char *shk__authority_parse(const char *in, size_t len, uint16_t default_port,
+                                 shk__host *host, uint16_t *port);
+
+/* ---------------------------------------------------------------------------
+ * Policy: patterns, the None < Allow < Deny lattice (policy.c)
+ */
+
+typedef enum shk__verdict {
+  SHK__NONE = 0,
+  SHK__ALLOW = 1,
+  SHK__DENY = 2,
+} shk__verdict;
+
+typedef enum shk__pattern_kind {
+  SHK__PAT_EXACT = 1, /* host */
+  SHK__PAT_SUB,       /* *.host: strict subdomains */
+  SHK__PAT_APEX_SUB,  /* **.host: host and its subdomains */
+  SHK__PAT_ANY,       /* *: everything (allow only, and only when asked for) */
+} shk__pattern_kind;
+
+typedef struct shk__domain_rule {
+  shk__pattern_kind kind;
+  char host[SHK__HOST_MAX + 1]; /* canonical; empty for SHK__PAT_ANY */
+  uint16_t port;                /* 0: any port */
+  shk__verdict verdict;
+  char *text; /* the rule as written, for audit lines */
+} shk__domain_rule;
+
+typedef struct shk__cidr_rule {
+  shk__cidr cidr;
+  shk__verdict verdict;
+  char *text;
+} shk__cidr_rule;
+
+/* Parses one domain pattern ("host", "*.host", "**.host", each with an
+ * optional ":port", or "*") for VERDICT. allow_all permits a bare "*" in an
+ * allow rule; a bare "*" is always refused in a deny rule (deny-all is the
+ * empty allowlist). On success rule->text is a copy of the pattern. Returns
+ * NULL or a reason token. */
+const char *shk__pattern_parse(const char *pat, shk__verdict verdict, bool allow_all,
+                               shk__domain_rule *rule);
+
+typedef struct shk__pin {
+  char host[SHK__HOST_MAX + 1];
+  shk__ip *ips;
+  size_t n_ips;
+} shk__pin;
+
+/* The whole configuration. A policy is a configuration (the session API
+ * builds one from its allow and deny lists), so one type serves both. */
+typedef struct shk__eg_config {
+  char *listen_http;   /* "ADDR:PORT" or NULL */
+  char *listen_socks5; /* "ADDR:PORT" or NULL */
+  struct sockaddr_storage http_addr, socks5_addr;
+  socklen_t http_addrlen, socks5_addrlen;
+  shk__domain_rule *domains;
+  size_t n_domains;
+  shk__cidr_rule *cidrs;
+  size_t n_cidrs;
+  shk__cidr *private_ok; /* allow_private_cidrs */
+  size_t n_private_ok;
+  shk__pin *pins; /* hosts */
+  size_t n_pins;
+  bool has_dns_upstream;
+  shk__ip dns_upstream;
+  uint16_t dns_upstream_port;
+  unsigned dns_timeout_ms;
+  bool connect_only; /* mode "connect": CONNECT and SOCKS5 only */
+  char *audit_path;
+  bool allow_non_loopback;
+  bool allow_all;
+} shk__eg_config;
+
+/* Parses the JSON configuration. An unknown key, a wrong type or a bad
+ * value fails with a message in err that names the key (for example
+ * "domains.*.bad.test: a bare '*' ..."). Returns 0 or -EINVAL. */
+int shk__eg_config_parse(const char *json, size_t len, shk__eg_config **out,
+                         char *err, size_t errlen);
+/* An empty configuration (no listeners, nothing allowed). */
+shk__eg_config *shk__eg_config_new(void);
+/* Adds a domain rule to CFG; returns NULL or a reason token. */
+const char *shk__eg_config_add_domain(shk__eg_config *cfg, const char *pat, shk__verdict v);
+void shk__eg_config_free(shk__eg_config *cfg);
+
+typedef struct shk__decision {
+  shk__verdict verdict; /* the join over every matching rule */
+  const char *rule;     /* the text of the rule that decided, or NULL */
+} shk__decision;
+
+/* Decides a canonical host and port against the rules: names against the
+ * domain rules, IP literals against the cidr rules (and a bare "*"). The
+ * result is the join of every match in None < Allow < Deny, so a deny
+ * always wins and no match at all is None, which callers treat as a
+ * refusal. */
+void shk__eg_decide(const shk__eg_config *cfg, const shk__host *host, uint16_t port,
+                    shk__decision *d);
+/* The non-public check with the config's allow_private_cidrs applied:
+ * NULL when IP may be dialed, else the reason token. */
+const char *shk__eg_ip_blocked(const shk__eg_config *cfg, const shk__ip *ip);
+/* The pinned addresses of a canonical name, or NULL. */
+const shk__pin *shk__eg_pin_find(const shk__eg_config *cfg, const char *host);
+
+/* ---------------------------------------------------------------------------
+ * HTTP request heads (http.c)
+ */
+
+#define SHK__HTTP_HEAD_MAX 16384
+
+typedef struct shk__http_req {
+  bool is_connect;
+  shk__host host;
+  uint16_t port;
+  size_t head_len;       /* bytes of BUF the head occupied */
+  uint64_t content_length; /* request body bytes that follow the head */
+  /* The head to send upstream (absolute-form requests only): origin-form
+   * request line, hop-by-hop headers and Proxy-Authorization removed,
+   * "Connection: close" added. Malloc'd; free with shk__http_req_free. */
+  char *upstream;
+  size_t upstream_len;
+} shk__http_req;
+
+typedef struct shk__http_refusal {
+  int status;         /* 400, 405, 411, 431, 501, ... */
+  const char *reason; /* token */
+} shk__http_refusal;
+
+/* Parses a proxy request head from the first LEN bytes of BUF. Returns 1
+ * when a complete head was parsed into REQ, 0 when more bytes are needed
+ * (and the head is still shorter than SHK__HTTP_HEAD_MAX), -1 when the
+ * request is refused (REF says why and with which status). Only
+ * absolute-form http:// requests and CONNECT are accepted; smuggling shapes
+ * (two Content-Length, Content-Length with Transfer-Encoding, obs-fold,
+ * bare LF, whitespace before ':') are refused, and the Host header must
+ * name the same host and port as the target. */
+int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
+                         shk__http_refusal *ref);
+void shk__http_req_free(shk__http_req *req);
+
+/* ---------------------------------------------------------------------------
+ * SOCKS5 (socks5.c), RFC 1928, no authentication
+ */
+
+enum {
+  SHK__SOCKS5_OK = 0x00,
+  SHK__SOCKS5_FAILURE = 0x01,
+  SHK__SOCKS5_NOT_ALLOWED = 0x02,
+  SHK__SOCKS5_NET_UNREACH = 0x03,
+  SHK__SOCKS5_HOST_UNREACH = 0x04,
+  SHK__SOCKS5_REFUSED = 0x05,
+  SHK__SOCKS5_TTL = 0x06,
+  SHK__SOCKS5_CMD_UNSUPPORTED = 0x07,
+  SHK__SOCKS5_ATYP_UNSUPPORTED = 0x08,
+};
+
+/* The greeting: VER NMETHODS METHODS. Returns the byte count consumed (>0)
+ * when the client offers "no authentication", 0 when more bytes are needed,
+ * -1 when it is malformed or does not offer method 0 (*reason set). */
+int shk__socks5_parse_greeting(const uint8_t *buf, size_t len, const char **reason);
+
+typedef struct shk__socks5_req {
+  shk__host host;
+  uint16_t port;
+} shk__socks5_req;
+
+/* The request: VER CMD RSV ATYP ADDR PORT. Returns the byte count consumed
+ * (>0) for a well-formed CONNECT, 0 when more bytes are needed, -1 when
+ * refused: *reply is the SOCKS5 reply code to send and *reason the token.
+ * BIND and UDP ASSOCIATE are refused with "command not supported". */
+int shk__socks5_parse_request(const uint8_t *buf, size_t len, shk__socks5_req *req,
+                              uint8_t *reply, const char **reason);
+
+/* ---------------------------------------------------------------------------
+ * DNS messages for the stub resolver (dns.c)
+ */
+
+typedef struct shk__dns_query {
+  uint16_t id;
+  uint16_t qtype;    /* 1 A, 28 AAAA; anything else is answered REFUSED */
+  size_t question_len; /* bytes of the question section, to echo back */
+  const uint8_t *question;
+  shk__host host; /* valid when name_ok */
+  bool name_ok;
+} shk__dns_query;
+
+/* Parses a query (exactly one question, class IN, opcode QUERY, QR 0).
+ * Returns 0 or a reason token for a message that cannot even be answered
+ * REFUSED (too short, not a query), in which case it is dropped. */
+const char *shk__dns_parse_query(const uint8_t *msg, size_t len, shk__dns_query *q);
+/* Builds the response to Q into OUT (at least 512 bytes of CAP): RCODE
+ * REFUSED when ips is NULL, else one answer per address of Q's type.
+ * Returns the length, or 0 if it does not fit. */
+size_t shk__dns_build_reply(const shk__dns_query *q, const shk__ip *ips, size_t n_ips,
+                            uint8_t *out, size_t cap);
+
+/* ---------------------------------------------------------------------------
+ * The server (proxy.c, tunnel.c): listeners, connections, resolution,
+ * audit. Not pure; lives on one libevent loop.
+ */
+
+struct event_base;
+typedef struct shk__eg_server shk__eg_server;
