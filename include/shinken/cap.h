@@ -1,0 +1,186 @@
+/* Shinken's caretaker layer: the capability grammar every layer shares, the
+ * tiers, image manifests, and the table of live handles.
+ *
+ * A handle is the switch: it is issued only after policy said yes, it can
+ * be narrowed (attenuated) but never widened, and revoking it flips one bit
+ * that every enforcement point reads at the moment of use. */
+#ifndef SHINKEN_CAP_H
+#define SHINKEN_CAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- classes and scopes ---- */
+
+typedef enum shk_cap_class {
+  SHK_CAP_NET_EGRESS,
+  SHK_CAP_FS_SCOPE,
+  SHK_CAP_CLIPBOARD,
+  SHK_CAP_GPU,
+  SHK_CAP_INSTALL_PRIVILEGED,
+  SHK_CAP_PERSISTENCE,
+  SHK_CAP_CREDENTIALS,
+  SHK_CAP_PERIPHERAL,
+  SHK_CAP__COUNT
+} shk_cap_class;
+
+/* "net.egress", "fs.scope", ...; NULL for an unknown class. */
+const char *shk_cap_class_name(shk_cap_class c);
+/* 0, or -EINVAL when `name` is not one of the eight classes. */
+int shk_cap_class_parse(const char *name, shk_cap_class *out);
+
+/* A list of strings (domain patterns, CIDRs, paths, device ids, scopes). */
+typedef struct shk_cap_strv {
+  char **v;
+  size_t n;
+} shk_cap_strv;
+
+/* A port range; a single port has lo == hi. */
+typedef struct shk_cap_port_range {
+  uint16_t lo, hi;
+} shk_cap_port_range;
+
+/* The scope of one capability. Only the fields of its class are used; every
+ * field defaults to empty (no authority). */
+typedef struct shk_cap_scope {
+  shk_cap_class cls;
+  /* net.egress */
+  shk_cap_strv domains;       /* host, *.host or **.host, each with an optional :port */
+  shk_cap_strv cidrs;
+  shk_cap_port_range *ports; /* a further restriction; empty: ports as the patterns say */
+  size_t n_ports;
+  bool tls_inspect;
+  /* fs.scope */
+  shk_cap_strv read, write, deny;
+  /* clipboard */
+  bool paste_in, copy_out;
+  /* gpu */
+  shk_cap_strv device_ids;
+  bool gpu_exclusive;         /* mode "exclusive" (else "shared") */
+  /* install.privileged */
+  bool install_any;           /* scope "any" (else "pkg") */
+  /* persistence */
+  shk_cap_strv paths;
+  bool survives_session;
+  /* credentials (never_raw is always true: a raw credential is never granted) */
+  shk_cap_strv broker_scopes;
+  /* peripheral */
+  bool camera, mic, usb, input_inject;
+} shk_cap_scope;
+
+/* Parses a scope given as a JSON object for class `cls`. An unknown field, a
+ * field of the wrong type, a malformed pattern/CIDR/path/port, or
+ * credentials with never_raw other than true is an error: -EINVAL with a
+ * message naming the field. */
+int shk_cap_scope_parse(shk_cap_class cls, const char *json, shk_cap_scope *out,
+                        char *err, size_t errlen);
+void shk_cap_scope_clear(shk_cap_scope *s);
+/* The scope as a JSON object (malloc'd). */
+char *shk_cap_scope_to_json(const shk_cap_scope *s);
+
+/* True when `child` grants nothing `parent` does not. On false, `why` (if
+ * given) names the first field that widens. */
+bool shk_cap_scope_subset(const shk_cap_scope *child, const shk_cap_scope *parent,
+                          char *why, size_t whylen);
+
+/* ---- tiers and provenance ---- */
+
+typedef enum shk_cap_tier {
+  SHK_CAP_AUTO,
+  SHK_CAP_NOTIFY,
+  SHK_CAP_ASK,
+  SHK_CAP_BLOCK,
+} shk_cap_tier;
+
+const char *shk_cap_tier_name(shk_cap_tier t);
+int shk_cap_tier_parse(const char *name, shk_cap_tier *out);
+
+/* What a session has been exposed to; it only ever grows. */
+typedef struct shk_cap_taint {
+  bool ingested_external;   /* read content from outside (web, issue text, ...) */
+  bool touched_sensitive;   /* read secrets, private code, personal data */
+} shk_cap_taint;
+
+/* The tier a request really gets: an action whose parameters derive from
+ * external data is promoted at least one tier, and a data-leaving action of a
+ * session that both ingested external content and touched sensitive data is
+ * never below Ask. */
+shk_cap_tier shk_cap_effective_tier(shk_cap_tier base, bool external_provenance,
+                                    const shk_cap_taint *taint, bool data_leaving);
+
+/* ---- manifests ---- */
+
+typedef struct shk_cap_manifest shk_cap_manifest;
+
+/* A manifest is what an image may ever request, and at which tier:
+ * {"image": NAME, "capabilities": [{"class": C, "scope": {...}, "tier": T}]}. */
+int shk_cap_manifest_parse(const char *json, shk_cap_manifest **out, char *err, size_t errlen);
+void shk_cap_manifest_free(shk_cap_manifest *m);
+const char *shk_cap_manifest_image(const shk_cap_manifest *m);
+/* Finds the entry that covers `req` (same class, req a subset of its scope).
+ * Returns its index and tier, or -EPERM with `why` filled. */
+int shk_cap_manifest_check(const shk_cap_manifest *m, const shk_cap_scope *req,
+                           shk_cap_tier *tier, char *why, size_t whylen);
+
+/* ---- handles ---- */
+
+#define SHK_CAP_ID_BYTES 32
+#define SHK_CAP_ID_HEX (SHK_CAP_ID_BYTES * 2 + 1)
+
+typedef enum shk_cap_lifecycle {
+  SHK_CAP_ONCE,     /* dies after one use */
+  SHK_CAP_SESSION,  /* dies when the session ends or at its expiry */
+  SHK_CAP_STANDING, /* only from admin policy */
+} shk_cap_lifecycle;
+
+typedef struct shk_cap_table shk_cap_table;
+
+typedef struct shk_cap_info {
+  char id[SHK_CAP_ID_HEX];
+  char parent[SHK_CAP_ID_HEX];  /* "" for a root grant */
+  char session[128];
+  shk_cap_lifecycle lifecycle;
+  int64_t expires_ms;            /* 0: no expiry of its own */
+  bool revoked;                  /* this handle or an ancestor */
+  const shk_cap_scope *scope;    /* valid while the table holds the handle */
+} shk_cap_info;
+
+shk_cap_table *shk_cap_table_new(void);
+void shk_cap_table_free(shk_cap_table *t);
+
+/* Issues a root handle. The id is 256 bits from the kernel's CSPRNG and
+ * nothing in it derives from the session or the class. The table takes a
+ * copy of `scope`. */
+int shk_cap_issue(shk_cap_table *t, const char *session, const shk_cap_scope *scope,
+                  shk_cap_lifecycle lc, int64_t expires_ms, char id_out[SHK_CAP_ID_HEX]);
+/* Derives a child of `parent_id` whose scope must be a subset of the
+ * parent's (-EPERM otherwise, with why). The child never outlives its
+ * parent: it expires no later and dies with it. */
+int shk_cap_attenuate(shk_cap_table *t, const char *parent_id, const shk_cap_scope *scope,
+                      int64_t expires_ms, char id_out[SHK_CAP_ID_HEX], char *why, size_t whylen);
+/* Flips the handle's revoked bit: O(1), synchronous, idempotent. Every
+ * handle derived from it fails from its next use on. -ENOENT if unknown. */
+int shk_cap_revoke(shk_cap_table *t, const char *id);
+/* Revokes every handle of a session (the session ended). */
+void shk_cap_revoke_session(shk_cap_table *t, const char *session);
+
+/* The check at the moment of use: 0 when the handle, and every handle it
+ * derives from, is live and unexpired at `now_ms`; a once handle is consumed
+ * by a successful use. -EACCES (revoked/expired/used) or -ENOENT. */
+int shk_cap_use(shk_cap_table *t, const char *id, int64_t now_ms);
+/* Like shk_cap_use, but does not consume a once handle. */
+int shk_cap_check(shk_cap_table *t, const char *id, int64_t now_ms);
+
+/* Calls fn for each handle (of `session`, or all when NULL). */
+void shk_cap_foreach(shk_cap_table *t, const char *session,
+                     void (*fn)(const shk_cap_info *info, void *ud), void *ud);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
