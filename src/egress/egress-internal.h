@@ -85,6 +85,9 @@ typedef struct shk__host {
  * is not a valid IPv4 address. Returns NULL on success or a reason token. */
 const char *shk__host_canon(const char *in, size_t len, shk__host *out);
 
+/* A decimal port 1..65535, no sign, no leading zero. NULL or a reason. */
+const char *shk__port_parse(const char *s, size_t len, uint16_t *port);
+
 /* Splits "host:port" / "[v6]:port" (authority form, no userinfo) and
  * canonicalizes the host. The port is required when default_port is 0.
  * Returns NULL or a reason token. */
@@ -265,6 +268,7 @@ int shk__socks5_parse_request(const uint8_t *buf, size_t len, shk__socks5_req *r
 
 typedef struct shk__dns_query {
   uint16_t id;
+  bool rd;           /* recursion desired, echoed in the reply */
   uint16_t qtype;    /* 1 A, 28 AAAA; anything else is answered REFUSED */
   size_t question_len; /* bytes of the question section, to echo back */
   const uint8_t *question;
@@ -273,7 +277,7 @@ typedef struct shk__dns_query {
 } shk__dns_query;
 
 /* Parses a query (exactly one question, class IN, opcode QUERY, QR 0).
- * Returns 0 or a reason token for a message that cannot even be answered
+ * Returns NULL or a reason token for a message that cannot even be answered
  * REFUSED (too short, not a query), in which case it is dropped. */
 const char *shk__dns_parse_query(const uint8_t *msg, size_t len, shk__dns_query *q);
 /* Builds the response to Q into OUT (at least 512 bytes of CAP): RCODE

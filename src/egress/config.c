@@ -1,0 +1,314 @@
+/* The JSON configuration of the standalone proxy (and the admin part of a
+ * session's policy). Fail closed: an unknown key, a wrong type or a bad
+ * value is an error that names the key; nothing is half-applied, because
+ * the caller only ever sees a complete configuration or none. */
+#include "egress/egress-internal.h"
+
+#include "common/common.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+struct ctx {
+  char *err;
+  size_t errlen;
+};
+
+SHK_PRINTF(3, 4) static int fail(struct ctx *c, const char *key, const char *fmt, ...)
+{
+  int n = snprintf(c->err, c->errlen, "%s: ", key);
+  if (n >= 0 && (size_t)n < c->errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+  }
+  return -EINVAL;
+}
+
+/* "IP:PORT" or "[IPv6]:PORT" with PORT 0..65535 (0: any free port). */
+static int parse_listen(struct ctx *c, const char *key, json_t *v, bool non_loopback_ok,
+                        char **text, struct sockaddr_storage *ss, socklen_t *sl)
+{
+  if (!json_is_string(v))
+    return fail(c, key, "must be a string \"ADDRESS:PORT\"");
+  const char *s = json_string_value(v);
+  size_t len = json_string_length(v);
+  const char *colon = memrchr(s, ':', len);
+  if (!colon || colon == s)
+    return fail(c, key, "must be \"ADDRESS:PORT\"");
+  const char *h = s;
+  size_t hl = (size_t)(colon - s);
+  if (h[0] == '[') {
+    if (hl < 3 || h[hl - 1] != ']')
+      return fail(c, key, "bad bracketed IPv6 address");
+    h++;
+    hl -= 2;
+  }
+  shk__ip ip;
+  if (shk__ip_parse(h, hl, &ip) < 0 || (ip.family == 6 && s[0] != '['))
+    return fail(c, key, "bad address (an IP literal, IPv6 in brackets)");
+  unsigned port = 0;
+  const char *p = colon + 1, *end = s + len;
+  if (p == end || end - p > 5)
+    return fail(c, key, "bad port");
+  for (; p < end; p++) {
+    if (*p < '0' || *p > '9')
+      return fail(c, key, "bad port");
+    port = port * 10 + (unsigned)(*p - '0');
+  }
+  if (port > 65535)
+    return fail(c, key, "bad port");
+  static const uint8_t v6_lo[16] = { [15] = 1 };
+  bool loopback = ip.family == 4 ? ip.b[0] == 127 : !memcmp(ip.b, v6_lo, 16);
+  if (!loopback && !non_loopback_ok)
+    return fail(c, key, "listeners are loopback-only (set dangerously_allow_non_loopback to override)");
+  memset(ss, 0, sizeof *ss);
+  if (ip.family == 4) {
+    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)port);
+    memcpy(&sin->sin_addr, ip.b, 4);
+    *sl = sizeof *sin;
+  } else {
+    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons((uint16_t)port);
+    memcpy(&sin6->sin6_addr, ip.b, 16);
+    *sl = sizeof *sin6;
+  }
+  *text = shk__xstrdup(s);
+  return 0;
+}
+
+static int parse_verdict(struct ctx *c, const char *key, json_t *v, shk__verdict *out)
+{
+  const char *s = json_string_value(v);
+  if (s && !strcmp(s, "allow"))
+    *out = SHK__ALLOW;
+  else if (s && !strcmp(s, "deny"))
+    *out = SHK__DENY;
+  else
+    return fail(c, key, "must be \"allow\" or \"deny\"");
+  return 0;
+}
+
+static int parse_listen_obj(struct ctx *c, json_t *v, shk__eg_config *cfg)
+{
+  if (!json_is_object(v))
+    return fail(c, "listen", "must be an object");
+  const char *k;
+  json_t *x;
+  json_object_foreach(v, k, x) {
+    int r;
+    if (!strcmp(k, "http"))
+      r = parse_listen(c, "listen.http", x, cfg->allow_non_loopback, &cfg->listen_http,
+                       &cfg->http_addr, &cfg->http_addrlen);
+    else if (!strcmp(k, "socks5"))
+      r = parse_listen(c, "listen.socks5", x, cfg->allow_non_loopback, &cfg->listen_socks5,
+                       &cfg->socks5_addr, &cfg->socks5_addrlen);
+    else
+      r = fail(c, "listen", "unknown key '%s' (expected http, socks5)", k);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+static int parse_domains(struct ctx *c, json_t *v, shk__eg_config *cfg)
+{
+  if (!json_is_object(v))
+    return fail(c, "domains", "must be an object of PATTERN: \"allow\"|\"deny\"");
+  const char *k;
+  json_t *x;
+  json_object_foreach(v, k, x) {
+    char key[300];
+    snprintf(key, sizeof key, "domains.%s", k);
+    shk__verdict verdict;
+    if (parse_verdict(c, key, x, &verdict) < 0)
+      return -EINVAL;
+    const char *r = shk__eg_config_add_domain(cfg, k, verdict);
+    if (r)
+      return fail(c, key, "bad pattern (%s)", r);
+  }
+  return 0;
+}
+
+static int parse_cidr(struct ctx *c, const char *key, const char *s, shk__cidr *out)
+{
+  if (shk__cidr_parse(s, strlen(s), out) < 0)
+    return fail(c, key, "bad CIDR range '%s' (ADDRESS/PREFIX, no host bits set)", s);
+  return 0;
+}
+
+static int parse_cidrs(struct ctx *c, json_t *v, shk__eg_config *cfg)
+{
+  if (!json_is_object(v))
+    return fail(c, "cidrs", "must be an object of CIDR: \"allow\"|\"deny\"");
+  cfg->cidrs = shk__xcalloc(json_object_size(v), sizeof *cfg->cidrs);
+  const char *k;
+  json_t *x;
+  json_object_foreach(v, k, x) {
+    char key[300];
+    snprintf(key, sizeof key, "cidrs.%s", k);
+    shk__cidr_rule *rule = &cfg->cidrs[cfg->n_cidrs];
+    if (parse_cidr(c, key, k, &rule->cidr) < 0 || parse_verdict(c, key, x, &rule->verdict) < 0)
+      return -EINVAL;
+    rule->text = shk__xstrdup(k);
+    cfg->n_cidrs++;
+  }
+  return 0;
+}
+
+static int parse_private(struct ctx *c, json_t *v, shk__eg_config *cfg)
+{
+  if (!json_is_array(v))
+    return fail(c, "allow_private_cidrs", "must be an array of CIDR strings");
+  cfg->private_ok = shk__xcalloc(json_array_size(v), sizeof *cfg->private_ok);
+  size_t i;
+  json_t *x;
+  json_array_foreach(v, i, x) {
+    if (!json_is_string(x))
+      return fail(c, "allow_private_cidrs", "element %zu is not a string", i);
+    if (parse_cidr(c, "allow_private_cidrs", json_string_value(x), &cfg->private_ok[i]) < 0)
+      return -EINVAL;
+    cfg->n_private_ok++;
+  }
+  return 0;
+}
+
+static int parse_hosts(struct ctx *c, json_t *v, shk__eg_config *cfg)
+{
+  if (!json_is_object(v))
+    return fail(c, "hosts", "must be an object of NAME: [ADDRESS, ...]");
+  cfg->pins = shk__xcalloc(json_object_size(v), sizeof *cfg->pins);
+  const char *k;
+  json_t *x;
+  json_object_foreach(v, k, x) {
+    char key[300];
+    snprintf(key, sizeof key, "hosts.%s", k);
+    shk__host h;
+    const char *r = shk__host_canon(k, strlen(k), &h);
+    if (r || h.kind != SHK__HOST_NAME)
+      return fail(c, key, "not a host name (%s)", r ? r : "an IP literal");
+    if (shk__eg_pin_find(cfg, h.text))
+      return fail(c, key, "the same name twice");
+    if (!json_is_array(x) || json_array_size(x) == 0)
+      return fail(c, key, "must be a non-empty array of addresses");
+    shk__pin *pin = &cfg->pins[cfg->n_pins++];
+    memcpy(pin->host, h.text, sizeof pin->host);
+    pin->ips = shk__xcalloc(json_array_size(x), sizeof *pin->ips);
+    size_t i;
+    json_t *a;
+    json_array_foreach(x, i, a) {
+      if (!json_is_string(a) ||
+          shk__ip_parse(json_string_value(a), json_string_length(a), &pin->ips[i]) < 0)
+        return fail(c, key, "element %zu is not an IP address", i);
+      pin->n_ips++;
+    }
+  }
+  return 0;
+}
+
+static int parse_upstream(struct ctx *c, json_t *v, shk__eg_config *cfg)
+{
+  shk__host h;
+  uint16_t port;
+  if (!json_is_string(v) ||
+      shk__authority_parse(json_string_value(v), json_string_length(v), 53, &h, &port) ||
+      h.kind == SHK__HOST_NAME)
+    return fail(c, "dns_upstream", "must be \"IP[:PORT]\" (IPv6 in brackets)");
+  cfg->has_dns_upstream = true;
+  cfg->dns_upstream = h.ip;
+  cfg->dns_upstream_port = port;
+  return 0;
+}
+
+static int parse_bool(struct ctx *c, const char *key, json_t *v, bool *out)
+{
+  if (!json_is_boolean(v))
+    return fail(c, key, "must be true or false");
+  *out = json_is_true(v);
+  return 0;
+}
+
+static int parse_root(struct ctx *c, json_t *root, shk__eg_config *cfg)
+{
+  if (!json_is_object(root))
+    return fail(c, "(top level)", "must be a JSON object");
+  /* The two dangerous switches change how other keys are read, so they are
+   * read first, whatever their position in the text. */
+  json_t *x = json_object_get(root, "dangerously_allow_non_loopback");
+  if (x && parse_bool(c, "dangerously_allow_non_loopback", x, &cfg->allow_non_loopback) < 0)
+    return -EINVAL;
+  x = json_object_get(root, "dangerously_allow_all");
+  if (x && parse_bool(c, "dangerously_allow_all", x, &cfg->allow_all) < 0)
+    return -EINVAL;
+  const char *k;
+  json_object_foreach(root, k, x) {
+    int r = 0;
+    if (!strcmp(k, "listen"))
+      r = parse_listen_obj(c, x, cfg);
+    else if (!strcmp(k, "domains"))
+      r = parse_domains(c, x, cfg);
+    else if (!strcmp(k, "cidrs"))
+      r = parse_cidrs(c, x, cfg);
+    else if (!strcmp(k, "allow_private_cidrs"))
+      r = parse_private(c, x, cfg);
+    else if (!strcmp(k, "hosts"))
+      r = parse_hosts(c, x, cfg);
+    else if (!strcmp(k, "dns_upstream"))
+      r = parse_upstream(c, x, cfg);
+    else if (!strcmp(k, "dns_timeout_ms")) {
+      json_int_t t = json_integer_value(x);
+      if (!json_is_integer(x) || t < 1 || t > 60000)
+        r = fail(c, k, "must be an integer from 1 to 60000");
+      else
+        cfg->dns_timeout_ms = (unsigned)t;
+    } else if (!strcmp(k, "mode")) {
+      const char *m = json_string_value(x);
+      if (m && !strcmp(m, "full"))
+        cfg->connect_only = false;
+      else if (m && !strcmp(m, "connect"))
+        cfg->connect_only = true;
+      else
+        r = fail(c, k, "must be \"full\" or \"connect\"");
+    } else if (!strcmp(k, "audit")) {
+      if (!json_is_string(x) || json_string_length(x) == 0)
+        r = fail(c, k, "must be a file name");
+      else
+        cfg->audit_path = shk__xstrdup(json_string_value(x));
+    } else if (strcmp(k, "dangerously_allow_non_loopback") && strcmp(k, "dangerously_allow_all"))
+      r = fail(c, k, "unknown key");
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+int shk__eg_config_parse(const char *json, size_t len, shk__eg_config **out, char *err,
+                         size_t errlen)
+{
+  struct ctx c = { err, errlen };
+  *out = NULL;
+  json_error_t jerr;
+  /* Without JSON_ALLOW_NUL jansson refuses "\u0000" in keys and strings,
+   * so every string below is an ordinary C string. */
+  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root)
+    return fail(&c, "(json)", "line %d: %s", jerr.line, jerr.text);
+  shk__eg_config *cfg = shk__eg_config_new();
+  int r = parse_root(&c, root, cfg);
+  json_decref(root);
+  if (r < 0) {
+    shk__eg_config_free(cfg);
+    return r;
+  }
+  *out = cfg;
+  return 0;
+}

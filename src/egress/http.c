@@ -1,0 +1,302 @@
+/* The HTTP proxy request head: absolute-form requests and CONNECT. The
+ * parser is strict on purpose; every shape two parsers could read
+ * differently (the basis of request smuggling) is refused rather than
+ * normalized, and the head sent upstream is rebuilt from what was parsed,
+ * never copied wholesale. */
+#include "egress/egress-internal.h"
+
+#include "common/common.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_HEADERS 100
+#define MAX_CONN_TOKENS 16
+
+static bool is_tchar(unsigned char c)
+{
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+    return true;
+  return c && strchr("!#$%&'*+-.^_`|~", c);
+}
+
+static int refuse(shk__http_refusal *ref, int status, const char *reason)
+{
+  ref->status = status;
+  ref->reason = reason;
+  return -1;
+}
+
+struct slice {
+  const char *p;
+  size_t n;
+};
+
+static bool slice_eq(struct slice s, const char *lit)
+{
+  return s.n == strlen(lit) && !strncasecmp(s.p, lit, s.n);
+}
+
+struct header {
+  struct slice name, value;
+};
+
+/* Hop-by-hop headers (RFC 9110 7.6.1) plus the proxy's own credentials,
+ * which are for this hop and must never reach the origin. */
+static bool is_hop_by_hop(struct slice name)
+{
+  static const char *const hop[] = { "connection", "keep-alive", "proxy-connection",
+                                     "proxy-authorization", "proxy-authenticate", "te",
+                                     "trailer", "transfer-encoding", "upgrade", "host",
+                                     "content-length" };
+  for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
+    if (slice_eq(name, hop[i]))
+      return true;
+  return false;
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+  if (*len + n + 1 > *cap) {
+    *cap = (*len + n + 1) * 2;
+    *buf = shk__xrealloc(*buf, *cap);
+  }
+  memcpy(*buf + *len, p, n);
+  *len += n;
+  (*buf)[*len] = '\0';
+}
+
+static void appends(char **buf, size_t *len, size_t *cap, const char *s)
+{
+  append(buf, len, cap, s, strlen(s));
+}
+
+/* Locates the end of the head, refusing bare LF, bare CR and NUL on the
+ * way. Returns the head length, 0 for "need more", -1 for a refusal. */
+static long find_end(const char *buf, size_t len, shk__http_refusal *ref)
+{
+  size_t lim = len < SHK__HTTP_HEAD_MAX ? len : SHK__HTTP_HEAD_MAX;
+  for (size_t i = 0; i < lim; i++) {
+    char c = buf[i];
+    if (c == '\0')
+      return refuse(ref, 400, "http-nul");
+    if (c == '\n' && (i == 0 || buf[i - 1] != '\r'))
+      return refuse(ref, 400, "http-bare-lf");
+    if (c == '\r' && i + 1 < len && buf[i + 1] != '\n')
+      return refuse(ref, 400, "http-bare-cr");
+    if (c == '\n' && i >= 3 && buf[i - 2] == '\n')
+      return (long)(i + 1);
+  }
+  if (len >= SHK__HTTP_HEAD_MAX)
+    return refuse(ref, 431, "http-head-too-large");
+  return 0;
+}
+
+static int parse_target(struct slice method, struct slice target, shk__http_req *req,
+                        struct slice *path, shk__http_refusal *ref)
+{
+  const char *r;
+  if (slice_eq(method, "CONNECT")) {
+    req->is_connect = true;
+    r = shk__authority_parse(target.p, target.n, 0, &req->host, &req->port);
+    return r ? refuse(ref, 400, r) : 0;
+  }
+  if (target.n < 7 || strncasecmp(target.p, "http://", 7)) {
+    if (target.n >= 8 && !strncasecmp(target.p, "https://", 8))
+      return refuse(ref, 400, "http-https-needs-connect");
+    return refuse(ref, 400, "http-not-absolute-form");
+  }
+  const char *a = target.p + 7, *end = target.p + target.n, *q = a;
+  while (q < end && *q != '/' && *q != '?' && *q != '#')
+    q++;
+  r = shk__authority_parse(a, (size_t)(q - a), 80, &req->host, &req->port);
+  if (r)
+    return refuse(ref, 400, r);
+  for (const char *p = q; p < end; p++)
+    if (*p == '#' || (unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+      return refuse(ref, 400, "http-bad-target");
+  path->p = q;
+  path->n = (size_t)(end - q);
+  return 0;
+}
+
+/* Safe on any bytes: every read is bounded by the head length found first,
+ * and the result is either a complete request or a refusal. */
+int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
+                         shk__http_refusal *ref)
+{
+  memset(req, 0, sizeof *req);
+  ref->status = 0;
+  ref->reason = NULL;
+  long end = find_end(buf, len, ref);
+  if (end <= 0)
+    return (int)end;
+  const char *p = buf, *e = buf + end;
+
+  /* Request line: METHOD SP TARGET SP HTTP/1.x CRLF, single spaces. */
+  struct slice method = { p, 0 }, target, version, path = { NULL, 0 };
+  while (p < e && is_tchar((unsigned char)*p))
+    p++;
+  method.n = (size_t)(p - method.p);
+  if (method.n == 0 || method.n > 16 || *p != ' ')
+    return refuse(ref, 400, "http-bad-request-line");
+  target.p = ++p;
+  while (p < e && *p != ' ' && *p != '\r')
+    p++;
+  target.n = (size_t)(p - target.p);
+  if (target.n == 0 || *p != ' ')
+    return refuse(ref, 400, "http-bad-request-line");
+  version.p = ++p;
+  while (p < e && *p != '\r')
+    p++;
+  version.n = (size_t)(p - version.p);
+  if (!(version.n == 8 && (!memcmp(version.p, "HTTP/1.1", 8) || !memcmp(version.p, "HTTP/1.0", 8))))
+    return refuse(ref, 505, "http-bad-version");
+  p += 2;
+  if (parse_target(method, target, req, &path, ref) < 0)
+    return -1;
+
+  struct header hs[MAX_HEADERS];
+  size_t nh = 0;
+  struct slice conn_tokens[MAX_CONN_TOKENS];
+  size_t nconn = 0;
+  int n_host = 0, n_cl = 0, n_te = 0;
+  struct slice host_value = { NULL, 0 };
+  while (p < e && *p != '\r') {
+    if (*p == ' ' || *p == '\t')
+      return refuse(ref, 400, "http-obs-fold");
+    if (nh == MAX_HEADERS)
+      return refuse(ref, 431, "http-too-many-headers");
+    struct header *h = &hs[nh++];
+    h->name.p = p;
+    while (p < e && is_tchar((unsigned char)*p))
+      p++;
+    h->name.n = (size_t)(p - h->name.p);
+    if (h->name.n == 0 || *p != ':')
+      return refuse(ref, 400, "http-bad-header-name");
+    p++;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    h->value.p = p;
+    while (*p != '\r') {
+      unsigned char c = (unsigned char)*p;
+      if ((c < 0x20 && c != '\t') || c == 0x7f)
+        return refuse(ref, 400, "http-bad-header-value");
+      p++;
+    }
+    const char *ve = p;
+    while (ve > h->value.p && (ve[-1] == ' ' || ve[-1] == '\t'))
+      ve--;
+    h->value.n = (size_t)(ve - h->value.p);
+    p += 2;
+
+    if (slice_eq(h->name, "host")) {
+      n_host++;
+      host_value = h->value;
+    } else if (slice_eq(h->name, "content-length")) {
+      if (++n_cl > 1)
+        return refuse(ref, 400, "http-two-content-length");
+      if (h->value.n == 0 || h->value.n > 15)
+        return refuse(ref, 400, "http-bad-content-length");
+      for (size_t i = 0; i < h->value.n; i++) {
+        if (h->value.p[i] < '0' || h->value.p[i] > '9')
+          return refuse(ref, 400, "http-bad-content-length");
+        req->content_length = req->content_length * 10 + (uint64_t)(h->value.p[i] - '0');
+      }
+    } else if (slice_eq(h->name, "transfer-encoding")) {
+      n_te++;
+    } else if (slice_eq(h->name, "connection")) {
+      const char *t = h->value.p, *te = h->value.p + h->value.n;
+      while (t < te) {
+        while (t < te && (*t == ' ' || *t == '\t' || *t == ','))
+          t++;
+        const char *ts = t;
+        while (t < te && is_tchar((unsigned char)*t))
+          t++;
+        if (t == ts) {
+          if (t < te)
+            return refuse(ref, 400, "http-bad-connection");
+          break;
+        }
+        if (nconn == MAX_CONN_TOKENS)
+          return refuse(ref, 400, "http-bad-connection");
+        conn_tokens[nconn++] = (struct slice){ ts, (size_t)(t - ts) };
+      }
+    }
+  }
+  if (n_cl && n_te)
+    return refuse(ref, 400, "http-cl-and-te");
+  if (n_te)
+    return refuse(ref, 501, "http-chunked-body-unsupported");
+  if (n_host > 1)
+    return refuse(ref, 400, "http-two-host");
+  if (req->is_connect && req->content_length)
+    return refuse(ref, 400, "http-connect-with-body");
+  if (n_host == 0 && !req->is_connect && version.p[7] == '1')
+    return refuse(ref, 400, "http-host-missing");
+  if (n_host) {
+    shk__host hh;
+    uint16_t hp;
+    if (shk__authority_parse(host_value.p, host_value.n, req->is_connect ? req->port : 80,
+                             &hh, &hp) ||
+        strcmp(hh.text, req->host.text) || hp != req->port)
+      return refuse(ref, 400, "http-host-mismatch");
+  }
+  req->head_len = (size_t)end;
+  if (req->is_connect)
+    return 1;
+
+  /* The head for the origin: origin-form target, our own Host (the
+   * canonical one that was checked), the end-to-end headers, and
+   * Connection: close so the origin ends the exchange after one response
+   * and nothing the client sends later can ride along unchecked. */
+  size_t cap = (size_t)end + 128, ulen = 0;
+  char *u = shk__xmalloc(cap);
+  u[0] = '\0';
+  append(&u, &ulen, &cap, method.p, method.n);
+  appends(&u, &ulen, &cap, " ");
+  if (path.n == 0 || path.p[0] == '?')
+    appends(&u, &ulen, &cap, "/");
+  append(&u, &ulen, &cap, path.p ? path.p : "", path.n);
+  appends(&u, &ulen, &cap, " HTTP/1.1\r\nHost: ");
+  bool v6 = req->host.kind == SHK__HOST_IPV6;
+  if (v6)
+    appends(&u, &ulen, &cap, "[");
+  appends(&u, &ulen, &cap, req->host.text);
+  if (v6)
+    appends(&u, &ulen, &cap, "]");
+  if (req->port != 80) {
+    char port[8];
+    snprintf(port, sizeof port, ":%u", req->port);
+    appends(&u, &ulen, &cap, port);
+  }
+  appends(&u, &ulen, &cap, "\r\n");
+  if (n_cl) {
+    char cl[32];
+    snprintf(cl, sizeof cl, "Content-Length: %llu\r\n", (unsigned long long)req->content_length);
+    appends(&u, &ulen, &cap, cl);
+  }
+  for (size_t i = 0; i < nh; i++) {
+    bool drop = is_hop_by_hop(hs[i].name);
+    for (size_t j = 0; j < nconn && !drop; j++)
+      drop = hs[i].name.n == conn_tokens[j].n &&
+             !strncasecmp(hs[i].name.p, conn_tokens[j].p, conn_tokens[j].n);
+    if (drop)
+      continue;
+    append(&u, &ulen, &cap, hs[i].name.p, hs[i].name.n);
+    appends(&u, &ulen, &cap, ": ");
+    append(&u, &ulen, &cap, hs[i].value.p, hs[i].value.n);
+    appends(&u, &ulen, &cap, "\r\n");
+  }
+  appends(&u, &ulen, &cap, "Connection: close\r\n\r\n");
+  req->upstream = u;
+  req->upstream_len = ulen;
+  return 1;
+}
+
+void shk__http_req_free(shk__http_req *req)
+{
+  free(req->upstream);
+  req->upstream = NULL;
+}
