@@ -344,15 +344,15 @@ typedef struct shk__ipaddr {
 
 /* Each parser returns 0, or -EINVAL when the string is not a valid literal
  * of that type, exactly as the reference decides. */
-int shk__ip_parse(shk__str s, shk__ipaddr *out);
+int shk__ipaddr_parse(shk__str s, shk__ipaddr *out);
 int shk__decimal_parse(shk__str s, int64_t *out);      /* value times 10^4 */
 int shk__datetime_parse(shk__str s, int64_t *out_ms);  /* ms since the epoch, UTC */
 int shk__duration_parse(shk__str s, int64_t *out_ms);
 
-bool shk__ip_eq(const shk__ipaddr *a, const shk__ipaddr *b);
-bool shk__ip_is_loopback(const shk__ipaddr *a);
-bool shk__ip_is_multicast(const shk__ipaddr *a);
-bool shk__ip_in_range(const shk__ipaddr *a, const shk__ipaddr *range);
+bool shk__ipaddr_eq(const shk__ipaddr *a, const shk__ipaddr *b);
+bool shk__ipaddr_is_loopback(const shk__ipaddr *a);
+bool shk__ipaddr_is_multicast(const shk__ipaddr *a);
+bool shk__ipaddr_in_range(const shk__ipaddr *a, const shk__ipaddr *range);
 
 /* Datetime arithmetic: -ERANGE on overflow, as the reference errors. */
 int shk__datetime_offset(int64_t dt, int64_t dur, int64_t *out);
@@ -362,5 +362,5 @@ int shk__datetime_to_time(int64_t dt, int64_t *out);
 
 /* Canonical text of each value as the reference prints it; return the
  * length written (snprintf rules). */
-int shk__ip_format(const shk__ipaddr *a, char *buf, size_t n);
+int shk__ipaddr_format(const shk__ipaddr *a, char *buf, size_t n);
 int shk__decimal_format(int64_t d, char *buf, size_t n);

@@ -179,7 +179,7 @@ static size_t count_char(shk__str s, char ch)
   return n;
 }
 
-int shk__ip_parse(shk__str s, shk__ipaddr *out)
+int shk__ipaddr_parse(shk__str s, shk__ipaddr *out)
 {
   if (s.n > IP_TEXT_MAX)
     return -EINVAL;
@@ -202,7 +202,7 @@ int shk__ip_parse(shk__str s, shk__ipaddr *out)
 
 /* Two ipaddr values are equal when address and prefix are: the host bits
  * are kept, so 10.0.0.1/24 differs from 10.0.0.0/24, as in the reference. */
-bool shk__ip_eq(const shk__ipaddr *a, const shk__ipaddr *b)
+bool shk__ipaddr_eq(const shk__ipaddr *a, const shk__ipaddr *b)
 {
   return a->v6 == b->v6 && a->prefix == b->prefix &&
          memcmp(a->addr, b->addr, a->v6 ? 16 : 4) == 0;
@@ -210,7 +210,7 @@ bool shk__ip_eq(const shk__ipaddr *a, const shk__ipaddr *b)
 
 /* 127.0.0.0/8 and ::1, and only when the prefix keeps the value inside
  * that range. An IPv4-mapped IPv6 address is IPv6 and is not loopback. */
-bool shk__ip_is_loopback(const shk__ipaddr *a)
+bool shk__ipaddr_is_loopback(const shk__ipaddr *a)
 {
   if (!a->v6)
     return a->addr[0] == 127 && a->prefix >= 8;
@@ -221,7 +221,7 @@ bool shk__ip_is_loopback(const shk__ipaddr *a)
 }
 
 /* 224.0.0.0/4 and ff00::/8, with the same rule on the prefix. */
-bool shk__ip_is_multicast(const shk__ipaddr *a)
+bool shk__ipaddr_is_multicast(const shk__ipaddr *a)
 {
   if (!a->v6)
     return (a->addr[0] & 0xf0) == 0xe0 && a->prefix >= 4;
@@ -232,7 +232,7 @@ bool shk__ip_is_multicast(const shk__ipaddr *a)
  * lowest address of `a` is at or above the lowest of `range`, and its
  * highest at or below the highest of `range`. Mixed families are never in
  * range. Compared bytewise, big-endian, which orders like the integers. */
-bool shk__ip_in_range(const shk__ipaddr *a, const shk__ipaddr *range)
+bool shk__ipaddr_in_range(const shk__ipaddr *a, const shk__ipaddr *range)
 {
   if (a->v6 != range->v6)
     return false;
@@ -254,7 +254,7 @@ bool shk__ip_in_range(const shk__ipaddr *a, const shk__ipaddr *range)
  * lower-case hex with the longest run of two or more zero groups (the first
  * such run on a tie) written "::", and IPv4-mapped addresses as
  * ::ffff:a.b.c.d. */
-int shk__ip_format(const shk__ipaddr *a, char *buf, size_t n)
+int shk__ipaddr_format(const shk__ipaddr *a, char *buf, size_t n)
 {
   const uint8_t *b = a->addr;
   if (!a->v6)

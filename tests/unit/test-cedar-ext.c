@@ -24,7 +24,7 @@ static shk__str S(const char *s)
 static shk__ipaddr ip(const char *s)
 {
   shk__ipaddr a;
-  if (shk__ip_parse(S(s), &a) != 0)
+  if (shk__ipaddr_parse(S(s), &a) != 0)
     fail_msg("ip(\"%s\") should parse", s);
   return a;
 }
@@ -89,7 +89,7 @@ static void ip_parse_table(void **state)
   (void)state;
   for (size_t i = 0; i < N_ELEMS(ip_cases); i++) {
     shk__ipaddr a;
-    int rc = shk__ip_parse(S(ip_cases[i].in), &a);
+    int rc = shk__ipaddr_parse(S(ip_cases[i].in), &a);
     if (!ip_cases[i].shown) {
       if (rc != -EINVAL)
         fail_msg("ip(\"%s\") should be rejected", ip_cases[i].in);
@@ -98,7 +98,7 @@ static void ip_parse_table(void **state)
     if (rc != 0)
       fail_msg("ip(\"%s\") should parse", ip_cases[i].in);
     char buf[64];
-    shk__ip_format(&a, buf, sizeof buf);
+    shk__ipaddr_format(&a, buf, sizeof buf);
     assert_string_equal(buf, ip_cases[i].shown);
   }
 }
@@ -129,8 +129,8 @@ static void ip_predicates(void **state)
   };
   for (size_t i = 0; i < N_ELEMS(t); i++) {
     shk__ipaddr a = ip(t[i].in);
-    if (a.v6 != t[i].v6 || shk__ip_is_loopback(&a) != t[i].loopback ||
-        shk__ip_is_multicast(&a) != t[i].multicast)
+    if (a.v6 != t[i].v6 || shk__ipaddr_is_loopback(&a) != t[i].loopback ||
+        shk__ipaddr_is_multicast(&a) != t[i].multicast)
       fail_msg("predicates of ip(\"%s\")", t[i].in);
   }
 }
@@ -161,9 +161,9 @@ static void ip_ranges_and_equality(void **state)
   };
   for (size_t i = 0; i < N_ELEMS(t); i++) {
     shk__ipaddr a = ip(t[i].a), b = ip(t[i].b);
-    if (shk__ip_in_range(&a, &b) != t[i].in_range)
+    if (shk__ipaddr_in_range(&a, &b) != t[i].in_range)
       fail_msg("ip(\"%s\").isInRange(ip(\"%s\"))", t[i].a, t[i].b);
-    if (shk__ip_eq(&a, &b) != t[i].eq || shk__ip_eq(&b, &a) != t[i].eq)
+    if (shk__ipaddr_eq(&a, &b) != t[i].eq || shk__ipaddr_eq(&b, &a) != t[i].eq)
       fail_msg("ip(\"%s\") == ip(\"%s\")", t[i].a, t[i].b);
   }
 }
