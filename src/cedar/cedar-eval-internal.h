@@ -1,0 +1,177 @@
+/* Runtime side of the Cedar engine: values, the entity store, requests and
+ * the evaluator (value.c, entities.c, request.c, eval.c, authorize.c,
+ * policyset.c). Internal to src/cedar/.
+ *
+ * Values never own memory: they point into the arena of whatever made them
+ * (the entity store, the request, the policy set or the per-request scratch
+ * arena), so reading an attribute out of the store copies nothing. */
+#pragma once
+
+#include <jansson.h>
+
+#include "cedar/cedar-internal.h"
+#include "common/common.h"
+
+/* ---------------------------------------------------------------- values */
+
+typedef enum shk__vkind {
+  SHK__V_BOOL,
+  SHK__V_LONG,
+  SHK__V_STRING,
+  SHK__V_ENTITY,
+  SHK__V_SET,
+  SHK__V_RECORD,
+  SHK__V_IP,
+  SHK__V_DECIMAL,
+  SHK__V_DATETIME,
+  SHK__V_DURATION,
+} shk__vkind;
+
+typedef struct shk__value shk__value;
+typedef struct shk__set shk__set;
+typedef struct shk__record shk__record;
+
+struct shk__value {
+  shk__vkind kind;
+  union {
+    bool b;
+    int64_t l;               /* LONG; DECIMAL (times 10^4); DATETIME and DURATION (ms) */
+    shk__str s;              /* STRING */
+    const shk__uid *uid;     /* ENTITY */
+    const shk__set *set;     /* SET */
+    const shk__record *rec;  /* RECORD */
+    const shk__ipaddr *ip;   /* IP */
+  };
+};
+
+/* Sets are kept sorted by shk__value_cmp without duplicates, so equality is
+ * a linear walk and membership a binary search. */
+struct shk__set {
+  size_t n;
+  const shk__value *items;
+};
+
+/* Records are sorted by key (shk__str_cmp), keys unique. */
+struct shk__record {
+  size_t n;
+  const shk__str *keys;
+  const shk__value *vals;
+};
+
+extern const shk__record shk__empty_record;
+
+/* A total order over values, consistent with Cedar's equality: 0 exactly
+ * when the two values are equal. Different kinds are never equal. */
+int shk__value_cmp(const shk__value *a, const shk__value *b);
+static inline bool shk__value_eq(const shk__value *a, const shk__value *b)
+{
+  return shk__value_cmp(a, b) == 0;
+}
+/* Sorts and deduplicates items[0..n) in place; returns the new count. */
+size_t shk__value_canon(shk__value *items, size_t n);
+/* Builds a set in `a` from items (which it sorts in place). */
+const shk__set *shk__set_make(shk__arena *a, shk__value *items, size_t n);
+/* Looks `key` up; NULL when absent. */
+const shk__value *shk__record_get(const shk__record *r, shk__str key);
+bool shk__set_contains(const shk__set *s, const shk__value *v);
+/* "long", "string", "set", ... as messages name a value's type. */
+const char *shk__vkind_name(shk__vkind k);
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum shk__err_kind {
+  SHK__ERR_NONE,
+  SHK__ERR_ENTITY,     /* entity does not exist */
+  SHK__ERR_ATTR,       /* attribute does not exist (entity or record) */
+  SHK__ERR_TAG,        /* tag does not exist */
+  SHK__ERR_TYPE,       /* wrong type of operand */
+  SHK__ERR_OVERFLOW,   /* integer overflow */
+  SHK__ERR_EXT,        /* extension function error (bad literal, arity, range) */
+} shk__err_kind;
+
+typedef struct shk__eval_error {
+  shk__err_kind kind;
+  char msg[256];
+} shk__eval_error;
+
+/* Records an error and returns -1, so callers can `return shk__fail(...)`. */
+SHK_PRINTF(3, 4) int shk__fail(shk__eval_error *e, shk__err_kind kind, const char *fmt, ...);
+
+/* Applies an extension function (constructors and ip, decimal, datetime and
+ * duration methods) to already evaluated arguments. Shared by the evaluator
+ * and by the JSON __extn escape. Returns 0 or -1 with `e` filled. */
+int shk__call_ext(shk__fn fn, const shk__value *args, size_t n, shk__arena *a,
+                  shk__value *out, shk__eval_error *e);
+/* The extension function named `name` in JSON (__extn "fn"), or -1. */
+int shk__ext_fn_lookup(shk__str name);
+
+/* ---------------------------------------------------------------- entity store */
+
+typedef struct shk__entity {
+  shk__uid uid;
+  uint64_t hash;
+  bool present;          /* false: only named as a parent of another entity */
+  shk__record attrs;
+  shk__record tags;
+  const uint32_t *anc;   /* indices of all ancestors, sorted */
+  uint32_t n_anc;
+} shk__entity;
+
+struct shk_cedar_entities {
+  shk__arena *arena;
+  shk__entity *ents;
+  size_t n;
+  uint32_t *table;       /* open addressing: index + 1, 0 empty */
+  size_t mask;
+};
+
+uint64_t shk__uid_hash(const shk__uid *u);
+/* The entity with this uid, or NULL when the store does not hold it. */
+const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__uid *u);
+/* Cedar's `a in b` for entity uids: equal, or b is an ancestor of a. */
+bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, const shk__uid *b);
+
+/* Converts JSON to a value, typed by `type` when it is not NULL (schema-based
+ * parsing: implicit entity and extension forms, required and unexpected
+ * attributes, type mismatches). `what` names the place for messages. Returns
+ * 0 or -EINVAL with err filled. */
+int shk__json_to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
+                       const char *what, shk__value *out, shk_cedar_error *err);
+/* Reads an entity reference {"type","id"} or {"__entity": {...}}. */
+int shk__json_to_uid(shk__arena *a, json_t *j, shk__uid *out, const char *what,
+                     shk_cedar_error *err);
+/* Checks that a value has the schema type (used for request validation). */
+bool shk__value_has_type(const shk__schema *schema, const shk__value *v, const shk__type *t);
+
+/* ---------------------------------------------------------------- requests */
+
+struct shk_cedar_request {
+  shk__arena *arena;
+  shk__uid principal, action, resource;
+  shk__value context;    /* a RECORD */
+};
+
+/* ---------------------------------------------------------------- evaluation */
+
+typedef struct shk__eval {
+  const shk_cedar_entities *es;
+  shk__value vars[4];    /* indexed by shk__var */
+  shk__arena *scratch;
+  shk__eval_error err;
+} shk__eval;
+
+/* Evaluates a policy condition or any expression; returns 0 or -1 with
+ * ev->err filled. */
+int shk__eval_expr(shk__eval *ev, const shk__expr *e, shk__value *out);
+/* Does the request satisfy the policy (scope and every condition)? Returns
+ * 1, 0, or -1 on an evaluation error (ev->err). */
+int shk__eval_policy(shk__eval *ev, const shk__policy *p);
+
+/* ---------------------------------------------------------------- policy sets */
+
+struct shk_cedar_policy_set {
+  shk__arena *arena;
+  shk__policy **pols;    /* policies, templates and links, in order */
+  const char **ids;      /* their ids, NUL-terminated, parallel to pols */
+  size_t n, cap;
+};

@@ -1,0 +1,827 @@
+/* The entity store and the JSON forms of values.
+ *
+ * Entities are parsed once: their attributes become values in the store's
+ * arena, entity references in them stay uids, and the transitive closure of
+ * the parent relation is computed here, so that `in` during a decision is a
+ * hash lookup plus a binary search. Untrusted JSON never reaches the
+ * evaluator: anything that does not conform is an error here, naming the
+ * entity and attribute. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cedar/cedar-eval-internal.h"
+
+SHK_PRINTF(2, 3) static int jfail(shk_cedar_error *err, const char *fmt, ...)
+{
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->line = err->column = 0;
+  }
+  return -EINVAL;
+}
+
+/* Longest excerpt of a user string that messages quote. */
+#define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p
+
+static shk__str jstr(shk__arena *a, json_t *j)
+{
+  size_t n = json_string_length(j);
+  return (shk__str){ shk__arena_strndup(a, json_string_value(j), n), n };
+}
+
+static const char *json_kind_name(json_t *j)
+{
+  switch (json_typeof(j)) {
+  case JSON_OBJECT: return "an object";
+  case JSON_ARRAY: return "an array";
+  case JSON_STRING: return "a string";
+  case JSON_INTEGER: return "an integer";
+  case JSON_REAL: return "a floating-point number";
+  case JSON_TRUE:
+  case JSON_FALSE: return "a boolean";
+  case JSON_NULL: return "null";
+  }
+  return "?";
+}
+
+/* ---------------------------------------------------------------- uids */
+
+static int type_and_id(shk__arena *a, json_t *o, shk__uid *out, const char *what,
+                       shk_cedar_error *err)
+{
+  json_t *t = json_object_get(o, "type"), *id = json_object_get(o, "id");
+  if (!json_is_string(t) || !json_is_string(id))
+    return jfail(err, "%s: an entity reference needs string \"type\" and \"id\"", what);
+  if (!shk__is_valid_name(json_string_value(t), json_string_length(t)))
+    return jfail(err, "%s: \"%.80s\" is not a valid entity type name", what, json_string_value(t));
+  out->type = jstr(a, t);
+  out->id = jstr(a, id);
+  return 0;
+}
+
+int shk__json_to_uid(shk__arena *a, json_t *j, shk__uid *out, const char *what,
+                     shk_cedar_error *err)
+{
+  if (!json_is_object(j))
+    return jfail(err, "%s: expected an entity reference, got %s", what, json_kind_name(j));
+  json_t *esc = json_object_get(j, "__entity");
+  if (esc) {
+    if (json_object_size(j) != 1 || !json_is_object(esc))
+      return jfail(err, "%s: malformed __entity escape", what);
+    return type_and_id(a, esc, out, what, err);
+  }
+  if (json_object_get(j, "__expr"))
+    return jfail(err, "%s: the __expr escape is no longer supported", what);
+  return type_and_id(a, j, out, what, err);
+}
+
+/* ---------------------------------------------------------------- values */
+
+static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
+                    const char *what, shk__value *out, shk_cedar_error *err);
+
+static int extn_call(shk__arena *a, json_t *fn, json_t *arg, json_t *args, const char *what,
+                     shk__value *out, shk_cedar_error *err)
+{
+  if (!json_is_string(fn))
+    return jfail(err, "%s: __extn needs a string \"fn\"", what);
+  shk__str name = { json_string_value(fn), json_string_length(fn) };
+  int f = shk__ext_fn_lookup(name);
+  if (f < 0)
+    return jfail(err, "%s: unknown extension function \"%.*s\"", what, Q(name));
+  if (!arg == !args)
+    return jfail(err, "%s: __extn needs exactly one of \"arg\" and \"args\"", what);
+  size_t n = args ? json_array_size(args) : 1;
+  if (args && !json_is_array(args))
+    return jfail(err, "%s: __extn \"args\" must be an array", what);
+  shk__value *vals = shk__arena_alloc(a, (n ? n : 1) * sizeof *vals);
+  for (size_t i = 0; i < n; i++) {
+    int r = to_value(a, args ? json_array_get(args, i) : arg, NULL, NULL, what, &vals[i], err);
+    if (r < 0)
+      return r;
+  }
+  shk__eval_error e;
+  if (shk__call_ext((shk__fn)f, vals, n, a, out, &e) < 0)
+    return jfail(err, "%s: %s", what, e.msg);
+  return 0;
+}
+
+static int extn_escape(shk__arena *a, json_t *body, const char *what, shk__value *out,
+                       shk_cedar_error *err)
+{
+  if (!json_is_object(body))
+    return jfail(err, "%s: malformed __extn escape", what);
+  const char *k;
+  json_t *v;
+  json_object_foreach(body, k, v)
+    if (strcmp(k, "fn") && strcmp(k, "arg") && strcmp(k, "args"))
+      return jfail(err, "%s: unexpected key \"%.80s\" in __extn escape", what, k);
+  return extn_call(a, json_object_get(body, "fn"), json_object_get(body, "arg"),
+                   json_object_get(body, "args"), what, out, err);
+}
+
+static int record_from_object(shk__arena *a, json_t *j, const shk__schema *schema,
+                              const char *what, shk__value *out, shk_cedar_error *err);
+
+/* Untyped parsing: the JSON decides the Cedar type, and the escapes mark
+ * entities and extension values. */
+static int untyped(shk__arena *a, json_t *j, const shk__schema *schema, const char *what,
+                   shk__value *out, shk_cedar_error *err)
+{
+  switch (json_typeof(j)) {
+  case JSON_TRUE:
+  case JSON_FALSE:
+    out->kind = SHK__V_BOOL;
+    out->b = json_is_true(j);
+    return 0;
+  case JSON_INTEGER:
+    out->kind = SHK__V_LONG;
+    out->l = json_integer_value(j);
+    return 0;
+  case JSON_REAL:
+    return jfail(err, "%s: floating-point numbers are not Cedar values", what);
+  case JSON_NULL:
+    return jfail(err, "%s: null is not a Cedar value", what);
+  case JSON_STRING:
+    out->kind = SHK__V_STRING;
+    out->s = jstr(a, j);
+    return 0;
+  case JSON_ARRAY: {
+    size_t n = json_array_size(j);
+    shk__value *items = shk__arena_alloc(a, (n ? n : 1) * sizeof *items);
+    for (size_t i = 0; i < n; i++) {
+      int r = untyped(a, json_array_get(j, i), schema, what, &items[i], err);
+      if (r < 0)
+        return r;
+    }
+    out->kind = SHK__V_SET;
+    out->set = shk__set_make(a, items, n);
+    return 0;
+  }
+  case JSON_OBJECT: {
+    if (json_object_get(j, "__entity")) {
+      shk__uid *u = shk__arena_alloc(a, sizeof *u);
+      int r = shk__json_to_uid(a, j, u, what, err);
+      if (r < 0)
+        return r;
+      out->kind = SHK__V_ENTITY;
+      out->uid = u;
+      return 0;
+    }
+    json_t *ext = json_object_get(j, "__extn");
+    if (ext) {
+      if (json_object_size(j) != 1)
+        return jfail(err, "%s: malformed __extn escape", what);
+      return extn_escape(a, ext, what, out, err);
+    }
+    if (json_object_get(j, "__expr"))
+      return jfail(err, "%s: the __expr escape is no longer supported", what);
+    return record_from_object(a, j, schema, what, out, err);
+  }
+  }
+  return jfail(err, "%s: unsupported JSON value", what);
+}
+
+static int key_cmp(const void *x, const void *y)
+{
+  return shk__str_cmp(*(const shk__str *)x, *(const shk__str *)y);
+}
+
+/* Builds a record from a JSON object without a type; keys are sorted so
+ * lookups can bisect. */
+static int record_from_object(shk__arena *a, json_t *j, const shk__schema *schema,
+                              const char *what, shk__value *out, shk_cedar_error *err)
+{
+  size_t n = json_object_size(j);
+  shk__str *keys = shk__arena_alloc(a, (n ? n : 1) * sizeof *keys);
+  shk__value *vals = shk__arena_alloc(a, (n ? n : 1) * sizeof *vals);
+  size_t i = 0;
+  const char *k;
+  json_t *v;
+  json_object_foreach(j, k, v)
+    keys[i++] = (shk__str){ shk__arena_strndup(a, k, strlen(k)), strlen(k) };
+  qsort(keys, n, sizeof *keys, key_cmp);
+  for (i = 0; i < n; i++) {
+    int r = untyped(a, json_object_get(j, keys[i].p), schema, what, &vals[i], err);
+    if (r < 0)
+      return r;
+  }
+  shk__record *rec = shk__arena_alloc(a, sizeof *rec);
+  *rec = (shk__record){ n, keys, vals };
+  out->kind = SHK__V_RECORD;
+  out->rec = rec;
+  return 0;
+}
+
+static shk__vkind ext_kind(shk__str name, shk__fn *ctor)
+{
+  if (shk__str_eq(name, SHK__STR_LIT("ipaddr")))
+    return *ctor = SHK__FN_IP, SHK__V_IP;
+  if (shk__str_eq(name, SHK__STR_LIT("decimal")))
+    return *ctor = SHK__FN_DECIMAL, SHK__V_DECIMAL;
+  if (shk__str_eq(name, SHK__STR_LIT("datetime")))
+    return *ctor = SHK__FN_DATETIME, SHK__V_DATETIME;
+  return *ctor = SHK__FN_DURATION, SHK__V_DURATION;
+}
+
+static void type_name(const shk__type *t, char *buf, size_t n)
+{
+  switch (t->kind) {
+  case SHK__T_BOOL: snprintf(buf, n, "Bool"); return;
+  case SHK__T_LONG: snprintf(buf, n, "Long"); return;
+  case SHK__T_STRING: snprintf(buf, n, "String"); return;
+  case SHK__T_SET: snprintf(buf, n, "Set"); return;
+  case SHK__T_RECORD: snprintf(buf, n, "a record"); return;
+  case SHK__T_ENTITY:
+  case SHK__T_EXT: snprintf(buf, n, "%.*s", Q(t->name)); return;
+  }
+}
+
+static int mismatch(const shk__type *t, const shk__value *v, const char *what,
+                    shk_cedar_error *err)
+{
+  char tn[128];
+  type_name(t, tn, sizeof tn);
+  if (v->kind == SHK__V_ENTITY)
+    return jfail(err, "%s: expected %s, got an entity of type %.*s", what, tn, Q(v->uid->type));
+  return jfail(err, "%s: expected %s, got a %s", what, tn, shk__vkind_name(v->kind));
+}
+
+static bool enum_ok(const shk__schema *schema, const shk__uid *u)
+{
+  const shk__entity_type *et = shk__schema_entity_type(schema, u->type);
+  if (!et || !et->is_enum)
+    return true;
+  for (size_t i = 0; i < et->n_enum_ids; i++)
+    if (shk__str_eq(et->enum_ids[i], u->id))
+      return true;
+  return false;
+}
+
+static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *t,
+                        const char *what, shk__value *out, shk_cedar_error *err)
+{
+  /* Only declared attributes may appear, and every required one must. */
+  const char *k;
+  json_t *v;
+  json_object_foreach(j, k, v) {
+    shk__str key = { k, strlen(k) };
+    bool known = false;
+    for (size_t i = 0; i < t->n_attrs && !known; i++)
+      known = shk__str_eq(t->attrs[i].name, key);
+    if (!known)
+      return jfail(err, "%s: attribute \"%.80s\" is not declared in the schema", what, k);
+  }
+  shk__str *keys = shk__arena_alloc(a, (t->n_attrs ? t->n_attrs : 1) * sizeof *keys);
+  shk__value *vals = shk__arena_alloc(a, (t->n_attrs ? t->n_attrs : 1) * sizeof *vals);
+  size_t n = 0;
+  for (size_t i = 0; i < t->n_attrs; i++) {
+    const shk__attr_type *at = &t->attrs[i];
+    char *name = shk__arena_strndup(a, at->name.p, at->name.n);
+    json_t *jv = json_object_get(j, name);
+    if (!jv) {
+      if (at->required)
+        return jfail(err, "%s: required attribute \"%.*s\" is missing", what, Q(at->name));
+      continue;
+    }
+    char sub[384];
+    snprintf(sub, sizeof sub, "%s, attribute \"%.*s\"", what, Q(at->name));
+    int r = to_value(a, jv, schema, at->type, sub, &vals[n], err);
+    if (r < 0)
+      return r;
+    keys[n++] = (shk__str){ name, at->name.n };
+  }
+  shk__record *rec = shk__arena_alloc(a, sizeof *rec);
+  *rec = (shk__record){ n, keys, vals };
+  out->kind = SHK__V_RECORD;
+  out->rec = rec;
+  return 0;
+}
+
+static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *t,
+                    const char *what, shk__value *out, shk_cedar_error *err)
+{
+  if (!t)
+    return untyped(a, j, schema, what, out, err);
+  int r;
+  switch (t->kind) {
+  case SHK__T_ENTITY: {
+    /* The __entity escape may be left out where the schema expects an
+     * entity. */
+    shk__uid *u = shk__arena_alloc(a, sizeof *u);
+    if ((r = shk__json_to_uid(a, j, u, what, err)) < 0)
+      return r;
+    out->kind = SHK__V_ENTITY;
+    out->uid = u;
+    if (!shk__str_eq(u->type, t->name))
+      return mismatch(t, out, what, err);
+    if (!enum_ok(schema, u))
+      return jfail(err, "%s: \"%.*s\" is not a member of the enumerated type %.*s", what, Q(u->id),
+                   Q(u->type));
+    return 0;
+  }
+  case SHK__T_EXT: {
+    /* Three forms: the __extn escape, the escape's body alone, or just
+     * the constructor's argument. */
+    shk__fn ctor;
+    shk__vkind want = ext_kind(t->name, &ctor);
+    if (json_is_object(j) && json_object_get(j, "__extn") && json_object_size(j) == 1)
+      r = extn_escape(a, json_object_get(j, "__extn"), what, out, err);
+    else if (json_is_object(j) && json_object_get(j, "fn"))
+      r = extn_escape(a, j, what, out, err);
+    else {
+      shk__value arg;
+      shk__eval_error e;
+      if ((r = untyped(a, j, schema, what, &arg, err)) < 0)
+        return r;
+      r = shk__call_ext(ctor, &arg, 1, a, out, &e) < 0 ? jfail(err, "%s: %s", what, e.msg) : 0;
+    }
+    if (r < 0)
+      return r;
+    return out->kind == want ? 0 : mismatch(t, out, what, err);
+  }
+  case SHK__T_SET: {
+    if (!json_is_array(j)) {
+      if ((r = untyped(a, j, schema, what, out, err)) < 0)
+        return r;
+      return mismatch(t, out, what, err);
+    }
+    size_t n = json_array_size(j);
+    shk__value *items = shk__arena_alloc(a, (n ? n : 1) * sizeof *items);
+    for (size_t i = 0; i < n; i++)
+      if ((r = to_value(a, json_array_get(j, i), schema, t->elem, what, &items[i], err)) < 0)
+        return r;
+    out->kind = SHK__V_SET;
+    out->set = shk__set_make(a, items, n);
+    return 0;
+  }
+  case SHK__T_RECORD:
+    if (!json_is_object(j) || json_object_get(j, "__entity") || json_object_get(j, "__extn")) {
+      if ((r = untyped(a, j, schema, what, out, err)) < 0)
+        return r;
+      return mismatch(t, out, what, err);
+    }
+    return typed_record(a, j, schema, t, what, out, err);
+  case SHK__T_BOOL:
+  case SHK__T_LONG:
+  case SHK__T_STRING:
+    if ((r = untyped(a, j, schema, what, out, err)) < 0)
+      return r;
+    if (out->kind != (t->kind == SHK__T_BOOL ? SHK__V_BOOL
+                      : t->kind == SHK__T_LONG ? SHK__V_LONG : SHK__V_STRING))
+      return mismatch(t, out, what, err);
+    return 0;
+  }
+  return jfail(err, "%s: unsupported schema type", what);
+}
+
+int shk__json_to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
+                       const char *what, shk__value *out, shk_cedar_error *err)
+{
+  return to_value(a, j, schema, type, what, out, err);
+}
+
+bool shk__value_has_type(const shk__schema *schema, const shk__value *v, const shk__type *t)
+{
+  switch (t->kind) {
+  case SHK__T_BOOL: return v->kind == SHK__V_BOOL;
+  case SHK__T_LONG: return v->kind == SHK__V_LONG;
+  case SHK__T_STRING: return v->kind == SHK__V_STRING;
+  case SHK__T_ENTITY:
+    return v->kind == SHK__V_ENTITY && shk__str_eq(v->uid->type, t->name) && enum_ok(schema, v->uid);
+  case SHK__T_EXT: {
+    shk__fn ctor;
+    return v->kind == ext_kind(t->name, &ctor);
+  }
+  case SHK__T_SET:
+    if (v->kind != SHK__V_SET)
+      return false;
+    for (size_t i = 0; i < v->set->n; i++)
+      if (!shk__value_has_type(schema, &v->set->items[i], t->elem))
+        return false;
+    return true;
+  case SHK__T_RECORD: {
+    if (v->kind != SHK__V_RECORD)
+      return false;
+    size_t seen = 0;
+    for (size_t i = 0; i < t->n_attrs; i++) {
+      const shk__value *av = shk__record_get(v->rec, t->attrs[i].name);
+      if (!av) {
+        if (t->attrs[i].required)
+          return false;
+        continue;
+      }
+      seen++;
+      if (!shk__value_has_type(schema, av, t->attrs[i].type))
+        return false;
+    }
+    return seen == v->rec->n;
+  }
+  }
+  return false;
+}
+
+/* ---------------------------------------------------------------- the store */
+
+uint64_t shk__uid_hash(const shk__uid *u)
+{
+  /* FNV-1a over type, a separator no name contains, and id. */
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < u->type.n; i++)
+    h = (h ^ (unsigned char)u->type.p[i]) * 0x100000001b3ULL;
+  h = (h ^ 0xff) * 0x100000001b3ULL;
+  for (size_t i = 0; i < u->id.n; i++)
+    h = (h ^ (unsigned char)u->id.p[i]) * 0x100000001b3ULL;
+  return h ^ (h >> 29);
+}
+
+static int64_t slot_of(const shk_cedar_entities *es, const shk__uid *u, uint64_t h)
+{
+  if (!es->table)
+    return -1;
+  for (size_t i = h & es->mask;; i = (i + 1) & es->mask) {
+    uint32_t x = es->table[i];
+    if (!x)
+      return -1;
+    const shk__entity *e = &es->ents[x - 1];
+    if (e->hash == h && shk__uid_eq(e->uid, *u))
+      return x - 1;
+  }
+}
+
+const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__uid *u)
+{
+  int64_t i = slot_of(es, u, shk__uid_hash(u));
+  return i >= 0 && es->ents[i].present ? &es->ents[i] : NULL;
+}
+
+bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, const shk__uid *b)
+{
+  if (shk__uid_eq(*a, *b))
+    return true;
+  const shk__entity *ea = shk__entities_find(es, a);
+  if (!ea || !ea->n_anc)
+    return false;
+  int64_t ib = slot_of(es, b, shk__uid_hash(b));
+  if (ib < 0)
+    return false;
+  uint32_t x = (uint32_t)ib;
+  size_t lo = 0, hi = ea->n_anc;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (ea->anc[mid] == x)
+      return true;
+    if (ea->anc[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return false;
+}
+
+/* Load-time state: direct parents of each node, by index. */
+typedef struct loader {
+  shk_cedar_entities *es;
+  size_t cap;
+  uint32_t **parents;
+  uint32_t *n_parents;
+  const shk__schema *schema;
+} loader;
+
+static void table_grow(shk_cedar_entities *es)
+{
+  size_t size = es->table ? (es->mask + 1) * 2 : 1024;
+  free(es->table);
+  es->table = shk__xcalloc(size, sizeof *es->table);
+  es->mask = size - 1;
+  for (size_t k = 0; k < es->n; k++) {
+    size_t i = es->ents[k].hash & es->mask;
+    while (es->table[i])
+      i = (i + 1) & es->mask;
+    es->table[i] = (uint32_t)k + 1;
+  }
+}
+
+/* The index of the node for `u`, adding an absent node when it is new. */
+static uint32_t intern(loader *L, const shk__uid *u)
+{
+  shk_cedar_entities *es = L->es;
+  uint64_t h = shk__uid_hash(u);
+  int64_t found = slot_of(es, u, h);
+  if (found >= 0)
+    return (uint32_t)found;
+  if (es->n == L->cap) {
+    L->cap = L->cap ? L->cap * 2 : 256;
+    es->ents = shk__xrealloc(es->ents, L->cap * sizeof *es->ents);
+    L->parents = shk__xrealloc(L->parents, L->cap * sizeof *L->parents);
+    L->n_parents = shk__xrealloc(L->n_parents, L->cap * sizeof *L->n_parents);
+  }
+  if (!es->table || (es->n + 1) * 2 > es->mask + 1)
+    table_grow(es);
+  uint32_t k = (uint32_t)es->n++;
+  es->ents[k] = (shk__entity){ .uid = *u, .hash = h, .attrs = shk__empty_record,
+                               .tags = shk__empty_record };
+  L->parents[k] = NULL;
+  L->n_parents[k] = 0;
+  size_t i = h & es->mask;
+  while (es->table[i])
+    i = (i + 1) & es->mask;
+  es->table[i] = k + 1;
+  return k;
+}
+
+static bool type_in(shk__str t, const shk__str *list, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (shk__str_eq(list[i], t))
+      return true;
+  return false;
+}
+
+static int load_record_field(loader *L, json_t *j, const shk__type *t, const char *what,
+                             shk__record *out, shk_cedar_error *err)
+{
+  if (!json_is_object(j))
+    return jfail(err, "%s: expected an object, got %s", what, json_kind_name(j));
+  shk__value v;
+  int r = to_value(L->es->arena, j, L->schema, t, what, &v, err);
+  if (r < 0)
+    return r;
+  *out = *v.rec;
+  return 0;
+}
+
+static int load_tags(loader *L, json_t *j, const shk__type *elem, const char *what,
+                     shk__record *out, shk_cedar_error *err)
+{
+  if (!json_is_object(j))
+    return jfail(err, "%s: expected an object, got %s", what, json_kind_name(j));
+  if (!elem && L->schema && json_object_size(j))
+    return jfail(err, "%s: the entity's type declares no tags", what);
+  shk__arena *a = L->es->arena;
+  size_t n = json_object_size(j), i = 0;
+  shk__str *keys = shk__arena_alloc(a, (n ? n : 1) * sizeof *keys);
+  shk__value *vals = shk__arena_alloc(a, (n ? n : 1) * sizeof *vals);
+  const char *k;
+  json_t *v;
+  json_object_foreach(j, k, v)
+    keys[i++] = (shk__str){ shk__arena_strndup(a, k, strlen(k)), strlen(k) };
+  qsort(keys, n, sizeof *keys, key_cmp);
+  for (i = 0; i < n; i++) {
+    char sub[384];
+    snprintf(sub, sizeof sub, "%s \"%.*s\"", what, Q(keys[i]));
+    int r = to_value(a, json_object_get(j, keys[i].p), L->schema, elem, sub, &vals[i], err);
+    if (r < 0)
+      return r;
+  }
+  *out = (shk__record){ n, keys, vals };
+  return 0;
+}
+
+static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err)
+{
+  shk_cedar_entities *es = L->es;
+  char what[256];
+  snprintf(what, sizeof what, "entity #%zu", pos);
+  if (!json_is_object(item))
+    return jfail(err, "%s: expected an object, got %s", what, json_kind_name(item));
+  const char *k;
+  json_t *v;
+  json_object_foreach(item, k, v)
+    if (strcmp(k, "uid") && strcmp(k, "attrs") && strcmp(k, "parents") && strcmp(k, "tags"))
+      return jfail(err, "%s: unexpected key \"%.80s\"", what, k);
+  json_t *juid = json_object_get(item, "uid");
+  if (!juid)
+    return jfail(err, "%s: missing \"uid\"", what);
+  shk__uid uid;
+  int r = shk__json_to_uid(es->arena, juid, &uid, what, err);
+  if (r < 0)
+    return r;
+  snprintf(what, sizeof what, "entity %.*s::\"%.*s\"", Q(uid.type), Q(uid.id));
+
+  const shk__entity_type *et = NULL;
+  const shk__action *act = NULL;
+  if (L->schema) {
+    if (shk__schema_is_action_type(L->schema, uid.type)) {
+      act = shk__schema_action(L->schema, uid);
+      if (!act)
+        return jfail(err, "%s: action is not declared in the schema", what);
+    } else {
+      et = shk__schema_entity_type(L->schema, uid.type);
+      if (!et)
+        return jfail(err, "%s: entity type %.*s is not declared in the schema", what, Q(uid.type));
+      if (!enum_ok(L->schema, &uid))
+        return jfail(err, "%s: id is not a member of the enumerated type", what);
+    }
+  }
+
+  uint32_t k_ent = intern(L, &uid);
+  shk__entity *e = &es->ents[k_ent];
+  if (e->present)
+    return jfail(err, "%s: appears more than once", what);
+  e->present = true;
+
+  json_t *jattrs = json_object_get(item, "attrs");
+  if (jattrs) {
+    if (act && json_object_size(jattrs))
+      return jfail(err, "%s: action entities have no attributes", what);
+    if ((r = load_record_field(L, jattrs, et ? et->shape : NULL, what, &es->ents[k_ent].attrs,
+                               err)) < 0)
+      return r;
+  } else if (et && et->shape) {
+    /* No "attrs" is an empty record, which must still satisfy the shape. */
+    json_t *empty = json_object();
+    r = load_record_field(L, empty, et->shape, what, &es->ents[k_ent].attrs, err);
+    json_decref(empty);
+    if (r < 0)
+      return r;
+  }
+  json_t *jtags = json_object_get(item, "tags");
+  if (jtags) {
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s, tag", what);
+    if ((r = load_tags(L, jtags, et ? et->tags : NULL, sub, &es->ents[k_ent].tags, err)) < 0)
+      return r;
+  }
+
+  json_t *jparents = json_object_get(item, "parents");
+  if (jparents && !json_is_array(jparents))
+    return jfail(err, "%s: \"parents\" must be an array", what);
+  size_t np = jparents ? json_array_size(jparents) : 0;
+  uint32_t *ps = np ? shk__xmalloc(np * sizeof *ps) : NULL;
+  for (size_t i = 0; i < np; i++) {
+    shk__uid pu;
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s, parent", what);
+    if ((r = shk__json_to_uid(es->arena, json_array_get(jparents, i), &pu, sub, err)) < 0) {
+      free(ps);
+      return r;
+    }
+    bool ok = true;
+    if (et)
+      ok = type_in(pu.type, et->member_of, et->n_member_of);
+    else if (act) {
+      ok = false;
+      for (size_t m = 0; m < act->n_member_of && !ok; m++)
+        ok = shk__uid_eq(act->member_of[m], pu);
+    }
+    if (!ok) {
+      free(ps);
+      return jfail(err, "%s: parent %.*s::\"%.*s\" is not allowed by the schema", what,
+                   Q(pu.type), Q(pu.id));
+    }
+    ps[i] = intern(L, &pu);
+  }
+  if (act && np != act->n_member_of) {
+    free(ps);
+    return jfail(err, "%s: parents differ from the action's declaration in the schema", what);
+  }
+  L->parents[k_ent] = ps;
+  L->n_parents[k_ent] = (uint32_t)np;
+  return 0;
+}
+
+/* The schema's actions are entities too, with the declared parents. */
+static void add_schema_actions(loader *L)
+{
+  for (size_t i = 0; i < L->schema->n_actions; i++) {
+    const shk__action *act = &L->schema->actions[i];
+    uint32_t k = intern(L, &act->uid);
+    if (L->es->ents[k].present)
+      continue;
+    L->es->ents[k].present = true;
+    uint32_t *ps = act->n_member_of ? shk__xmalloc(act->n_member_of * sizeof *ps) : NULL;
+    for (size_t m = 0; m < act->n_member_of; m++)
+      ps[m] = intern(L, &act->member_of[m]);
+    L->parents[k] = ps;
+    L->n_parents[k] = (uint32_t)act->n_member_of;
+  }
+}
+
+static int u32_cmp(const void *x, const void *y)
+{
+  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* Computes every node's ancestor set, parents before children, with an
+ * explicit stack so that a deep hierarchy cannot overflow the C stack. A
+ * cycle is an error, as in the reference. */
+static int closure(loader *L, shk_cedar_error *err)
+{
+  shk_cedar_entities *es = L->es;
+  size_t n = es->n;
+  uint8_t *state = shk__xcalloc(n ? n : 1, 1); /* 0 new, 1 on the stack, 2 done */
+  uint32_t *stack = shk__xmalloc((n ? n : 1) * sizeof *stack);
+  uint32_t *next = shk__xcalloc(n ? n : 1, sizeof *next); /* next parent to visit */
+  size_t bufcap = 64, sp = 0;
+  uint32_t *buf = shk__xmalloc(bufcap * sizeof *buf);
+  int r = 0;
+  for (size_t root = 0; root < n && r == 0; root++) {
+    if (state[root])
+      continue;
+    stack[sp++] = (uint32_t)root;
+    state[root] = 1;
+    while (sp) {
+      uint32_t x = stack[sp - 1];
+      if (next[x] < L->n_parents[x]) {
+        uint32_t p = L->parents[x][next[x]++];
+        if (state[p] == 1) {
+          r = jfail(err, "entity %.*s::\"%.*s\" is its own ancestor: the parents form a cycle",
+                    Q(es->ents[p].uid.type), Q(es->ents[p].uid.id));
+          break;
+        }
+        if (state[p] == 0) {
+          state[p] = 1;
+          stack[sp++] = p;
+        }
+        continue;
+      }
+      size_t m = 0;
+      for (uint32_t i = 0; i < L->n_parents[x]; i++) {
+        const shk__entity *pe = &es->ents[L->parents[x][i]];
+        if (m + 1 + pe->n_anc > bufcap) {
+          while (m + 1 + pe->n_anc > bufcap)
+            bufcap *= 2;
+          buf = shk__xrealloc(buf, bufcap * sizeof *buf);
+        }
+        buf[m++] = L->parents[x][i];
+        memcpy(buf + m, pe->anc, pe->n_anc * sizeof *buf);
+        m += pe->n_anc;
+      }
+      if (m) {
+        qsort(buf, m, sizeof *buf, u32_cmp);
+        size_t u = 1;
+        for (size_t i = 1; i < m; i++)
+          if (buf[i] != buf[u - 1])
+            buf[u++] = buf[i];
+        uint32_t *anc = shk__arena_alloc(es->arena, u * sizeof *anc);
+        memcpy(anc, buf, u * sizeof *anc);
+        es->ents[x].anc = anc;
+        es->ents[x].n_anc = (uint32_t)u;
+      }
+      state[x] = 2;
+      sp--;
+    }
+  }
+  free(buf);
+  free(next);
+  free(stack);
+  free(state);
+  return r;
+}
+
+int shk_cedar_entities_parse(const char *json, size_t len, const shk_cedar_schema *schema,
+                             shk_cedar_entities **out, shk_cedar_error *err)
+{
+  *out = NULL;
+  json_error_t jerr;
+  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  if (!root) {
+    jfail(err, "entities JSON: %s", jerr.text);
+    if (err) {
+      err->line = jerr.line > 0 ? (unsigned)jerr.line : 0;
+      err->column = jerr.column > 0 ? (unsigned)jerr.column : 0;
+    }
+    return -EINVAL;
+  }
+  shk_cedar_entities *es = shk__xcalloc(1, sizeof *es);
+  es->arena = shk__arena_new();
+  loader L = { .es = es, .schema = schema ? &schema->s : NULL };
+  int r = 0;
+  if (!json_is_array(root))
+    r = jfail(err, "entities JSON: expected an array of entities, got %s", json_kind_name(root));
+  for (size_t i = 0; r == 0 && i < json_array_size(root); i++)
+    r = load_entity(&L, json_array_get(root, i), i, err);
+  if (r == 0 && L.schema)
+    add_schema_actions(&L);
+  if (r == 0)
+    r = closure(&L, err);
+  for (size_t i = 0; i < es->n; i++)
+    free(L.parents[i]);
+  free(L.parents);
+  free(L.n_parents);
+  json_decref(root);
+  if (r < 0) {
+    shk_cedar_entities_free(es);
+    return r;
+  }
+  *out = es;
+  return 0;
+}
+
+void shk_cedar_entities_free(shk_cedar_entities *es)
+{
+  if (!es)
+    return;
+  free(es->ents);
+  free(es->table);
+  shk__arena_free(es->arena);
+  free(es);
+}

@@ -1,0 +1,183 @@
+/* Requests: the principal, action and resource, and the context record,
+ * parsed once (with the schema when there is one) and optionally checked
+ * against the schema as the reference's request validation does. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cedar/cedar-eval-internal.h"
+
+SHK_PRINTF(2, 3) static int rfail(shk_cedar_error *err, const char *fmt, ...)
+{
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->line = err->column = 0;
+  }
+  return -EINVAL;
+}
+
+#define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p
+
+static bool type_listed(shk__str t, const shk__str *list, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (shk__str_eq(list[i], t))
+      return true;
+  return false;
+}
+
+static bool enum_member(const shk__schema *s, const shk__uid *u)
+{
+  const shk__entity_type *et = shk__schema_entity_type(s, u->type);
+  if (!et || !et->is_enum)
+    return true;
+  for (size_t i = 0; i < et->n_enum_ids; i++)
+    if (shk__str_eq(et->enum_ids[i], u->id))
+      return true;
+  return false;
+}
+
+/* The reference's request validation: the action is declared, the
+ * principal and resource types are among those it applies to, and the
+ * context has the declared type. */
+static int validate(const shk__schema *s, const shk_cedar_request *r, const shk__action *act,
+                    shk_cedar_error *err)
+{
+  if (!act)
+    return rfail(err, "request's action %.*s::\"%.*s\" is not declared in the schema",
+                 Q(r->action.type), Q(r->action.id));
+  if (!act->has_applies_to ||
+      !type_listed(r->principal.type, act->principals, act->n_principals))
+    return rfail(err, "principal type %.*s is not valid for action %.*s::\"%.*s\"",
+                 Q(r->principal.type), Q(r->action.type), Q(r->action.id));
+  if (!type_listed(r->resource.type, act->resources, act->n_resources))
+    return rfail(err, "resource type %.*s is not valid for action %.*s::\"%.*s\"",
+                 Q(r->resource.type), Q(r->action.type), Q(r->action.id));
+  if (!enum_member(s, &r->principal))
+    return rfail(err, "principal %.*s::\"%.*s\" is not a member of its enumerated type",
+                 Q(r->principal.type), Q(r->principal.id));
+  if (!enum_member(s, &r->resource))
+    return rfail(err, "resource %.*s::\"%.*s\" is not a member of its enumerated type",
+                 Q(r->resource.type), Q(r->resource.id));
+  if (!shk__value_has_type(s, &r->context, act->context))
+    return rfail(err, "context does not conform to the context type of action %.*s::\"%.*s\"",
+                 Q(r->action.type), Q(r->action.id));
+  return 0;
+}
+
+/* Takes ownership of nothing: `context` (may be NULL) stays the caller's. */
+static int finish(shk_cedar_request *r, json_t *context, const shk_cedar_schema *schema,
+                  bool do_validate, shk_cedar_error *err)
+{
+  const shk__schema *s = schema ? &schema->s : NULL;
+  const shk__action *act = s ? shk__schema_action(s, r->action) : NULL;
+  json_t *empty = NULL;
+  if (!context)
+    context = empty = json_object();
+  int rc;
+  if (!json_is_object(context))
+    rc = rfail(err, "context: expected a JSON object");
+  else
+    rc = shk__json_to_value(r->arena, context, s, act ? act->context : NULL, "context",
+                            &r->context, err);
+  json_decref(empty);
+  if (rc == 0 && r->context.kind != SHK__V_RECORD)
+    rc = rfail(err, "context: expected a record, got a %s", shk__vkind_name(r->context.kind));
+  if (rc == 0 && s && do_validate)
+    rc = validate(s, r, act, err);
+  return rc;
+}
+
+static shk_cedar_request *request_alloc(void)
+{
+  shk_cedar_request *r = shk__xcalloc(1, sizeof *r);
+  r->arena = shk__arena_new();
+  return r;
+}
+
+int shk_cedar_request_new(const char *principal, const char *action, const char *resource,
+                          const char *context_json, const shk_cedar_schema *schema,
+                          bool validate_req, shk_cedar_request **out, shk_cedar_error *err)
+{
+  *out = NULL;
+  shk_cedar_request *r = request_alloc();
+  const char *texts[3] = { principal, action, resource };
+  shk__uid *uids[3] = { &r->principal, &r->action, &r->resource };
+  int rc = 0;
+  for (int i = 0; i < 3 && rc == 0; i++)
+    rc = shk__parse_entity_ref(r->arena, texts[i], strlen(texts[i]), uids[i], err);
+  json_t *ctx = NULL;
+  if (rc == 0 && context_json) {
+    json_error_t jerr;
+    ctx = json_loads(context_json, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    if (!ctx)
+      rc = rfail(err, "context JSON: %s", jerr.text);
+  }
+  if (rc == 0)
+    rc = finish(r, ctx, schema, validate_req, err);
+  json_decref(ctx);
+  if (rc < 0) {
+    shk_cedar_request_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+static int json_entity(shk__arena *a, json_t *j, const char *what, shk__uid *out,
+                       shk_cedar_error *err)
+{
+  if (!j)
+    return rfail(err, "request: missing \"%s\"", what);
+  if (json_is_string(j))
+    return shk__parse_entity_ref(a, json_string_value(j), json_string_length(j), out, err);
+  return shk__json_to_uid(a, j, out, what, err);
+}
+
+int shk_cedar_request_from_json(const char *json, size_t len, const shk_cedar_schema *schema,
+                                bool validate_req, shk_cedar_request **out, shk_cedar_error *err)
+{
+  *out = NULL;
+  json_error_t jerr;
+  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  if (!root)
+    return rfail(err, "request JSON: %s", jerr.text);
+  shk_cedar_request *r = request_alloc();
+  int rc = 0;
+  if (!json_is_object(root))
+    rc = rfail(err, "request JSON: expected an object");
+  const char *k;
+  json_t *v;
+  if (rc == 0)
+    json_object_foreach(root, k, v)
+      if (strcmp(k, "principal") && strcmp(k, "action") && strcmp(k, "resource") &&
+          strcmp(k, "context")) {
+        rc = rfail(err, "request JSON: unexpected key \"%.80s\"", k);
+        break;
+      }
+  static const char *names[3] = { "principal", "action", "resource" };
+  shk__uid *uids[3] = { &r->principal, &r->action, &r->resource };
+  for (int i = 0; i < 3 && rc == 0; i++)
+    rc = json_entity(r->arena, json_object_get(root, names[i]), names[i], uids[i], err);
+  if (rc == 0)
+    rc = finish(r, json_object_get(root, "context"), schema, validate_req, err);
+  json_decref(root);
+  if (rc < 0) {
+    shk_cedar_request_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+void shk_cedar_request_free(shk_cedar_request *r)
+{
+  if (!r)
+    return;
+  shk__arena_free(r->arena);
+  free(r);
+}
