@@ -1,0 +1,124 @@
+/* The Cedar front end's own internals: the lexer shared by the policy parser
+ * and the .cedarschema parser, string unescaping and error helpers. Nothing
+ * outside lexer.c, parser.c and schema*.c uses this file. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cedar/cedar-internal.h"
+
+typedef enum shk__tk {
+  SHK__TK_EOF,
+  SHK__TK_IDENT,
+  SHK__TK_NUMBER,
+  SHK__TK_STRING, /* text between the quotes, escapes not yet decoded */
+  SHK__TK_SLOT,   /* ?name (policy text only) */
+  SHK__TK_AT,
+  SHK__TK_DOT,
+  SHK__TK_COMMA,
+  SHK__TK_SEMI,
+  SHK__TK_COLON,
+  SHK__TK_COLONCOLON,
+  SHK__TK_LPAREN,
+  SHK__TK_RPAREN,
+  SHK__TK_LBRACE,
+  SHK__TK_RBRACE,
+  SHK__TK_LBRACKET,
+  SHK__TK_RBRACKET,
+  SHK__TK_EQEQ,
+  SHK__TK_NE,
+  SHK__TK_LT,
+  SHK__TK_LE,
+  SHK__TK_GE,
+  SHK__TK_GT,
+  SHK__TK_OROR,
+  SHK__TK_ANDAND,
+  SHK__TK_PLUS,
+  SHK__TK_MINUS,
+  SHK__TK_STAR,
+  SHK__TK_SLASH,
+  SHK__TK_PERCENT,
+  SHK__TK_BANG,
+  SHK__TK_EQ,
+  SHK__TK_QUESTION, /* schema text only: `a?: T` */
+  SHK__TK_ERROR,    /* a byte no token starts with, or an unterminated string */
+} shk__tk;
+
+/* Keywords of the policy grammar. Identifiers that spell one still are
+ * identifiers in many places (attribute names, annotation keys, schema
+ * names); the parser decides. */
+typedef enum shk__kw {
+  SHK__KW_NONE,
+  SHK__KW_TRUE,
+  SHK__KW_FALSE,
+  SHK__KW_IF,
+  SHK__KW_THEN,
+  SHK__KW_ELSE,
+  SHK__KW_IN,
+  SHK__KW_IS,
+  SHK__KW_HAS,
+  SHK__KW_LIKE,
+  SHK__KW_PERMIT,
+  SHK__KW_FORBID,
+  SHK__KW_WHEN,
+  SHK__KW_UNLESS,
+  SHK__KW_PRINCIPAL,
+  SHK__KW_ACTION,
+  SHK__KW_RESOURCE,
+  SHK__KW_CONTEXT,
+} shk__kw;
+
+typedef struct shk__tok {
+  shk__tk kind;
+  shk__kw kw;      /* IDENT only */
+  const char *p;   /* the token's text (STRING: without the quotes) */
+  size_t n;
+  shk__loc loc;
+} shk__tok;
+
+typedef struct shk__lexer {
+  const char *text;
+  size_t len, pos;
+  uint32_t line;
+  size_t line_start;  /* byte offset of the current line */
+  uint32_t line_cont; /* UTF-8 continuation bytes seen on the current line */
+  bool schema;        /* lex `?` alone, no slots */
+  const char *error;  /* why the last ERROR token is one */
+} shk__lexer;
+
+void shk__lexer_init(shk__lexer *lx, const char *text, size_t len, bool schema);
+/* Reads the next token; a single pass over the text, no allocation. */
+void shk__lex(shk__lexer *lx, shk__tok *t);
+
+/* True when the whole text is valid UTF-8 (the reference reads only UTF-8). */
+bool shk__utf8_valid(const char *s, size_t n);
+
+/* Decodes a string literal's escapes with the reference's rules (Rust's
+ * string escapes). With `pat` non-NULL, decodes a `like` pattern instead,
+ * where \* is a literal star and a bare * is the wildcard; the elements go
+ * to *pat and *n_pat. Returns 0, or -EINVAL with a message in `why`. */
+int shk__unescape(shk__arena *a, const char *s, size_t n, shk__str *out,
+                  shk__pat **pat, size_t *n_pat, const char **why);
+
+/* True for identifiers that cannot name anything in the reference (true,
+ * false, if, then, else, in, is, has, like). */
+bool shk__ident_reserved(const char *p, size_t n);
+
+/* Fills err with a message at loc. */
+void shk__set_error(shk_cedar_error *err, shk__loc loc, const char *fmt, ...)
+  __attribute__((format(printf, 3, 4)));
+/* Names a token for messages: "`foo`", "end of input". Uses buf. */
+const char *shk__tok_describe(const shk__tok *t, char *buf, size_t n);
+
+/* A growable array in an arena: doubles, so the total copy cost is linear. */
+void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem);
+#define SHK__PUSH(a, arr, n, cap)                                              \
+  ((n) == (cap) ? (void)((arr) = shk__grow((a), (arr), (n), &(cap), sizeof(*(arr)))) : (void)0, \
+   &(arr)[(n)++])
+
+/* Schema parsers, each producing the resolved schema through schema.c. */
+typedef struct shk__sch shk__sch; /* the unresolved form (schema.c) */
+int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err);
+int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err);
