@@ -1,0 +1,48 @@
+/* libFuzzer target: the proxy's JSON configuration parser. Besides not
+ * crashing or leaking, a refusal must say why, and an accepted
+ * configuration must hold the invariants the proxy relies on: no deny-all
+ * pattern, a bare "*" allow only when dangerously_allow_all was given, and
+ * loopback still blocked unless allow_private_cidrs opts it in. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "egress/egress-internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+  shk__eg_config *cfg = NULL;
+  char err[256];
+  err[0] = 0;
+  if (shk__eg_config_parse((const char *)data, size, &cfg, err, sizeof err) < 0) {
+    if (cfg || !err[0] || !memchr(err, 0, sizeof err))
+      abort();
+    return 0;
+  }
+  if (!cfg)
+    abort();
+  for (size_t i = 0; i < cfg->n_domains; i++) {
+    const shk__domain_rule *r = &cfg->domains[i];
+    if (r->kind == SHK__PAT_ANY && (r->verdict != SHK__ALLOW || !cfg->allow_all))
+      abort();
+    if (r->verdict != SHK__ALLOW && r->verdict != SHK__DENY)
+      abort();
+  }
+  shk__ip lo = { .family = 4, .b = { 127, 0, 0, 1 } };
+  bool opted = false;
+  for (size_t i = 0; i < cfg->n_private_ok; i++)
+    opted |= shk__cidr_contains(&cfg->private_ok[i], &lo);
+  if (!opted && !shk__eg_ip_blocked(cfg, &lo))
+    abort();
+  shk__host h;
+  if (!shk__host_canon("example.test", 12, &h)) {
+    shk__decision d;
+    shk__eg_decide(cfg, &h, 443, &d);
+    if (d.verdict > SHK__DENY)
+      abort();
+  }
+  shk__eg_config_free(cfg);
+  return 0;
+}
