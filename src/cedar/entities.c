@@ -752,7 +752,8 @@ static int closure(loader *L, shk_cedar_error *err)
           buf = shk__xrealloc(buf, bufcap * sizeof *buf);
         }
         buf[m++] = L->parents[x][i];
-        memcpy(buf + m, pe->anc, pe->n_anc * sizeof *buf);
+        if (pe->n_anc)
+          memcpy(buf + m, pe->anc, pe->n_anc * sizeof *buf);
         m += pe->n_anc;
       }
       if (m) {
