@@ -88,6 +88,11 @@ char *shk_cap_scope_to_json(const shk_cap_scope *s);
 bool shk_cap_scope_subset(const shk_cap_scope *child, const shk_cap_scope *parent,
                           char *why, size_t whylen);
 
+/* True when a net.egress scope lets a connection reach `host` (canonical:
+ * lowercase name, dotted quad or bare IPv6) on `port`; port 0 asks about
+ * the name alone (a DNS lookup). */
+bool shk_cap_scope_allows_host(const shk_cap_scope *s, const char *host, uint16_t port);
+
 /* ---- tiers and provenance ---- */
 
 typedef enum shk_cap_tier {
@@ -175,6 +180,12 @@ void shk_cap_revoke_session(shk_cap_table *t, const char *session);
 int shk_cap_use(shk_cap_table *t, const char *id, int64_t now_ms);
 /* Like shk_cap_use, but does not consume a once handle. */
 int shk_cap_check(shk_cap_table *t, const char *id, int64_t now_ms);
+
+/* The scope of a handle (live or not), or NULL. Handles stay in the table
+ * until it is freed, so the pointer stays valid as long as the table. */
+const shk_cap_scope *shk_cap_scope_of(shk_cap_table *t, const char *id);
+/* The lifecycle of a handle; -ENOENT when unknown. */
+int shk_cap_lifecycle_of(shk_cap_table *t, const char *id, shk_cap_lifecycle *out);
 
 /* Calls fn for each handle (of `session`, or all when NULL). */
 void shk_cap_foreach(shk_cap_table *t, const char *session,

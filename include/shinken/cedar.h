@@ -113,6 +113,19 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
 void shk_cedar_response_clear(shk_cedar_response *resp);
 
 
+/* ---- policy metadata ---- */
+
+/* The id of the i-th policy, template or link of the set (file order). */
+const char *shk_cedar_policy_id(const shk_cedar_policy_set *ps, size_t i);
+/* True when the i-th policy is a forbid. */
+bool shk_cedar_policy_is_forbid(const shk_cedar_policy_set *ps, size_t i);
+/* Copies the value of annotation @key("value") of policy `policy_id` into
+ * buf (NUL-terminated, truncated to len - 1) and returns its full length;
+ * -ENOENT when the policy or the annotation does not exist, -EINVAL when
+ * the value holds a NUL and so cannot be C text. */
+int shk_cedar_policy_annotation(const shk_cedar_policy_set *ps, const char *policy_id,
+                                const char *key, char *buf, size_t len);
+
 /* ---- validation ---- */
 
 /* One finding of the strict validator: the policy, where, and why. */

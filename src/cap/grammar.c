@@ -615,3 +615,39 @@ bool shk_cap_scope_subset(const shk_cap_scope *child, const shk_cap_scope *paren
   }
   return true;
 }
+
+/* ------------------------------------------------------------ use */
+
+bool shk_cap_scope_allows_host(const shk_cap_scope *s, const char *host, uint16_t port)
+{
+  if (s->cls != SHK_CAP_NET_EGRESS)
+    return false;
+  bool port_ok = s->n_ports == 0 || port == 0;
+  for (size_t i = 0; i < s->n_ports && !port_ok; i++)
+    port_ok = port >= s->ports[i].lo && port <= s->ports[i].hi;
+  if (!port_ok)
+    return false;
+  cidr addr;
+  if (strchr(host, '/') == NULL && parse_cidr(host, &addr)) {
+    /* An address literal is matched against the CIDRs only: a domain
+     * pattern never admits an address, whatever it resolves to. */
+    for (size_t i = 0; i < s->cidrs.n; i++) {
+      cidr c;
+      if (parse_cidr(s->cidrs.v[i], &c) && cidr_covers(&c, &addr))
+        return true;
+    }
+    return false;
+  }
+  pattern want = { 0, host, strlen(host), port ? port : -1 };
+  for (size_t i = 0; i < s->domains.n; i++) {
+    pattern p;
+    if (!parse_pattern(s->domains.v[i], &p))
+      continue;
+    /* For a lookup (port 0) any pattern naming the host will do. */
+    if (port == 0)
+      p.port = -1;
+    if (pattern_covers(&p, &want))
+      return true;
+  }
+  return false;
+}

@@ -320,9 +320,27 @@ void shk_cap_foreach(shk_cap_table *t, const char *session,
       snprintf(info.session, sizeof info.session, "%s", h->session);
       info.lifecycle = h->lifecycle;
       info.expires_ms = h->expires_ms;
-      info.revoked = !chain_live(h, 0) ;
+      info.revoked = !chain_live(h, 0);
       info.scope = &h->scope;
       fn(&info, ud);
     }
   pthread_rwlock_unlock(&t->lock);
+}
+
+const shk_cap_scope *shk_cap_scope_of(shk_cap_table *t, const char *id)
+{
+  pthread_rwlock_rdlock(&t->lock);
+  handle *h = find(t, id);
+  pthread_rwlock_unlock(&t->lock);
+  return h ? &h->scope : NULL;
+}
+
+int shk_cap_lifecycle_of(shk_cap_table *t, const char *id, shk_cap_lifecycle *out)
+{
+  pthread_rwlock_rdlock(&t->lock);
+  handle *h = find(t, id);
+  if (h)
+    *out = h->lifecycle;
+  pthread_rwlock_unlock(&t->lock);
+  return h ? 0 : -ENOENT;
 }

@@ -1,0 +1,64 @@
+/* shinken daemon: the capability manager as a long-lived process. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/common.h"
+#include "shinken/daemon.h"
+
+int shk_cli_daemon(int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "config", required_argument, NULL, 'c' },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+  };
+  const char *config = NULL;
+  int c;
+  while ((c = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
+    if (c == 'c')
+      config = optarg;
+    else if (c == 'h') {
+      puts("usage: shinken daemon [--config FILE]");
+      return 0;
+    } else {
+      return 1;
+    }
+  }
+  if (optind != argc)
+    shk__die(1, "daemon: unexpected argument '%s'", argv[optind]);
+  shk_manager_config mc;
+  char err[1024];
+  if (shk_manager_config_load(config, &mc, err, sizeof err))
+    shk__die(1, "daemon: %s", err);
+  shk_manager *m;
+  if (shk_manager_new(&mc.opts, &m, err, sizeof err))
+    shk__die(1, "daemon: %s", err);
+  /* Block the signals that end the daemon and wait for them here, so the
+   * control and proxy threads never run a handler. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  if (shk_manager_serve(m, mc.socket, err, sizeof err)) {
+    shk_manager_free(m);
+    shk__die(1, "daemon: %s", err);
+  }
+  printf("listening %s\n", mc.socket);
+  fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  /* Ending the manager ends every session: their grants die with it and
+   * their sandboxes lose the network (fail closed). */
+  shk_manager_free(m);
+  shk_manager_config_clear(&mc);
+  return 0;
+}

@@ -1,0 +1,203 @@
+/* The manager's control commands: sessions, grant, grants, revoke,
+ * attenuate. Each sends one request to the running manager and prints its
+ * answer; --json prints the answer object itself.
+ * Exit status: 0 done, 2 refused (the answer says why), 1 bad input or no
+ * manager. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/common.h"
+#include "shinken/daemon.h"
+
+/* "500ms", "30s", "5m", "2h", "1d" -> milliseconds. */
+static long long parse_duration(const char *s)
+{
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || v <= 0 || s[0] == '+' || s[0] == '-')
+    return -1;
+  long long mult = !strcmp(end, "ms") ? 1 : !strcmp(end, "s") ? 1000 : !strcmp(end, "m") ? 60000
+                 : !strcmp(end, "h") ? 3600000LL : !strcmp(end, "d") ? 86400000LL : -1;
+  if (mult < 0 || v > (1LL << 50) / mult)
+    return -1;
+  return v * mult;
+}
+
+static void print_grant_line(json_t *g)
+{
+  char *scope = json_dumps(json_object_get(g, "scope"), JSON_COMPACT);
+  printf("%s  %-8s %-18s %-8s %s %s\n", json_string_value(json_object_get(g, "handle")),
+         json_is_true(json_object_get(g, "live")) ? "live" : "revoked",
+         json_string_value(json_object_get(g, "class")), json_string_value(json_object_get(g, "lifecycle")),
+         json_string_value(json_object_get(g, "session")), scope ? scope : "");
+  free(scope);
+}
+
+/* Sends `req` (stolen) and prints the answer. */
+static int call(const char *what, json_t *req, bool as_json)
+{
+  const char *path = shk_manager_socket_path();
+  int fd = shk_manager_connect(path);
+  if (fd < 0) {
+    json_decref(req);
+    shk__die(1, "%s: no manager at %s (%s); start one with 'shinken daemon'", what, path, strerror(-fd));
+  }
+  json_t *ans;
+  char err[256];
+  int r = shk_manager_rpc(fd, req, &ans, err, sizeof err);
+  json_decref(req);
+  close(fd);
+  if (r)
+    shk__die(1, "%s: %s", what, err);
+  bool ok = json_is_true(json_object_get(ans, "ok"));
+  if (as_json) {
+    char *text = json_dumps(ans, JSON_COMPACT);
+    puts(text);
+    free(text);
+  } else if (!ok) {
+    fprintf(stderr, "shinken: %s refused: %s\n", what, json_string_value(json_object_get(ans, "error")));
+  } else if (!strcmp(what, "grant")) {
+    printf("granted %s (tier %s, policy %s, manifest entry %lld)\nenforced by: %s\n",
+           json_string_value(json_object_get(ans, "handle")), json_string_value(json_object_get(ans, "tier")),
+           json_string_value(json_object_get(ans, "policy")),
+           (long long)json_integer_value(json_object_get(ans, "manifest_entry")),
+           json_string_value(json_object_get(ans, "enforced_by")));
+  } else if (!strcmp(what, "grants")) {
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(ans, "grants"), i, g) print_grant_line(g);
+  } else if (!strcmp(what, "sessions")) {
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(ans, "sessions"), i, s)
+      printf("%s  trust %s  grants %lld  egress %s\n", json_string_value(json_object_get(s, "session")),
+             json_string_value(json_object_get(s, "trust_tier")),
+             (long long)json_integer_value(json_object_get(s, "grants")),
+             json_is_true(json_object_get(s, "egress")) ? "proxy" : "none");
+  } else if (!strcmp(what, "revoke")) {
+    printf("revoked %s (%lld open tunnels closed)\n", json_string_value(json_object_get(ans, "handle")),
+           (long long)json_integer_value(json_object_get(ans, "tunnels_closed")));
+  } else {
+    printf("%s\n", json_string_value(json_object_get(ans, "handle")));
+  }
+  json_decref(ans);
+  return ok ? 0 : 2;
+}
+
+enum { OPT_SCOPE = 1, OPT_TTL, OPT_ONCE, OPT_JSON, OPT_EXTERNAL, OPT_APPROVE };
+
+static const struct option options[] = {
+  { "scope", required_argument, NULL, OPT_SCOPE },
+  { "ttl", required_argument, NULL, OPT_TTL },
+  { "once", no_argument, NULL, OPT_ONCE },
+  { "json", no_argument, NULL, OPT_JSON },
+  { "external", no_argument, NULL, OPT_EXTERNAL },
+  { "approve", no_argument, NULL, OPT_APPROVE },
+  { NULL, 0, NULL, 0 },
+};
+
+typedef struct args {
+  const char *scope;
+  long long ttl;
+  bool once, json, external, approve;
+  char **pos;
+  int n_pos;
+} args;
+
+/* Parses the options `allowed` (a string of OPT_* values) and the
+ * positional arguments; dies with one line on anything else. */
+static args parse(const char *cmd, int argc, char **argv, const char *allowed, int n_pos,
+                  int n_pos_optional, const char *usage)
+{
+  args a = { 0 };
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "+", options, NULL)) != -1) {
+    if (c == '?' || !strchr(allowed, c))
+      shk__die(1, "%s: unknown or misplaced option '%s'\nusage: %s", cmd, argv[optind - 1], usage);
+    switch (c) {
+    case OPT_SCOPE: a.scope = optarg; break;
+    case OPT_TTL:
+      if ((a.ttl = parse_duration(optarg)) < 0)
+        shk__die(1, "%s: --ttl: '%s' is not a duration like 30s, 5m, 2h or 1d", cmd, optarg);
+      break;
+    case OPT_ONCE: a.once = true; break;
+    case OPT_JSON: a.json = true; break;
+    case OPT_EXTERNAL: a.external = true; break;
+    case OPT_APPROVE: a.approve = true; break;
+    default: break;
+    }
+  }
+  a.pos = argv + optind;
+  a.n_pos = argc - optind;
+  if (a.n_pos < n_pos - n_pos_optional || a.n_pos > n_pos)
+    shk__die(1, "%s: wrong number of arguments\nusage: %s", cmd, usage);
+  return a;
+}
+
+static json_t *scope_arg(const char *cmd, const char *text)
+{
+  if (!text)
+    shk__die(1, "%s: --scope JSON is required", cmd);
+  json_error_t jerr;
+  json_t *s = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+  if (!json_is_object(s))
+    shk__die(1, "%s: --scope must be a JSON object (%s)", cmd, s ? "not an object" : jerr.text);
+  return s;
+}
+
+static const char allowed_grant[] = { OPT_SCOPE, OPT_TTL, OPT_ONCE, OPT_JSON, OPT_EXTERNAL, OPT_APPROVE, 0 };
+static const char allowed_att[] = { OPT_SCOPE, OPT_TTL, OPT_JSON, 0 };
+static const char allowed_json[] = { OPT_JSON, 0 };
+
+int shk_cli_grant(int argc, char **argv)
+{
+  args a = parse("grant", argc, argv, allowed_grant, 2, 0,
+                 "shinken grant SESSION CLASS --scope JSON [--ttl DURATION] [--once] [--external] [--approve] [--json]");
+  json_t *req = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:s}", "op", "grant", "session", a.pos[0], "class",
+                          a.pos[1], "scope", scope_arg("grant", a.scope), "once", a.once, "provenance",
+                          a.external ? "external" : "first-party", "approval", a.approve ? "approved" : "none");
+  if (a.ttl > 0)
+    json_object_set_new(req, "ttl_ms", json_integer(a.ttl));
+  return call("grant", req, a.json);
+}
+
+int shk_cli_attenuate(int argc, char **argv)
+{
+  args a = parse("attenuate", argc, argv, allowed_att, 1, 0,
+                 "shinken attenuate HANDLE --scope JSON [--ttl DURATION] [--json]");
+  json_t *req = json_pack("{s:s, s:s, s:o}", "op", "attenuate", "handle", a.pos[0], "scope",
+                          scope_arg("attenuate", a.scope));
+  if (a.ttl > 0)
+    json_object_set_new(req, "ttl_ms", json_integer(a.ttl));
+  return call("attenuate", req, a.json);
+}
+
+int shk_cli_revoke(int argc, char **argv)
+{
+  args a = parse("revoke", argc, argv, allowed_json, 1, 0, "shinken revoke HANDLE [--json]");
+  return call("revoke", json_pack("{s:s, s:s}", "op", "revoke", "handle", a.pos[0]), a.json);
+}
+
+int shk_cli_grants(int argc, char **argv)
+{
+  args a = parse("grants", argc, argv, allowed_json, 1, 1, "shinken grants [SESSION] [--json]");
+  json_t *req = json_pack("{s:s}", "op", "grants");
+  if (a.n_pos)
+    json_object_set_new(req, "session", json_string(a.pos[0]));
+  return call("grants", req, a.json);
+}
+
+int shk_cli_sessions(int argc, char **argv)
+{
+  args a = parse("sessions", argc, argv, allowed_json, 0, 0, "shinken sessions [--json]");
+  return call("sessions", json_pack("{s:s}", "op", "sessions"), a.json);
+}
