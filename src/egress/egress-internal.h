@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "shinken/egress.h"
+
 /* ---------------------------------------------------------------------------
  * IP addresses and classes (ip.c)
  */
@@ -293,3 +295,60 @@ size_t shk__dns_build_reply(const shk__dns_query *q, const shk__ip *ips, size_t 
 
 struct event_base;
 typedef struct shk__eg_server shk__eg_server;
+
+/* A relay between two connected sockets (tunnel.c). Bytes move with
+ * splice(2) through a pipe per direction, never through a userspace
+ * buffer; only PRE (bytes that arrived with the handshake, or the proxy's
+ * own reply) is written from memory, before anything else in its
+ * direction. The client-to-upstream direction stops after C2U_LIMIT bytes
+ * (UINT64_MAX: no limit). DONE runs once, when the relay has finished or
+ * failed; the caller then frees it. */
+typedef struct shk__relay shk__relay;
+typedef struct shk__relay_opts {
+  int client_fd, up_fd; /* owned by the relay from now on */
+  char *c2u_pre;        /* malloc'd or NULL; owned by the relay */
+  size_t c2u_pre_len;
+  uint64_t c2u_limit;
+  /* Plain HTTP: the request ends at C2U_LIMIT and the relay ends with the
+   * response, without half-closing the origin. Tunnels: each side's EOF is
+   * passed on, and the relay ends when both directions have. */
+  bool http;
+  char *u2c_pre;
+  size_t u2c_pre_len;
+  void (*done)(void *arg);
+  void *arg;
+} shk__relay_opts;
+shk__relay *shk__relay_new(struct event_base *base, const shk__relay_opts *o);
+/* Closes both sockets. */
+void shk__relay_free(shk__relay *r);
+
+/* The server (server.c): listeners, connections, resolution, audit. */
+typedef enum shk__eg_listener_kind {
+  SHK__LISTEN_HTTP = 1,
+  SHK__LISTEN_SOCKS5,
+  SHK__LISTEN_DNS, /* DNS over a stream, each message with a 2-byte length */
+} shk__eg_listener_kind;
+
+typedef struct shk__eg_server_opts {
+  const char *name; /* session name for audit lines */
+  int audit_fd;     /* -1: no audit */
+  shk_egress_hook_fn hook;
+  void *hook_data;
+} shk__eg_server_opts;
+
+/* Creates a server on BASE with CFG (owned from now on). */
+shk__eg_server *shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
+                                   const shk__eg_server_opts *o, char *err, size_t errlen);
+/* Listens on a TCP address; writes the bound "ADDR:PORT" into bound. */
+int shk__eg_server_listen_tcp(shk__eg_server *s, shk__eg_listener_kind kind,
+                              const struct sockaddr *sa, socklen_t sl, char *bound,
+                              size_t boundlen);
+/* Listens on a unix socket at PATH (mode 0600). */
+int shk__eg_server_listen_unix(shk__eg_server *s, shk__eg_listener_kind kind, const char *path);
+/* Replaces the policy (CFG owned from now on); it applies from the next
+ * connection. Resolver settings are rebuilt when they changed. */
+int shk__eg_server_set_config(shk__eg_server *s, shk__eg_config *cfg, char *err, size_t errlen);
+/* Closes the tunnels whose hook tag is TAG (all when 0). Loop thread only. */
+int shk__eg_server_close_tunnels(shk__eg_server *s, uint64_t tag);
+/* Closes every listener and connection. */
+void shk__eg_server_free(shk__eg_server *s);

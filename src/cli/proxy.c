@@ -1,0 +1,139 @@
+/* shinken proxy --config FILE: the egress proxy, standalone. */
+#include "cli/cli.h"
+
+#include "common/common.h"
+#include "egress/egress-internal.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#define EXIT_CONFIG 125
+
+static const char usage[] = "usage: shinken proxy --config FILE\n";
+
+struct proxy {
+  const char *path;
+  shk__eg_server *srv;
+  struct event_base *base;
+};
+
+static int load(const char *path, shk__eg_config **cfg, char *err, size_t errlen)
+{
+  shk_autofree char *text = NULL;
+  size_t len;
+  int r = shk__read_file(path, &text, &len);
+  if (r < 0) {
+    snprintf(err, errlen, "%s: %s", path, strerror(-r));
+    return r;
+  }
+  char msg[512];
+  r = shk__eg_config_parse(text, len, cfg, msg, sizeof msg);
+  if (r < 0)
+    snprintf(err, errlen, "%s: %s", path, msg);
+  return r;
+}
+
+/* SIGHUP: the new policy applies from the next connection; a file that
+ * does not parse leaves the running policy in place. Listeners and the
+ * audit destination are fixed at start. */
+static void on_hup(evutil_socket_t sig, short what, void *arg)
+{
+  struct proxy *p = arg;
+  shk__eg_config *cfg;
+  char err[600];
+  if (load(p->path, &cfg, err, sizeof err) < 0 ||
+      shk__eg_server_set_config(p->srv, cfg, err, sizeof err) < 0) {
+    shk__warn("proxy: reload refused, keeping the running policy: %s", err);
+    return;
+  }
+  shk__warn("proxy: reloaded %s", p->path);
+}
+
+static void on_term(evutil_socket_t sig, short what, void *arg)
+{
+  event_base_loopexit(((struct proxy *)arg)->base, NULL);
+}
+
+int shk_cli_proxy(int argc, char **argv)
+{
+  struct proxy p = { 0 };
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--config") && i + 1 < argc)
+      p.path = argv[++i];
+    else if (!strncmp(argv[i], "--config=", 9))
+      p.path = argv[i] + 9;
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(usage, stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "shinken: proxy: unexpected argument '%s'\n%s", argv[i], usage);
+      return 2;
+    }
+  }
+  if (!p.path) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  shk__eg_config *cfg;
+  char err[600];
+  if (load(p.path, &cfg, err, sizeof err) < 0)
+    shk__die(EXIT_CONFIG, "proxy: %s", err);
+  if (!cfg->listen_http && !cfg->listen_socks5) {
+    shk__eg_config_free(cfg);
+    shk__die(EXIT_CONFIG, "proxy: %s: listen: needs at least one of http, socks5", p.path);
+  }
+  int audit_fd = STDERR_FILENO;
+  if (cfg->audit_path) {
+    audit_fd = open(cfg->audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+    if (audit_fd < 0)
+      shk__die_errno(EXIT_CONFIG, "proxy: %s: audit: cannot open %s", p.path, cfg->audit_path);
+  }
+  /* A peer that goes away mid-splice must be an EPIPE, not a signal. */
+  signal(SIGPIPE, SIG_IGN);
+  p.base = event_base_new();
+  if (!p.base)
+    shk__die(1, "proxy: cannot create the event loop");
+  shk__eg_server_opts o = { .name = "proxy", .audit_fd = audit_fd };
+  struct sockaddr_storage http = cfg->http_addr, socks = cfg->socks5_addr;
+  socklen_t http_len = cfg->listen_http ? cfg->http_addrlen : 0;
+  socklen_t socks_len = cfg->listen_socks5 ? cfg->socks5_addrlen : 0;
+  p.srv = shk__eg_server_new(p.base, cfg, &o, err, sizeof err);
+  if (!p.srv)
+    shk__die(1, "proxy: %s", err);
+  char bound[80];
+  int r;
+  if (http_len) {
+    r = shk__eg_server_listen_tcp(p.srv, SHK__LISTEN_HTTP, (struct sockaddr *)&http, http_len,
+                                  bound, sizeof bound);
+    if (r < 0)
+      shk__die(1, "proxy: listen.http: %s", strerror(-r));
+    printf("listening http %s\n", bound);
+  }
+  if (socks_len) {
+    r = shk__eg_server_listen_tcp(p.srv, SHK__LISTEN_SOCKS5, (struct sockaddr *)&socks,
+                                  socks_len, bound, sizeof bound);
+    if (r < 0)
+      shk__die(1, "proxy: listen.socks5: %s", strerror(-r));
+    printf("listening socks5 %s\n", bound);
+  }
+  fflush(stdout);
+  struct event *hup = evsignal_new(p.base, SIGHUP, on_hup, &p);
+  struct event *term = evsignal_new(p.base, SIGTERM, on_term, &p);
+  struct event *intr = evsignal_new(p.base, SIGINT, on_term, &p);
+  if (!hup || !term || !intr || event_add(hup, NULL) || event_add(term, NULL) ||
+      event_add(intr, NULL))
+    shk__die(1, "proxy: cannot install signal handlers");
+  event_base_dispatch(p.base);
+  event_free(hup);
+  event_free(term);
+  event_free(intr);
+  shk__eg_server_free(p.srv);
+  event_base_free(p.base);
+  if (audit_fd != STDERR_FILENO)
+    close(audit_fd);
+  return 0;
+}

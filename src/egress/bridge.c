@@ -1,0 +1,307 @@
+/* Stage-2 side: inside the sandbox's own network namespace, the only way
+ * out is the loopback listeners below, and each of them leads to one of the
+ * session's unix sockets. The relay runs in a helper process that is not
+ * dumpable, so the workload (same uid, no capabilities) cannot ptrace it or
+ * read its memory, and that dies with stage 2's process, i.e. with the
+ * workload. */
+#include "shinken/egress.h"
+
+#include "common/common.h"
+#include "egress/egress-internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define DNS_SECONDS 10
+
+enum { L_HTTP, L_SOCKS5, L_DNS_TCP, L_DNS_UDP, L_COUNT };
+
+static const struct {
+  uint16_t port;
+  int type;
+  const char *sock;
+} bridge_ports[L_COUNT] = {
+  [L_HTTP] = { 3128, SOCK_STREAM, "http.sock" },
+  [L_SOCKS5] = { 1080, SOCK_STREAM, "socks5.sock" },
+  [L_DNS_TCP] = { 53, SOCK_STREAM, "dns.sock" },
+  [L_DNS_UDP] = { 53, SOCK_DGRAM, "dns.sock" },
+};
+
+struct helper {
+  struct event_base *base;
+  char paths[L_COUNT][PATH_MAX];
+};
+
+static int lo_up(void)
+{
+  shk_autoclose int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  struct ifreq ifr = { 0 };
+  strcpy(ifr.ifr_name, "lo");
+  if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+    return -errno;
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  return ioctl(fd, SIOCSIFFLAGS, &ifr) < 0 ? -errno : 0;
+}
+
+static int bind_loopback(uint16_t port, int type)
+{
+  int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  if (bind(fd, (struct sockaddr *)&sin, sizeof sin) < 0 ||
+      (type == SOCK_STREAM && listen(fd, 128) < 0)) {
+    int e = -errno;
+    close(fd);
+    return e;
+  }
+  return fd;
+}
+
+static int connect_unix(const char *path)
+{
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  if (strlen(path) >= sizeof sun.sun_path)
+    return -ENAMETOOLONG;
+  strcpy(sun.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  /* A blocking connect to a listening unix socket completes at once (or
+   * fails at once); only then is the socket made non-blocking. */
+  if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0 ||
+      fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+    int e = -errno;
+    close(fd);
+    return e;
+  }
+  return fd;
+}
+
+struct stream_ctx {
+  struct helper *h;
+  const char *path;
+  struct event *ev;
+};
+
+static void relay_done(void *arg)
+{
+  shk__relay_free(*(shk__relay **)arg);
+  free(arg);
+}
+
+static void on_accept(evutil_socket_t lfd, short what, void *arg)
+{
+  struct stream_ctx *sc = arg;
+  int cfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (cfd < 0)
+    return;
+  int ufd = connect_unix(sc->path);
+  if (ufd < 0) {
+    close(cfd);
+    return;
+  }
+  shk__relay **slot = shk__xcalloc(1, sizeof *slot);
+  shk__relay_opts o = { .client_fd = cfd, .up_fd = ufd, .c2u_limit = UINT64_MAX,
+                        .done = relay_done, .arg = slot };
+  *slot = shk__relay_new(sc->h->base, &o);
+  if (!*slot)
+    free(slot);
+}
+
+/* One UDP query: framed onto a fresh stream to dns.sock, and the framed
+ * answer sent back to the address it came from. */
+struct udp_query {
+  int ufd, udp;
+  struct sockaddr_storage from;
+  socklen_t fromlen;
+  struct event *ev;
+  uint8_t buf[2 + 65535];
+  size_t len;
+};
+
+static void udp_query_free(struct udp_query *q)
+{
+  event_free(q->ev);
+  close(q->ufd);
+  free(q);
+}
+
+static void on_udp_answer(evutil_socket_t fd, short what, void *arg)
+{
+  struct udp_query *q = arg;
+  if (what & EV_TIMEOUT) {
+    udp_query_free(q);
+    return;
+  }
+  ssize_t n = recv(q->ufd, q->buf + q->len, sizeof q->buf - q->len, 0);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return;
+  if (n > 0)
+    q->len += (size_t)n;
+  if (q->len >= 2) {
+    size_t want = (size_t)(q->buf[0] << 8 | q->buf[1]);
+    if (q->len >= 2 + want) {
+      ssize_t w = sendto(q->udp, q->buf + 2, want, 0, (struct sockaddr *)&q->from, q->fromlen);
+      (void)w;
+      udp_query_free(q);
+      return;
+    }
+  }
+  if (n <= 0)
+    udp_query_free(q);
+}
+
+static void on_udp(evutil_socket_t udp, short what, void *arg)
+{
+  struct helper *h = arg;
+  uint8_t msg[2 + 65535];
+  struct sockaddr_storage from;
+  socklen_t fromlen = sizeof from;
+  ssize_t n = recvfrom(udp, msg + 2, sizeof msg - 2, 0, (struct sockaddr *)&from, &fromlen);
+  if (n <= 0)
+    return;
+  msg[0] = (uint8_t)(n >> 8);
+  msg[1] = (uint8_t)n;
+  int ufd = connect_unix(h->paths[L_DNS_UDP]);
+  if (ufd < 0)
+    return;
+  if (send(ufd, msg, (size_t)n + 2, MSG_NOSIGNAL) != n + 2) {
+    close(ufd);
+    return;
+  }
+  struct udp_query *q = shk__xcalloc(1, sizeof *q);
+  q->ufd = ufd;
+  q->udp = udp;
+  q->from = from;
+  q->fromlen = fromlen;
+  q->ev = event_new(h->base, ufd, EV_READ | EV_PERSIST, on_udp_answer, q);
+  struct timeval tv = { DNS_SECONDS, 0 };
+  event_add(q->ev, &tv);
+}
+
+SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], pid_t parent)
+{
+  /* Not dumpable: no ptrace attach and no /proc/PID/mem from the workload,
+   * which runs as the same user. Dies with stage 2 (the workload). */
+  if (prctl(PR_SET_DUMPABLE, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
+      getppid() != parent)
+    _exit(1);
+  signal(SIGPIPE, SIG_IGN);
+  /* Nothing of stage 2 but the listeners stays open here. */
+  int maxfd = (int)sysconf(_SC_OPEN_MAX);
+  for (int fd = 3; fd < maxfd && fd < 65536; fd++) {
+    bool keep = false;
+    for (int i = 0; i < L_COUNT; i++)
+      keep |= fd == fds[i];
+    if (!keep)
+      close(fd);
+  }
+  h->base = event_base_new();
+  if (!h->base)
+    _exit(1);
+  struct stream_ctx sc[L_COUNT];
+  for (int i = 0; i < L_COUNT; i++) {
+    sc[i] = (struct stream_ctx){ h, h->paths[i], NULL };
+    sc[i].ev = event_new(h->base, fds[i], EV_READ | EV_PERSIST,
+                         bridge_ports[i].type == SOCK_DGRAM ? on_udp : on_accept,
+                         bridge_ports[i].type == SOCK_DGRAM ? (void *)h : (void *)&sc[i]);
+    if (!sc[i].ev || event_add(sc[i].ev, NULL) < 0)
+      _exit(1);
+  }
+  event_base_dispatch(h->base);
+  _exit(0);
+}
+
+int shk_egress_bridge_start(const char *dir)
+{
+  struct helper h = { 0 };
+  for (int i = 0; i < L_COUNT; i++)
+    if ((size_t)snprintf(h.paths[i], sizeof h.paths[i], "%s/%s", dir, bridge_ports[i].sock) >=
+        sizeof h.paths[i])
+      return -ENAMETOOLONG;
+  int r = lo_up();
+  if (r < 0)
+    return r;
+  int fds[L_COUNT];
+  for (int i = 0; i < L_COUNT; i++) {
+    fds[i] = bind_loopback(bridge_ports[i].port, bridge_ports[i].type);
+    if (fds[i] < 0) {
+      r = fds[i];
+      while (i-- > 0)
+        close(fds[i]);
+      return r;
+    }
+  }
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0)
+    helper_main(&h, fds, parent);
+  r = pid < 0 ? -errno : 0;
+  /* The listeners are the helper's alone: the workload cannot accept on
+   * them and steal connections. */
+  for (int i = 0; i < L_COUNT; i++)
+    close(fds[i]);
+  return r;
+}
+
+int shk_egress_apply_env(void)
+{
+  static const char http[] = "http://127.0.0.1:3128", socks[] = "socks5h://127.0.0.1:1080",
+                    no[] = "localhost,127.0.0.1,::1";
+  /* Java and Gradle read system properties, not the environment. */
+  static const char java[] =
+    "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128 -Dhttps.proxyHost=127.0.0.1 "
+    "-Dhttps.proxyPort=3128 -Dhttp.nonProxyHosts=localhost|127.0.0.1";
+  const char *const vars[][2] = {
+    { "HTTP_PROXY", http }, { "http_proxy", http }, { "HTTPS_PROXY", http },
+    { "https_proxy", http }, { "ALL_PROXY", socks }, { "all_proxy", socks },
+    { "NO_PROXY", no }, { "no_proxy", no },
+    /* npm (and yarn 1, which reads npm's config) */
+    { "npm_config_proxy", http }, { "npm_config_https_proxy", http },
+    { "npm_config_noproxy", no },
+    /* yarn 2+ */
+    { "YARN_HTTP_PROXY", http }, { "YARN_HTTPS_PROXY", http },
+    /* pip */
+    { "PIP_PROXY", http },
+    /* git: http.proxy through the environment's config, for every remote */
+    { "GIT_CONFIG_COUNT", "1" }, { "GIT_CONFIG_KEY_0", "http.proxy" },
+    { "GIT_CONFIG_VALUE_0", http },
+    /* cargo */
+    { "CARGO_HTTP_PROXY", http },
+    /* Java, Gradle, Maven */
+    { "JAVA_TOOL_OPTIONS", java }, { "GRADLE_OPTS", java }, { "MAVEN_OPTS", java },
+    /* Node's built-in fetch and http honour the variables only with this */
+    { "NODE_USE_ENV_PROXY", "1" },
+    /* gRPC */
+    { "grpc_proxy", http },
+    /* rsync daemon connections: host:port */
+    { "RSYNC_PROXY", "127.0.0.1:3128" },
+    /* Google Cloud SDK (the docker CLI and the AWS and Azure CLIs read the
+     * standard variables above) */
+    { "CLOUDSDK_PROXY_TYPE", "http" }, { "CLOUDSDK_PROXY_ADDRESS", "127.0.0.1" },
+    { "CLOUDSDK_PROXY_PORT", "3128" },
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (setenv(vars[i][0], vars[i][1], 1) < 0)
+      return -errno;
+  return 0;
+}

@@ -1,0 +1,243 @@
+/* Launcher side of a sandboxed session: the proxy on a background thread,
+ * serving three unix sockets in a private directory. The directory is
+ * created 0700 by mkdtemp and the sockets 0600, so the only way in is to be
+ * given the path (bwrap binds it into the one sandbox it belongs to): the
+ * socket a connection arrives on is the session's identity. */
+#include "shinken/egress.h"
+
+#include "common/common.h"
+#include "egress/egress-internal.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+enum request { REQ_NONE, REQ_CLOSE_TUNNELS, REQ_STOP };
+
+struct shk_egress_session {
+  char dir[PATH_MAX];
+  struct event_base *base;
+  shk__eg_server *srv;
+  struct event *wake;
+  pthread_t thread;
+  bool running;
+  int own_audit_fd;
+  /* One cross-thread request at a time, under mu. */
+  pthread_mutex_t mu, call_mu;
+  pthread_cond_t cv;
+  enum request req;
+  uint64_t tag;
+  int result;
+  bool done;
+};
+
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int threads_ok;
+
+static void init_threads(void)
+{
+  threads_ok = evthread_use_pthreads() == 0;
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+  shk_egress_session *s = arg;
+  pthread_mutex_lock(&s->mu);
+  if (s->req == REQ_CLOSE_TUNNELS) {
+    s->result = shk__eg_server_close_tunnels(s->srv, s->tag);
+  } else if (s->req == REQ_STOP) {
+    shk__eg_server_free(s->srv);
+    s->srv = NULL;
+    event_base_loopbreak(s->base);
+  }
+  s->req = REQ_NONE;
+  s->done = true;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void *loop_main(void *arg)
+{
+  shk_egress_session *s = arg;
+  /* Signals belong to the launcher's main thread; a SIGPIPE from a peer
+   * that left mid-splice stays blocked here and shows up as EPIPE. */
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  event_base_loop(s->base, EVLOOP_NO_EXIT_ON_EMPTY);
+  return NULL;
+}
+
+static int call(shk_egress_session *s, enum request req, uint64_t tag)
+{
+  if (pthread_equal(pthread_self(), s->thread)) {
+    /* From inside the hook: the loop is ours already. */
+    return req == REQ_CLOSE_TUNNELS ? shk__eg_server_close_tunnels(s->srv, tag) : -EDEADLK;
+  }
+  pthread_mutex_lock(&s->call_mu);
+  pthread_mutex_lock(&s->mu);
+  s->req = req;
+  s->tag = tag;
+  s->done = false;
+  event_active(s->wake, EV_READ, 0);
+  while (!s->done)
+    pthread_cond_wait(&s->cv, &s->mu);
+  int r = s->result;
+  pthread_mutex_unlock(&s->mu);
+  pthread_mutex_unlock(&s->call_mu);
+  return r;
+}
+
+static shk__eg_config *build_config(const shk_egress_session_opts *o, char *err, size_t errlen)
+{
+  shk__eg_config *cfg = NULL;
+  if (o->config_path) {
+    shk_autofree char *text = NULL;
+    size_t len;
+    int r = shk__read_file(o->config_path, &text, &len);
+    if (r < 0) {
+      snprintf(err, errlen, "%s: %s", o->config_path, strerror(-r));
+      return NULL;
+    }
+    char msg[512];
+    if (shk__eg_config_parse(text, len, &cfg, msg, sizeof msg) < 0) {
+      snprintf(err, errlen, "%s: %s", o->config_path, msg);
+      return NULL;
+    }
+  } else {
+    cfg = shk__eg_config_new();
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    const char *const *pats = pass ? o->deny_domains : o->allow_domains;
+    size_t n = pass ? o->n_deny_domains : o->n_allow_domains;
+    for (size_t i = 0; i < n; i++) {
+      const char *r = shk__eg_config_add_domain(cfg, pats[i], pass ? SHK__DENY : SHK__ALLOW);
+      if (r) {
+        snprintf(err, errlen, "--%s-domain '%s': %s", pass ? "deny" : "allow", pats[i], r);
+        shk__eg_config_free(cfg);
+        return NULL;
+      }
+    }
+  }
+  return cfg;
+}
+
+int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
+                            char *err, size_t errlen)
+{
+  *out = NULL;
+  pthread_once(&threads_once, init_threads);
+  if (!threads_ok) {
+    snprintf(err, errlen, "libevent has no thread support");
+    return -ENOSYS;
+  }
+  shk__eg_config *cfg = build_config(opts, err, errlen);
+  if (!cfg)
+    return -EINVAL;
+  shk_egress_session *s = shk__xcalloc(1, sizeof *s);
+  s->own_audit_fd = -1;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->call_mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  int audit_fd = opts->audit_fd;
+  if (cfg->audit_path) {
+    s->own_audit_fd = open(cfg->audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (s->own_audit_fd < 0) {
+      int e = -errno;
+      snprintf(err, errlen, "audit: cannot open %s: %s", cfg->audit_path, strerror(errno));
+      shk__eg_config_free(cfg);
+      shk_egress_session_close(s);
+      return e;
+    }
+    audit_fd = s->own_audit_fd;
+  }
+  const char *rt = getenv("XDG_RUNTIME_DIR");
+  if (!rt || rt[0] != '/' || access(rt, W_OK) != 0)
+    rt = "/tmp";
+  snprintf(s->dir, sizeof s->dir, "%s/shinken-egress-XXXXXX", rt);
+  s->base = event_base_new();
+  if (!mkdtemp(s->dir) || !s->base) {
+    int e = -errno;
+    snprintf(err, errlen, "cannot create the session directory under %s: %s", rt,
+             strerror(errno));
+    s->dir[0] = '\0';
+    shk__eg_config_free(cfg);
+    shk_egress_session_close(s);
+    return e ? e : -ENOMEM;
+  }
+  shk__eg_server_opts so = { .name = opts->name ? opts->name : "session", .audit_fd = audit_fd,
+                             .hook = opts->hook, .hook_data = opts->hook_data };
+  s->srv = shk__eg_server_new(s->base, cfg, &so, err, errlen);
+  if (!s->srv) {
+    shk_egress_session_close(s);
+    return -EINVAL;
+  }
+  static const struct {
+    const char *name;
+    shk__eg_listener_kind kind;
+  } socks[] = { { "http.sock", SHK__LISTEN_HTTP },
+                { "socks5.sock", SHK__LISTEN_SOCKS5 },
+                { "dns.sock", SHK__LISTEN_DNS } };
+  for (size_t i = 0; i < 3; i++) {
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/%s", s->dir, socks[i].name);
+    int r = shk__eg_server_listen_unix(s->srv, socks[i].kind, path);
+    if (r < 0) {
+      snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(-r));
+      shk_egress_session_close(s);
+      return r;
+    }
+  }
+  s->wake = event_new(s->base, -1, 0, on_wake, s);
+  int r = s->wake ? -pthread_create(&s->thread, NULL, loop_main, s) : -ENOMEM;
+  if (r < 0) {
+    snprintf(err, errlen, "cannot start the proxy thread: %s", strerror(-r));
+    shk_egress_session_close(s);
+    return r;
+  }
+  s->running = true;
+  *out = s;
+  return 0;
+}
+
+const char *shk_egress_session_dir(const shk_egress_session *s)
+{
+  return s->dir;
+}
+
+int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag)
+{
+  if (!s->running)
+    return shk__eg_server_close_tunnels(s->srv, tag);
+  return call(s, REQ_CLOSE_TUNNELS, tag);
+}
+
+void shk_egress_session_close(shk_egress_session *s)
+{
+  if (!s)
+    return;
+  if (s->running) {
+    call(s, REQ_STOP, 0);
+    pthread_join(s->thread, NULL);
+  }
+  shk__eg_server_free(s->srv);
+  if (s->wake)
+    event_free(s->wake);
+  if (s->base)
+    event_base_free(s->base);
+  if (s->dir[0])
+    rmdir(s->dir);
+  if (s->own_audit_fd >= 0)
+    close(s->own_audit_fd);
+  pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->call_mu);
+  pthread_cond_destroy(&s->cv);
+  free(s);
+}
