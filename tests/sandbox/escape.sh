@@ -1,0 +1,339 @@
+#!/bin/sh
+# escape.sh PROBE CASE WHO: one case of the escape suite, as root or as the
+# unprivileged test user (WHO is root or user).
+#
+# Each case has two phases on fresh fixtures. The control runs the probe
+# WITHOUT the sandbox and must achieve the forbidden effect, so the judge is
+# shown able to see it (where WHO cannot do it even unconfined, the control
+# runs as root). Then the probe runs inside `shinken run` and the effect must
+# be absent. The judge looks from outside: the host listener's log, the
+# sentinel's hash, the host process's state, the host keyring, the workspace.
+# The probe's own report must show it attempted the action (see probe.c).
+. "$SHINKEN_SRCDIR/tests/lib.sh"
+set +e
+
+PROBE=$1 CASE=$2 WHO=$3
+TEST_USER=shinken-test
+
+[ "$(id -u)" = 0 ] || skip "the escape suite runs as root: it creates the test user and host fixtures"
+
+ensure_user() {
+  # Tests run in parallel: one of them creates the user.
+  (
+    flock 9
+    id "$TEST_USER" >/dev/null 2>&1 ||
+      useradd --system --no-create-home --home-dir /nonexistent --shell /bin/sh "$TEST_USER" ||
+      fail "cannot create the user $TEST_USER"
+  ) 9>/var/lock/shinken-test-user.lock || exit 1
+}
+
+case $WHO in
+  root) uid=0; gid=0 ;;
+  user) ensure_user; uid=$(id -u "$TEST_USER"); gid=$(id -g "$TEST_USER") ;;
+  *) fail "WHO must be root or user, not '$WHO'" ;;
+esac
+
+scratch=$(mktemp -d /var/tmp/shk-escape.XXXXXX) || fail "mktemp"
+chmod 755 "$scratch"
+pids=""
+cleanup() {
+  for p in $pids; do kill "$p" 2>/dev/null; done
+  [ -n "${restore:-}" ] && eval "$restore"
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+ws=$scratch/ws     # the workspace: the sandbox's working directory
+out=$scratch/out   # outside every writable root
+home=$scratch/home # HOME for the run
+fx=$scratch/fx     # the fixtures' logs (some fixtures run as WHO)
+
+# as ROOT|WHO CMD...: runs CMD as root or as WHO, with HOME set.
+as() {
+  who=$1; shift
+  if [ "$who" = root ] || [ "$uid" = 0 ]; then
+    env HOME="$home" "$@"
+  else
+    setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all \
+      env HOME="$home" USER="$TEST_USER" LOGNAME="$TEST_USER" "$@"
+  fi
+}
+
+# bg ROOT|WHO CMD...: starts a fixture in the background.
+bg() {
+  who=$1; shift
+  if [ "$who" = root ] || [ "$uid" = 0 ]; then
+    env HOME="$home" "$@" &
+  else
+    setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all env HOME="$home" "$@" &
+  fi
+  pids="$pids $!"
+}
+
+wait_file() {
+  i=0
+  while [ ! -s "$1" ]; do
+    i=$((i + 1))
+    [ $i -gt 100 ] && fail "fixture did not start ($1)"
+    sleep 0.05
+  done
+}
+
+own() { chown -R "$uid:$gid" "$@"; }
+
+# snapshot PATH...: names, types, modes, sizes, times and contents.
+snapshot() {
+  for p in "$@"; do
+    if [ -e "$p" ] || [ -L "$p" ]; then
+      find "$p" -printf '%p %y %m %s %T@ %n\n' 2>/dev/null | sort
+      find "$p" -type f -exec sha256sum {} + 2>/dev/null | sort
+    else
+      echo "$p absent"
+    fi
+  done | sha256sum
+}
+
+fresh() {
+  for p in $pids; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  pids=""
+  rm -rf "$ws" "$out" "$home" "$fx"
+  mkdir -p "$ws" "$out" "$home" "$fx"
+  printf 'sentinel %s\n' "$CASE" >"$out/sentinel"
+  own "$ws" "$out" "$home" "$fx"
+  RUN_DIR=$ws RUN_OPTS="" WRAP="" CONTROL_AS=$WHO CONTROL_PREFIX="" rc=0
+}
+
+# run_probe control|sandbox ARGS...: runs the probe; sets rc, output in
+# $scratch/probe.out.
+run_probe() {
+  phase=$1; shift
+  if [ "$phase" = sandbox ]; then
+    who=$WHO
+    # shellcheck disable=SC2086
+    set -- "$SHINKEN" run $RUN_OPTS -- "$PROBE" "$@"
+  else
+    who=$CONTROL_AS
+    # shellcheck disable=SC2086
+    set -- $CONTROL_PREFIX "$PROBE" "$@"
+  fi
+  # shellcheck disable=SC2086
+  [ -n "$WRAP" ] && set -- $WRAP "$@"
+  (cd "$RUN_DIR" && as "$who" "$@") >"$scratch/probe.out" 2>"$scratch/probe.err" </dev/null
+  rc=$?
+  echo "--- $phase as $who (status $rc): $*" >&2
+  sed 's/^/    /' "$scratch/probe.out" "$scratch/probe.err" >&2
+  sleep 0.3 # let the listeners log what reached them
+}
+
+# A case defines setup (fixtures; run before each phase), args (the probe's
+# arguments), effect (exit 0 and print what happened when the forbidden
+# effect is visible from outside) and may set CONTROL_AS, CONTROL_PREFIX,
+# RUN_OPTS, RUN_DIR, WRAP, and INSIDE_ONLY=1 when nothing outside can see
+# the effect (the control then must report success, status 10).
+INSIDE_ONLY=0
+restore=""
+no_effect() { return 1; }
+
+listener() { # KIND [WHERE]
+  bg root "$PROBE" host-listen "$1" "${2:-0}" "$fx/log" "$fx/ready"
+  wait_file "$fx/ready"
+  PORT=$(cat "$fx/ready")
+}
+logged() { [ -s "$fx/log" ] && { echo "the host fixture saw: $(head -3 "$fx/log" | tr '\n' ';')"; }; }
+
+holder() {
+  bg "$WHO" "$PROBE" host-hold "$fx/info" "$fx/log"
+  wait_file "$fx/info"
+  read -r HPID SECADDR SECLEN CANARY SECRET <"$fx/info"
+}
+holder_effect() {
+  logged && return 0
+  if ! kill -0 "$HPID" 2>/dev/null || grep -q '^State:.*Z' "/proc/$HPID/status" 2>/dev/null; then
+    echo "the host process $HPID was killed"; return 0
+  fi
+  if [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen"; then
+    echo "the host process's secret was copied into the workspace"; return 0
+  fi
+  return 1
+}
+
+snap_effect() { # compare against $BEFORE over $SNAP
+  [ "$(snapshot $SNAP)" != "$BEFORE" ] && { echo "changed: $SNAP"; find $SNAP -newer "$scratch/stamp" 2>/dev/null | head -5; return 0; }
+  return 1
+}
+snap_take() { BEFORE=$(snapshot $SNAP); touch "$scratch/stamp"; }
+
+case $CASE in
+  tcp) setup() { listener tcp; }; args() { echo tcp "$PORT"; }; effect() { logged; } ;;
+  udp) setup() { listener udp; }; args() { echo udp "$PORT"; }; effect() { logged; } ;;
+  dns)
+    # 127.0.0.1:53 is one port for the whole host: one dns case at a time.
+    exec 8>/var/lock/shinken-test-dns.lock; flock 8
+    setup() { listener dns; }; args() { echo dns; }; effect() { logged; } ;;
+  packet) setup() { listener udp; CONTROL_AS=root; }; args() { echo packet "$PORT"; }; effect() { logged; } ;;
+  netlink)
+    # The control changes lo in a network namespace of its own; the judge
+    # watches the host's lo.
+    mtu0=$(cat /sys/class/net/lo/mtu)
+    restore="ip link set lo mtu $mtu0"
+    setup() { CONTROL_PREFIX="unshare -rn"; INSIDE_ONLY=1; }
+    args() { echo netlink; }
+    effect() { [ "$(cat /sys/class/net/lo/mtu)" != "$mtu0" ] && echo "the host's lo MTU changed"; } ;;
+  vsock) setup() { INSIDE_ONLY=1; }; args() { echo vsock; }; effect() { no_effect; } ;;
+  unix) setup() { listener unix "$out/sock"; }; args() { echo unix "$out/sock"; }; effect() { logged; } ;;
+  abstract)
+    setup() { listener abstract "shk-escape-$$"; }; args() { echo abstract "shk-escape-$$"; }; effect() { logged; } ;;
+  iouring) setup() { listener tcp; }; args() { echo iouring "$PORT"; }; effect() { logged; } ;;
+  ptrace) setup() { holder; }; args() { echo ptrace "$HPID" "$CANARY"; }; effect() { holder_effect; } ;;
+  vmread)
+    setup() { holder; }; args() { echo vmread "$HPID" "$SECADDR" "$SECLEN" "$CANARY" "$ws/stolen"; }
+    effect() { holder_effect; } ;;
+  kill) setup() { holder; }; args() { echo kill "$HPID"; }; effect() { holder_effect; } ;;
+  tiocsti)
+    setup() { WRAP="$PROBE host-pty $fx/log --"; }; args() { echo tiocsti; }; effect() { logged; } ;;
+  write) setup() { SNAP=$out; snap_take; }; args() { echo write "$out/sentinel"; }; effect() { snap_effect; } ;;
+  symlink)
+    setup() {
+      ln -s "$out/sentinel" "$ws/planted-link"; ln -s "$out" "$ws/planted-dir"
+      SNAP=$out; snap_take
+    }
+    args() { echo symlink "$out/sentinel" "$ws/planted-link" "$ws/planted-dir"; }
+    effect() { snap_effect; } ;;
+  hardlink) setup() { SNAP=$out; snap_take; }; args() { echo hardlink "$out/sentinel"; }; effect() { snap_effect; } ;;
+  git)
+    setup() {
+      git init -q "$ws" && printf '#!/bin/sh\nexit 0\n' >"$ws/.git/hooks/pre-commit" || fail "git init"
+      own "$ws"; SNAP="$ws/.git $ws/.git.moved"; snap_take
+    }
+    args() { echo git; }; effect() { snap_effect; } ;;
+  rc)
+    # HOME is the working directory, so it is a writable root.
+    RC_FILES=".bashrc .profile .bash_profile .bash_login .bash_logout .zshrc .zshenv .zprofile .zlogin .config/fish/config.fish .config/shinken/config.json .ssh/authorized_keys .ssh/rc .ssh/config"
+    setup() {
+      RUN_DIR=$home
+      for f in .bashrc .profile .bash_profile .ssh/authorized_keys; do
+        mkdir -p "$home/.ssh"; echo "# $f" >"$home/$f"
+      done
+      own "$home"; SNAP=""; for f in $RC_FILES; do SNAP="$SNAP $home/$f"; done; snap_take
+    }
+    args() { echo rc $RC_FILES; }; effect() { snap_effect; } ;;
+  read)
+    SECRET=SHKSECRET-$$-$(date +%s%N)
+    CRED_FILES=".ssh/id_ed25519 .aws/credentials .gnupg/private-keys-v1.d/k.key .config/gcloud/credentials.db .kube/config .docker/config.json .netrc .git-credentials"
+    setup() {
+      for f in $CRED_FILES; do mkdir -p "$(dirname "$home/$f")"; echo "$SECRET $f" >"$home/$f"; done
+      mkdir -p "$ws/private"; echo "$SECRET denied" >"$ws/private/secret"
+      own "$home" "$ws"; RUN_OPTS="--deny $ws/private"
+    }
+    args() { echo read "$ws/stolen"; for f in $CRED_FILES; do echo "$home/$f"; done; echo "$ws/private/secret"; }
+    effect() { [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen" && { echo "read: $(grep -o "$SECRET [^ ]*" "$ws/stolen" | cut -d' ' -f2 | tr '\n' ' ')"; }; } ;;
+  mknod)
+    setup() { CONTROL_AS=root; }; args() { echo mknod; }
+    effect() { [ -n "$(find "$ws" -type b -o -type c)" ] && echo "device nodes: $(find "$ws" -type b -o -type c)"; } ;;
+  mount)
+    setup() { CONTROL_AS=root; CONTROL_PREFIX="unshare -m --propagation private"; SNAP=$out; snap_take; }
+    args() { echo mount "$out/sentinel"; }
+    effect() {
+      snap_effect && return 0
+      [ -e "$ws/mnt/file" ] || { echo "the tmpfs mount on ./mnt took effect"; return 0; }
+      return 1
+    } ;;
+  chroot)
+    setup() { CONTROL_AS=root; }; args() { echo chroot; }
+    effect() { [ -e "$ws/jail/marker" ] && echo "chroot took effect"; } ;;
+  sysctl)
+    SYSCTLS="/proc/sys/vm/stat_interval /sys/kernel/mm/transparent_hugepage/khugepaged/alloc_sleep_millisecs"
+    restore=""; for f in $SYSCTLS; do restore="$restore echo $(cat "$f") >$f;"; done
+    setup() { eval "$restore"; CONTROL_AS=root; }
+    args() { echo sysctl 7 $SYSCTLS; }
+    effect() {
+      for f in $SYSCTLS; do [ "$(cat "$f")" = 7 ] && { echo "$f was changed"; return 0; }; done
+      return 1
+    } ;;
+  suid)
+    # A set-user-ID program owned by someone else than the caller.
+    setup() {
+      cp "$PROBE" "$out/suid-probe"
+      if [ "$WHO" = root ]; then ensure_user; chown "$TEST_USER" "$out/suid-probe"; else chown root "$out/suid-probe"; fi
+      chmod 4755 "$out/suid-probe"
+      chmod 1777 "$ws" # the program writes its ids here under its own
+    }
+    args() { echo suid "$out/suid-probe" "$ws/ids"; }
+    effect() {
+      [ -f "$ws/ids" ] || return 1
+      read -r u e <"$ws/ids"
+      [ "${u#uid=}" != "${e#euid=}" ] && echo "the set-user-ID program ran with $u $e"
+    } ;;
+  keys)
+    SECRET=SHKKEY-$$-$(date +%s%N)
+    setup() { WRAP="$PROBE host-keys $SECRET $fx/log --"; }
+    args() { echo keys @S @K @U "$ws/stolen"; }
+    effect() {
+      logged && return 0
+      [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen" && echo "the caller's key was read"
+    } ;;
+  userns) setup() { INSIDE_ONLY=1; }; args() { echo userns; }; effect() { no_effect; } ;;
+  bpf) setup() { INSIDE_ONLY=1; CONTROL_AS=root; }; args() { echo bpf; }; effect() { no_effect; } ;;
+  perf) setup() { INSIDE_ONLY=1; }; args() { echo perf; }; effect() { no_effect; } ;;
+  userfaultfd) setup() { INSIDE_ONLY=1; }; args() { echo userfaultfd; }; effect() { no_effect; } ;;
+  forkbomb)
+    LIMIT=64
+    setup() { RUN_OPTS="--pids $LIMIT"; }
+    args() { if [ "$phase" = control ]; then echo forkbomb 100 "$ws/count"; else echo forkbomb 400 "$ws/count"; fi; }
+    effect() {
+      n=$(cat "$ws/count" 2>/dev/null || echo 0)
+      [ "$n" -gt $LIMIT ] && { echo "$n processes at once, over pids.max $LIMIT"; return 0; }
+      pgrep -f "$PROBE forkbomb" >/dev/null && { echo "forked processes outlived the run"; return 0; }
+      return 1
+    } ;;
+  memhog)
+    LIMIT=64
+    setup() { RUN_OPTS="--mem ${LIMIT}M"; }
+    args() { if [ "$phase" = control ]; then echo memhog 128 "$ws/mem"; else echo memhog 512 "$ws/mem"; fi; }
+    effect() {
+      n=$(tr -d ' \n' <"$ws/mem" 2>/dev/null); n=${n:-0}
+      [ "$n" -gt $((LIMIT + 8)) ] && echo "$n MiB touched, over memory.max ${LIMIT}M"
+    } ;;
+  *) fail "unknown case '$CASE'" ;;
+esac
+
+# --- control: without the sandbox the effect is visible -----------------------
+phase=control
+fresh; setup
+# shellcheck disable=SC2046
+run_probe control $(args)
+grep -q '^attempted ' "$scratch/probe.out" || fail "control: the probe attempted nothing (broken probe)"
+if [ "$INSIDE_ONLY" = 1 ]; then
+  [ $rc = 10 ] || fail "control: the probe could not do it even without the sandbox (status $rc), so this test cannot fail"
+  echo "control ok: the probe succeeded without the sandbox" >&2
+else
+  what=$(effect) || fail "control: no effect visible without the sandbox, so this test cannot fail"
+  echo "control ok: $what" >&2
+fi
+
+# --- the sandbox: the effect must not happen ---------------------------------
+phase=sandbox
+fresh; setup
+# shellcheck disable=SC2046
+run_probe sandbox $(args)
+if [ $rc = 125 ]; then
+  line=$(head -1 "$scratch/probe.err")
+  case $line in
+    *degraded*|*unavailable*|*not\ available*|*not\ supported*) skip "shinken run refuses to start here: $line" ;;
+  esac
+  fail "shinken run did not start: $line"
+fi
+if what=$(effect); then
+  fail "ESCAPE ($CASE as $WHO): $what"
+fi
+grep -q '^attempted ' "$scratch/probe.out" || fail "the probe attempted nothing inside the sandbox (status $rc)"
+case $rc in
+  0) ;;
+  10) fail "ESCAPE ($CASE as $WHO), reported by the probe: $(grep SUCCEEDED "$scratch/probe.out" | tr '\n' ';')" ;;
+  137) [ "$CASE" = memhog ] || fail "the probe was killed (status 137)" ;;
+  *) fail "unexpected status $rc" ;;
+esac
+echo "blocked: $CASE as $WHO"
+exit 0
