@@ -131,6 +131,9 @@ const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__u
 /* Cedar's `a in b` for entity uids: equal, or b is an ancestor of a. */
 bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, const shk__uid *b);
 
+/* Parses JSON text as jansson does, except that NUL may appear in object
+ * keys; NULL with err filled on a syntax error. */
+json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar_error *err);
 /* Converts JSON to a value, typed by `type` when it is not NULL (schema-based
  * parsing: implicit entity and extension forms, required and unexpected
  * attributes, type mismatches). `what` names the place for messages. Returns

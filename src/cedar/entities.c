@@ -29,10 +29,90 @@ SHK_PRINTF(2, 3) static int jfail(shk_cedar_error *err, const char *fmt, ...)
 /* Longest excerpt of a user string that messages quote. */
 #define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p
 
+/* jansson refuses NUL in object keys, which Cedar allows (attribute and tag
+ * names are any string). So before parsing, each \u0000 escape becomes the
+ * escape of U+10FFFF, a noncharacter, and every string read back turns
+ * U+10FFFF into NUL again. Input that holds U+10FFFF itself is refused, so
+ * the mapping is exact. */
+static const char SENTINEL[] = "\xF4\x8F\xBF\xBF";
+
+static bool hex4_is(const char *p, const char *want)
+{
+  for (int i = 0; i < 4; i++)
+    if ((p[i] | 0x20) != want[i])
+      return false;
+  return true;
+}
+
+json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar_error *err)
+{
+  if (memmem(text, len, SENTINEL, 4))
+    return jfail(err, "%s: U+10FFFF is not supported", what), NULL;
+  char *copy = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] != '\\' || i + 1 >= len) {
+      if (copy)
+        copy[n++] = text[i];
+      continue;
+    }
+    bool esc_u = text[i + 1] == 'u' && i + 5 < len;
+    if (esc_u && hex4_is(text + i + 2, "dbff") && i + 11 < len && text[i + 6] == '\\' &&
+        hex4_is(text + i + 8, "dfff"))
+      return free(copy), jfail(err, "%s: U+10FFFF is not supported", what), NULL;
+    if (esc_u && hex4_is(text + i + 2, "0000")) {
+      if (!copy) {
+        /* Each 6-byte \u0000 grows to 12 bytes. */
+        copy = shk__xmalloc(len * 2 + 1);
+        memcpy(copy, text, i);
+        n = i;
+      }
+      memcpy(copy + n, "\\udbff\\udfff", 12);
+      n += 12;
+      i += 5;
+      continue;
+    }
+    /* Copy the escape's two bytes so that an escaped backslash is not
+     * taken for the start of another escape. */
+    if (copy) {
+      copy[n++] = text[i];
+      copy[n++] = text[i + 1];
+    }
+    i++;
+  }
+  json_error_t jerr;
+  json_t *root = json_loadb(copy ? copy : text, copy ? n : len,
+                            JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  free(copy);
+  if (!root) {
+    jfail(err, "%s: %s", what, jerr.text);
+    if (err) {
+      err->line = jerr.line > 0 ? (unsigned)jerr.line : 0;
+      err->column = jerr.column > 0 ? (unsigned)jerr.column : 0;
+    }
+  }
+  return root;
+}
+
+static shk__str str_from(shk__arena *a, const char *p, size_t n)
+{
+  char *s = shk__arena_strndup(a, p, n);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i + 4 <= n && memcmp(s + i, SENTINEL, 4) == 0) {
+      s[k++] = '\0';
+      i += 3;
+    } else {
+      s[k++] = s[i];
+    }
+  }
+  s[k] = '\0';
+  return (shk__str){ s, k };
+}
+
 static shk__str jstr(shk__arena *a, json_t *j)
 {
-  size_t n = json_string_length(j);
-  return (shk__str){ shk__arena_strndup(a, json_string_value(j), n), n };
+  return str_from(a, json_string_value(j), json_string_length(j));
 }
 
 static const char *json_kind_name(json_t *j)
@@ -188,35 +268,63 @@ static int untyped(shk__arena *a, json_t *j, const shk__schema *schema, const ch
   return jfail(err, "%s: unsupported JSON value", what);
 }
 
-static int key_cmp(const void *x, const void *y)
+/* An object's members with their keys decoded, sorted by key. */
+typedef struct jpair {
+  shk__str key;
+  json_t *val;
+} jpair;
+
+static int pair_cmp(const void *x, const void *y)
 {
-  return shk__str_cmp(*(const shk__str *)x, *(const shk__str *)y);
+  return shk__str_cmp(((const jpair *)x)->key, ((const jpair *)y)->key);
 }
 
-/* Builds a record from a JSON object without a type; keys are sorted so
- * lookups can bisect. */
-static int record_from_object(shk__arena *a, json_t *j, const shk__schema *schema,
-                              const char *what, shk__value *out, shk_cedar_error *err)
+static jpair *object_pairs(shk__arena *a, json_t *j, size_t *n)
 {
-  size_t n = json_object_size(j);
-  shk__str *keys = shk__arena_alloc(a, (n ? n : 1) * sizeof *keys);
-  shk__value *vals = shk__arena_alloc(a, (n ? n : 1) * sizeof *vals);
+  *n = json_object_size(j);
+  jpair *ps = shk__arena_alloc(a, (*n ? *n : 1) * sizeof *ps);
   size_t i = 0;
   const char *k;
   json_t *v;
   json_object_foreach(j, k, v)
-    keys[i++] = (shk__str){ shk__arena_strndup(a, k, strlen(k)), strlen(k) };
-  qsort(keys, n, sizeof *keys, key_cmp);
-  for (i = 0; i < n; i++) {
-    int r = untyped(a, json_object_get(j, keys[i].p), schema, what, &vals[i], err);
+    ps[i++] = (jpair){ str_from(a, k, strlen(k)), v };
+  qsort(ps, *n, sizeof *ps, pair_cmp);
+  return ps;
+}
+
+/* A record whose every value has type `elem` (NULL: untyped), as records
+ * without a schema and entity tags are. `what` plus the key names each
+ * value in messages. */
+static int uniform_record(shk__arena *a, json_t *j, const shk__schema *schema,
+                          const shk__type *elem, const char *what, shk__record *out,
+                          shk_cedar_error *err)
+{
+  size_t n;
+  jpair *ps = object_pairs(a, j, &n);
+  shk__str *keys = shk__arena_alloc(a, (n ? n : 1) * sizeof *keys);
+  shk__value *vals = shk__arena_alloc(a, (n ? n : 1) * sizeof *vals);
+  for (size_t i = 0; i < n; i++) {
+    char sub[384];
+    snprintf(sub, sizeof sub, "%s \"%.*s\"", what, Q(ps[i].key));
+    keys[i] = ps[i].key;
+    int r = to_value(a, ps[i].val, schema, elem, sub, &vals[i], err);
     if (r < 0)
       return r;
   }
+  *out = (shk__record){ n, keys, vals };
+  return 0;
+}
+
+static int record_from_object(shk__arena *a, json_t *j, const shk__schema *schema,
+                              const char *what, shk__value *out, shk_cedar_error *err)
+{
   shk__record *rec = shk__arena_alloc(a, sizeof *rec);
-  *rec = (shk__record){ n, keys, vals };
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s, attribute", what);
+  int r = uniform_record(a, j, schema, NULL, sub, rec, err);
   out->kind = SHK__V_RECORD;
   out->rec = rec;
-  return 0;
+  return r;
 }
 
 static shk__vkind ext_kind(shk__str name, shk__fn *ctor)
@@ -268,23 +376,25 @@ static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, con
                         const char *what, shk__value *out, shk_cedar_error *err)
 {
   /* Only declared attributes may appear, and every required one must. */
-  const char *k;
-  json_t *v;
-  json_object_foreach(j, k, v) {
-    shk__str key = { k, strlen(k) };
+  size_t np;
+  jpair *ps = object_pairs(a, j, &np);
+  for (size_t k = 0; k < np; k++) {
     bool known = false;
     for (size_t i = 0; i < t->n_attrs && !known; i++)
-      known = shk__str_eq(t->attrs[i].name, key);
+      known = shk__str_eq(t->attrs[i].name, ps[k].key);
     if (!known)
-      return jfail(err, "%s: attribute \"%.80s\" is not declared in the schema", what, k);
+      return jfail(err, "%s: attribute \"%.*s\" is not declared in the schema", what,
+                   Q(ps[k].key));
   }
   shk__str *keys = shk__arena_alloc(a, (t->n_attrs ? t->n_attrs : 1) * sizeof *keys);
   shk__value *vals = shk__arena_alloc(a, (t->n_attrs ? t->n_attrs : 1) * sizeof *vals);
   size_t n = 0;
   for (size_t i = 0; i < t->n_attrs; i++) {
     const shk__attr_type *at = &t->attrs[i];
-    char *name = shk__arena_strndup(a, at->name.p, at->name.n);
-    json_t *jv = json_object_get(j, name);
+    json_t *jv = NULL;
+    for (size_t k = 0; k < np && !jv; k++)
+      if (shk__str_eq(ps[k].key, at->name))
+        jv = ps[k].val;
     if (!jv) {
       if (at->required)
         return jfail(err, "%s: required attribute \"%.*s\" is missing", what, Q(at->name));
@@ -295,7 +405,7 @@ static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, con
     int r = to_value(a, jv, schema, at->type, sub, &vals[n], err);
     if (r < 0)
       return r;
-    keys[n++] = (shk__str){ name, at->name.n };
+    keys[n++] = at->name;
   }
   shk__record *rec = shk__arena_alloc(a, sizeof *rec);
   *rec = (shk__record){ n, keys, vals };
@@ -564,24 +674,7 @@ static int load_tags(loader *L, json_t *j, const shk__type *elem, const char *wh
     return jfail(err, "%s: expected an object, got %s", what, json_kind_name(j));
   if (!elem && L->schema && json_object_size(j))
     return jfail(err, "%s: the entity's type declares no tags", what);
-  shk__arena *a = L->es->arena;
-  size_t n = json_object_size(j), i = 0;
-  shk__str *keys = shk__arena_alloc(a, (n ? n : 1) * sizeof *keys);
-  shk__value *vals = shk__arena_alloc(a, (n ? n : 1) * sizeof *vals);
-  const char *k;
-  json_t *v;
-  json_object_foreach(j, k, v)
-    keys[i++] = (shk__str){ shk__arena_strndup(a, k, strlen(k)), strlen(k) };
-  qsort(keys, n, sizeof *keys, key_cmp);
-  for (i = 0; i < n; i++) {
-    char sub[384];
-    snprintf(sub, sizeof sub, "%s \"%.*s\"", what, Q(keys[i]));
-    int r = to_value(a, json_object_get(j, keys[i].p), L->schema, elem, sub, &vals[i], err);
-    if (r < 0)
-      return r;
-  }
-  *out = (shk__record){ n, keys, vals };
-  return 0;
+  return uniform_record(L->es->arena, j, L->schema, elem, what, out, err);
 }
 
 static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err)
@@ -782,16 +875,9 @@ int shk_cedar_entities_parse(const char *json, size_t len, const shk_cedar_schem
                              shk_cedar_entities **out, shk_cedar_error *err)
 {
   *out = NULL;
-  json_error_t jerr;
-  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-  if (!root) {
-    jfail(err, "entities JSON: %s", jerr.text);
-    if (err) {
-      err->line = jerr.line > 0 ? (unsigned)jerr.line : 0;
-      err->column = jerr.column > 0 ? (unsigned)jerr.column : 0;
-    }
+  json_t *root = shk__json_load(json, len, "entities JSON", err);
+  if (!root)
     return -EINVAL;
-  }
   shk_cedar_entities *es = shk__xcalloc(1, sizeof *es);
   es->arena = shk__arena_new();
   loader L = { .es = es, .schema = schema ? &schema->s : NULL };

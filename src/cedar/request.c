@@ -112,10 +112,9 @@ int shk_cedar_request_new(const char *principal, const char *action, const char 
     rc = shk__parse_entity_ref(r->arena, texts[i], strlen(texts[i]), uids[i], err);
   json_t *ctx = NULL;
   if (rc == 0 && context_json) {
-    json_error_t jerr;
-    ctx = json_loads(context_json, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    ctx = shk__json_load(context_json, strlen(context_json), "context JSON", err);
     if (!ctx)
-      rc = rfail(err, "context JSON: %s", jerr.text);
+      rc = -EINVAL;
   }
   if (rc == 0)
     rc = finish(r, ctx, schema, validate_req, err);
@@ -142,10 +141,9 @@ int shk_cedar_request_from_json(const char *json, size_t len, const shk_cedar_sc
                                 bool validate_req, shk_cedar_request **out, shk_cedar_error *err)
 {
   *out = NULL;
-  json_error_t jerr;
-  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+  json_t *root = shk__json_load(json, len, "request JSON", err);
   if (!root)
-    return rfail(err, "request JSON: %s", jerr.text);
+    return -EINVAL;
   shk_cedar_request *r = request_alloc();
   int rc = 0;
   if (!json_is_object(root))
