@@ -118,7 +118,95 @@ void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem);
   ((n) == (cap) ? (void)((arr) = shk__grow((a), (arr), (n), &(cap), sizeof(*(arr)))) : (void)0, \
    &(arr)[(n)++])
 
-/* Schema parsers, each producing the resolved schema through schema.c. */
-typedef struct shk__sch shk__sch; /* the unresolved form (schema.c) */
+/* ---------------------------------------------------------------- schemas */
+
+/* The schema as written, before names are resolved. Both schema parsers
+ * fill one; schema.c resolves it into the shk__schema the engine uses. */
+typedef enum shk__st_kind {
+  SHK__ST_REF,    /* a name that may be a common type, an entity type or a
+                     built-in (.cedarschema names, JSON "EntityOrCommon", and
+                     JSON {"type": "X"} for a non-built-in X) */
+  SHK__ST_COMMON, /* JSON {"type": "X"}: common type or a built-in of that name */
+  SHK__ST_ENTITY, /* JSON {"type": "Entity", "name": ...} */
+  SHK__ST_EXT,    /* JSON {"type": "Extension", "name": ...} */
+  SHK__ST_BOOL,
+  SHK__ST_LONG,
+  SHK__ST_STRING,
+  SHK__ST_SET,
+  SHK__ST_RECORD,
+} shk__st_kind;
+
+typedef struct shk__st shk__st;
+typedef struct shk__st_attr {
+  shk__str name;
+  shk__st *type;
+  bool required;
+  shk__loc loc;
+} shk__st_attr;
+
+struct shk__st {
+  shk__st_kind kind;
+  shk__str name;        /* REF, COMMON, ENTITY, EXT: as written ("A::B") */
+  shk__st *elem;        /* SET */
+  shk__st_attr *attrs;  /* RECORD, in written order */
+  size_t n_attrs;
+  shk__loc loc;
+};
+
+typedef struct shk__st_etype {
+  shk__str ns, name;    /* name is the basename */
+  shk__str *member_of;  /* as written */
+  size_t n_member_of;
+  shk__st *shape;       /* NULL: empty record */
+  shk__st *tags;        /* NULL: no tags */
+  bool is_enum;
+  shk__str *enum_ids;
+  size_t n_enum_ids;
+  shk__loc loc;
+} shk__st_etype;
+
+typedef struct shk__st_common {
+  shk__str ns, name;
+  shk__st *type;
+  shk__loc loc;
+} shk__st_common;
+
+typedef struct shk__st_aref {
+  shk__str type;        /* as written; empty: the declaring namespace's Action */
+  shk__str id;
+} shk__st_aref;
+
+typedef struct shk__st_action {
+  shk__str ns, name;
+  shk__st_aref *member_of;
+  size_t n_member_of;
+  bool has_applies_to;
+  shk__str *principals, *resources; /* as written */
+  size_t n_principals, n_resources;
+  shk__st *context;     /* NULL: empty record */
+  shk__loc loc;
+} shk__st_action;
+
+/* A namespace declared by name (the text form may not repeat one). */
+typedef struct shk__st_ns {
+  shk__str name;
+  shk__loc loc;
+} shk__st_ns;
+
+typedef struct shk__sch shk__sch;
+struct shk__sch {
+  shk__arena *a;
+  shk__st_ns *namespaces;
+  size_t n_namespaces, cap_namespaces;
+  shk__st_etype *etypes;
+  size_t n_etypes, cap_etypes;
+  shk__st_common *commons;
+  size_t n_commons, cap_commons;
+  shk__st_action *actions;
+  size_t n_actions, cap_actions;
+};
+
+/* Schema parsers: each fills `sc` (allocating in sc->a) or returns -EINVAL
+ * with err set. */
 int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err);
 int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err);

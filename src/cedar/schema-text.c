@@ -1,0 +1,485 @@
+/* The human-readable schema form (.cedarschema): text to the unresolved
+ * shk__sch, by recursive descent over the reference grammar
+ * (cedar_schema/grammar.lalrpop) with its conversion checks. Names are
+ * resolved afterwards by schema.c, the same way for both schema forms. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cedar/cedar-parse-internal.h"
+
+typedef struct sparser {
+  shk__sch *sc;
+  shk__arena *a;
+  shk__lexer lx;
+  shk__tok t;
+  shk_cedar_error *err;
+  jmp_buf fail;
+  unsigned depth;
+  shk__str ns; /* the namespace being declared ("" at top level) */
+} sparser;
+
+#define MAX_TYPE_DEPTH 200
+
+__attribute__((noreturn, format(printf, 3, 4))) static void sfail(sparser *p, shk__loc loc, const char *fmt, ...)
+{
+  if (p->err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err->message, sizeof(p->err->message), fmt, ap);
+    va_end(ap);
+    p->err->line = loc.line;
+    p->err->column = loc.col;
+  }
+  longjmp(p->fail, 1);
+}
+
+__attribute__((noreturn)) static void sunexpected(sparser *p)
+{
+  char buf[64];
+  if (p->t.kind == SHK__TK_ERROR)
+    sfail(p, p->t.loc, "%s", p->lx.error);
+  sfail(p, p->t.loc, "unexpected token %s", shk__tok_describe(&p->t, buf, sizeof(buf)));
+}
+
+static inline void snext(sparser *p)
+{
+  shk__lex(&p->lx, &p->t);
+}
+
+static inline bool sat(sparser *p, shk__tk k)
+{
+  return p->t.kind == k;
+}
+
+static bool saccept(sparser *p, shk__tk k)
+{
+  if (p->t.kind != k)
+    return false;
+  snext(p);
+  return true;
+}
+
+static void sexpect(sparser *p, shk__tk k)
+{
+  if (!saccept(p, k))
+    sunexpected(p);
+}
+
+/* The current token is the identifier `word` (schema keywords are
+ * identifiers everywhere else). */
+static bool sat_word(sparser *p, const char *word)
+{
+  size_t n = strlen(word);
+  return p->t.kind == SHK__TK_IDENT && p->t.n == n && memcmp(p->t.p, word, n) == 0;
+}
+
+static shk__str tok_copy(sparser *p)
+{
+  return (shk__str){ shk__arena_strndup(p->a, p->t.p, p->t.n), p->t.n };
+}
+
+/* An identifier that is not reserved (Ident in the reference grammar). */
+static shk__str ident(sparser *p)
+{
+  if (!sat(p, SHK__TK_IDENT))
+    sunexpected(p);
+  if (shk__ident_reserved(p->t.p, p->t.n))
+    sfail(p, p->t.loc, "`%.*s` is a reserved identifier", (int)p->t.n, p->t.p);
+  shk__str s = tok_copy(p);
+  snext(p);
+  return s;
+}
+
+static shk__str string_lit(sparser *p)
+{
+  if (!sat(p, SHK__TK_STRING))
+    sunexpected(p);
+  shk__str out;
+  const char *why;
+  if (shk__unescape(p->a, p->t.p, p->t.n, &out, NULL, NULL, &why) < 0)
+    sfail(p, p->t.loc, "invalid string literal: %s", why);
+  snext(p);
+  return out;
+}
+
+/* Path := Ident {"::" Ident}, normalized to "A::B". With `stop_at_string`,
+ * a "::" followed by a string ends the path and is left for the caller
+ * (QualName); *qualified then says whether that happened. */
+static shk__str path(sparser *p, bool stop_at_string, bool *string_follows)
+{
+  char *out = NULL;
+  size_t len = 0, cap = 0;
+  if (string_follows)
+    *string_follows = false;
+  for (;;) {
+    shk__str s = ident(p);
+    size_t need = len + 2 + s.n + 1;
+    if (need > cap) {
+      size_t nc = cap ? cap * 2 : 32;
+      while (nc < need)
+        nc *= 2;
+      char *nb = shk__arena_alloc(p->a, nc);
+      if (len)
+        memcpy(nb, out, len);
+      out = nb;
+      cap = nc;
+    }
+    if (len) {
+      out[len++] = ':';
+      out[len++] = ':';
+    }
+    memcpy(out + len, s.p, s.n);
+    len += s.n;
+    out[len] = '\0';
+    if (!saccept(p, SHK__TK_COLONCOLON))
+      break;
+    if (stop_at_string && sat(p, SHK__TK_STRING)) {
+      *string_follows = true;
+      break;
+    }
+  }
+  return (shk__str){ out, len };
+}
+
+static int cmp_key(const void *x, const void *y)
+{
+  return shk__str_cmp(*(const shk__str *)x, *(const shk__str *)y);
+}
+
+/* Annotation*: checked (unique keys, valid strings) and dropped, as the
+ * resolved schema does not keep them. */
+static void annotations(sparser *p)
+{
+  shk__str *keys = NULL;
+  size_t n = 0, cap = 0;
+  shk__loc loc = p->t.loc;
+  while (saccept(p, SHK__TK_AT)) {
+    if (!sat(p, SHK__TK_IDENT))
+      sunexpected(p);
+    *SHK__PUSH(p->a, keys, n, cap) = (shk__str){ p->t.p, p->t.n };
+    snext(p);
+    if (saccept(p, SHK__TK_LPAREN)) {
+      string_lit(p);
+      sexpect(p, SHK__TK_RPAREN);
+    }
+  }
+  if (n > 1) {
+    qsort(keys, n, sizeof(*keys), cmp_key);
+    for (size_t i = 1; i < n; i++)
+      if (shk__str_eq(keys[i - 1], keys[i]))
+        sfail(p, loc, "duplicate annotations: `%.*s`", (int)keys[i].n, keys[i].p);
+  }
+}
+
+static shk__st *type(sparser *p);
+
+static shk__st *new_type(sparser *p, shk__st_kind k, shk__loc loc)
+{
+  shk__st *t = shk__arena_calloc(p->a, sizeof(*t));
+  t->kind = k;
+  t->loc = loc;
+  return t;
+}
+
+/* '{' [AttrDecls] '}' with the opening brace current. */
+static shk__st *record(sparser *p)
+{
+  shk__st *t = new_type(p, SHK__ST_RECORD, p->t.loc);
+  sexpect(p, SHK__TK_LBRACE);
+  size_t cap = 0;
+  while (!sat(p, SHK__TK_RBRACE)) {
+    annotations(p);
+    shk__st_attr *at = SHK__PUSH(p->a, t->attrs, t->n_attrs, cap);
+    at->loc = p->t.loc;
+    at->name = sat(p, SHK__TK_STRING) ? string_lit(p) : ident(p);
+    at->required = !saccept(p, SHK__TK_QUESTION);
+    sexpect(p, SHK__TK_COLON);
+    at->type = type(p);
+    if (!saccept(p, SHK__TK_COMMA))
+      break;
+  }
+  sexpect(p, SHK__TK_RBRACE);
+  return t;
+}
+
+static shk__st *type(sparser *p)
+{
+  if (++p->depth > MAX_TYPE_DEPTH)
+    sfail(p, p->t.loc, "type nested too deeply (more than %d levels)", MAX_TYPE_DEPTH);
+  shk__st *t;
+  shk__loc loc = p->t.loc;
+  if (sat(p, SHK__TK_LBRACE)) {
+    t = record(p);
+  } else if (sat_word(p, "Set")) {
+    /* `Set` is also a plain identifier; whether `<` follows decides, and
+     * white space may come between. */
+    shk__lexer save = p->lx;
+    shk__tok st = p->t;
+    snext(p);
+    if (sat(p, SHK__TK_LT)) {
+      snext(p);
+      t = new_type(p, SHK__ST_SET, loc);
+      t->elem = type(p);
+      sexpect(p, SHK__TK_GT);
+    } else {
+      p->lx = save;
+      p->t = st;
+      t = new_type(p, SHK__ST_REF, loc);
+      t->name = path(p, false, NULL);
+    }
+  } else {
+    t = new_type(p, SHK__ST_REF, loc);
+    t->name = path(p, false, NULL);
+  }
+  p->depth--;
+  return t;
+}
+
+/* EntTypes := Path | '[' [Path {',' Path}] ']' (no trailing comma). */
+static shk__str *ent_types(sparser *p, size_t *n)
+{
+  shk__str *v = NULL;
+  size_t cap = 0;
+  *n = 0;
+  if (!saccept(p, SHK__TK_LBRACKET)) {
+    v = shk__arena_alloc(p->a, sizeof(*v));
+    v[0] = path(p, false, NULL);
+    *n = 1;
+    return v;
+  }
+  if (saccept(p, SHK__TK_RBRACKET))
+    return v;
+  do
+    *SHK__PUSH(p->a, v, *n, cap) = path(p, false, NULL);
+  while (saccept(p, SHK__TK_COMMA));
+  sexpect(p, SHK__TK_RBRACKET);
+  return v;
+}
+
+static bool is_cedar_reserved(shk__str s)
+{
+  return shk__str_eq(s, SHK__STR_LIT("__cedar"));
+}
+
+static void entity_decl(sparser *p, shk__loc loc)
+{
+  shk__str *names = NULL;
+  shk__loc *locs = NULL;
+  size_t n = 0, cap = 0, nl = 0, lcap = 0;
+  do {
+    *SHK__PUSH(p->a, locs, nl, lcap) = p->t.loc;
+    *SHK__PUSH(p->a, names, n, cap) = ident(p);
+  } while (saccept(p, SHK__TK_COMMA));
+  shk__st_etype proto = { .ns = p->ns, .loc = loc };
+  bool has_in = false;
+  if (sat_word(p, "in")) {
+    snext(p);
+    has_in = true;
+    proto.member_of = ent_types(p, &proto.n_member_of);
+  }
+  if (!has_in && sat_word(p, "enum")) {
+    snext(p);
+    sexpect(p, SHK__TK_LBRACKET);
+    proto.is_enum = true;
+    size_t ecap = 0;
+    do
+      *SHK__PUSH(p->a, proto.enum_ids, proto.n_enum_ids, ecap) = string_lit(p);
+    while (saccept(p, SHK__TK_COMMA));
+    sexpect(p, SHK__TK_RBRACKET);
+  } else {
+    bool eq = saccept(p, SHK__TK_EQ);
+    if (eq || sat(p, SHK__TK_LBRACE))
+      proto.shape = record(p);
+    if (sat_word(p, "tags")) {
+      snext(p);
+      proto.tags = type(p);
+    }
+  }
+  sexpect(p, SHK__TK_SEMI);
+  for (size_t i = 0; i < n; i++) {
+    if (is_cedar_reserved(names[i]))
+      sfail(p, locs[i], "use of the reserved `__cedar` namespace");
+    shk__st_etype *e = SHK__PUSH(p->a, p->sc->etypes, p->sc->n_etypes, p->sc->cap_etypes);
+    *e = proto;
+    e->name = names[i];
+    e->loc = locs[i];
+  }
+}
+
+/* QualName := Path '::' STR | Name. */
+static shk__st_aref qual_name(sparser *p)
+{
+  shk__st_aref r = { 0 };
+  if (sat(p, SHK__TK_STRING)) {
+    r.id = string_lit(p);
+    return r;
+  }
+  bool str;
+  shk__loc loc = p->t.loc;
+  shk__str pth = path(p, true, &str);
+  if (str) {
+    r.type = pth;
+    r.id = string_lit(p);
+    return r;
+  }
+  if (memchr(pth.p, ':', pth.n))
+    sfail(p, loc, "expected an action name or a qualified action reference, found `%.*s`", (int)pth.n, pth.p);
+  r.id = pth;
+  return r;
+}
+
+static void action_decl(sparser *p, shk__loc loc)
+{
+  shk__str *names = NULL;
+  shk__loc *locs = NULL;
+  size_t n = 0, cap = 0, nl = 0, lcap = 0;
+  do {
+    *SHK__PUSH(p->a, locs, nl, lcap) = p->t.loc;
+    *SHK__PUSH(p->a, names, n, cap) = sat(p, SHK__TK_STRING) ? string_lit(p) : ident(p);
+  } while (saccept(p, SHK__TK_COMMA));
+  shk__st_action proto = { .ns = p->ns, .loc = loc };
+  if (sat_word(p, "in")) {
+    snext(p);
+    size_t mcap = 0;
+    if (saccept(p, SHK__TK_LBRACKET)) {
+      do
+        *SHK__PUSH(p->a, proto.member_of, proto.n_member_of, mcap) = qual_name(p);
+      while (saccept(p, SHK__TK_COMMA));
+      sexpect(p, SHK__TK_RBRACKET);
+    } else {
+      *SHK__PUSH(p->a, proto.member_of, proto.n_member_of, mcap) = qual_name(p);
+    }
+  }
+  if (sat_word(p, "appliesTo")) {
+    snext(p);
+    sexpect(p, SHK__TK_LBRACE);
+    proto.has_applies_to = true;
+    bool seen_p = false, seen_r = false, seen_c = false;
+    do {
+      shk__loc dloc = p->t.loc;
+      if (sat_word(p, "principal") || sat_word(p, "resource")) {
+        bool is_p = p->t.p[0] == 'p';
+        snext(p);
+        sexpect(p, SHK__TK_COLON);
+        size_t k;
+        shk__str *v = ent_types(p, &k);
+        if (is_p ? seen_p : seen_r)
+          sfail(p, dloc, "duplicate `%s` declaration in action `%.*s`", is_p ? "principal" : "resource",
+                (int)names[0].n, names[0].p);
+        if (k == 0)
+          sfail(p, dloc, "for action `%.*s`, `%s` is `[]`, which is invalid", (int)names[0].n, names[0].p,
+                is_p ? "principal" : "resource");
+        if (is_p) {
+          seen_p = true;
+          proto.principals = v;
+          proto.n_principals = k;
+        } else {
+          seen_r = true;
+          proto.resources = v;
+          proto.n_resources = k;
+        }
+      } else if (sat_word(p, "context")) {
+        snext(p);
+        sexpect(p, SHK__TK_COLON);
+        if (seen_c)
+          sfail(p, dloc, "duplicate `context` declaration in action `%.*s`", (int)names[0].n, names[0].p);
+        seen_c = true;
+        if (sat(p, SHK__TK_LBRACE)) {
+          proto.context = record(p);
+        } else {
+          proto.context = new_type(p, SHK__ST_COMMON, p->t.loc);
+          proto.context->name = path(p, false, NULL);
+        }
+      } else {
+        sunexpected(p);
+      }
+    } while (saccept(p, SHK__TK_COMMA) && !sat(p, SHK__TK_RBRACE));
+    sexpect(p, SHK__TK_RBRACE);
+    if (!seen_p || !seen_r)
+      sfail(p, loc, "missing `%s` declaration for `%.*s`", !seen_p ? "principal" : "resource", (int)names[0].n,
+            names[0].p);
+  }
+  if (sat_word(p, "attributes")) {
+    snext(p);
+    sexpect(p, SHK__TK_LBRACE);
+    sexpect(p, SHK__TK_RBRACE);
+  }
+  sexpect(p, SHK__TK_SEMI);
+  for (size_t i = 0; i < n; i++) {
+    shk__st_action *ac = SHK__PUSH(p->a, p->sc->actions, p->sc->n_actions, p->sc->cap_actions);
+    *ac = proto;
+    ac->name = names[i];
+    ac->loc = locs[i];
+  }
+}
+
+static void type_decl(sparser *p)
+{
+  shk__loc loc = p->t.loc;
+  shk__str name = ident(p);
+  sexpect(p, SHK__TK_EQ);
+  shk__st *t = type(p);
+  sexpect(p, SHK__TK_SEMI);
+  shk__st_common *c = SHK__PUSH(p->a, p->sc->commons, p->sc->n_commons, p->sc->cap_commons);
+  *c = (shk__st_common){ .ns = p->ns, .name = name, .type = t, .loc = loc };
+}
+
+/* Decl := Entity | Action | TypeDecl, annotations already read. */
+static void decl(sparser *p)
+{
+  shk__loc loc = p->t.loc;
+  if (sat_word(p, "entity")) {
+    snext(p);
+    entity_decl(p, loc);
+  } else if (sat_word(p, "action")) {
+    snext(p);
+    action_decl(p, loc);
+  } else if (sat_word(p, "type")) {
+    snext(p);
+    type_decl(p);
+  } else {
+    sunexpected(p);
+  }
+}
+
+int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err)
+{
+  sparser p = { .sc = sc, .a = sc->a, .err = err, .ns = SHK__STR_LIT("") };
+  if (!shk__utf8_valid(text, len)) {
+    shk__set_error(err, (shk__loc){ 0, 0 }, "the schema is not valid UTF-8");
+    return -EINVAL;
+  }
+  shk__lexer_init(&p.lx, text, len, true);
+  if (setjmp(p.fail))
+    return -EINVAL;
+  snext(&p);
+  while (!sat(&p, SHK__TK_EOF)) {
+    annotations(&p);
+    if (!sat_word(&p, "namespace")) {
+      decl(&p);
+      continue;
+    }
+    snext(&p);
+    shk__loc loc = p.t.loc;
+    p.ns = path(&p, false, NULL);
+    /* The __cedar namespace is the reference's own. */
+    for (size_t i = 0; i + 7 <= p.ns.n; i++)
+      if ((i == 0 || p.ns.p[i - 1] == ':') && memcmp(p.ns.p + i, "__cedar", 7) == 0 &&
+          (i + 7 == p.ns.n || p.ns.p[i + 7] == ':'))
+        sfail(&p, loc, "use of the reserved `__cedar` namespace");
+    shk__st_ns *nsd = SHK__PUSH(sc->a, sc->namespaces, sc->n_namespaces, sc->cap_namespaces);
+    *nsd = (shk__st_ns){ p.ns, loc };
+    sexpect(&p, SHK__TK_LBRACE);
+    while (!sat(&p, SHK__TK_RBRACE)) {
+      annotations(&p);
+      decl(&p);
+    }
+    snext(&p);
+    p.ns = SHK__STR_LIT("");
+  }
+  return 0;
+}
