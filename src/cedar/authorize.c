@@ -43,10 +43,11 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
    * forbids from the back. */
   size_t n_permit = 0, n_forbid = 0;
   uint32_t *hit = shk__arena_alloc(pv->scratch, (ps->n ? ps->n : 1) * sizeof *hit);
-  for (size_t i = 0; i < ps->n; i++) {
+  uint32_t *cand = shk__arena_alloc(pv->scratch, (ps->n_regs ? ps->n_regs : 1) * sizeof *cand);
+  size_t n_cand = shk__policy_set_candidates(ps, ev.es, req, cand);
+  for (size_t c = 0; c < n_cand; c++) {
+    size_t i = cand[c];
     const shk__policy *p = ps->pols[i];
-    if (p->is_template)
-      continue;
     int r = shk__eval_policy(&ev, p);
     if (r == 1) {
       if (p->is_forbid)

@@ -172,9 +172,34 @@ int shk__eval_policy(shk__eval *ev, const shk__policy *p);
 
 /* ---------------------------------------------------------------- policy sets */
 
+/* Policies are indexed by one entity of their scope (principal, else
+ * resource, else action), so that a request only evaluates the policies
+ * whose anchor is its own principal, action or resource or one of their
+ * ancestors, plus the few that constrain no entity at all. */
+typedef struct shk__anchor {
+  shk__var var;
+  shk__uid uid;
+  uint64_t hash;
+  uint32_t *pols;        /* policy indices, ascending */
+  uint32_t n, cap;
+} shk__anchor;
+
 struct shk_cedar_policy_set {
   shk__arena *arena;
   shk__policy **pols;    /* policies, templates and links, in order */
   const char **ids;      /* their ids, NUL-terminated, parallel to pols */
   size_t n, cap;
+  shk__anchor *anchors;
+  size_t n_anchors, cap_anchors;
+  uint32_t *table;       /* anchors by (var, uid): index + 1, 0 empty */
+  size_t mask;
+  uint32_t *always;      /* policies with no entity in their scope */
+  size_t n_always, cap_always;
+  size_t n_regs;         /* total entries over anchors and always */
 };
+
+/* Fills `out` (room for ps->n_regs entries) with the indices of the
+ * policies that may apply to the request, ascending and unique; returns
+ * their count. */
+size_t shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
+                                  const shk_cedar_request *req, uint32_t *out);

@@ -287,7 +287,7 @@ static int eval_record(shk__eval *ev, const shk__expr *e, shk__value *out)
 static int eval(shk__eval *ev, const shk__expr *e, shk__value *out)
 {
   shk__value a, b;
-  bool t;
+  bool t = false;
   switch (e->kind) {
   case SHK__E_BOOL:
     out->kind = SHK__V_BOOL;

@@ -6,6 +6,141 @@
 
 #include "cedar/cedar-eval-internal.h"
 
+static uint64_t anchor_hash(shk__var var, uint64_t uid_hash)
+{
+  return uid_hash ^ ((uint64_t)(var + 1) * 0x9E3779B97F4A7C15ULL);
+}
+
+static const shk__anchor *anchor_find(const shk_cedar_policy_set *ps, shk__var var,
+                                      const shk__uid *u, uint64_t uid_hash)
+{
+  if (!ps->table)
+    return NULL;
+  uint64_t h = anchor_hash(var, uid_hash);
+  for (size_t i = h & ps->mask;; i = (i + 1) & ps->mask) {
+    uint32_t x = ps->table[i];
+    if (!x)
+      return NULL;
+    const shk__anchor *an = &ps->anchors[x - 1];
+    if (an->hash == h && an->var == var && shk__uid_eq(an->uid, *u))
+      return an;
+  }
+}
+
+static void push(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x)
+{
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 4;
+    *v = shk__xrealloc(*v, *cap * sizeof **v);
+  }
+  (*v)[(*n)++] = x;
+}
+
+static void anchor_add(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u, uint32_t pol)
+{
+  uint64_t uh = shk__uid_hash(u);
+  shk__anchor *an = (shk__anchor *)anchor_find(ps, var, u, uh);
+  if (!an) {
+    if (ps->n_anchors == ps->cap_anchors) {
+      ps->cap_anchors = ps->cap_anchors ? ps->cap_anchors * 2 : 16;
+      ps->anchors = shk__xrealloc(ps->anchors, ps->cap_anchors * sizeof *ps->anchors);
+    }
+    if (!ps->table || (ps->n_anchors + 1) * 2 > ps->mask + 1) {
+      size_t size = ps->table ? (ps->mask + 1) * 2 : 64;
+      free(ps->table);
+      ps->table = shk__xcalloc(size, sizeof *ps->table);
+      ps->mask = size - 1;
+      for (size_t k = 0; k < ps->n_anchors; k++) {
+        size_t i = ps->anchors[k].hash & ps->mask;
+        while (ps->table[i])
+          i = (i + 1) & ps->mask;
+        ps->table[i] = (uint32_t)k + 1;
+      }
+    }
+    an = &ps->anchors[ps->n_anchors];
+    *an = (shk__anchor){ .var = var, .uid = *u, .hash = anchor_hash(var, uh) };
+    size_t i = an->hash & ps->mask;
+    while (ps->table[i])
+      i = (i + 1) & ps->mask;
+    ps->table[i] = (uint32_t)++ps->n_anchors;
+  }
+  push(&an->pols, &an->n, &an->cap, pol);
+  ps->n_regs++;
+}
+
+static bool anchorable(const shk__scope *sc)
+{
+  return !sc->slot && (sc->kind == SHK__SC_EQ || sc->kind == SHK__SC_IN || sc->kind == SHK__SC_IS_IN);
+}
+
+static void index_policy(shk_cedar_policy_set *ps, uint32_t i)
+{
+  const shk__policy *p = ps->pols[i];
+  if (p->is_template)
+    return;
+  if (anchorable(&p->principal))
+    anchor_add(ps, SHK__VAR_PRINCIPAL, &p->principal.uid, i);
+  else if (anchorable(&p->resource))
+    anchor_add(ps, SHK__VAR_RESOURCE, &p->resource.uid, i);
+  else if (anchorable(&p->action))
+    anchor_add(ps, SHK__VAR_ACTION, &p->action.uid, i);
+  else if (p->action.kind == SHK__SC_IN_LIST) {
+    /* An empty list never matches, so such a policy needs no entry. */
+    for (size_t k = 0; k < p->action.n_uids; k++)
+      anchor_add(ps, SHK__VAR_ACTION, &p->action.uids[k], i);
+  } else {
+    uint32_t n = (uint32_t)ps->n_always, cap = (uint32_t)ps->cap_always;
+    push(&ps->always, &n, &cap, i);
+    ps->n_always = n;
+    ps->cap_always = cap;
+    ps->n_regs++;
+  }
+}
+
+static void collect(const shk__anchor *an, uint32_t *out, size_t *n)
+{
+  if (an) {
+    memcpy(out + *n, an->pols, an->n * sizeof *out);
+    *n += an->n;
+  }
+}
+
+static int u32_cmp(const void *x, const void *y)
+{
+  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+size_t shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
+                                  const shk_cedar_request *req, uint32_t *out)
+{
+  size_t n = 0;
+  if (ps->n_always)
+    memcpy(out, ps->always, ps->n_always * sizeof *out);
+  n = ps->n_always;
+  if (!ps->n_anchors)
+    return n;
+  const shk__uid *vars[3] = { &req->principal, &req->action, &req->resource };
+  const shk__var which[3] = { SHK__VAR_PRINCIPAL, SHK__VAR_ACTION, SHK__VAR_RESOURCE };
+  for (int v = 0; v < 3; v++) {
+    const shk__uid *u = vars[v];
+    const shk__entity *e = shk__entities_find(es, u);
+    collect(anchor_find(ps, which[v], u, e ? e->hash : shk__uid_hash(u)), out, &n);
+    for (uint32_t k = 0; e && k < e->n_anc; k++) {
+      const shk__entity *a = &es->ents[e->anc[k]];
+      collect(anchor_find(ps, which[v], &a->uid, a->hash), out, &n);
+    }
+  }
+  /* Evaluate in policy order, each once (an action list can name two
+   * ancestors of the same action). */
+  qsort(out, n, sizeof *out, u32_cmp);
+  size_t k = n ? 1 : 0;
+  for (size_t i = 1; i < n; i++)
+    if (out[i] != out[k - 1])
+      out[k++] = out[i];
+  return k;
+}
+
 static void append(shk_cedar_policy_set *ps, shk__policy *p)
 {
   if (ps->n == ps->cap) {
@@ -16,6 +151,7 @@ static void append(shk_cedar_policy_set *ps, shk__policy *p)
   ps->pols[ps->n] = p;
   ps->ids[ps->n] = shk__arena_strndup(ps->arena, p->id.p, p->id.n);
   ps->n++;
+  index_policy(ps, (uint32_t)ps->n - 1);
 }
 
 int shk_cedar_policy_set_parse(const char *text, size_t len, shk_cedar_policy_set **out,
@@ -41,6 +177,11 @@ void shk_cedar_policy_set_free(shk_cedar_policy_set *ps)
 {
   if (!ps)
     return;
+  for (size_t i = 0; i < ps->n_anchors; i++)
+    free(ps->anchors[i].pols);
+  free(ps->anchors);
+  free(ps->table);
+  free(ps->always);
   free(ps->pols);
   free(ps->ids);
   shk__arena_free(ps->arena);
