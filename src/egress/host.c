@@ -208,6 +208,8 @@ const char *shk__authority_parse(const char *in, size_t len, uint16_t default_po
 {
   size_t hostlen = len;
   const char *portp = NULL;
+  if (memchr(in, '@', len))
+    return "authority-userinfo";
   if (len > 0 && in[0] == '[') {
     const char *close = memchr(in, ']', len);
     if (!close)
@@ -227,8 +229,6 @@ const char *shk__authority_parse(const char *in, size_t len, uint16_t default_po
       portp = colon + 1;
     }
   }
-  if (memchr(in, '@', hostlen))
-    return "authority-userinfo";
   const char *r = shk__host_canon(in, hostlen, host);
   if (r)
     return r;

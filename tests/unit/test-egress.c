@@ -1,0 +1,485 @@
+/* Unit tests of the egress proxy's pure parts: canonicalization, IP
+ * classes, the policy lattice, the configuration, the HTTP, SOCKS5 and DNS
+ * parsers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "egress/egress-internal.h"
+
+static void canon_ok(const char *in, shk__host_kind kind, const char *want)
+{
+  shk__host h;
+  const char *r = shk__host_canon(in, strlen(in), &h);
+  if (r)
+    fail_msg("'%s' refused (%s), want '%s'", in, r, want);
+  assert_int_equal(h.kind, kind);
+  assert_string_equal(h.text, want);
+}
+
+static void canon_bad(const char *in, size_t len, const char *reason)
+{
+  shk__host h;
+  const char *r = shk__host_canon(in, len, &h);
+  if (!r)
+    fail_msg("'%.*s' accepted as '%s', want %s", (int)len, in, h.text, reason);
+  assert_string_equal(r, reason);
+}
+
+static void test_canon_names(void **state)
+{
+  canon_ok("Example.TEST", SHK__HOST_NAME, "example.test");
+  canon_ok("example.test.", SHK__HOST_NAME, "example.test");
+  canon_ok("xn--bcher-kva.example", SHK__HOST_NAME, "xn--bcher-kva.example");
+  canon_ok("a-b.c0.test", SHK__HOST_NAME, "a-b.c0.test");
+  canon_ok("1e100.net", SHK__HOST_NAME, "1e100.net");
+  canon_bad("", 0, "host-empty");
+  canon_bad(".", 1, "host-empty");
+  canon_bad("example.test..", 14, "host-empty-label");
+  canon_bad("a..b", 4, "host-empty-label");
+  canon_bad(".a", 2, "host-empty-label");
+  canon_bad("a\0b", 3, "host-nul");
+  canon_bad("a\r\nb", 4, "host-crlf");
+  canon_bad("a\tb", 3, "host-control");
+  canon_bad("a\x7f", 2, "host-control");
+  canon_bad("a b", 3, "host-space");
+  canon_bad("a%2eb", 5, "host-percent");
+  canon_bad("a_b.test", 8, "host-underscore");
+  canon_bad("a/b", 3, "host-bad-char");
+  canon_bad("a@b", 3, "host-bad-char");
+  canon_bad("b\xc3\xbc" "cher.de", 9, "host-non-ascii");
+  canon_bad("-a.test", 7, "host-bad-hyphen");
+  canon_bad("a-.test", 7, "host-bad-hyphen");
+  char label[70];
+  memset(label, 'a', 64);
+  strcpy(label + 64, ".test");
+  canon_bad(label, strlen(label), "host-label-too-long");
+  canon_ok(label + 1, SHK__HOST_NAME, label + 1); /* 63 is the limit */
+  char name[300];
+  for (int i = 0; i < 127; i++)
+    memcpy(name + 2 * i, "a.", 2);
+  name[254] = '\0'; /* 254 characters, ends in a dot: 253 without it */
+  shk__host h;
+  assert_null(shk__host_canon(name, 254, &h));
+  assert_int_equal(strlen(h.text), 253);
+  name[254] = 'b';
+  assert_string_equal(shk__host_canon(name, 255, &h), "host-too-long");
+}
+
+static void test_canon_ipv4_spellings(void **state)
+{
+  static const char *const loopback[] = { "127.0.0.1", "2130706433", "0177.0.0.1", "0x7f.1",
+                                          "0x7F.0.0.1", "127.1", "127.0.1", "0x7f000001",
+                                          "017700000001", "127.0.0.1.", "0x7f.0x0.0x0.0x1" };
+  for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++)
+    canon_ok(loopback[i], SHK__HOST_IPV4, "127.0.0.1");
+  canon_ok("169.254.169.254", SHK__HOST_IPV4, "169.254.169.254");
+  canon_ok("0", SHK__HOST_IPV4, "0.0.0.0");
+  static const char *const bad[] = { "1.2.3.256",  "08.1.1.1",  "4294967296", "1.2.3.4.5",
+                                     "example.123", "0x", "1.0x",  "0xg.1",      "1.2.65536",
+                                     "256.1",       "09" };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    canon_bad(bad[i], strlen(bad[i]), "host-bad-ipv4");
+}
+
+static void test_canon_ipv6(void **state)
+{
+  canon_ok("[::1]", SHK__HOST_IPV6, "::1");
+  canon_ok("[0:0:0:0:0:0:0:1]", SHK__HOST_IPV6, "::1");
+  canon_ok("[::FFFF:127.0.0.1]", SHK__HOST_IPV6, "::ffff:127.0.0.1");
+  canon_ok("2001:DB8::1", SHK__HOST_IPV6, "2001:db8::1");
+  canon_bad("[fe80::1%eth0]", 14, "host-percent");
+  canon_bad("[::1", 4, "host-bad-ipv6");
+  canon_bad("[1.2.3.4]", 9, "host-bad-ipv6");
+  canon_bad("[::ffff:0177.0.0.1]", 19, "host-bad-ipv6");
+  canon_bad("[]", 2, "host-bad-ipv6");
+}
+
+static void test_authority(void **state)
+{
+  shk__host h;
+  uint16_t port = 0;
+  assert_null(shk__authority_parse("Example.test:443", 16, 0, &h, &port));
+  assert_string_equal(h.text, "example.test");
+  assert_int_equal(port, 443);
+  assert_null(shk__authority_parse("[::1]:8080", 10, 0, &h, &port));
+  assert_string_equal(h.text, "::1");
+  assert_int_equal(port, 8080);
+  assert_null(shk__authority_parse("example.test", 12, 80, &h, &port));
+  assert_int_equal(port, 80);
+  assert_string_equal(shk__authority_parse("example.test", 12, 0, &h, &port), "port-missing");
+  assert_string_equal(shk__authority_parse("a.test:0", 8, 0, &h, &port), "port-bad");
+  assert_string_equal(shk__authority_parse("a.test:65536", 12, 0, &h, &port), "port-bad");
+  assert_string_equal(shk__authority_parse("a.test:+80", 10, 0, &h, &port), "port-bad");
+  assert_string_equal(shk__authority_parse("::1:80", 6, 0, &h, &port), "authority-bad");
+  assert_string_equal(shk__authority_parse("u@a.test:80", 11, 0, &h, &port), "authority-userinfo");
+}
+
+static const char *classify(const char *s)
+{
+  shk__ip ip;
+  if (shk__ip_parse(s, strlen(s), &ip) < 0)
+    fail_msg("cannot parse %s", s);
+  return shk__ip_nonpublic(&ip);
+}
+
+static void test_ip_classes(void **state)
+{
+  static const char *const nonpublic[] = {
+    "0.0.0.0", "0.1.2.3", "10.0.0.1", "100.64.0.1", "100.127.255.255", "127.0.0.1",
+    "127.255.255.255", "169.254.169.254", "172.16.0.1", "172.31.255.255", "192.0.0.8",
+    "192.0.2.1", "192.168.1.1", "198.18.0.1", "198.19.255.255", "198.51.100.7", "203.0.113.9",
+    "224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255", "::", "::1",
+    "::ffff:127.0.0.1", "::ffff:10.1.2.3", "::ffff:169.254.169.254", "::127.0.0.1",
+    "::10.0.0.1", "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b:1::1", "2002:7f00:1::",
+    "2002:a9fe:a9fe::1", "2002:c0a8:101::", "fc00::1", "fd12:3456::1", "fe80::1", "febf::1",
+    "ff02::1", "2001:db8::1", "::ffff:1.1.1.1", "100::1", "4000::1", "2001::1",
+  };
+  for (size_t i = 0; i < sizeof nonpublic / sizeof nonpublic[0]; i++)
+    if (!classify(nonpublic[i]))
+      fail_msg("%s classified public", nonpublic[i]);
+  static const char *const public[] = { "1.1.1.1", "100.63.255.255", "100.128.0.0",
+                                        "172.15.255.255", "172.32.0.0", "198.17.255.255",
+                                        "198.20.0.0", "223.255.255.255", "2606:4700::1111",
+                                        "64:ff9b::101:101", "2002:101:101::1" };
+  for (size_t i = 0; i < sizeof public / sizeof public[0]; i++)
+    if (classify(public[i]))
+      fail_msg("%s classified %s", public[i], classify(public[i]));
+  assert_string_equal(classify("169.254.169.254"), "ip-link-local");
+  assert_string_equal(classify("::ffff:127.0.0.1"), "ip-loopback");
+  assert_string_equal(classify("10.0.0.1"), "ip-private");
+}
+
+static void test_ip_parse_and_cidr(void **state)
+{
+  shk__ip ip;
+  assert_int_equal(shk__ip_parse("01.2.3.4", 8, &ip), -EINVAL);
+  assert_int_equal(shk__ip_parse("1.2.3", 5, &ip), -EINVAL);
+  assert_int_equal(shk__ip_parse("1.2.3.4 ", 8, &ip), -EINVAL);
+  assert_int_equal(shk__ip_parse("fe80::1%1", 9, &ip), -EINVAL);
+  shk__cidr c;
+  assert_int_equal(shk__cidr_parse("10.0.0.0/8", 10, &c), 0);
+  assert_int_equal(shk__cidr_parse("10.0.0.1/8", 10, &c), -EINVAL);
+  assert_int_equal(shk__cidr_parse("10.0.0.0/33", 11, &c), -EINVAL);
+  assert_int_equal(shk__cidr_parse("10.0.0.0", 8, &c), -EINVAL);
+  assert_int_equal(shk__cidr_parse("fc00::/7", 8, &c), 0);
+  assert_int_equal(shk__cidr_parse("10.77.0.0/24", 12, &c), 0);
+  assert_int_equal(shk__ip_parse("10.77.0.2", 9, &ip), 0);
+  assert_true(shk__cidr_contains(&c, &ip));
+  assert_int_equal(shk__ip_parse("10.77.1.2", 9, &ip), 0);
+  assert_false(shk__cidr_contains(&c, &ip));
+  assert_int_equal(shk__ip_parse("::ffff:10.77.0.2", 16, &ip), 0);
+  assert_false(shk__cidr_contains(&c, &ip));
+}
+
+static shk__eg_config *parse_ok(const char *json)
+{
+  shk__eg_config *cfg;
+  char err[512];
+  if (shk__eg_config_parse(json, strlen(json), &cfg, err, sizeof err) < 0)
+    fail_msg("config refused: %s", err);
+  return cfg;
+}
+
+static void parse_bad(const char *json, const char *key)
+{
+  shk__eg_config *cfg;
+  char err[512] = "";
+  assert_int_equal(shk__eg_config_parse(json, strlen(json), &cfg, err, sizeof err), -EINVAL);
+  assert_null(cfg);
+  if (!strstr(err, key))
+    fail_msg("error '%s' does not name '%s'", err, key);
+}
+
+static shk__verdict decide(const shk__eg_config *cfg, const char *host, uint16_t port,
+                           const char **rule)
+{
+  shk__host h;
+  assert_null(shk__host_canon(host, strlen(host), &h));
+  shk__decision d;
+  shk__eg_decide(cfg, &h, port, &d);
+  if (rule)
+    *rule = d.rule;
+  return d.verdict;
+}
+
+static const char issue_config[] =
+  "{ \"listen\": { \"http\": \"127.0.0.1:0\", \"socks5\": \"127.0.0.1:0\" },"
+  "  \"domains\": { \"example.test\": \"allow\", \"**.corp.test:443\": \"allow\","
+  "                \"*.bad.test\": \"deny\" },"
+  "  \"cidrs\": { \"203.0.113.0/24\": \"allow\" },"
+  "  \"allow_private_cidrs\": [ \"10.77.0.0/24\" ],"
+  "  \"hosts\": { \"api.example.test\": [ \"10.77.0.2\" ] },"
+  "  \"dns_upstream\": \"127.0.0.1:5353\", \"mode\": \"full\" }";
+
+static void test_lattice(void **state)
+{
+  shk__eg_config *cfg = parse_ok(issue_config);
+  const char *rule;
+  assert_int_equal(decide(cfg, "EXAMPLE.test.", 80, &rule), SHK__ALLOW);
+  assert_string_equal(rule, "example.test");
+  assert_int_equal(decide(cfg, "www.example.test", 80, NULL), SHK__NONE);
+  assert_int_equal(decide(cfg, "corp.test", 443, NULL), SHK__ALLOW);
+  assert_int_equal(decide(cfg, "a.b.corp.test", 443, NULL), SHK__ALLOW);
+  assert_int_equal(decide(cfg, "a.corp.test", 80, NULL), SHK__NONE);
+  assert_int_equal(decide(cfg, "xcorp.test", 443, NULL), SHK__NONE);
+  assert_int_equal(decide(cfg, "x.bad.test", 443, &rule), SHK__DENY);
+  assert_string_equal(rule, "*.bad.test");
+  assert_int_equal(decide(cfg, "bad.test", 443, NULL), SHK__NONE);
+  assert_int_equal(decide(cfg, "203.0.113.7", 443, &rule), SHK__ALLOW);
+  assert_string_equal(rule, "203.0.113.0/24");
+  assert_int_equal(decide(cfg, "0xcb.0.113.7", 443, NULL), SHK__ALLOW);
+  assert_int_equal(decide(cfg, "198.51.100.7", 443, NULL), SHK__NONE);
+  /* Deny wins over allow, whatever the order. */
+  assert_null(shk__eg_config_add_domain(cfg, "evil.corp.test", SHK__DENY));
+  assert_int_equal(decide(cfg, "evil.corp.test", 443, &rule), SHK__DENY);
+  assert_string_equal(rule, "evil.corp.test");
+  assert_int_equal(decide(cfg, "good.corp.test", 443, NULL), SHK__ALLOW);
+  /* The private opt-in and the pins. */
+  shk__ip ip;
+  assert_int_equal(shk__ip_parse("10.77.0.2", 9, &ip), 0);
+  assert_null(shk__eg_ip_blocked(cfg, &ip));
+  assert_int_equal(shk__ip_parse("10.77.1.2", 9, &ip), 0);
+  assert_string_equal(shk__eg_ip_blocked(cfg, &ip), "ip-private");
+  const shk__pin *pin = shk__eg_pin_find(cfg, "api.example.test");
+  assert_non_null(pin);
+  assert_int_equal(pin->n_ips, 1);
+  assert_true(cfg->has_dns_upstream);
+  assert_int_equal(cfg->dns_upstream_port, 5353);
+  shk__eg_config_free(cfg);
+
+  /* An empty allowlist blocks everything. */
+  cfg = parse_ok("{}");
+  assert_int_equal(decide(cfg, "example.test", 80, NULL), SHK__NONE);
+  assert_int_equal(decide(cfg, "1.1.1.1", 80, NULL), SHK__NONE);
+  shk__eg_config_free(cfg);
+
+  cfg = parse_ok("{\"dangerously_allow_all\": true, \"domains\": {\"*\": \"allow\","
+                 " \"x.test\": \"deny\"}}");
+  assert_int_equal(decide(cfg, "anything.test", 80, NULL), SHK__ALLOW);
+  assert_int_equal(decide(cfg, "x.test", 80, NULL), SHK__DENY);
+  shk__eg_config_free(cfg);
+}
+
+static void test_patterns(void **state)
+{
+  shk__domain_rule r;
+  assert_string_equal(shk__pattern_parse("*", SHK__DENY, true, &r), "pattern-star-in-deny");
+  assert_string_equal(shk__pattern_parse("*", SHK__ALLOW, false, &r),
+                      "pattern-star-needs-dangerously-allow-all");
+  assert_string_equal(shk__pattern_parse("a.*.test", SHK__ALLOW, false, &r),
+                      "pattern-bad-wildcard");
+  assert_string_equal(shk__pattern_parse("***.test", SHK__ALLOW, false, &r),
+                      "pattern-bad-wildcard");
+  assert_string_equal(shk__pattern_parse("a.test:99999", SHK__ALLOW, false, &r),
+                      "pattern-bad-port");
+  assert_string_equal(shk__pattern_parse("10.0.0.1", SHK__ALLOW, false, &r),
+                      "pattern-ip-belongs-in-cidrs");
+  assert_string_equal(shk__pattern_parse("a_b.test", SHK__ALLOW, false, &r), "host-underscore");
+  assert_null(shk__pattern_parse("**.Corp.Test.:443", SHK__ALLOW, false, &r));
+  assert_int_equal(r.kind, SHK__PAT_APEX_SUB);
+  assert_string_equal(r.host, "corp.test");
+  assert_int_equal(r.port, 443);
+  free(r.text);
+}
+
+static void test_config_errors(void **state)
+{
+  parse_bad("{\"nope\": 1}", "nope");
+  parse_bad("{\"listen\": {\"ftp\": \"127.0.0.1:0\"}}", "ftp");
+  parse_bad("{\"listen\": {\"http\": \"0.0.0.0:8080\"}}", "listen.http");
+  parse_bad("{\"listen\": {\"socks5\": \"127.0.0.1:70000\"}}", "listen.socks5");
+  parse_bad("{\"listen\": {\"http\": \"localhost:80\"}}", "listen.http");
+  parse_bad("{\"domains\": {\"example.test\": \"maybe\"}}", "domains.example.test");
+  parse_bad("{\"domains\": {\"*\": \"deny\"}}", "domains.*");
+  parse_bad("{\"domains\": {\"*\": \"allow\"}}", "domains.*");
+  parse_bad("{\"domains\": {\"a b.test\": \"allow\"}}", "domains.a b.test");
+  parse_bad("{\"domains\": [\"example.test\"]}", "domains");
+  parse_bad("{\"cidrs\": {\"10.0.0.1/8\": \"allow\"}}", "cidrs.10.0.0.1/8");
+  parse_bad("{\"allow_private_cidrs\": [\"10.0.0.0\"]}", "allow_private_cidrs");
+  parse_bad("{\"allow_private_cidrs\": \"10.0.0.0/8\"}", "allow_private_cidrs");
+  parse_bad("{\"hosts\": {\"a.test\": [\"010.0.0.1\"]}}", "hosts.a.test");
+  parse_bad("{\"hosts\": {\"a.test\": []}}", "hosts.a.test");
+  parse_bad("{\"hosts\": {\"1.2.3.4\": [\"10.0.0.1\"]}}", "hosts.1.2.3.4");
+  parse_bad("{\"dns_upstream\": \"resolver.test:53\"}", "dns_upstream");
+  parse_bad("{\"dns_upstream\": 53}", "dns_upstream");
+  parse_bad("{\"mode\": \"half\"}", "mode");
+  parse_bad("{\"audit\": 1}", "audit");
+  parse_bad("{\"dns_timeout_ms\": 0}", "dns_timeout_ms");
+  parse_bad("{\"dangerously_allow_all\": \"yes\"}", "dangerously_allow_all");
+  parse_bad("{\"mode\": \"full\", \"mode\": \"full\"}", "json");
+  parse_bad("[1]", "top level");
+  parse_bad("{", "json");
+
+  shk__eg_config *cfg = parse_ok("{\"dangerously_allow_non_loopback\": true,"
+                                 " \"listen\": {\"http\": \"0.0.0.0:0\"}}");
+  shk__eg_config_free(cfg);
+  cfg = parse_ok("{\"listen\": {\"http\": \"[::1]:0\"}, \"mode\": \"connect\","
+                 " \"audit\": \"/dev/null\"}");
+  assert_true(cfg->connect_only);
+  assert_string_equal(cfg->audit_path, "/dev/null");
+  shk__eg_config_free(cfg);
+}
+
+static int http(const char *head, shk__http_req *req, shk__http_refusal *ref)
+{
+  return shk__http_parse_head(head, strlen(head), req, ref);
+}
+
+static void http_refused(const char *head, int status, const char *reason)
+{
+  shk__http_req req;
+  shk__http_refusal ref;
+  int r = http(head, &req, &ref);
+  shk__http_req_free(&req);
+  if (r != -1)
+    fail_msg("accepted (%d): %s", r, head);
+  assert_int_equal(ref.status, status);
+  assert_string_equal(ref.reason, reason);
+}
+
+static void test_http(void **state)
+{
+  shk__http_req req;
+  shk__http_refusal ref;
+  assert_int_equal(http("GET http://Example.Test/a?b=c HTTP/1.1\r\nHost: example.test\r\n"
+                        "Proxy-Authorization: Basic eDp5\r\nConnection: keep-alive, X-Secret\r\n"
+                        "X-Secret: 1\r\nKeep-Alive: 5\r\nAccept: */*\r\nContent-Length: 3\r\n"
+                        "\r\nabc",
+                        &req, &ref),
+                   1);
+  assert_false(req.is_connect);
+  assert_string_equal(req.host.text, "example.test");
+  assert_int_equal(req.port, 80);
+  assert_int_equal(req.content_length, 3);
+  assert_string_equal(req.upstream, "GET /a?b=c HTTP/1.1\r\nHost: example.test\r\n"
+                                    "Content-Length: 3\r\nAccept: */*\r\nConnection: close\r\n\r\n");
+  assert_int_equal(req.head_len, strlen(
+    "GET http://Example.Test/a?b=c HTTP/1.1\r\nHost: example.test\r\n"
+    "Proxy-Authorization: Basic eDp5\r\nConnection: keep-alive, X-Secret\r\n"
+    "X-Secret: 1\r\nKeep-Alive: 5\r\nAccept: */*\r\nContent-Length: 3\r\n\r\n"));
+  shk__http_req_free(&req);
+
+  assert_int_equal(http("CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\n", &req, &ref), 1);
+  assert_true(req.is_connect);
+  assert_int_equal(req.port, 443);
+  assert_null(req.upstream);
+  assert_int_equal(http("GET http://[::1]:8080 HTTP/1.0\r\n\r\n", &req, &ref), 1);
+  assert_string_equal(req.upstream, "GET / HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n");
+  shk__http_req_free(&req);
+  assert_int_equal(http("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n", &req, &ref), 0);
+
+  http_refused("GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n", 400, "http-host-mismatch");
+  http_refused("GET http://a.test/ HTTP/1.1\r\nHost: a.test:81\r\n\r\n", 400, "http-host-mismatch");
+  http_refused("GET http://a.test/ HTTP/1.1\r\n\r\n", 400, "http-host-missing");
+  http_refused("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nHost: a.test\r\n\r\n", 400,
+               "http-two-host");
+  http_refused("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\n"
+               "Content-Length: 1\r\n\r\n", 400, "http-two-content-length");
+  http_refused("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n", 400, "http-cl-and-te");
+  http_refused("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: 1\r\n 2\r\n\r\n", 400,
+               "http-obs-fold");
+  http_refused("GET http://a.test/ HTTP/1.1\nHost: a.test\n\n", 400, "http-bare-lf");
+  http_refused("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX : 1\r\n\r\n", 400,
+               "http-bad-header-name");
+  http_refused("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: -1\r\n\r\n", 400,
+               "http-bad-content-length");
+  http_refused("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", 400, "http-not-absolute-form");
+  http_refused("GET https://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400,
+               "http-https-needs-connect");
+  http_refused("GET http://u:p@a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400,
+               "authority-userinfo");
+  http_refused("GET http://a%2etest/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400, "host-percent");
+  http_refused("CONNECT a.test HTTP/1.1\r\n\r\n", 400, "port-missing");
+  http_refused("GET http://a.test/ HTTP/2.0\r\n\r\n", 505, "http-bad-version");
+  char big[SHK__HTTP_HEAD_MAX + 10];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  memcpy(big, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
+  http_refused(big, 431, "http-head-too-large");
+}
+
+static void test_socks5(void **state)
+{
+  const char *reason;
+  assert_int_equal(shk__socks5_parse_greeting((const uint8_t *)"\x05\x02\x02\x00", 4, &reason), 4);
+  assert_int_equal(shk__socks5_parse_greeting((const uint8_t *)"\x05\x02\x02", 3, &reason), 0);
+  assert_int_equal(shk__socks5_parse_greeting((const uint8_t *)"\x05\x01\x02", 3, &reason), -1);
+  assert_int_equal(shk__socks5_parse_greeting((const uint8_t *)"\x04\x01", 2, &reason), -1);
+  shk__socks5_req req;
+  uint8_t code;
+  const uint8_t dom[] = "\x05\x01\x00\x03\x0c" "Example.TEST" "\x01\xbb";
+  assert_int_equal(shk__socks5_parse_request(dom, sizeof dom - 1, &req, &code, &reason),
+                   (int)sizeof dom - 1);
+  assert_string_equal(req.host.text, "example.test");
+  assert_int_equal(req.port, 443);
+  assert_int_equal(shk__socks5_parse_request(dom, 10, &req, &code, &reason), 0);
+  const uint8_t v4[] = { 5, 1, 0, 1, 169, 254, 169, 254, 0, 80 };
+  assert_int_equal(shk__socks5_parse_request(v4, sizeof v4, &req, &code, &reason), 10);
+  assert_string_equal(req.host.text, "169.254.169.254");
+  const uint8_t bind[] = { 5, 2, 0, 1, 1, 1, 1, 1, 0, 80 };
+  assert_int_equal(shk__socks5_parse_request(bind, sizeof bind, &req, &code, &reason), -1);
+  assert_int_equal(code, SHK__SOCKS5_CMD_UNSUPPORTED);
+  const uint8_t udp[] = { 5, 3, 0, 1, 1, 1, 1, 1, 0, 80 };
+  assert_int_equal(shk__socks5_parse_request(udp, sizeof udp, &req, &code, &reason), -1);
+  assert_int_equal(code, SHK__SOCKS5_CMD_UNSUPPORTED);
+  const uint8_t octal[] = "\x05\x01\x00\x03\x0a" "0177.0.0.1\x00\x50";
+  assert_int_equal(shk__socks5_parse_request(octal, sizeof octal - 1, &req, &code, &reason),
+                   (int)sizeof octal - 1);
+  assert_int_equal(req.host.kind, SHK__HOST_IPV4);
+  assert_string_equal(req.host.text, "127.0.0.1");
+  const uint8_t nul[] = "\x05\x01\x00\x03\x03" "a\0b\x00\x50";
+  assert_int_equal(shk__socks5_parse_request(nul, sizeof nul - 1, &req, &code, &reason), -1);
+  assert_int_equal(code, SHK__SOCKS5_NOT_ALLOWED);
+  assert_string_equal(reason, "host-nul");
+}
+
+static void test_dns(void **state)
+{
+  static const uint8_t q[] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0,
+                               3, 'A', 'p', 'i', 7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 4, 't',
+                               'e', 's', 't', 0, 0, 1, 0, 1 };
+  shk__dns_query dq;
+  assert_null(shk__dns_parse_query(q, sizeof q, &dq));
+  assert_true(dq.name_ok);
+  assert_string_equal(dq.host.text, "api.example.test");
+  assert_int_equal(dq.qtype, 1);
+  shk__ip ips[2];
+  assert_int_equal(shk__ip_parse("1.1.1.1", 7, &ips[0]), 0);
+  assert_int_equal(shk__ip_parse("2606:4700::1111", 15, &ips[1]), 0);
+  uint8_t out[512];
+  size_t n = shk__dns_build_reply(&dq, ips, 2, out, sizeof out);
+  assert_int_equal(n, sizeof q + 16);
+  assert_int_equal(out[3] & 0xf, 0);
+  assert_int_equal(out[7], 1); /* one A answer; the AAAA address is left out */
+  assert_memory_equal(out + n - 4, ips[0].b, 4);
+  n = shk__dns_build_reply(&dq, NULL, 0, out, sizeof out);
+  assert_int_equal(out[3] & 0xf, 5);
+  assert_int_equal(n, sizeof q);
+  assert_non_null(shk__dns_parse_query(q, 11, &dq));
+  uint8_t ptr[sizeof q];
+  memcpy(ptr, q, sizeof q);
+  ptr[12] = 0xc0;
+  assert_non_null(shk__dns_parse_query(ptr, sizeof ptr, &dq));
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_canon_names),    cmocka_unit_test(test_canon_ipv4_spellings),
+    cmocka_unit_test(test_canon_ipv6),     cmocka_unit_test(test_authority),
+    cmocka_unit_test(test_ip_classes),     cmocka_unit_test(test_ip_parse_and_cidr),
+    cmocka_unit_test(test_lattice),        cmocka_unit_test(test_patterns),
+    cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_http),
+    cmocka_unit_test(test_socks5),         cmocka_unit_test(test_dns),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
