@@ -1,0 +1,209 @@
+/* Shinken's enforcement layer on Linux: the options of `shinken run`, the
+ * filesystem plan they resolve to, what the host can enforce, and the pieces
+ * stage 2 applies inside the sandbox (capabilities, Landlock, seccomp).
+ *
+ * Library functions return 0 or a negative errno; the ones that can fail on
+ * user input also return a one-line message in *err (free() it). */
+#ifndef SHINKEN_SANDBOX_H
+#define SHINKEN_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ordered from least to most restrictive: for two rules on the same path,
+ * the larger value wins. */
+typedef enum shk_access {
+  SHK_ACCESS_WRITE,
+  SHK_ACCESS_READ,
+  SHK_ACCESS_DENY,
+} shk_access;
+
+typedef enum shk_net_mode {
+  SHK_NET_NONE,
+  SHK_NET_PROXY,
+  SHK_NET_HOST,
+} shk_net_mode;
+
+const char *shk_access_name(shk_access a);
+const char *shk_net_mode_name(shk_net_mode m);
+
+typedef struct shk_sandbox_paths {
+  char **v;
+  size_t n;
+} shk_sandbox_paths;
+
+/* The options of `shinken run`, as asked (paths not yet resolved). */
+typedef struct shk_sandbox_opts {
+  shk_sandbox_paths write, read, deny;
+  /* --net proxy: domain patterns for the egress proxy (host, *.host,
+   * **.host, each with an optional :port). */
+  shk_sandbox_paths allow_domains, deny_domains;
+  bool read_only, env_clean, allow_degraded;
+  shk_net_mode net;
+  uint64_t mem;       /* bytes; 0: no limit asked */
+  uint64_t pids;      /* 0: no limit asked */
+  uint32_t cpu_milli; /* thousandths of a core; 0: no limit asked */
+  char *report;       /* NULL: no report */
+  char **command;     /* points into the argv given to parse; NULL-terminated */
+  size_t ncommand;
+} shk_sandbox_opts;
+
+void shk_sandbox_opts_init(shk_sandbox_opts *o);
+void shk_sandbox_opts_free(shk_sandbox_opts *o);
+
+/* Parses `[OPTIONS] [--] CMD [ARGS...]` (argv[0] is the first option, not a
+ * program name). Options are applied in order; --profile FILE is applied
+ * where it appears. A missing command is an error. */
+int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, char **err);
+/* Applies a JSON profile (text, NUL-terminated). `what` names it in errors. */
+int shk_sandbox_profile_apply(shk_sandbox_opts *o, const char *json, const char *what, char **err);
+
+/* "512M" -> bytes (K, M, G, T are powers of 1024); a positive integer. */
+int shk_sandbox_parse_size(const char *s, uint64_t *out);
+/* "1.5" -> 1500 thousandths; positive, at most three decimals. */
+int shk_sandbox_parse_cores(const char *s, uint32_t *out);
+
+/* ---- the filesystem plan ---- */
+
+/* How a rule is made real in the mount namespace. */
+typedef enum shk_mount_kind {
+  SHK_MOUNT_BIND_RW,  /* bind the host path writable */
+  SHK_MOUNT_BIND_RO,  /* bind the host path read-only */
+  SHK_MOUNT_TMPFS,    /* a directory masked by an empty read-only tmpfs */
+  SHK_MOUNT_DEV_NULL, /* a file, or a missing path, masked by /dev/null */
+} shk_mount_kind;
+
+const char *shk_mount_kind_name(shk_mount_kind k);
+
+typedef struct shk_sandbox_rule {
+  char *path; /* absolute and resolved */
+  shk_access access;
+  shk_mount_kind kind;
+  bool is_default; /* a built-in protection, not an option */
+} shk_sandbox_rule;
+
+/* Where the defaults come from; filled from the process by
+ * shk_sandbox_env_from_process, or by hand in tests. */
+typedef struct shk_sandbox_env {
+  const char *cwd;      /* resolved */
+  const char *homes[2]; /* $HOME and the password database's; NULL when absent */
+  const char *path;     /* $PATH; may be NULL */
+} shk_sandbox_env;
+
+typedef struct shk_sandbox_plan {
+  bool read_restricted; /* --read given: an empty root plus listed roots */
+  /* Sorted so that a rule comes after every rule on an ancestor of its path:
+   * applying them in order makes the most specific rule win. */
+  shk_sandbox_rule *rules;
+  size_t n;
+} shk_sandbox_plan;
+
+/* Resolves the options against the filesystem and the defaults. Fails on a
+ * missing --write or --read path, --read-only with --write, or a protected
+ * path that is a symlink inside a writable root. */
+int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env,
+                           shk_sandbox_plan *p, char **err);
+void shk_sandbox_plan_free(shk_sandbox_plan *p);
+/* The access the plan gives PATH (absolute, resolved): the rule on its
+ * nearest covered ancestor; `*visible` is false in read-restricted mode for a
+ * path no rule covers. */
+shk_access shk_sandbox_plan_access(const shk_sandbox_plan *p, const char *path, bool *visible);
+
+/* The system directories visible in read-restricted mode. */
+extern const char *const shk_sandbox_system_dirs[];
+
+/* ---- launching ---- */
+
+/* Where the shinken binary and the egress socket directory appear inside. */
+#define SHK_SANDBOX_STAGE2_EXE "/run/shinken/shinken"
+#define SHK_SANDBOX_EGRESS_DIR "/run/shinken/egress"
+
+typedef struct shk_sandbox_launch {
+  const char *bwrap;      /* host path of bwrap */
+  const char *exe;        /* host path of the shinken binary (stage 2) */
+  const char *egress_dir; /* host directory of the egress sockets, or NULL */
+  const char *resolv;     /* a resolver file under /run to show (host mode), or NULL */
+  const char *chdir;      /* working directory inside, or NULL */
+  shk_net_mode net;
+  bool landlock, seccomp; /* false only when degraded mode was allowed */
+  int sync_fd;            /* stage 2 writes one byte here just before exec */
+  char *const *command;
+  size_t ncommand;
+} shk_sandbox_launch;
+
+/* bwrap's argv (argv[0] is l->bwrap), ending with stage 2's command line;
+ * free with shk_sandbox_strv_free. */
+char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l);
+void shk_sandbox_strv_free(char **v);
+
+/* ---- what this host can enforce ---- */
+
+enum {
+  SHK_CG_MEMORY = 1 << 0,
+  SHK_CG_PIDS = 1 << 1,
+  SHK_CG_CPU = 1 << 2,
+};
+
+typedef struct shk_sandbox_features {
+  char *bwrap;         /* path of bwrap, NULL when not found */
+  bool bwrap_setuid;
+  bool userns;         /* unprivileged user namespaces usable (or bwrap setuid) */
+  char *userns_detail; /* why not, or how */
+  int landlock_abi;    /* 0: no Landlock */
+  bool seccomp;
+  bool cgroup_v2;
+  char *cgroup_mount;  /* the cgroup2 mount, NULL when none */
+  char *cgroup_parent; /* where session cgroups go, NULL when none usable */
+  unsigned cgroup_controllers; /* SHK_CG_* available at cgroup_parent */
+  char *cgroup_detail;
+} shk_sandbox_features;
+
+enum {
+  SHK_DETECT_CGROUP = 1 << 0, /* look for a usable cgroup v2 parent */
+  SHK_DETECT_USERNS_TRY = 1 << 1, /* actually create a user namespace */
+};
+
+/* Cheap unless asked for more: a few stat() and sysctl reads. */
+void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what);
+void shk_sandbox_features_free(shk_sandbox_features *f);
+
+/* ---- cgroup v2 session ---- */
+
+typedef struct shk_sandbox_cgroup {
+  char *path;  /* the session cgroup */
+  int procs_fd; /* its cgroup.procs, open for a child to join */
+} shk_sandbox_cgroup;
+
+/* Creates a session cgroup under f->cgroup_parent with the limits of `o`. */
+int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_opts *o,
+                              shk_sandbox_cgroup *cg, char **err);
+/* In a child before exec: moves the calling process into the cgroup. */
+int shk_sandbox_cgroup_join(const shk_sandbox_cgroup *cg);
+/* Kills every process left in the cgroup and removes it. */
+void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg);
+
+/* ---- stage 2 (inside the sandbox) ---- */
+
+/* Drops every capability: bounding set, ambient, effective, permitted,
+ * inheritable. Returns 0 only when none is left. */
+int shk_sandbox_drop_caps(void);
+/* Applies Landlock at the best ABI the kernel offers: read-only access
+ * beneath `ro`, full access beneath `rw`, device access beneath `dev`;
+ * TCP bind/connect refused when `deny_tcp`; abstract unix sockets and
+ * signals scoped at ABI 6 and later. Returns the ABI applied. */
+int shk_sandbox_landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
+                               size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp);
+/* Installs the precompiled seccomp filter for `net`. Must be the last step
+ * before exec: it refuses the syscalls used to set the sandbox up. */
+int shk_sandbox_seccomp_apply(shk_net_mode net);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,308 @@
+/* `shinken run [OPTIONS] -- CMD [ARGS...]`: checks what the host can
+ * enforce, resolves the filesystem plan, starts bwrap (which starts stage 2,
+ * which execs CMD) and exits with CMD's status. Errors of Shinken itself exit
+ * 125 with one line, before anything runs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/common.h"
+#include "sandbox/egress-seam.h"
+#include "shinken/sandbox.h"
+
+#define RUN_FAIL 125
+
+extern char **environ;
+
+static volatile sig_atomic_t child_pid;
+
+/* Signals sent to `shinken run` alone reach the sandbox too: bwrap dies of
+ * them, and with it, through PR_SET_PDEATHSIG and the pid namespace, every
+ * process inside. */
+static void forward(int sig)
+{
+  if (child_pid > 0)
+    kill((pid_t)child_pid, sig);
+}
+
+typedef struct degraded {
+  const char *lines[4];
+  size_t n;
+} degraded;
+
+static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *o, degraded *d)
+{
+  if (!f->bwrap)
+    shk__die(RUN_FAIL, "bwrap not found (install bubblewrap); nothing was run");
+  if (!f->userns)
+    shk__die(RUN_FAIL, "user namespaces unavailable: %s; nothing was run", f->userns_detail);
+  if (f->landlock_abi == 0)
+    d->lines[d->n++] = "Landlock unavailable: files are confined by the mount namespace only, "
+                       "TCP is not refused by Landlock";
+  if (!f->seccomp)
+    d->lines[d->n++] = "seccomp unavailable: no syscall filter";
+  unsigned need = (o->mem ? SHK_CG_MEMORY : 0) | (o->pids ? SHK_CG_PIDS : 0) |
+                  (o->cpu_milli ? SHK_CG_CPU : 0);
+  if (need && (!f->cgroup_parent || (f->cgroup_controllers & need) != need))
+    d->lines[d->n++] = "cgroup v2 limits unavailable: --mem, --pids and --cpu are not enforced";
+  if (d->n && !o->allow_degraded)
+    shk__die(RUN_FAIL, "%s (see 'shinken doctor'; --allow-degraded runs without it); "
+             "nothing was run", d->lines[0]);
+  for (size_t i = 0; i < d->n; i++)
+    shk__warn("degraded: %s", d->lines[i]);
+}
+
+static json_t *strv_json(char *const *v, size_t n)
+{
+  json_t *a = json_array();
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(a, json_string(v[i]));
+  return a;
+}
+
+static json_t *num_or_null(uint64_t v)
+{
+  return v ? json_integer((json_int_t)v) : json_null();
+}
+
+static void write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
+                         const shk_sandbox_features *f, const shk_sandbox_cgroup *cg,
+                         const degraded *d)
+{
+  char cpu[32] = "";
+  if (o->cpu_milli)
+    snprintf(cpu, sizeof cpu, "%u.%03u", o->cpu_milli / 1000, o->cpu_milli % 1000);
+  json_t *asked = json_pack("{s:o, s:o, s:o, s:b, s:s, s:o, s:o, s:o, s:b, s:b, s:o, s:o, s:o}",
+      "write", strv_json(o->write.v, o->write.n), "read", strv_json(o->read.v, o->read.n),
+      "deny", strv_json(o->deny.v, o->deny.n), "read-only", o->read_only,
+      "net", shk_net_mode_name(o->net), "mem", num_or_null(o->mem), "pids", num_or_null(o->pids),
+      "cpu", o->cpu_milli ? json_string(cpu) : json_null(), "env-clean", o->env_clean,
+      "allow-degraded", o->allow_degraded,
+      "allow-domain", strv_json(o->allow_domains.v, o->allow_domains.n),
+      "deny-domain", strv_json(o->deny_domains.v, o->deny_domains.n),
+      "command", strv_json(o->command, o->ncommand));
+  json_t *rules = json_array();
+  for (size_t i = 0; i < p->n; i++)
+    json_array_append_new(rules, json_pack("{s:s, s:s, s:s, s:s}", "path", p->rules[i].path,
+        "access", shk_access_name(p->rules[i].access),
+        "origin", p->rules[i].is_default ? "default" : "option",
+        "mechanism", shk_mount_kind_name(p->rules[i].kind)));
+  json_t *netmech = json_array();
+  if (o->net != SHK_NET_HOST)
+    json_array_append_new(netmech, json_string("network namespace (lo only)"));
+  if (f->seccomp)
+    json_array_append_new(netmech, json_string(o->net == SHK_NET_NONE
+        ? "seccomp: socket() AF_UNIX only" : "seccomp: socket() AF_UNIX, AF_INET, AF_INET6, "
+                                             "netlink route only"));
+  if (o->net == SHK_NET_NONE && f->landlock_abi >= 4)
+    json_array_append_new(netmech, json_string("Landlock: TCP bind and connect refused"));
+  if (o->net == SHK_NET_PROXY)
+    json_array_append_new(netmech, json_string("egress proxy (HTTP 3128, SOCKS5 1080, DNS 53)"));
+  char cpumax[48] = "";
+  if (o->cpu_milli)
+    snprintf(cpumax, sizeof cpumax, "%u 100000", o->cpu_milli * 100);
+  bool cg_on = cg->path != NULL;
+  json_t *cgroup = json_pack("{s:b, s:o, s:o, s:o, s:o}", "enforced", cg_on,
+      "path", cg_on ? json_string(cg->path) : json_null(),
+      "memory.max", cg_on ? num_or_null(o->mem) : json_null(),
+      "pids.max", cg_on ? num_or_null(o->pids) : json_null(),
+      "cpu.max", cg_on && o->cpu_milli ? json_string(cpumax) : json_null());
+  json_t *enforced = json_pack(
+      "{s:o, s:b, s:[sssssss], s:{s:s, s:o}, s:{s:i, s:b, s:b, s:b, s:b}, s:{s:b, s:s},"
+      " s:o, s:s, s:b, s:s, s:b, s:b}",
+      "rules", rules, "read-restricted", p->read_restricted,
+      "namespaces", "user", "pid", "mount", "ipc", "uts", "cgroup",
+      o->net == SHK_NET_HOST ? "net (not used: --net host)" : "net",
+      "network", "mode", shk_net_mode_name(o->net), "mechanism", netmech,
+      "landlock", "abi", f->landlock_abi, "enforced", f->landlock_abi > 0,
+      "fs", f->landlock_abi > 0, "net", o->net == SHK_NET_NONE && f->landlock_abi >= 4,
+      "scope", f->landlock_abi >= 6,
+      "seccomp", "enforced", f->seccomp, "mechanism", "libseccomp (precompiled BPF)",
+      "cgroup", cgroup,
+      "capabilities", "all dropped (effective, permitted, inheritable, ambient, bounding)",
+      "no-new-privs", 1, "keyring", "fresh session keyring", "new-session", 1,
+      "die-with-parent", 1);
+  json_t *report = json_pack("{s:i, s:o, s:o, s:o}", "version", 1, "asked", asked,
+                             "enforced", enforced, "degraded", strv_json((char *const *)d->lines, d->n));
+  if (!report || json_dump_file(report, o->report, JSON_INDENT(2) | JSON_SORT_KEYS) < 0)
+    shk__die(RUN_FAIL, "--report %s: cannot write the report; nothing was run", o->report);
+  json_decref(report);
+}
+
+/* The minimal environment of --env-clean. */
+static char **clean_env(const char *home)
+{
+  static const char *const keep[] = { "TERM", "LANG", "LC_ALL", NULL };
+  char **env = shk__xcalloc(8, sizeof *env);
+  size_t n = 0;
+  env[n++] = shk__xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
+  if (home)
+    env[n++] = shk__xasprintf("HOME=%s", home);
+  struct passwd *pw = getpwuid(getuid());
+  if (pw) {
+    env[n++] = shk__xasprintf("USER=%s", pw->pw_name);
+    env[n++] = shk__xasprintf("LOGNAME=%s", pw->pw_name);
+  }
+  for (const char *const *k = keep; *k; k++)
+    if (getenv(*k))
+      env[n++] = shk__xasprintf("%s=%s", *k, getenv(*k));
+  return env;
+}
+
+/* With the host's network, the resolver file may be a symlink into /run,
+ * which is private inside: show that one file. */
+static char *host_resolver(void)
+{
+  char real[PATH_MAX];
+  if (realpath("/etc/resolv.conf", real) && !strncmp(real, "/run/", 5))
+    return shk__xstrdup(real);
+  return NULL;
+}
+
+int shk_cli_run(int argc, char **argv)
+{
+  shk_sandbox_opts o;
+  shk_sandbox_opts_init(&o);
+  char *err = NULL;
+  if (shk_sandbox_opts_parse(&o, argc - 1, argv + 1, &err) < 0)
+    shk__die(RUN_FAIL, "run: %s", err ? err : "bad options");
+  if (o.net == SHK_NET_PROXY && !SHK_HAVE_EGRESS)
+    shk__die(RUN_FAIL, "egress proxy not available in this build");
+  if (o.net != SHK_NET_PROXY && (o.allow_domains.n || o.deny_domains.n))
+    shk__die(RUN_FAIL, "run: --allow-domain and --deny-domain need --net proxy");
+
+  shk_sandbox_features f;
+  bool limits = o.mem || o.pids || o.cpu_milli;
+  shk_sandbox_features_detect(&f, limits ? SHK_DETECT_CGROUP : 0);
+  degraded d = { { NULL }, 0 };
+  check_layers(&f, &o, &d);
+  if (o.net == SHK_NET_HOST)
+    shk__warn("warning: --net host: the command uses the host's network, unfiltered");
+
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd))
+    shk__die_errno(RUN_FAIL, "run: current directory");
+  struct passwd *pw = getpwuid(getuid());
+  shk_sandbox_env env = { cwd, { getenv("HOME"), pw ? pw->pw_dir : NULL }, getenv("PATH") };
+  shk_sandbox_plan plan;
+  if (shk_sandbox_plan_build(&o, &env, &plan, &err) < 0)
+    shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "bad paths");
+
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    shk__die_errno(RUN_FAIL, "run: /proc/self/exe");
+  exe[n] = '\0';
+
+  shk_sandbox_cgroup cg = { NULL, -1 };
+  if (limits && !d.n && shk_sandbox_cgroup_create(&f, &o, &cg, &err) < 0)
+    shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "cgroup");
+
+#if SHK_HAVE_EGRESS
+  shk_egress_session *egress = NULL;
+  if (o.net == SHK_NET_PROXY) {
+    shk_egress_session_opts eo = {
+      .name = "run",
+      .allow_domains = (const char *const *)o.allow_domains.v,
+      .n_allow_domains = o.allow_domains.n,
+      .deny_domains = (const char *const *)o.deny_domains.v,
+      .n_deny_domains = o.deny_domains.n,
+      .audit_fd = -1,
+    };
+    char eerr[512];
+    if (shk_egress_session_open(&eo, &egress, eerr, sizeof eerr) < 0) {
+      shk_sandbox_cgroup_destroy(&cg);
+      shk__die(RUN_FAIL, "run: egress proxy: %s; nothing was run", eerr);
+    }
+  }
+#endif
+
+  if (o.report)
+    write_report(&o, &plan, &f, &cg, &d);
+
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC) < 0)
+    shk__die_errno(RUN_FAIL, "run: pipe");
+  shk_autofree char *resolv = o.net == SHK_NET_HOST ? host_resolver() : NULL;
+  bool visible;
+  shk_sandbox_plan_access(&plan, cwd, &visible);
+  shk_sandbox_launch l = {
+    .bwrap = f.bwrap,
+    .exe = exe,
+#if SHK_HAVE_EGRESS
+    .egress_dir = egress ? shk_egress_session_dir(egress) : NULL,
+#endif
+    .resolv = resolv,
+    .chdir = visible ? cwd : NULL,
+    .net = o.net,
+    .landlock = f.landlock_abi > 0,
+    .seccomp = f.seccomp,
+    .sync_fd = sync[1],
+    .command = o.command,
+    .ncommand = o.ncommand,
+  };
+  char **bargv = shk_sandbox_bwrap_argv(&plan, &l);
+  char **benv = o.env_clean ? clean_env(env.homes[0] ? env.homes[0] : env.homes[1]) : environ;
+
+  struct sigaction sa = { .sa_handler = forward };
+  sigemptyset(&sa.sa_mask);
+  static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    sigaction(sigs[i], &sa, NULL);
+
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0)
+    shk__die_errno(RUN_FAIL, "run: fork");
+  if (pid == 0) {
+    /* bwrap dies with us, and --die-with-parent chains that to the
+     * sandbox's pid 1, whose death ends every process inside. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+      _exit(RUN_FAIL);
+    if (cg.path && shk_sandbox_cgroup_join(&cg) < 0)
+      shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
+    if (fcntl(sync[1], F_SETFD, 0) < 0)
+      _exit(RUN_FAIL);
+    execve(bargv[0], bargv, benv);
+    shk__die_errno(RUN_FAIL, "run: %s", bargv[0]);
+  }
+  child_pid = pid;
+  close(sync[1]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      shk__die_errno(RUN_FAIL, "run: waitpid");
+  child_pid = 0;
+  char byte;
+  int fl = fcntl(sync[0], F_GETFL);
+  fcntl(sync[0], F_SETFL, fl | O_NONBLOCK);
+  bool started = read(sync[0], &byte, 1) == 1;
+  close(sync[0]);
+
+  shk_sandbox_cgroup_destroy(&cg);
+#if SHK_HAVE_EGRESS
+  shk_egress_session_close(egress);
+#endif
+  shk_sandbox_strv_free(bargv);
+  if (benv != environ)
+    shk_sandbox_strv_free(benv);
+  shk_sandbox_plan_free(&plan);
+  shk_sandbox_features_free(&f);
+  shk_sandbox_opts_free(&o);
+  /* Without the byte stage 2 writes just before exec, the sandbox was never
+   * complete and the command never ran; bwrap or stage 2 said why. */
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  if (!started)
+    return RUN_FAIL;
+  return WEXITSTATUS(status);
+}

@@ -1,0 +1,153 @@
+/* The argument vectors of bwrap and of stage 2, built from the plan. bwrap
+ * applies mounts in the order given, so the plan's order (ancestors first)
+ * makes the most specific rule win. */
+#include "shinken/sandbox.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/common.h"
+
+typedef struct strv {
+  char **v;
+  size_t n;
+} strv;
+
+static void push(strv *s, const char *a)
+{
+  s->v = shk__xrealloc(s->v, (s->n + 2) * sizeof *s->v);
+  s->v[s->n++] = shk__xstrdup(a);
+  s->v[s->n] = NULL;
+}
+
+static void push2(strv *s, const char *a, const char *b)
+{
+  push(s, a);
+  push(s, b);
+}
+
+static void push3(strv *s, const char *a, const char *b, const char *c)
+{
+  push(s, a);
+  push(s, b);
+  push(s, c);
+}
+
+void shk_sandbox_strv_free(char **v)
+{
+  for (char **p = v; p && *p; p++)
+    free(*p);
+  free(v);
+}
+
+/* Read-restricted mode starts from an empty root: the system directories
+ * come back read-only, a top-level symlink (merged /usr) as a symlink. */
+static void system_dirs(strv *s)
+{
+  for (const char *const *d = shk_sandbox_system_dirs; *d; d++) {
+    struct stat st;
+    if (lstat(*d, &st) < 0)
+      continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = readlink(*d, target, sizeof target - 1);
+      if (n <= 0)
+        continue;
+      target[n] = '\0';
+      push3(s, "--symlink", target, *d);
+    } else {
+      push3(s, "--ro-bind", *d, *d);
+    }
+  }
+}
+
+char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l)
+{
+  strv s = { NULL, 0 };
+  push(&s, l->bwrap);
+  push(&s, "--unshare-user");
+  push(&s, "--unshare-ipc");
+  push(&s, "--unshare-pid");
+  push(&s, "--unshare-uts");
+  push(&s, "--unshare-cgroup");
+  if (l->net != SHK_NET_HOST)
+    push(&s, "--unshare-net");
+  push(&s, "--die-with-parent");
+  push(&s, "--new-session");
+  /* Stage 2 keeps the capabilities the network bridge needs (lo, ports
+   * below 1024) and the one that lets it drop the bounding set; otherwise
+   * none reach it, also when the caller is root. */
+  if (l->net == SHK_NET_PROXY) {
+    push2(&s, "--cap-add", "CAP_NET_ADMIN");
+    push2(&s, "--cap-add", "CAP_NET_BIND_SERVICE");
+    push2(&s, "--cap-add", "CAP_SETPCAP");
+  } else {
+    push2(&s, "--cap-drop", "ALL");
+  }
+  if (p->read_restricted)
+    system_dirs(&s);
+  else
+    push3(&s, "--ro-bind", "/", "/");
+  push2(&s, "--dev", "/dev");
+  push2(&s, "--proc", "/proc");
+  push2(&s, "--tmpfs", "/tmp");
+  /* A private /run: a read-only bind does not stop connect() on a unix
+   * socket, and /run holds the host's (docker, dbus, systemd). */
+  push2(&s, "--tmpfs", "/run");
+  push3(&s, "--ro-bind", l->exe, SHK_SANDBOX_STAGE2_EXE);
+  if (l->egress_dir)
+    push3(&s, "--bind", l->egress_dir, SHK_SANDBOX_EGRESS_DIR);
+  if (l->resolv)
+    push3(&s, "--ro-bind", l->resolv, l->resolv);
+  for (size_t i = 0; i < p->n; i++) {
+    const shk_sandbox_rule *r = &p->rules[i];
+    switch (r->kind) {
+    case SHK_MOUNT_BIND_RW: push3(&s, "--bind", r->path, r->path); break;
+    case SHK_MOUNT_BIND_RO: push3(&s, "--ro-bind", r->path, r->path); break;
+    case SHK_MOUNT_TMPFS: push2(&s, "--tmpfs", r->path); break;
+    case SHK_MOUNT_DEV_NULL: push3(&s, "--ro-bind", "/dev/null", r->path); break;
+    }
+  }
+  /* Made read-only last, once the rules nested inside have their mount
+   * points. */
+  for (size_t i = 0; i < p->n; i++)
+    if (p->rules[i].kind == SHK_MOUNT_TMPFS)
+      push2(&s, "--remount-ro", p->rules[i].path);
+  if (l->chdir)
+    push2(&s, "--chdir", l->chdir);
+  push(&s, "--");
+  push(&s, SHK_SANDBOX_STAGE2_EXE);
+  push(&s, "__stage2");
+  push2(&s, "--net", shk_net_mode_name(l->net));
+  char fd[16];
+  snprintf(fd, sizeof fd, "%d", l->sync_fd);
+  push2(&s, "--sync-fd", fd);
+  if (!l->landlock)
+    push(&s, "--no-landlock");
+  if (!l->seccomp)
+    push(&s, "--no-seccomp");
+  if (p->read_restricted) {
+    for (const char *const *d = shk_sandbox_system_dirs; *d; d++)
+      push2(&s, "--ll-ro", *d);
+    push2(&s, "--ll-ro", "/run");
+  } else {
+    push2(&s, "--ll-ro", "/");
+  }
+  for (size_t i = 0; i < p->n; i++) {
+    const shk_sandbox_rule *r = &p->rules[i];
+    if (r->access == SHK_ACCESS_WRITE)
+      push2(&s, "--ll-rw", r->path);
+    else if (r->access == SHK_ACCESS_READ && p->read_restricted)
+      push2(&s, "--ll-ro", r->path);
+  }
+  push2(&s, "--ll-rw", "/tmp");
+  push2(&s, "--ll-rw", "/dev/shm");
+  push2(&s, "--ll-dev", "/dev");
+  push2(&s, "--ll-dev", "/proc");
+  push(&s, "--");
+  for (size_t i = 0; i < l->ncommand; i++)
+    push(&s, l->command[i]);
+  return s.v;
+}

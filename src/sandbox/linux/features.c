@@ -1,0 +1,220 @@
+/* What this host can enforce. Everything here only reads: sysctls, stat(),
+ * and the Landlock and seccomp version queries; the one exception, asked for
+ * by `shinken doctor` alone, creates a throw-away user namespace in a child
+ * to see whether it really works. */
+#include "shinken/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "common/common.h"
+
+static const char *const bwrap_paths[] = { "/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap", NULL };
+
+/* Reads a small sysctl as an integer; -1 when it does not exist. */
+static long read_long(const char *path)
+{
+  char *text;
+  size_t len;
+  if (shk__read_file(path, &text, &len) < 0)
+    return -1;
+  long v = strtol(text, NULL, 10);
+  free(text);
+  return v;
+}
+
+static bool file_contains(const char *path, const char *needle)
+{
+  char *text;
+  size_t len;
+  if (shk__read_file(path, &text, &len) < 0)
+    return false;
+  bool found = strstr(text, needle) != NULL;
+  free(text);
+  return found;
+}
+
+/* Tries a user namespace in a child: unshare, then mount a tmpfs in a new
+ * mount namespace, which is what bwrap needs and what Ubuntu's AppArmor
+ * restriction takes away. The child touches nothing outside itself. */
+static bool try_userns(void)
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    return false;
+  if (pid == 0) {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+      _exit(1);
+    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+      _exit(2);
+    if (mount("shinken-probe", "/tmp", "tmpfs", 0, NULL) < 0)
+      _exit(3);
+    _exit(0);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    ;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void detect_userns(shk_sandbox_features *f, unsigned what)
+{
+  const char *why = NULL;
+  if (file_contains("/proc/sys/kernel/osrelease", "Microsoft"))
+    why = "WSL 1 has no namespaces";
+  else if (read_long("/proc/sys/user/max_user_namespaces") == 0)
+    why = "user.max_user_namespaces is 0";
+  else if (geteuid() != 0 && read_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
+    why = "kernel.unprivileged_userns_clone is 0";
+  else if (geteuid() != 0 &&
+           read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
+    why = "AppArmor restricts unprivileged user namespaces "
+          "(kernel.apparmor_restrict_unprivileged_userns=1)";
+  if (why && f->bwrap_setuid) {
+    f->userns = true;
+    f->userns_detail = shk__xasprintf("%s, but bwrap is setuid", why);
+    return;
+  }
+  if (!why && (what & SHK_DETECT_USERNS_TRY) && !try_userns())
+    why = "creating a user namespace with a mount namespace failed";
+  f->userns = !why;
+  if (why)
+    f->userns_detail = shk__xstrdup(why);
+  else if (file_contains("/proc/sys/kernel/osrelease", "WSL2"))
+    f->userns_detail = shk__xstrdup("available (WSL 2)");
+  else
+    f->userns_detail = shk__xstrdup(geteuid() == 0 ? "available (root)" : "available");
+}
+
+static unsigned parse_controllers(const char *path)
+{
+  char *text;
+  size_t len;
+  unsigned c = 0;
+  if (shk__read_file(path, &text, &len) < 0)
+    return 0;
+  char *save = NULL;
+  for (char *t = strtok_r(text, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
+    if (!strcmp(t, "memory"))
+      c |= SHK_CG_MEMORY;
+    else if (!strcmp(t, "pids"))
+      c |= SHK_CG_PIDS;
+    else if (!strcmp(t, "cpu"))
+      c |= SHK_CG_CPU;
+  }
+  free(text);
+  return c;
+}
+
+/* The cgroup v2 path of this process ("0::/path" in /proc/self/cgroup). */
+static char *own_cgroup(void)
+{
+  char *text;
+  size_t len;
+  if (shk__read_file("/proc/self/cgroup", &text, &len) < 0)
+    return NULL;
+  char *res = NULL;
+  char *save = NULL;
+  for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+    if (!strncmp(l, "0::/", 4)) {
+      res = shk__xstrdup(l + 3);
+      break;
+    }
+  free(text);
+  return res;
+}
+
+/* Root puts session cgroups in <mount>/shinken, beneath the root cgroup
+ * where controllers can always be enabled. Anyone else needs a delegated
+ * subtree: the parent of its own cgroup, writable by it. */
+static void detect_cgroup(shk_sandbox_features *f)
+{
+  static const char *const mounts[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified", NULL };
+  for (const char *const *m = mounts; *m && !f->cgroup_mount; m++) {
+    shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", *m);
+    if (access(ctl, F_OK) == 0)
+      f->cgroup_mount = shk__xstrdup(*m);
+  }
+  f->cgroup_v2 = f->cgroup_mount != NULL;
+  if (!f->cgroup_v2) {
+    f->cgroup_detail = shk__xstrdup("no cgroup v2 hierarchy is mounted");
+    return;
+  }
+  shk_autofree char *parent = NULL;
+  if (geteuid() == 0) {
+    parent = shk__xasprintf("%s/shinken", f->cgroup_mount);
+    shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", f->cgroup_mount);
+    f->cgroup_controllers = parse_controllers(ctl);
+  } else {
+    shk_autofree char *own = own_cgroup();
+    char *slash = own ? strrchr(own, '/') : NULL;
+    if (slash && slash != own) {
+      *slash = '\0';
+      parent = shk__xasprintf("%s%s", f->cgroup_mount, own);
+      shk_autofree char *procs = shk__xasprintf("%s/cgroup.procs", parent);
+      shk_autofree char *sub = shk__xasprintf("%s/cgroup.subtree_control", parent);
+      if (access(parent, W_OK) == 0 && access(procs, W_OK) == 0 && access(sub, W_OK) == 0) {
+        shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", parent);
+        f->cgroup_controllers = parse_controllers(ctl);
+      } else {
+        free(parent);
+        parent = NULL;
+      }
+    }
+    if (!parent) {
+      f->cgroup_detail = shk__xstrdup("no delegated cgroup v2 subtree is writable by this user");
+      return;
+    }
+  }
+  f->cgroup_parent = shk__xstrdup(parent);
+  unsigned all = SHK_CG_MEMORY | SHK_CG_PIDS | SHK_CG_CPU;
+  if ((f->cgroup_controllers & all) == all)
+    f->cgroup_detail = shk__xasprintf("memory, pids and cpu controllers available under %s",
+                                      f->cgroup_mount);
+  else
+    f->cgroup_detail = shk__xasprintf("controllers missing from cgroup v2 at %s:%s%s%s "
+                                      "(bound to a cgroup v1 hierarchy, or not delegated)",
+                                      f->cgroup_mount,
+                                      f->cgroup_controllers & SHK_CG_MEMORY ? "" : " memory",
+                                      f->cgroup_controllers & SHK_CG_PIDS ? "" : " pids",
+                                      f->cgroup_controllers & SHK_CG_CPU ? "" : " cpu");
+}
+
+void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what)
+{
+  memset(f, 0, sizeof *f);
+  for (const char *const *b = bwrap_paths; *b && !f->bwrap; b++) {
+    struct stat st;
+    if (stat(*b, &st) == 0 && S_ISREG(st.st_mode) && access(*b, X_OK) == 0) {
+      f->bwrap = shk__xstrdup(*b);
+      f->bwrap_setuid = (st.st_mode & S_ISUID) && st.st_uid == 0;
+    }
+  }
+  detect_userns(f, what);
+  long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  f->landlock_abi = abi > 0 ? (int)abi : 0;
+  unsigned action = SECCOMP_RET_KILL_PROCESS;
+  f->seccomp = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
+  if (what & SHK_DETECT_CGROUP)
+    detect_cgroup(f);
+}
+
+void shk_sandbox_features_free(shk_sandbox_features *f)
+{
+  free(f->bwrap);
+  free(f->userns_detail);
+  free(f->cgroup_mount);
+  free(f->cgroup_parent);
+  free(f->cgroup_detail);
+  memset(f, 0, sizeof *f);
+}

@@ -1,0 +1,402 @@
+/* The filesystem plan: the options and the built-in protections resolved
+ * against the real filesystem into an ordered list of rules, each with the
+ * mount that makes it real. Paths are resolved here, once, before anything
+ * uses them, so that a symlink cannot redirect a rule later. The work done is
+ * proportional to the number of rules, never to the size of the filesystem. */
+#include "shinken/sandbox.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/common.h"
+
+const char *const shk_sandbox_system_dirs[] = {
+  "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys", NULL,
+};
+
+/* Credentials: masked. */
+static const char *const home_masked[] = {
+  ".ssh", ".aws", ".gnupg", ".config/gcloud", ".kube", ".docker", ".netrc",
+  ".git-credentials", NULL,
+};
+
+/* Shell start-up files and Shinken's own configuration: read-only, so that
+ * nothing the command writes runs later outside the sandbox. */
+static const char *const home_readonly[] = {
+  ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
+  ".zprofile", ".zlogin", ".config/fish", ".config/shinken", NULL,
+};
+
+/* Inside every writable root: what git would run or obey later. */
+static const char *const git_readonly[] = { ".git/hooks", ".git/config", NULL };
+
+const char *shk_mount_kind_name(shk_mount_kind k)
+{
+  switch (k) {
+  case SHK_MOUNT_BIND_RW: return "bind-mount";
+  case SHK_MOUNT_BIND_RO: return "read-only bind-mount";
+  case SHK_MOUNT_TMPFS: return "tmpfs";
+  case SHK_MOUNT_DEV_NULL: return "dev-null";
+  }
+  return "?";
+}
+
+typedef struct builder {
+  shk_sandbox_plan *p;
+  size_t nroots; /* the rules that defaults are judged against */
+  char **err;
+} builder;
+
+static int fail(char **err, const char *fmt, ...) SHK_PRINTF(2, 3);
+static int fail(char **err, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(err, fmt, ap) < 0)
+    *err = NULL;
+  va_end(ap);
+  return -EINVAL;
+}
+
+/* Is `path` equal to `root` or beneath it? Both absolute and normalized. */
+static bool is_under(const char *path, const char *root)
+{
+  size_t n = strlen(root);
+  if (n == 1)
+    return true;
+  return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+static size_t depth(const char *path)
+{
+  size_t d = 0;
+  for (const char *s = path; *s; s++)
+    d += *s == '/' && s[1];
+  return d;
+}
+
+static const shk_sandbox_rule *covering_rule(const shk_sandbox_plan *p, const char *path)
+{
+  const shk_sandbox_rule *best = NULL;
+  for (size_t i = 0; i < p->n; i++)
+    if (is_under(path, p->rules[i].path) &&
+        (!best || strlen(p->rules[i].path) > strlen(best->path) ||
+         (strlen(p->rules[i].path) == strlen(best->path) && p->rules[i].access > best->access)))
+      best = &p->rules[i];
+  return best;
+}
+
+shk_access shk_sandbox_plan_access(const shk_sandbox_plan *p, const char *path, bool *visible)
+{
+  const shk_sandbox_rule *r = covering_rule(p, path);
+  *visible = r || !p->read_restricted;
+  return r ? r->access : SHK_ACCESS_READ;
+}
+
+static bool writable(const shk_sandbox_plan *p, const char *path)
+{
+  bool visible;
+  return shk_sandbox_plan_access(p, path, &visible) == SHK_ACCESS_WRITE && visible;
+}
+
+static void add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k, bool dflt)
+{
+  p->rules = shk__xrealloc(p->rules, (p->n + 1) * sizeof *p->rules);
+  p->rules[p->n++] = (shk_sandbox_rule){ shk__xstrdup(path), a, k, dflt };
+}
+
+static shk_mount_kind kind_for(shk_access a, const struct stat *st)
+{
+  switch (a) {
+  case SHK_ACCESS_WRITE: return SHK_MOUNT_BIND_RW;
+  case SHK_ACCESS_READ: return SHK_MOUNT_BIND_RO;
+  case SHK_ACCESS_DENY: return st && S_ISDIR(st->st_mode) ? SHK_MOUNT_TMPFS : SHK_MOUNT_DEV_NULL;
+  }
+  return SHK_MOUNT_DEV_NULL;
+}
+
+/* Makes `in` absolute against `cwd` and removes ".", ".." and repeated '/'
+ * lexically; used only for paths that do not exist (yet). */
+static char *normalize(const char *in, const char *cwd)
+{
+  char *s = in[0] == '/' ? shk__xstrdup(in) : shk__xasprintf("%s/%s", cwd, in);
+  char *out = shk__xmalloc(strlen(s) + 2);
+  size_t n = 0;
+  for (char *tok = strtok(s, "/"); tok; tok = strtok(NULL, "/")) {
+    if (!strcmp(tok, "."))
+      continue;
+    if (!strcmp(tok, "..")) {
+      while (n > 0 && out[n - 1] != '/')
+        n--;
+      if (n > 0)
+        n--;
+      continue;
+    }
+    out[n++] = '/';
+    size_t l = strlen(tok);
+    memcpy(out + n, tok, l);
+    n += l;
+  }
+  if (n == 0)
+    out[n++] = '/';
+  out[n] = '\0';
+  free(s);
+  return out;
+}
+
+static char *parent_of(const char *path)
+{
+  char *d = shk__xstrdup(path);
+  char *slash = strrchr(d, '/');
+  if (slash == d)
+    slash[1] = '\0';
+  else if (slash)
+    *slash = '\0';
+  return d;
+}
+
+/* For a path that does not exist: the first missing component, made of the
+ * resolved existing prefix and one more name. NULL when no prefix resolves to
+ * a directory (nothing could be created there either). */
+static char *first_missing(const char *path)
+{
+  char *cur = shk__xstrdup(path);
+  for (;;) {
+    char *par = parent_of(cur);
+    struct stat st;
+    if (lstat(par, &st) == 0) {
+      char real[PATH_MAX];
+      char *res = NULL;
+      if (realpath(par, real) && stat(real, &st) == 0 && S_ISDIR(st.st_mode)) {
+        const char *base = strrchr(cur, '/') + 1;
+        res = shk__xasprintf("%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
+      }
+      free(par);
+      free(cur);
+      return res;
+    }
+    if (!strcmp(par, "/")) {
+      free(par);
+      free(cur);
+      return NULL;
+    }
+    free(cur);
+    cur = par;
+  }
+}
+
+/* An option's path: it must exist for write and read; a missing --deny
+ * path is masked at its first missing component. */
+static int add_option(builder *b, const char *arg, const char *cwd, shk_access a)
+{
+  char real[PATH_MAX];
+  struct stat st;
+  shk_autofree char *abs = normalize(arg, cwd);
+  if (realpath(abs, real) && stat(real, &st) == 0) {
+    add(b->p, real, a, kind_for(a, &st), false);
+    return 0;
+  }
+  if (a != SHK_ACCESS_DENY)
+    return fail(b->err, "--%s %s: %s", shk_access_name(a), arg, strerror(errno));
+  shk_autofree char *miss = first_missing(abs);
+  if (miss)
+    add(b->p, miss, a, SHK_MOUNT_DEV_NULL, false);
+  return 0;
+}
+
+/* A built-in protection. It never widens what is visible: a path the plan
+ * does not show is left alone. A missing path is masked only where something
+ * could be planted (a writable parent). A symlink is followed to what it
+ * protects; one inside a writable root cannot be covered by a mount, so the
+ * run is refused rather than left open. */
+static int protect(builder *b, const char *path, shk_access a)
+{
+  shk_sandbox_plan *p = b->p;
+  /* Judged against the options and the cwd only, never against another
+   * default, so the order of the lists above does not matter. */
+  shk_sandbox_plan roots = { p->read_restricted, p->rules, b->nroots };
+  struct stat st;
+  bool visible;
+  if (lstat(path, &st) == 0) {
+    shk_autofree char *par = parent_of(path);
+    if (S_ISLNK(st.st_mode)) {
+      if (writable(&roots, par))
+        return fail(b->err, "protected path %s is a symlink inside a writable root; "
+                    "move it or pass --deny or --read for it explicitly", path);
+      char real[PATH_MAX];
+      if (realpath(path, real) && stat(real, &st) == 0) {
+        shk_sandbox_plan_access(&roots, real, &visible);
+        if (visible)
+          add(p, real, a, kind_for(a, &st), true);
+      }
+      return 0;
+    }
+    shk_sandbox_plan_access(&roots, path, &visible);
+    if (visible)
+      add(p, path, a, kind_for(a, &st), true);
+    return 0;
+  }
+  shk_autofree char *miss = first_missing(path);
+  if (!miss)
+    return 0;
+  shk_autofree char *par = parent_of(miss);
+  if (writable(&roots, par))
+    add(p, miss, a, SHK_MOUNT_DEV_NULL, true);
+  return 0;
+}
+
+static int protect_home(builder *b, const char *home)
+{
+  char real[PATH_MAX];
+  if (!home || !realpath(home, real))
+    return 0;
+  const char *const *lists[] = { home_masked, home_readonly };
+  for (size_t l = 0; l < 2; l++)
+    for (const char *const *n = lists[l]; *n; n++) {
+      shk_autofree char *path = shk__xasprintf("%s%s%s", real, strcmp(real, "/") ? "/" : "", *n);
+      int r = protect(b, path, l == 0 ? SHK_ACCESS_DENY : SHK_ACCESS_READ);
+      if (r < 0)
+        return r;
+    }
+  return 0;
+}
+
+static int protect_path_dirs(builder *b, const char *path_var)
+{
+  if (!path_var)
+    return 0;
+  shk_autofree char *copy = shk__xstrdup(path_var);
+  char *save = NULL;
+  for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+    /* A relative entry names a different directory for every cwd; the
+     * writable cwd is the command's own. */
+    if (d[0] != '/')
+      continue;
+    shk_autofree char *norm = normalize(d, "/");
+    int r = protect(b, norm, SHK_ACCESS_READ);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+static int protect_git(builder *b)
+{
+  for (size_t i = 0; i < b->nroots; i++) {
+    if (b->p->rules[i].access != SHK_ACCESS_WRITE)
+      continue;
+    shk_autofree char *root = shk__xstrdup(b->p->rules[i].path);
+    shk_autofree char *git = shk__xasprintf("%s/.git", root);
+    struct stat st;
+    if (lstat(git, &st) < 0 || !S_ISDIR(st.st_mode))
+      continue;
+    for (const char *const *n = git_readonly; *n; n++) {
+      shk_autofree char *path = shk__xasprintf("%s/%s", root, *n);
+      int r = protect(b, path, SHK_ACCESS_READ);
+      if (r < 0)
+        return r;
+    }
+  }
+  return 0;
+}
+
+static int rule_cmp(const void *a, const void *b)
+{
+  const shk_sandbox_rule *x = a, *y = b;
+  size_t dx = depth(x->path), dy = depth(y->path);
+  if (dx != dy)
+    return dx < dy ? -1 : 1;
+  return strcmp(x->path, y->path);
+}
+
+/* Sorts by depth, keeps one rule per path (an option over a default, then
+ * the most restrictive), and drops a bind that repeats what its nearest
+ * ancestor already shows. */
+static void finish(shk_sandbox_plan *p)
+{
+  if (p->n == 0)
+    return;
+  qsort(p->rules, p->n, sizeof *p->rules, rule_cmp);
+  size_t out = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    shk_sandbox_rule *r = &p->rules[i];
+    if (out > 0 && !strcmp(p->rules[out - 1].path, r->path)) {
+      shk_sandbox_rule *prev = &p->rules[out - 1];
+      bool take = prev->is_default != r->is_default ? !r->is_default : r->access > prev->access;
+      if (take) {
+        free(prev->path);
+        *prev = *r;
+      } else {
+        free(r->path);
+      }
+      continue;
+    }
+    p->rules[out++] = *r;
+  }
+  p->n = out;
+  out = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    shk_sandbox_rule *r = &p->rules[i];
+    shk_sandbox_plan view = { p->read_restricted, p->rules, out };
+    const shk_sandbox_rule *anc = covering_rule(&view, r->path);
+    bool same = anc ? anc->kind == r->kind && anc->kind != SHK_MOUNT_TMPFS &&
+                          anc->kind != SHK_MOUNT_DEV_NULL
+                    : !p->read_restricted && r->kind == SHK_MOUNT_BIND_RO;
+    if (same) {
+      free(r->path);
+      continue;
+    }
+    p->rules[out++] = *r;
+  }
+  p->n = out;
+}
+
+int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env,
+                           shk_sandbox_plan *p, char **err)
+{
+  memset(p, 0, sizeof *p);
+  builder b = { p, 0, err };
+  p->read_restricted = o->read.n > 0;
+  int r = 0;
+  if (o->read_only && o->write.n > 0) {
+    r = fail(err, "--read-only cannot be combined with --write");
+    goto out;
+  }
+  for (size_t i = 0; i < o->write.n && r == 0; i++)
+    r = add_option(&b, o->write.v[i], env->cwd, SHK_ACCESS_WRITE);
+  for (size_t i = 0; i < o->read.n && r == 0; i++)
+    r = add_option(&b, o->read.v[i], env->cwd, SHK_ACCESS_READ);
+  for (size_t i = 0; i < o->deny.n && r == 0; i++)
+    r = add_option(&b, o->deny.v[i], env->cwd, SHK_ACCESS_DENY);
+  if (r < 0)
+    goto out;
+  if (!o->read_only)
+    add(p, env->cwd, SHK_ACCESS_WRITE, SHK_MOUNT_BIND_RW, true);
+  b.nroots = p->n;
+  for (size_t i = 0; i < 2 && r == 0; i++)
+    if (env->homes[i] && (i == 0 || !env->homes[0] || strcmp(env->homes[0], env->homes[1])))
+      r = protect_home(&b, env->homes[i]);
+  if (r == 0)
+    r = protect_path_dirs(&b, env->path);
+  if (r == 0)
+    r = protect_git(&b);
+  if (r < 0)
+    goto out;
+  finish(p);
+  return 0;
+out:
+  shk_sandbox_plan_free(p);
+  return r;
+}
+
+void shk_sandbox_plan_free(shk_sandbox_plan *p)
+{
+  for (size_t i = 0; i < p->n; i++)
+    free(p->rules[i].path);
+  free(p->rules);
+  memset(p, 0, sizeof *p);
+}

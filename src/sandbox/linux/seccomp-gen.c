@@ -1,0 +1,176 @@
+/* Build-time generator of stage 2's seccomp filters. libseccomp compiles one
+ * filter per network mode here, once, and the BPF is written into a C header;
+ * stage 2 then installs a constant array with one prctl() and no work at
+ * start-up. Run as: shk-seccomp-gen OUTPUT.h */
+#include <errno.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <linux/netlink.h>
+
+/* Refused with EPERM: debugging and memory access to other processes, the
+ * kernel's large attack surfaces (io_uring, bpf, perf, userfaultfd), the
+ * keyring, every way to change the mount table or enter or create a
+ * namespace, kernel images and modules, and host-wide administration. */
+static const char *const denied[] = {
+  "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+  "io_uring_setup", "io_uring_enter", "io_uring_register",
+  "bpf", "perf_event_open", "userfaultfd", "fanotify_init",
+  "keyctl", "add_key", "request_key",
+  "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount",
+  "fsconfig", "fspick", "mount_setattr", "unshare", "setns",
+  "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+  "acct", "swapon", "swapoff", "reboot", "quotactl", "quotactl_fd", "syslog",
+  "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "iopl", "ioperm", "uselib",
+  "vhangup", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+  NULL,
+};
+
+static void die(const char *what, int r)
+{
+  fprintf(stderr, "shk-seccomp-gen: %s: %s\n", what, strerror(r < 0 ? -r : r));
+  exit(1);
+}
+
+static void rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *c)
+{
+  int r = seccomp_rule_add_array(ctx, action, nr, n, c);
+  if (r < 0)
+    die(seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr), r);
+}
+
+static int sys(const char *name)
+{
+  int nr = seccomp_syscall_resolve_name(name);
+  if (nr == __NR_SCMP_ERROR)
+    die(name, ENOSYS);
+  return nr;
+}
+
+/* Address families: `allowed` lists the ones the mode permits; every other
+ * value, including ones with high bits set, is refused with EAFNOSUPPORT. */
+static void families(scmp_filter_ctx ctx, const int *allowed, int netlink_route)
+{
+  uint32_t act = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+  const char *calls[] = { "socket", "socketpair" };
+  for (int c = 0; c < 2; c++) {
+    int nr = sys(calls[c]);
+    for (int af = 0; af < AF_MAX; af++) {
+      int ok = 0;
+      for (const int *a = allowed; *a >= 0; a++)
+        ok |= *a == af;
+      /* A netlink route socket is what getaddrinfo() and ip(8) use to list
+       * interfaces; in a namespace whose only interface is lo, and with no
+       * capability, it can read that and nothing else. */
+      if (af == AF_NETLINK && netlink_route && c == 0) {
+        struct scmp_arg_cmp cmp[2] = { SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+                                       SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE) };
+        rule(ctx, act, nr, 2, cmp);
+        continue;
+      }
+      if (!ok) {
+        struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)af);
+        rule(ctx, act, nr, 1, &cmp);
+      }
+    }
+    struct scmp_arg_cmp high = SCMP_A0(SCMP_CMP_GE, AF_MAX);
+    rule(ctx, act, nr, 1, &high);
+  }
+}
+
+static void build(FILE *out, const char *name, const int *allowed, int netlink_route)
+{
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (!ctx)
+    die("seccomp_init", ENOMEM);
+  /* A foreign architecture (i386, x32) would reach syscalls by other
+   * numbers than the ones checked here: kill it. */
+  int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  if (r < 0)
+    die("badarch", r);
+  /* Stage 2 sets NO_NEW_PRIVS itself, before Landlock. */
+  if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
+    die("nnp", r);
+  uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+  for (const char *const *d = denied; *d; d++)
+    rule(ctx, eperm, sys(*d), 0, NULL);
+  static const unsigned long ns_flags[] = {
+    CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWUTS, CLONE_NEWIPC,
+    CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
+  };
+  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
+    struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
+    rule(ctx, eperm, sys("clone"), 1, &cmp);
+  }
+  /* clone3 passes its flags in memory, where seccomp cannot look: ENOSYS
+   * makes the C library fall back to clone, which is checked above. */
+  rule(ctx, SCMP_ACT_ERRNO(ENOSYS), sys("clone3"), 0, NULL);
+  /* Only the default personality (0) and the query (0xffffffff) are
+   * allowed: the others turn off address-space randomization or make data
+   * executable. libseccomp takes one comparison per argument, so the rest is
+   * covered by value ranges: anything above 32 bits, and every 32-bit value
+   * that has some bit set next to a clear one, which is every value but the
+   * two allowed. */
+  struct scmp_arg_cmp high32 = SCMP_A0(SCMP_CMP_GT, 0xffffffffUL);
+  rule(ctx, eperm, sys("personality"), 1, &high32);
+  for (unsigned bit = 0; bit < 32; bit++) {
+    scmp_datum_t set = 1UL << bit, clear = 1UL << ((bit + 1) % 32);
+    struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, set | clear, set);
+    rule(ctx, eperm, sys("personality"), 1, &cmp);
+  }
+  /* Typing into a terminal is refused even where a terminal is shared. */
+  static const unsigned long tty_ioctls[] = { TIOCSTI, TIOCLINUX };
+  for (size_t i = 0; i < 2; i++) {
+    struct scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_ioctls[i]);
+    rule(ctx, eperm, sys("ioctl"), 1, &cmp);
+  }
+  families(ctx, allowed, netlink_route);
+
+  FILE *tmp = tmpfile();
+  if (!tmp)
+    die("tmpfile", errno);
+  if ((r = seccomp_export_bpf(ctx, fileno(tmp))) < 0)
+    die("seccomp_export_bpf", r);
+  long len = (long)lseek(fileno(tmp), 0, SEEK_END);
+  if (len <= 0 || len % 8)
+    die("exported filter", EINVAL);
+  rewind(tmp);
+  fprintf(out, "static const struct sock_filter %s[] = {\n", name);
+  for (long i = 0; i < len / 8; i++) {
+    unsigned char b[8];
+    if (fread(b, 1, 8, tmp) != 8)
+      die("reading the filter", EIO);
+    unsigned code = b[0] | (unsigned)b[1] << 8;
+    unsigned k = b[4] | (unsigned)b[5] << 8 | (unsigned)b[6] << 16 | (unsigned)b[7] << 24;
+    fprintf(out, "  { 0x%04x, %u, %u, 0x%08x },\n", code, b[2], b[3], k);
+  }
+  fputs("};\n\n", out);
+  fclose(tmp);
+  seccomp_release(ctx);
+}
+
+int main(int argc, char **argv)
+{
+  if (argc != 2) {
+    fputs("usage: shk-seccomp-gen OUTPUT.h\n", stderr);
+    return 2;
+  }
+  FILE *out = fopen(argv[1], "w");
+  if (!out)
+    die(argv[1], errno);
+  fputs("/* Generated by shk-seccomp-gen at build time; do not edit. */\n"
+        "#include <linux/filter.h>\n\n", out);
+  static const int unix_only[] = { AF_UNIX, -1 };
+  static const int inet[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, -1 };
+  build(out, "shk__seccomp_net_none", unix_only, 0);
+  build(out, "shk__seccomp_net_proxy", inet, 1);
+  build(out, "shk__seccomp_net_host", inet, 1);
+  if (fclose(out) != 0)
+    die(argv[1], errno);
+  return 0;
+}

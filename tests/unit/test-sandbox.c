@@ -1,0 +1,504 @@
+/* Unit tests of the sandbox module: the option grammar, profiles, and how
+ * rules resolve, nest and order into the filesystem plan. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shinken/sandbox.h"
+
+static int parse(shk_sandbox_opts *o, char **err, ...)
+{
+  static char *argv[64];
+  va_list ap;
+  va_start(ap, err);
+  int argc = 0;
+  for (char *a; (a = va_arg(ap, char *));)
+    argv[argc++] = a;
+  va_end(ap);
+  shk_sandbox_opts_init(o);
+  *err = NULL;
+  return shk_sandbox_opts_parse(o, argc, argv, err);
+}
+
+static void test_options(void **state)
+{
+  (void)state;
+  shk_sandbox_opts o;
+  char *err;
+  assert_int_equal(parse(&o, &err, "--write", "/a", "--write=/b", "--deny", "/c", "--net=host",
+                         "--mem", "512M", "--pids", "64", "--cpu", "1.5", "--env-clean",
+                         "--read-only", "--allow-degraded", "--report", "r.json", "--", "echo",
+                         "--write", NULL), 0);
+  assert_int_equal(o.write.n, 2);
+  assert_string_equal(o.write.v[1], "/b");
+  assert_int_equal(o.deny.n, 1);
+  assert_int_equal(o.net, SHK_NET_HOST);
+  assert_int_equal(o.mem, 512ULL << 20);
+  assert_int_equal(o.pids, 64);
+  assert_int_equal(o.cpu_milli, 1500);
+  assert_true(o.env_clean && o.read_only && o.allow_degraded);
+  assert_string_equal(o.report, "r.json");
+  /* Everything after -- is the command, even what looks like an option. */
+  assert_int_equal(o.ncommand, 2);
+  assert_string_equal(o.command[0], "echo");
+  assert_string_equal(o.command[1], "--write");
+  shk_sandbox_opts_free(&o);
+
+  /* The first non-option starts the command without --. */
+  assert_int_equal(parse(&o, &err, "--net", "none", "ls", "-l", NULL), 0);
+  assert_int_equal(o.ncommand, 2);
+  shk_sandbox_opts_free(&o);
+}
+
+static void test_option_errors(void **state)
+{
+  (void)state;
+  static const char *const bad[][4] = {
+    { "--bogus", "--", "true", NULL },
+    { "-x", "true", NULL, NULL },
+    { "--net", "wifi", "true", NULL },
+    { "--mem", "12Q", "true", NULL },
+    { "--mem", "0", "true", NULL },
+    { "--pids", "-1", "true", NULL },
+    { "--pids", "0", "true", NULL },
+    { "--cpu", "1.2345", "true", NULL },
+    { "--cpu", "0", "true", NULL },
+    { "--read-only=yes", "true", NULL, NULL },
+    { "--write", NULL, NULL, NULL },
+    { "--write", "/tmp", NULL, NULL },
+    { "--", NULL, NULL, NULL },
+    { "--profile", "/nonexistent/profile.json", "true", NULL },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *argv[4];
+    int argc = 0;
+    while (argc < 4 && bad[i][argc]) {
+      argv[argc] = (char *)bad[i][argc];
+      argc++;
+    }
+    shk_sandbox_opts o;
+    shk_sandbox_opts_init(&o);
+    char *err = NULL;
+    int r = shk_sandbox_opts_parse(&o, argc, argv, &err);
+    if (r == 0)
+      fail_msg("accepted bad options #%zu (%s)", i, bad[i][0]);
+    assert_non_null(err);
+    assert_null(strchr(err, '\n'));
+    free(err);
+    shk_sandbox_opts_free(&o);
+  }
+}
+
+static void test_sizes(void **state)
+{
+  (void)state;
+  uint64_t v;
+  uint32_t m;
+  assert_int_equal(shk_sandbox_parse_size("1", &v), 0);
+  assert_int_equal(v, 1);
+  assert_int_equal(shk_sandbox_parse_size("2K", &v), 0);
+  assert_int_equal(v, 2048);
+  assert_int_equal(shk_sandbox_parse_size("3g", &v), 0);
+  assert_int_equal(v, 3ULL << 30);
+  assert_int_equal(shk_sandbox_parse_size("", &v), -EINVAL);
+  assert_int_equal(shk_sandbox_parse_size("1KB", &v), -EINVAL);
+  assert_int_equal(shk_sandbox_parse_size("99999999999999999999", &v), -EINVAL);
+  assert_int_equal(shk_sandbox_parse_size("20000000T", &v), -EINVAL);
+  assert_int_equal(shk_sandbox_parse_cores("2", &m), 0);
+  assert_int_equal(m, 2000);
+  assert_int_equal(shk_sandbox_parse_cores("0.25", &m), 0);
+  assert_int_equal(m, 250);
+  assert_int_equal(shk_sandbox_parse_cores(".5", &m), -EINVAL);
+  assert_int_equal(shk_sandbox_parse_cores("1.", &m), -EINVAL);
+  assert_int_equal(shk_sandbox_parse_cores("0.000", &m), -EINVAL);
+}
+
+static void test_profile(void **state)
+{
+  (void)state;
+  shk_sandbox_opts o;
+  shk_sandbox_opts_init(&o);
+  char *err = NULL;
+  assert_int_equal(shk_sandbox_profile_apply(&o,
+      "{\"write\": [\"/w\"], \"deny\": [\"/d\"], \"read_only\": true, \"net\": \"host\","
+      " \"mem\": \"1G\", \"pids\": 10, \"cpu\": 0.5, \"env-clean\": true,"
+      " \"allow-degraded\": false, \"report\": \"x.json\"}", "p", &err), 0);
+  assert_int_equal(o.write.n, 1);
+  assert_true(o.read_only && o.env_clean);
+  assert_int_equal(o.mem, 1ULL << 30);
+  assert_int_equal(o.pids, 10);
+  assert_int_equal(o.cpu_milli, 500);
+  assert_int_equal(o.net, SHK_NET_HOST);
+  shk_sandbox_opts_free(&o);
+
+  static const char *const bad[] = {
+    "{\"wirte\": [\"/w\"]}",      /* unknown key */
+    "{\"profile\": \"x\"}",       /* no nesting */
+    "{\"write\": \"/w\"}",        /* not an array */
+    "{\"write\": [1]}",
+    "{\"read-only\": 1}",
+    "{\"net\": \"all\"}",
+    "{\"mem\": -1}",
+    "{\"cpu\": 0.12345}",
+    "{\"pids\": 1.5}",
+    "[]",
+    "{\"net\": \"none\", \"net\": \"host\"}", /* duplicate key */
+    "{",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    shk_sandbox_opts_init(&o);
+    err = NULL;
+    if (shk_sandbox_profile_apply(&o, bad[i], "p", &err) == 0)
+      fail_msg("accepted bad profile %s", bad[i]);
+    assert_non_null(err);
+    free(err);
+    shk_sandbox_opts_free(&o);
+  }
+  shk_sandbox_opts_init(&o);
+  assert_int_equal(shk_sandbox_profile_apply(&o, "{\"bogus\": 1}", "p.json", &err), -EINVAL);
+  assert_non_null(strstr(err, "unknown key \"bogus\""));
+  free(err);
+  shk_sandbox_opts_free(&o);
+}
+
+/* Profiles apply where they appear: a later option overrides a scalar. */
+static void test_profile_order(void **state)
+{
+  (void)state;
+  char path[] = "/tmp/shk-test-profile-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  const char *text = "{\"net\": \"host\", \"write\": [\"/p\"]}";
+  assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  shk_sandbox_opts o;
+  char *err;
+  assert_int_equal(parse(&o, &err, "--write", "/a", "--profile", path, "--net", "none", "true",
+                         NULL), 0);
+  assert_int_equal(o.net, SHK_NET_NONE);
+  assert_int_equal(o.write.n, 2);
+  assert_string_equal(o.write.v[1], "/p");
+  shk_sandbox_opts_free(&o);
+  assert_int_equal(parse(&o, &err, "--net", "none", "--profile", path, "true", NULL), 0);
+  assert_int_equal(o.net, SHK_NET_HOST);
+  shk_sandbox_opts_free(&o);
+  unlink(path);
+}
+
+/* A scratch tree: root/w/a/b, root/r, root/file, root/home/.ssh. */
+static char root[PATH_MAX];
+
+static void mk(const char *rel, bool dir)
+{
+  char p[PATH_MAX * 2];
+  snprintf(p, sizeof p, "%s/%s", root, rel);
+  if (dir)
+    assert_int_equal(mkdir(p, 0755), 0);
+  else
+    close(open(p, O_CREAT | O_WRONLY, 0644));
+}
+
+static char *at(const char *rel)
+{
+  static char bufs[8][PATH_MAX * 2];
+  static int i;
+  char *b = bufs[i++ % 8];
+  snprintf(b, sizeof bufs[0], "%s/%s", root, rel);
+  return b;
+}
+
+static int setup_tree(void **state)
+{
+  (void)state;
+  char tmpl[] = "/tmp/shk-test-tree-XXXXXX";
+  assert_non_null(mkdtemp(tmpl));
+  assert_non_null(realpath(tmpl, root));
+  mk("w", true);
+  mk("w/a", true);
+  mk("w/a/b", true);
+  mk("w/f", false);
+  mk("r", true);
+  mk("home", true);
+  mk("home/.ssh", true);
+  mk("home/.bashrc", false);
+  mk("cwd", true);
+  mk("cwd/.git", true);
+  mk("cwd/.git/hooks", true);
+  return 0;
+}
+
+static int teardown_tree(void **state)
+{
+  (void)state;
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static const shk_sandbox_rule *find(const shk_sandbox_plan *p, const char *path)
+{
+  for (size_t i = 0; i < p->n; i++)
+    if (!strcmp(p->rules[i].path, path))
+      return &p->rules[i];
+  return NULL;
+}
+
+static size_t index_of(const shk_sandbox_plan *p, const char *path)
+{
+  for (size_t i = 0; i < p->n; i++)
+    if (!strcmp(p->rules[i].path, path))
+      return i;
+  fail_msg("no rule for %s", path);
+  return 0;
+}
+
+static void build(shk_sandbox_plan *p, const char *home, const char *path_var, ...)
+{
+  static char *argv[32];
+  va_list ap;
+  va_start(ap, path_var);
+  int argc = 0;
+  for (char *a; (a = va_arg(ap, char *));)
+    argv[argc++] = a;
+  va_end(ap);
+  argv[argc++] = (char *)"true";
+  shk_sandbox_opts o;
+  shk_sandbox_opts_init(&o);
+  char *err = NULL;
+  assert_int_equal(shk_sandbox_opts_parse(&o, argc, argv, &err), 0);
+  shk_sandbox_env env = { at("cwd"), { home, NULL }, path_var };
+  int r = shk_sandbox_plan_build(&o, &env, p, &err);
+  if (r < 0)
+    fail_msg("plan: %s", err);
+  shk_sandbox_opts_free(&o);
+}
+
+/* /w=write, /w/a=deny, /w/a/b=write: each rule comes after its ancestors,
+ * whatever the order given, so the most specific wins. */
+static void test_nesting(void **state)
+{
+  (void)state;
+  shk_sandbox_plan p;
+  build(&p, NULL, NULL, "--write", at("w/a/b"), "--deny", at("w/a"), "--write", at("w"), NULL);
+  const shk_sandbox_rule *w = find(&p, at("w")), *a = find(&p, at("w/a")), *b = find(&p, at("w/a/b"));
+  assert_non_null(w);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_int_equal(w->access, SHK_ACCESS_WRITE);
+  assert_int_equal(w->kind, SHK_MOUNT_BIND_RW);
+  assert_int_equal(a->access, SHK_ACCESS_DENY);
+  assert_int_equal(a->kind, SHK_MOUNT_TMPFS);
+  assert_int_equal(b->access, SHK_ACCESS_WRITE);
+  assert_true(index_of(&p, at("w")) < index_of(&p, at("w/a")));
+  assert_true(index_of(&p, at("w/a")) < index_of(&p, at("w/a/b")));
+  bool vis;
+  assert_int_equal(shk_sandbox_plan_access(&p, at("w/x"), &vis), SHK_ACCESS_WRITE);
+  assert_int_equal(shk_sandbox_plan_access(&p, at("w/a/x"), &vis), SHK_ACCESS_DENY);
+  assert_int_equal(shk_sandbox_plan_access(&p, at("w/a/b/x"), &vis), SHK_ACCESS_WRITE);
+  /* A sibling with a common prefix is not beneath. */
+  assert_int_equal(shk_sandbox_plan_access(&p, at("w/ab"), &vis), SHK_ACCESS_WRITE);
+  assert_int_equal(shk_sandbox_plan_access(&p, "/usr", &vis), SHK_ACCESS_READ);
+  assert_true(vis);
+  shk_sandbox_plan_free(&p);
+
+  /* A denied file is masked with /dev/null; the same path twice keeps the
+   * most restrictive. */
+  build(&p, NULL, NULL, "--write", at("w/f"), "--deny", at("w/f"), NULL);
+  assert_int_equal(find(&p, at("w/f"))->kind, SHK_MOUNT_DEV_NULL);
+  shk_sandbox_plan_free(&p);
+}
+
+static void test_defaults(void **state)
+{
+  (void)state;
+  shk_sandbox_plan p;
+  build(&p, at("home"), NULL, NULL);
+  /* The cwd is writable; its .git/hooks read-only; a missing .git/config
+   * inside a writable root is masked with /dev/null. */
+  assert_int_equal(find(&p, at("cwd"))->access, SHK_ACCESS_WRITE);
+  assert_int_equal(find(&p, at("cwd/.git/hooks"))->kind, SHK_MOUNT_BIND_RO);
+  assert_int_equal(find(&p, at("cwd/.git/config"))->kind, SHK_MOUNT_DEV_NULL);
+  /* The home is read-only here: credentials that exist are masked, missing
+   * ones are left alone (nothing could be planted). */
+  assert_int_equal(find(&p, at("home/.ssh"))->kind, SHK_MOUNT_TMPFS);
+  assert_null(find(&p, at("home/.aws")));
+  /* .bashrc is already read-only under a read-only root: no extra mount. */
+  assert_null(find(&p, at("home/.bashrc")));
+  shk_sandbox_plan_free(&p);
+
+  /* With the home writable, the missing ones are masked and .bashrc kept
+   * read-only. */
+  build(&p, at("home"), NULL, "--write", at("home"), NULL);
+  assert_int_equal(find(&p, at("home/.aws"))->kind, SHK_MOUNT_DEV_NULL);
+  assert_int_equal(find(&p, at("home/.netrc"))->kind, SHK_MOUNT_DEV_NULL);
+  assert_int_equal(find(&p, at("home/.bashrc"))->kind, SHK_MOUNT_BIND_RO);
+  assert_int_equal(find(&p, at("home/.ssh"))->kind, SHK_MOUNT_TMPFS);
+  assert_true(index_of(&p, at("home")) < index_of(&p, at("home/.ssh")));
+  shk_sandbox_plan_free(&p);
+
+  /* An explicit option on exactly a protected path replaces the default. */
+  build(&p, at("home"), NULL, "--write", at("home/.ssh"), NULL);
+  assert_int_equal(find(&p, at("home/.ssh"))->access, SHK_ACCESS_WRITE);
+  shk_sandbox_plan_free(&p);
+
+  /* $PATH directories inside a writable root stay read-only. */
+  char pathvar[PATH_MAX * 2];
+  snprintf(pathvar, sizeof pathvar, "relative:%s:/usr/bin", at("w/a"));
+  build(&p, NULL, pathvar, "--write", at("w"), NULL);
+  assert_int_equal(find(&p, at("w/a"))->access, SHK_ACCESS_READ);
+  assert_null(find(&p, "/usr/bin"));
+  shk_sandbox_plan_free(&p);
+
+  build(&p, NULL, NULL, "--read-only", NULL);
+  assert_null(find(&p, at("cwd")));
+  shk_sandbox_plan_free(&p);
+}
+
+static void test_symlinks(void **state)
+{
+  (void)state;
+  char link[PATH_MAX * 2];
+  snprintf(link, sizeof link, "%s/link", at("w"));
+  assert_int_equal(symlink(at("w/a"), link), 0);
+  /* An option path is resolved before use. */
+  shk_sandbox_plan p;
+  build(&p, NULL, NULL, "--deny", link, NULL);
+  assert_non_null(find(&p, at("w/a")));
+  assert_null(find(&p, link));
+  shk_sandbox_plan_free(&p);
+  unlink(link);
+
+  /* A protected path that is a symlink inside a writable root is refused. */
+  char ssh[PATH_MAX * 2];
+  snprintf(ssh, sizeof ssh, "%s/.aws", at("home"));
+  assert_int_equal(symlink(at("r"), ssh), 0);
+  shk_sandbox_opts o;
+  char *err;
+  char *argv[] = { (char *)"--write", at("home"), (char *)"true" };
+  shk_sandbox_opts_init(&o);
+  assert_int_equal(shk_sandbox_opts_parse(&o, 3, argv, &err), 0);
+  shk_sandbox_env env = { at("cwd"), { at("home"), NULL }, NULL };
+  err = NULL;
+  assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), -EINVAL);
+  assert_non_null(strstr(err, "symlink"));
+  free(err);
+  shk_sandbox_opts_free(&o);
+  /* Under a read-only home, its target is masked instead. */
+  build(&p, at("home"), NULL, NULL);
+  assert_int_equal(find(&p, at("r"))->access, SHK_ACCESS_DENY);
+  shk_sandbox_plan_free(&p);
+  unlink(ssh);
+}
+
+static void test_plan_errors(void **state)
+{
+  (void)state;
+  static const char *const opts[][3] = {
+    { "--write", "/nonexistent/shk", NULL },
+    { "--read", "/nonexistent/shk", NULL },
+    { "--read-only", "--write", "/tmp" },
+  };
+  for (size_t i = 0; i < 3; i++) {
+    char *argv[4];
+    int argc = 0;
+    for (int j = 0; j < 3 && opts[i][j]; j++)
+      argv[argc++] = (char *)opts[i][j];
+    argv[argc++] = (char *)"true";
+    shk_sandbox_opts o;
+    shk_sandbox_opts_init(&o);
+    char *err = NULL;
+    assert_int_equal(shk_sandbox_opts_parse(&o, argc, argv, &err), 0);
+    shk_sandbox_env env = { at("cwd"), { NULL, NULL }, NULL };
+    shk_sandbox_plan p;
+    assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), -EINVAL);
+    assert_non_null(err);
+    free(err);
+    shk_sandbox_opts_free(&o);
+  }
+  /* A missing --deny path is fine: masked where it could be created. */
+  shk_sandbox_plan p;
+  char missing[PATH_MAX * 2];
+  snprintf(missing, sizeof missing, "%s/x/y", at("w"));
+  build(&p, NULL, NULL, "--write", at("w"), "--deny", missing, NULL);
+  assert_int_equal(find(&p, at("w/x"))->kind, SHK_MOUNT_DEV_NULL);
+  shk_sandbox_plan_free(&p);
+}
+
+static void test_read_restricted(void **state)
+{
+  (void)state;
+  shk_sandbox_plan p;
+  build(&p, at("home"), "/usr/bin", "--read", at("r"), NULL);
+  assert_true(p.read_restricted);
+  bool vis;
+  shk_sandbox_plan_access(&p, at("r/x"), &vis);
+  assert_true(vis);
+  shk_sandbox_plan_access(&p, at("w"), &vis);
+  assert_false(vis);
+  /* Defaults never widen the view: the invisible home gets no mounts. */
+  assert_null(find(&p, at("home/.ssh")));
+  assert_null(find(&p, "/usr/bin"));
+  shk_sandbox_plan_free(&p);
+}
+
+static void test_bwrap_argv(void **state)
+{
+  (void)state;
+  shk_sandbox_plan p;
+  build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), NULL);
+  char *cmd[] = { (char *)"echo", (char *)"hi" };
+  shk_sandbox_launch l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
+                           .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
+                           .sync_fd = 5, .command = cmd, .ncommand = 2 };
+  char **v = shk_sandbox_bwrap_argv(&p, &l);
+  size_t n = 0, tmpfs = 0, remount = 0, dd = 0;
+  bool unshare_net = false, cap_drop = false;
+  for (; v[n]; n++) {
+    if (!strcmp(v[n], "--unshare-net"))
+      unshare_net = true;
+    if (!strcmp(v[n], "--cap-drop") && !strcmp(v[n + 1], "ALL"))
+      cap_drop = true;
+    if (!strcmp(v[n], "--tmpfs") && !strcmp(v[n + 1], at("w/a")))
+      tmpfs = n;
+    if (!strcmp(v[n], "--remount-ro") && !strcmp(v[n + 1], at("w/a")))
+      remount = n;
+    if (!strcmp(v[n], "--") && !dd)
+      dd = n;
+  }
+  assert_true(unshare_net && cap_drop);
+  assert_true(tmpfs > 0 && remount > tmpfs && dd > remount);
+  assert_string_equal(v[dd + 1], SHK_SANDBOX_STAGE2_EXE);
+  assert_string_equal(v[n - 2], "echo");
+  assert_string_equal(v[n - 1], "hi");
+  shk_sandbox_strv_free(v);
+  shk_sandbox_plan_free(&p);
+}
+
+int main(void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_options),
+    cmocka_unit_test(test_option_errors),
+    cmocka_unit_test(test_sizes),
+    cmocka_unit_test(test_profile),
+    cmocka_unit_test(test_profile_order),
+    cmocka_unit_test(test_nesting),
+    cmocka_unit_test(test_defaults),
+    cmocka_unit_test(test_symlinks),
+    cmocka_unit_test(test_plan_errors),
+    cmocka_unit_test(test_read_restricted),
+    cmocka_unit_test(test_bwrap_argv),
+  };
+  return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
+}
