@@ -77,6 +77,9 @@ bool shk__set_contains(const shk__set *s, const shk__value *v);
 /* "long", "string", "set", ... as messages name a value's type. */
 const char *shk__vkind_name(shk__vkind k);
 
+/* Appends to a malloc'd vector, growing it as needed. */
+void shk__xpush_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x);
+
 /* ---------------------------------------------------------------- errors */
 
 typedef enum shk__err_kind {

@@ -602,6 +602,8 @@ typedef struct loader {
   uint32_t **parents;
   uint32_t *n_parents;
   const shk__schema *schema;
+  uint32_t *actions;     /* action entities given in the data */
+  size_t n_actions, cap_actions;
 } loader;
 
 static void table_grow(shk_cedar_entities *es)
@@ -756,24 +758,20 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
       free(ps);
       return r;
     }
-    bool ok = true;
-    if (et)
-      ok = type_in(pu.type, et->member_of, et->n_member_of);
-    else if (act) {
-      ok = false;
-      for (size_t m = 0; m < act->n_member_of && !ok; m++)
-        ok = shk__uid_eq(act->member_of[m], pu);
-    }
-    if (!ok) {
+    /* An action's parents are checked against the schema once the
+     * closure is known (data may list ancestors, not just parents). */
+    if (et && !type_in(pu.type, et->member_of, et->n_member_of)) {
       free(ps);
       return jfail(err, "%s: parent %.*s::\"%.*s\" is not allowed by the schema", what,
                    Q(pu.type), Q(pu.id));
     }
     ps[i] = intern(L, &pu);
   }
-  if (act && np != act->n_member_of) {
-    free(ps);
-    return jfail(err, "%s: parents differ from the action's declaration in the schema", what);
+  if (act) {
+    uint32_t n = (uint32_t)L->n_actions, cap = (uint32_t)L->cap_actions;
+    shk__xpush_u32(&L->actions, &n, &cap, k_ent);
+    L->n_actions = n;
+    L->cap_actions = cap;
   }
   L->parents[k_ent] = ps;
   L->n_parents[k_ent] = (uint32_t)np;
@@ -786,15 +784,60 @@ static void add_schema_actions(loader *L)
   for (size_t i = 0; i < L->schema->n_actions; i++) {
     const shk__action *act = &L->schema->actions[i];
     uint32_t k = intern(L, &act->uid);
-    if (L->es->ents[k].present)
-      continue;
-    L->es->ents[k].present = true;
     uint32_t *ps = act->n_member_of ? shk__xmalloc(act->n_member_of * sizeof *ps) : NULL;
     for (size_t m = 0; m < act->n_member_of; m++)
       ps[m] = intern(L, &act->member_of[m]);
+    if (L->es->ents[k].present) {
+      /* Given in the data: check_actions compares the two. */
+      free(ps);
+      continue;
+    }
+    L->es->ents[k].present = true;
     L->parents[k] = ps;
     L->n_parents[k] = (uint32_t)act->n_member_of;
   }
+}
+
+static int u32_cmp(const void *x, const void *y);
+
+/* An action entity in the data must have exactly the ancestors that the
+ * schema declares for it. */
+static int check_actions(loader *L, shk_cedar_error *err)
+{
+  shk_cedar_entities *es = L->es;
+  uint32_t *want = NULL;
+  uint32_t n_want = 0, cap_want = 0;
+  int r = 0;
+  for (size_t i = 0; i < L->n_actions && r == 0; i++) {
+    const shk__entity *e = &es->ents[L->actions[i]];
+    /* The schema's closure, by a worklist over member_of. */
+    n_want = 0;
+    const shk__action *act = shk__schema_action(L->schema, e->uid);
+    for (size_t m = 0; act && m < act->n_member_of; m++)
+      shk__xpush_u32(&want, &n_want, &cap_want, (uint32_t)slot_of(es, &act->member_of[m],
+                                                                  shk__uid_hash(&act->member_of[m])));
+    for (uint32_t w = 0; w < n_want; w++) {
+      const shk__action *up = shk__schema_action(L->schema, es->ents[want[w]].uid);
+      for (size_t m = 0; up && m < up->n_member_of; m++) {
+        uint32_t x = (uint32_t)slot_of(es, &up->member_of[m], shk__uid_hash(&up->member_of[m]));
+        bool seen = false;
+        for (uint32_t k = 0; k < n_want && !seen; k++)
+          seen = want[k] == x;
+        if (!seen)
+          shk__xpush_u32(&want, &n_want, &cap_want, x);
+      }
+    }
+    if (n_want)
+      qsort(want, n_want, sizeof *want, u32_cmp);
+    bool same = n_want == e->n_anc;
+    for (uint32_t k = 0; k < n_want && same; k++)
+      same = want[k] == e->anc[k];
+    if (!same)
+      r = jfail(err, "entity %.*s::\"%.*s\": ancestors differ from the action's declaration in the schema",
+                Q(e->uid.type), Q(e->uid.id));
+  }
+  free(want);
+  return r;
 }
 
 static int u32_cmp(const void *x, const void *y)
@@ -890,6 +933,9 @@ int shk_cedar_entities_parse(const char *json, size_t len, const shk_cedar_schem
     add_schema_actions(&L);
   if (r == 0)
     r = closure(&L, err);
+  if (r == 0 && L.n_actions)
+    r = check_actions(&L, err);
+  free(L.actions);
   for (size_t i = 0; i < es->n; i++)
     free(L.parents[i]);
   free(L.parents);

@@ -27,15 +27,6 @@ static const shk__anchor *anchor_find(const shk_cedar_policy_set *ps, shk__var v
   }
 }
 
-static void push(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x)
-{
-  if (*n == *cap) {
-    *cap = *cap ? *cap * 2 : 4;
-    *v = shk__xrealloc(*v, *cap * sizeof **v);
-  }
-  (*v)[(*n)++] = x;
-}
-
 static void anchor_add(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u, uint32_t pol)
 {
   uint64_t uh = shk__uid_hash(u);
@@ -64,7 +55,7 @@ static void anchor_add(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u
       i = (i + 1) & ps->mask;
     ps->table[i] = (uint32_t)++ps->n_anchors;
   }
-  push(&an->pols, &an->n, &an->cap, pol);
+  shk__xpush_u32(&an->pols, &an->n, &an->cap, pol);
   ps->n_regs++;
 }
 
@@ -90,7 +81,7 @@ static void index_policy(shk_cedar_policy_set *ps, uint32_t i)
       anchor_add(ps, SHK__VAR_ACTION, &p->action.uids[k], i);
   } else {
     uint32_t n = (uint32_t)ps->n_always, cap = (uint32_t)ps->cap_always;
-    push(&ps->always, &n, &cap, i);
+    shk__xpush_u32(&ps->always, &n, &cap, i);
     ps->n_always = n;
     ps->cap_always = cap;
     ps->n_regs++;

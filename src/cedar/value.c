@@ -38,6 +38,15 @@ int shk__fail(shk__eval_error *e, shk__err_kind kind, const char *fmt, ...)
   return -1;
 }
 
+void shk__xpush_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x)
+{
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 4;
+    *v = shk__xrealloc(*v, *cap * sizeof **v);
+  }
+  (*v)[(*n)++] = x;
+}
+
 static int cmp_i64(int64_t a, int64_t b)
 {
   return a < b ? -1 : a > b;

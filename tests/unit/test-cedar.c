@@ -506,7 +506,7 @@ static void test_schema_json(void **state)
     { "Doc::\"a\"", "Action::\"view\"", "Doc::\"d\"", "{\"ip\": \"1.2.3.4\"}", "principal type" },
     { "User::\"a\"", "Action::\"view\"", "User::\"d\"", "{\"ip\": \"1.2.3.4\"}", "resource type" },
     { "User::\"a\"", "Action::\"view\"", "Doc::\"d\"", "{}", "required" },
-    { "User::\"a\"", "Action::\"view\"", "Doc::\"d\"", "{\"ip\": 1}", "expected ipaddr" },
+    { "User::\"a\"", "Action::\"view\"", "Doc::\"d\"", "{\"ip\": 1}", "expects string" },
     { "User::\"a\"", "Action::\"view\"", "Doc::\"d\"", "{\"ip\": \"1.2.3.4\", \"z\": 1}", "not declared" },
     { "User::\"a\"", "Action::\"view\"", "Doc::\"d\"", "[]", "object" },
   };
