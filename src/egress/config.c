@@ -129,7 +129,7 @@ static int parse_domains(struct ctx *c, json_t *v, shk__eg_config *cfg)
   json_object_foreach(v, k, x) {
     char key[300];
     snprintf(key, sizeof key, "domains.%s", k);
-    shk__verdict verdict;
+    shk__verdict verdict = SHK__NONE;
     if (parse_verdict(c, key, x, &verdict) < 0)
       return -EINVAL;
     const char *r = shk__eg_config_add_domain(cfg, k, verdict);

@@ -183,7 +183,7 @@ static void audit(struct conn *c, const char *decision, const char *reason)
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
-  char when[40];
+  char when[96];
   snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
   json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i, s:s, s:s, s:o}", "time", when, "session",

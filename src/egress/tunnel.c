@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CHUNK (1 << 18)
+#define CHUNK (1 << 20)
 
 struct dir {
   shk__relay *r;
