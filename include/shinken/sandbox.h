@@ -85,6 +85,7 @@ typedef struct shk_sandbox_rule {
   shk_access access;
   shk_mount_kind kind;
   bool is_default; /* a built-in protection, not an option */
+  bool created;    /* masks a missing path: bwrap creates the mount point */
 } shk_sandbox_rule;
 
 /* Where the defaults come from; filled from the process by
@@ -109,6 +110,9 @@ typedef struct shk_sandbox_plan {
 int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                            shk_sandbox_plan *p, char **err);
 void shk_sandbox_plan_free(shk_sandbox_plan *p);
+/* After the sandbox is gone: removes the mount points bwrap created on the
+ * host for masks of missing paths, when they are still empty. */
+void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p);
 /* The access the plan gives PATH (absolute, resolved): the rule on its
  * nearest covered ancestor; `*visible` is false in read-restricted mode for a
  * path no rule covers. */

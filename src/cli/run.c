@@ -289,6 +289,7 @@ int shk_cli_run(int argc, char **argv)
   close(sync[0]);
 
   shk_sandbox_cgroup_destroy(&cg);
+  shk_sandbox_plan_cleanup(&plan);
 #if SHK_HAVE_EGRESS
   shk_egress_session_close(egress);
 #endif

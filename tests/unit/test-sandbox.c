@@ -340,8 +340,12 @@ static void test_defaults(void **state)
   /* With the home writable, the missing ones are masked and .bashrc kept
    * read-only. */
   build(&p, at("home"), NULL, "--write", at("home"), NULL);
-  assert_int_equal(find(&p, at("home/.aws"))->kind, SHK_MOUNT_DEV_NULL);
+  assert_int_equal(find(&p, at("home/.aws"))->kind, SHK_MOUNT_TMPFS);
+  assert_true(find(&p, at("home/.aws"))->created);
   assert_int_equal(find(&p, at("home/.netrc"))->kind, SHK_MOUNT_DEV_NULL);
+  /* A missing parent of a protected path is masked as a directory. */
+  assert_int_equal(find(&p, at("home/.config"))->kind, SHK_MOUNT_TMPFS);
+  assert_false(find(&p, at("home/.ssh"))->created);
   assert_int_equal(find(&p, at("home/.bashrc"))->kind, SHK_MOUNT_BIND_RO);
   assert_int_equal(find(&p, at("home/.ssh"))->kind, SHK_MOUNT_TMPFS);
   assert_true(index_of(&p, at("home")) < index_of(&p, at("home/.ssh")));

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/common.h"
 
@@ -18,9 +19,11 @@ const char *const shk_sandbox_system_dirs[] = {
   "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys", NULL,
 };
 
-/* Credentials: masked. */
+/* Credentials: masked. A trailing '/' marks a directory: a missing one is
+ * masked by an empty directory, so that what bwrap leaves on the host for
+ * the mount point, until `shinken run` removes it, has the expected type. */
 static const char *const home_masked[] = {
-  ".ssh", ".aws", ".gnupg", ".config/gcloud", ".kube", ".docker", ".netrc",
+  ".ssh/", ".aws/", ".gnupg/", ".config/gcloud/", ".kube/", ".docker/", ".netrc",
   ".git-credentials", NULL,
 };
 
@@ -28,11 +31,11 @@ static const char *const home_masked[] = {
  * nothing the command writes runs later outside the sandbox. */
 static const char *const home_readonly[] = {
   ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-  ".zprofile", ".zlogin", ".config/fish", ".config/shinken", NULL,
+  ".zprofile", ".zlogin", ".config/fish/", ".config/shinken/", NULL,
 };
 
 /* Inside every writable root: what git would run or obey later. */
-static const char *const git_readonly[] = { ".git/hooks", ".git/config", NULL };
+static const char *const git_readonly[] = { ".git/hooks/", ".git/config", NULL };
 
 const char *shk_mount_kind_name(shk_mount_kind k)
 {
@@ -106,7 +109,15 @@ static bool writable(const shk_sandbox_plan *p, const char *path)
 static void add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k, bool dflt)
 {
   p->rules = shk__xrealloc(p->rules, (p->n + 1) * sizeof *p->rules);
-  p->rules[p->n++] = (shk_sandbox_rule){ shk__xstrdup(path), a, k, dflt };
+  p->rules[p->n++] = (shk_sandbox_rule){ shk__xstrdup(path), a, k, dflt, false };
+}
+
+/* A mask on a path that does not exist: bwrap creates its mount point. */
+static void add_created(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k,
+                        bool dflt)
+{
+  add(p, path, a, k, dflt);
+  p->rules[p->n - 1].created = true;
 }
 
 static shk_mount_kind kind_for(shk_access a, const struct stat *st)
@@ -204,7 +215,7 @@ static int add_option(builder *b, const char *arg, const char *cwd, shk_access a
     return fail(b->err, "--%s %s: %s", shk_access_name(a), arg, strerror(errno));
   shk_autofree char *miss = first_missing(abs);
   if (miss)
-    add(b->p, miss, a, SHK_MOUNT_DEV_NULL, false);
+    add_created(b->p, miss, a, SHK_MOUNT_DEV_NULL, false);
   return 0;
 }
 
@@ -213,7 +224,7 @@ static int add_option(builder *b, const char *arg, const char *cwd, shk_access a
  * could be planted (a writable parent). A symlink is followed to what it
  * protects; one inside a writable root cannot be covered by a mount, so the
  * run is refused rather than left open. */
-static int protect(builder *b, const char *path, shk_access a)
+static int protect(builder *b, const char *path, shk_access a, bool dir)
 {
   shk_sandbox_plan *p = b->p;
   /* Judged against the options and the cwd only, never against another
@@ -244,9 +255,22 @@ static int protect(builder *b, const char *path, shk_access a)
   if (!miss)
     return 0;
   shk_autofree char *par = parent_of(miss);
+  /* A missing parent of the protected path (~/.config for
+   * ~/.config/gcloud) is a directory too. */
+  bool as_dir = dir || strcmp(strrchr(miss, '/'), strrchr(path, '/'));
   if (writable(&roots, par))
-    add(p, miss, a, SHK_MOUNT_DEV_NULL, true);
+    add_created(p, miss, a, as_dir ? SHK_MOUNT_TMPFS : SHK_MOUNT_DEV_NULL, true);
   return 0;
+}
+
+/* Protects BASE/NAME, where a trailing '/' on NAME marks a directory. */
+static int protect_name(builder *b, const char *base, const char *name, shk_access a)
+{
+  size_t len = strlen(name);
+  bool dir = name[len - 1] == '/';
+  shk_autofree char *path = shk__xasprintf("%s%s%.*s", base, strcmp(base, "/") ? "/" : "",
+                                           (int)(len - dir), name);
+  return protect(b, path, a, dir);
 }
 
 static int protect_home(builder *b, const char *home)
@@ -257,8 +281,7 @@ static int protect_home(builder *b, const char *home)
   const char *const *lists[] = { home_masked, home_readonly };
   for (size_t l = 0; l < 2; l++)
     for (const char *const *n = lists[l]; *n; n++) {
-      shk_autofree char *path = shk__xasprintf("%s%s%s", real, strcmp(real, "/") ? "/" : "", *n);
-      int r = protect(b, path, l == 0 ? SHK_ACCESS_DENY : SHK_ACCESS_READ);
+      int r = protect_name(b, real, *n, l == 0 ? SHK_ACCESS_DENY : SHK_ACCESS_READ);
       if (r < 0)
         return r;
     }
@@ -277,7 +300,7 @@ static int protect_path_dirs(builder *b, const char *path_var)
     if (d[0] != '/')
       continue;
     shk_autofree char *norm = normalize(d, "/");
-    int r = protect(b, norm, SHK_ACCESS_READ);
+    int r = protect(b, norm, SHK_ACCESS_READ, true);
     if (r < 0)
       return r;
   }
@@ -295,8 +318,7 @@ static int protect_git(builder *b)
     if (lstat(git, &st) < 0 || !S_ISDIR(st.st_mode))
       continue;
     for (const char *const *n = git_readonly; *n; n++) {
-      shk_autofree char *path = shk__xasprintf("%s/%s", root, *n);
-      int r = protect(b, path, SHK_ACCESS_READ);
+      int r = protect_name(b, root, *n, SHK_ACCESS_READ);
       if (r < 0)
         return r;
     }
@@ -399,4 +421,25 @@ void shk_sandbox_plan_free(shk_sandbox_plan *p)
     free(p->rules[i].path);
   free(p->rules);
   memset(p, 0, sizeof *p);
+}
+
+/* Safe because it runs after the sandbox is gone (every process inside died
+ * with its pid namespace), removes only mount points bwrap created for this
+ * plan, only while they are still empty, and never through a symlink. */
+void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p)
+{
+  for (size_t i = p->n; i-- > 0;) {
+    const shk_sandbox_rule *r = &p->rules[i];
+    if (!r->created)
+      continue;
+    shk_autofree char *par = parent_of(r->path);
+    char real[PATH_MAX];
+    struct stat st;
+    if (!realpath(par, real) || strcmp(real, par) || lstat(r->path, &st) < 0)
+      continue;
+    if (S_ISDIR(st.st_mode))
+      rmdir(r->path);
+    else if (S_ISREG(st.st_mode) && st.st_size == 0)
+      unlink(r->path);
+  }
 }
