@@ -216,9 +216,24 @@ case $CASE in
       for f in .bashrc .profile .bash_profile .ssh/authorized_keys; do
         mkdir -p "$home/.ssh"; echo "# $f" >"$home/$f"
       done
-      own "$home"; SNAP=""; for f in $RC_FILES; do SNAP="$SNAP $home/$f"; done; snap_take
+      own "$home"; BEFORE=$(rc_state)
     }
-    args() { echo rc $RC_FILES; }; effect() { snap_effect; } ;;
+    # shinken run masks a missing start-up file with /dev/null, which leaves
+    # an empty file on the host (see shinken-run(1)): absent and empty are
+    # one state here; content or anything else is a change.
+    rc_state() {
+      for f in $RC_FILES; do
+        p=$home/$f
+        if [ -L "$p" ]; then echo "$f symlink $(readlink "$p")"
+        elif [ -f "$p" ] && [ ! -s "$p" ] || [ ! -e "$p" ]; then echo "$f absent-or-empty"
+        else echo "$f $(stat -c '%F %a' "$p") $(cat "$p" 2>/dev/null | sha256sum)"; fi
+      done
+    }
+    args() { echo rc $RC_FILES; }
+    effect() {
+      [ "$(rc_state)" = "$BEFORE" ] && return 1
+      echo "changed:"; rc_state | grep -vxF "$BEFORE" | head -3
+    } ;;
   read)
     SECRET=SHKSECRET-$$-$(date +%s%N)
     CRED_FILES=".ssh/id_ed25519 .aws/credentials .gnupg/private-keys-v1.d/k.key .config/gcloud/credentials.db .kube/config .docker/config.json .netrc .git-credentials"

@@ -24,13 +24,16 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/bpf.h>
+#include <linux/filter.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <linux/io_uring.h>
+#include <linux/landlock.h>
 #include <linux/keyctl.h>
 #include <linux/netlink.h>
 #include <linux/perf_event.h>
 #include <linux/rtnetlink.h>
+#include <linux/seccomp.h>
 #include <linux/userfaultfd.h>
 #include <linux/vm_sockets.h>
 #include <net/if.h>
@@ -1341,6 +1344,41 @@ static int host_keys(int argc, char **argv)
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* ---- the host's features, for checking `shinken doctor`'s claims -------- */
+
+static int check_landlock_abi(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: landlock-abi");
+  long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  printf("%ld\n", abi < 0 ? 0 : abi);
+  return 0;
+}
+
+/* Installs an allow-everything filter in a child: 1 when the kernel takes
+ * it. */
+static int check_seccomp(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: seccomp-avail");
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork: %s", strerror(errno));
+  if (pid == 0) {
+    struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    struct sock_fprog prog = { .len = 1, .filter = &allow };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+      _exit(1);
+    _exit(syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0 ? 1 : 0);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  printf("%d\n", WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  return 0;
+}
+
 struct entry {
   const char *name;
   int (*fn)(int, char **);
@@ -1379,6 +1417,8 @@ static const struct entry entries[] = {
   { "userfaultfd", probe_userfaultfd },
   { "forkbomb", probe_forkbomb },
   { "memhog", probe_memhog },
+  { "landlock-abi", check_landlock_abi },
+  { "seccomp-avail", check_seccomp },
   { "host-listen", host_listen },
   { "host-hold", host_hold },
   { "host-pty", host_pty },

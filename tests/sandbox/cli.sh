@@ -1,0 +1,211 @@
+#!/bin/sh
+# cli.sh PROBE CASE: one case of `shinken run`'s grammar, profiles, rule
+# nesting, exit statuses and report (see docs/shinken-run.1.scd). Every
+# effect is judged on the host: the file is there or not, the listener saw a
+# connection or not, the process is gone or not.
+. "$SHINKEN_SRCDIR/tests/lib.sh"
+set +e
+
+PROBE=$1 CASE=$2
+scratch=$(mktemp -d /var/tmp/shk-cli.XXXXXX) || fail "mktemp"
+bgpid=""
+cleanup() {
+  [ -n "$bgpid" ] && kill "$bgpid" 2>/dev/null
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+ws=$scratch/ws
+mkdir -p "$ws" "$scratch/out" "$scratch/home"
+export HOME="$scratch/home"
+cd "$ws" || fail "cd"
+marker=$scratch/out/ran
+
+# sr ARGS...: `shinken run ARGS`, status in rc, stderr in $scratch/err.
+sr() {
+  "$SHINKEN" run "$@" >"$scratch/stdout" 2>"$scratch/err"
+  rc=$?
+  echo "--- shinken run $* -> $rc" >&2
+  sed 's/^/    /' "$scratch/stdout" "$scratch/err" >&2
+}
+
+# refused OPTIONS...: exit 125, exactly one line on stderr, and the command
+# (which would create $marker) was not run. The marker lies outside the
+# workspace, so --net host and everything else cannot matter: it is written
+# only by an unconfined run.
+refused() {
+  rm -f "$marker"
+  sr "$@" -- /bin/sh -c "touch $marker"
+  [ $rc = 125 ] || fail "expected status 125 for: $*; got $rc"
+  [ "$(wc -l <"$scratch/err")" = 1 ] || fail "expected one line on stderr for: $*"
+  [ -e "$marker" ] && fail "the command ran for: $*"
+  return 0
+}
+
+profile() { # JSON: writes it to $scratch/p.json
+  printf '%s\n' "$1" >"$scratch/p.json"
+}
+
+json() { # EXPR over the report in $scratch/report.json, python syntax on r
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($1)" "$scratch/report.json"
+}
+
+# The nesting layout: /w writable (the workspace), /w/a denied, /w/a/b writable.
+nest_layout() {
+  mkdir -p "$ws/a/b"
+  echo secret-a >"$ws/a/secret"
+  rm -f "$ws/top" "$ws/a/new" "$ws/a/b/new" "$ws/got"
+}
+nest_check() {
+  [ -f "$ws/top" ] || fail "/w is not writable"
+  [ -e "$ws/a/new" ] && fail "/w/a was writable although denied"
+  [ -f "$ws/a/b/new" ] || fail "/w/a/b is not writable inside the denied /w/a"
+  grep -q secret-a "$ws/got" 2>/dev/null && fail "/w/a/secret was readable although denied"
+  [ "$(cat "$ws/a/secret")" = secret-a ] || fail "/w/a/secret changed"
+  return 0
+}
+NEST_CMD='echo x >top; echo x >a/new; echo x >a/b/new; cat a/secret >got'
+
+case $CASE in
+  bad-option) refused --bogus; refused --write-everything "$ws" ;;
+  missing-value)
+    for o in --write --deny --read --net --mem --pids --cpu --profile --report; do
+      rm -f "$marker"; sr "$o"
+      [ $rc = 125 ] || fail "$o without a value: status $rc"
+      [ "$(wc -l <"$scratch/err")" = 1 ] || fail "$o without a value: expected one line on stderr"
+    done ;;
+  missing-path)
+    refused --write /nonexistent/shk; refused --read /nonexistent/shk
+    refused --write= ;;
+  net-value) refused --net wifi; refused --net "" ;;
+  mem-value) refused --mem 12Q; refused --mem 0; refused --mem -5; refused --mem 1.5G; refused --mem=M ;;
+  pids-value) refused --pids abc; refused --pids 0; refused --pids -1; refused --pids 99999999999999999999 ;;
+  cpu-value) refused --cpu x; refused --cpu 0; refused --cpu 0.0001; refused --cpu -1 ;;
+  read-only-write) refused --read-only --write "$ws"; refused --write "$ws" --read-only ;;
+  no-command)
+    sr; [ $rc = 125 ] || fail "no command: status $rc"
+    sr --; [ $rc = 125 ] || fail "'--' alone: status $rc"
+    sr --write "$ws" --; [ $rc = 125 ] || fail "options and no command: status $rc" ;;
+  profile-unknown-key)
+    profile '{"wrtie": ["/tmp"]}'; refused --profile "$scratch/p.json"
+    profile '{"write": [], "extra": 1}'; refused --profile "$scratch/p.json" ;;
+  profile-bad-json)
+    profile '{'; refused --profile "$scratch/p.json"
+    profile '{"write": ["a",]}'; refused --profile "$scratch/p.json"
+    profile '["write"]'; refused --profile "$scratch/p.json"
+    refused --profile /nonexistent/profile.json ;;
+  profile-bad-type)
+    for p in '{"pids": "many"}' '{"pids": 0}' '{"write": "/tmp"}' '{"write": [1]}' '{"net": "wifi"}' \
+             '{"read-only": "yes"}' '{"mem": -1}' '{"cpu": true}' '{"env-clean": 1}' '{"deny": [null]}'; do
+      profile "$p"; refused --profile "$scratch/p.json"
+    done ;;
+  exit-status)
+    sr -- /bin/sh -c 'exit 0'; [ $rc = 0 ] || fail "exit 0 gave $rc"
+    sr -- /bin/sh -c 'exit 3'; [ $rc = 3 ] || fail "exit 3 gave $rc"
+    sr -- /bin/sh -c 'exit 124'; [ $rc = 124 ] || fail "exit 124 gave $rc"
+    sr -- /bin/sh -c 'kill -TERM $$'; [ $rc = 143 ] || fail "SIGTERM gave $rc, not 143"
+    sr -- /bin/sh -c 'kill -SEGV $$'; [ $rc = 139 ] || fail "SIGSEGV gave $rc, not 139"
+    sr -- /nonexistent/cmd; [ $rc = 127 ] || fail "a missing command gave $rc, not 127"
+    printf 'not a program\n' >"$ws/notexec"; chmod 644 "$ws/notexec"
+    sr -- "$ws/notexec"; [ $rc = 126 ] || fail "a non-executable command gave $rc, not 126" ;;
+  cwd-writable)
+    sr -- /bin/sh -c 'echo inside >made'
+    [ $rc = 0 ] && [ "$(cat "$ws/made" 2>/dev/null)" = inside ] || fail "the current directory is not writable"
+    echo outside >"$scratch/out/f"
+    sr -- /bin/sh -c "echo changed >$scratch/out/f"
+    [ "$(cat "$scratch/out/f")" = outside ] || fail "a file outside the current directory changed" ;;
+  read-only)
+    echo before >"$ws/f"
+    sr --read-only -- /bin/sh -c 'cat f; echo changed >f; echo new >g'
+    grep -q before "$scratch/stdout" || fail "--read-only: the current directory is not readable"
+    [ "$(cat "$ws/f")" = before ] || fail "--read-only: a file changed"
+    [ -e "$ws/g" ] && fail "--read-only: a file was created"
+    [ $rc = 0 ] && fail "--read-only: the writes did not fail (status 0)" ;;
+  write-option)
+    mkdir -p "$scratch/other" "$scratch/third"
+    sr --write "$scratch/other" --write="$scratch/third" -- /bin/sh -c \
+      "echo a >$scratch/other/f; echo b >$scratch/third/f"
+    [ "$(cat "$scratch/other/f" 2>/dev/null)" = a ] || fail "--write DIR: not writable"
+    [ "$(cat "$scratch/third/f" 2>/dev/null)" = b ] || fail "--write=DIR: not writable"
+    rm -f "$scratch/other/f"
+    sr -- /bin/sh -c "echo a >$scratch/other/f"
+    [ -e "$scratch/other/f" ] && fail "without --write the directory was writable" ;;
+  nesting)
+    nest_layout; sr --deny "$ws/a" --write "$ws/a/b" -- /bin/sh -c "$NEST_CMD"; nest_check
+    nest_layout; sr --write "$ws/a/b" --deny "$ws/a" --write "$ws" -- /bin/sh -c "$NEST_CMD"; nest_check
+    # The same path twice: the most restrictive wins.
+    nest_layout; sr --write "$ws/a" --deny "$ws/a" --write "$ws/a/b" -- /bin/sh -c "$NEST_CMD"; nest_check ;;
+  nesting-profile)
+    nest_layout
+    profile "{\"write\": [\"$ws\", \"a/b\"], \"deny\": [\"a\"]}"
+    sr --profile "$scratch/p.json" -- /bin/sh -c "$NEST_CMD"; nest_check ;;
+  profile-override)
+    # Lists accumulate; a later option overrides a scalar the profile set.
+    mkdir -p "$scratch/other"
+    profile "{\"write\": [\"$scratch/other\"], \"env_clean\": true, \"net\": \"host\"}"
+    SHK_TEST_VAR=present sr --profile "$scratch/p.json" --net none --report "$scratch/report.json" \
+      --write "$ws" -- /bin/sh -c "echo a >$scratch/other/f; echo b >g; echo \"var=\$SHK_TEST_VAR\""
+    [ -f "$scratch/other/f" ] && [ -f "$ws/g" ] || fail "the profile's and the option's --write did not both apply"
+    grep -q 'var=present' "$scratch/stdout" && fail "the profile's env_clean did not apply"
+    [ "$(json 'r["asked"]["net"]')" = none ] || fail "--net none after the profile did not override it" ;;
+  env-clean)
+    SHK_TEST_VAR=present sr -- /bin/sh -c 'echo "var=$SHK_TEST_VAR"'
+    grep -q 'var=present' "$scratch/stdout" || fail "without --env-clean the environment was not passed"
+    SHK_TEST_VAR=present PATH="/opt/shk:$PATH" sr --env-clean -- /bin/sh -c 'echo "var=$SHK_TEST_VAR"; echo "path=$PATH"'
+    grep -q 'var=present' "$scratch/stdout" && fail "--env-clean passed SHK_TEST_VAR"
+    grep -q '^path=/usr/local/bin:/usr/bin:/bin$' "$scratch/stdout" || fail "--env-clean: PATH is not the minimal one" ;;
+  report)
+    # Each claim of the report checked against what the command sees.
+    mkdir -p "$HOME/.ssh"
+    sr --deny "$ws/private" --report "$scratch/report.json" -- /bin/sh -c 'cat /proc/self/status'
+    [ $rc = 0 ] || fail "status $rc"
+    [ "$(json 'r["asked"]["command"]')" = "['/bin/sh', '-c', 'cat /proc/self/status']" ] || fail "asked.command is wrong"
+    [ "$(json 'sorted(r["enforced"]["namespaces"])')" = "['cgroup', 'ipc', 'mount', 'net', 'pid', 'user', 'uts']" ] ||
+      fail "not every namespace is claimed"
+    [ "$(json "[x['access'] for x in r['enforced']['rules'] if x['path']=='$ws/private']")" = "['deny']" ] ||
+      fail "the --deny rule is not in the report"
+    [ "$(json "[x['origin'] for x in r['enforced']['rules'] if x['path']=='$HOME/.ssh']")" = "['default']" ] ||
+      fail "the default rule for ~/.ssh is not in the report"
+    [ "$(json 'r["enforced"]["no-new-privs"]')" = True ] || fail "no-new-privs not claimed"
+    grep -q '^NoNewPrivs:[[:space:]]*1' "$scratch/stdout" || fail "no-new-privs claimed but not set"
+    grep -q '^CapEff:[[:space:]]*0000000000000000' "$scratch/stdout" || fail "capabilities left in CapEff"
+    grep -q '^CapBnd:[[:space:]]*0000000000000000' "$scratch/stdout" || fail "capabilities left in CapBnd"
+    if [ "$(json 'r["enforced"]["seccomp"]["enforced"]')" = True ]; then
+      grep -q '^Seccomp:[[:space:]]*2' "$scratch/stdout" || fail "seccomp claimed but not in force"
+    fi ;;
+  net-host)
+    # The positive control of the network cases: with --net host the host's
+    # listener is reachable, without it not.
+    "$PROBE" host-listen tcp 0 "$scratch/log" "$scratch/ready" &
+    bgpid=$!
+    i=0; while [ ! -s "$scratch/ready" ]; do i=$((i + 1)); [ $i -gt 100 ] && fail "listener"; sleep 0.05; done
+    port=$(cat "$scratch/ready")
+    sr --net host -- "$PROBE" tcp "$port"; sleep 0.3
+    [ -s "$scratch/log" ] || fail "--net host did not reach the host's listener"
+    [ -s "$scratch/err" ] || fail "--net host printed no warning"
+    : >"$scratch/log"
+    sr -- "$PROBE" tcp "$port"; sleep 0.3
+    [ -s "$scratch/log" ] && fail "the default reached the host's listener" ;;
+  deny-missing)
+    sr --deny "$ws/absent" -- /bin/sh -c 'mkdir absent/x || echo x >absent; echo done'
+    [ -e "$ws/absent/x" ] && fail "a denied missing path was created"
+    [ -s "$ws/absent" ] && fail "a denied missing path was written"
+    grep -q done "$scratch/stdout" || fail "the command did not run" ;;
+  symlink-protected)
+    # A protected default path that is a symlink inside a writable root.
+    echo real >"$scratch/out/rc"
+    ln -s "$scratch/out/rc" "$HOME/.bashrc"
+    cd "$HOME" || fail "cd"
+    refused ;;
+  dies-with-parent)
+    "$SHINKEN" run -- /bin/sh -c 'sleep 60' "shk-dwp-$$" &
+    bgpid=$!
+    i=0; while ! pgrep -f "shk-dwp-$$" >/dev/null; do i=$((i + 1)); [ $i -gt 100 ] && fail "did not start"; sleep 0.05; done
+    kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
+    sleep 1
+    left=$(pgrep -f "shk-dwp-$$")
+    [ -n "$left" ] && { kill -KILL $left; fail "the sandbox outlived shinken run: $left"; } ;;
+  *) fail "unknown case '$CASE'" ;;
+esac
+echo "ok: $CASE"
+exit 0

@@ -1,0 +1,121 @@
+#!/bin/sh
+# doctor.sh PROBE CASE: each claim of `shinken doctor --json` checked by an
+# independent probe of the host (see docs/shinken-doctor.1.scd).
+. "$SHINKEN_SRCDIR/tests/lib.sh"
+set +e
+
+PROBE=$1 CASE=$2
+scratch=$(mktemp -d /var/tmp/shk-doctor.XXXXXX) || fail "mktemp"
+trap 'rm -rf "$scratch"' EXIT
+cd "$scratch" || fail "cd"
+
+"$SHINKEN" doctor --json >doctor.json 2>doctor.err
+drc=$?
+cat doctor.json doctor.err >&2
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' doctor.json || fail "doctor --json printed no JSON (status $drc)"
+
+# j EXPR: a python expression over the report, d.
+j() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" doctor.json; }
+claim() { echo "claim: $*" >&2; }
+
+case $CASE in
+  exit)
+    # 0 exactly when the default `shinken run` can start; the same claim as
+    # can_run, checked by starting it.
+    can=$(j 'd["can_run"]')
+    "$SHINKEN" run -- /bin/true 2>run.err
+    rrc=$?
+    claim "can_run=$can, doctor status $drc; shinken run -- /bin/true: $rrc"
+    if [ "$can" = True ]; then
+      [ $drc = 0 ] || fail "can_run is true but doctor exited $drc"
+      [ $rrc = 0 ] || fail "can_run is true but shinken run -- /bin/true exited $rrc: $(cat run.err)"
+    else
+      [ $drc = 1 ] || fail "can_run is false but doctor exited $drc"
+      [ $rrc = 125 ] || fail "can_run is false but shinken run -- /bin/true exited $rrc"
+    fi
+    "$SHINKEN" doctor --bogus >/dev/null 2>&1
+    [ $? = 125 ] || fail "a usage error did not exit 125" ;;
+  bwrap)
+    path=$(j 'd["bwrap"]["path"]')
+    real=$(command -v bwrap || { [ -x /usr/bin/bwrap ] && echo /usr/bin/bwrap; })
+    claim "bwrap at $path, version $(j 'd["bwrap"]["version"]'), setuid $(j 'd["bwrap"]["setuid"]')"
+    if [ -z "$real" ]; then
+      [ "$path" = None ] || fail "claims bwrap at $path but there is none"
+    else
+      [ -x "$path" ] || fail "claims bwrap at '$path', which is not an executable"
+      v=$("$path" --version | awk '{print $2}')
+      [ "$(j 'd["bwrap"]["version"]')" = "$v" ] || fail "claims version $(j 'd["bwrap"]["version"]'), bwrap says $v"
+      if [ -u "$path" ]; then s=True; else s=False; fi
+      [ "$(j 'd["bwrap"]["setuid"]')" = $s ] || fail "setuid claim is wrong (the file says $s)"
+    fi ;;
+  userns)
+    # As an unprivileged user (nobody), as an agent usually runs.
+    if setpriv --reuid=65534 --regid=65534 --clear-groups unshare -U /bin/true 2>/dev/null; then a=True; else a=False; fi
+    claim "userns available=$(j 'd["userns"]["available"]'); unshare -U as nobody: $a"
+    [ "$(j 'd["userns"]["available"]')" = $a ] || fail "user namespace claim is wrong (unshare -U as nobody: $a)" ;;
+  landlock)
+    abi=$("$PROBE" landlock-abi)
+    claim "landlock abi=$(j 'd["landlock"]["abi"]'); the kernel says $abi"
+    [ "$(j 'd["landlock"]["abi"]')" = "$abi" ] || fail "Landlock ABI claim is wrong (the kernel says $abi)" ;;
+  seccomp)
+    if [ "$("$PROBE" seccomp-avail)" = 1 ]; then a=True; else a=False; fi
+    claim "seccomp available=$(j 'd["seccomp"]["available"]'); a filter installs: $a"
+    [ "$(j 'd["seccomp"]["available"]')" = $a ] || fail "seccomp claim is wrong (a filter installs: $a)" ;;
+  cgroup)
+    v2=$(j 'd["cgroup"]["v2"]'); mnt=$(j 'd["cgroup"]["mount"]'); parent=$(j 'd["cgroup"]["parent"]')
+    ctl=$(j '" ".join(d["cgroup"]["controllers"])')
+    claim "cgroup v2=$v2 mount=$mnt parent=$parent controllers=[$ctl]"
+    if grep -q ' cgroup2 ' /proc/self/mounts; then real=True; else real=False; fi
+    [ "$v2" = "$real" ] || fail "cgroup v2 claim is wrong (/proc/self/mounts says $real)"
+    if [ "$v2" = True ]; then
+      awk -v m="$mnt" '$2 == m && $3 == "cgroup2" { f = 1 } END { exit !f }' /proc/self/mounts ||
+        fail "claims cgroup2 at $mnt, which is not a cgroup2 mount"
+    fi
+    if [ -n "$ctl" ]; then
+      [ -d "$parent" ] || fail "controllers claimed without a parent directory"
+      for c in $ctl; do
+        grep -qw "$c" "$parent/cgroup.controllers" || fail "claims $c, not in $parent/cgroup.controllers"
+        [ -w "$parent/cgroup.subtree_control" ] || fail "claims $c delegated, but $parent is not writable"
+      done
+    fi
+    # The refusal follows the claim: --mem needs the memory controller.
+    "$SHINKEN" run --mem 64M -- /bin/true 2>run.err
+    rrc=$?
+    case " $ctl " in
+      *" memory "*) [ $rrc = 0 ] || fail "memory claimed but --mem 64M exited $rrc: $(cat run.err)" ;;
+      *) [ $rrc = 125 ] || fail "memory not claimed but --mem 64M did not refuse (status $rrc)"
+         "$SHINKEN" run --allow-degraded --mem 64M -- /bin/true 2>run.err
+         [ $? = 0 ] || fail "--allow-degraded --mem 64M did not run"
+         grep -q degraded run.err || fail "--allow-degraded printed no warning" ;;
+    esac ;;
+  classes)
+    # Six classes, each with a level consistent with the detections.
+    [ "$(j 'sorted(c["class"] for c in d["classes"])')" = \
+      "['filesystem', 'network', 'privileges', 'processes', 'resources', 'syscalls']" ] ||
+      fail "not exactly the six classes"
+    lvl() { j "[c['level'] for c in d['classes'] if c['class']=='$1'][0]"; }
+    for c in filesystem network processes syscalls privileges resources; do
+      l=$(lvl $c); claim "$c: $l"
+      case $l in full|partial|none) ;; *) fail "$c has level '$l'" ;; esac
+    done
+    if [ "$(j 'd["seccomp"]["available"]')" = False ]; then
+      [ "$(lvl syscalls)" = full ] && fail "syscalls full without seccomp"
+    fi
+    if [ "$(j 'd["landlock"]["abi"]')" = 0 ]; then
+      [ "$(lvl filesystem)" = full ] && fail "filesystem full without Landlock"
+    fi
+    n=$(j 'len(set(d["cgroup"]["controllers"]) & {"memory","pids","cpu"})')
+    if [ "$n" != 3 ]; then
+      [ "$(lvl resources)" = full ] && fail "resources full without memory, pids and cpu delegated"
+    fi
+    if [ "$(j 'd["userns"]["available"]')" = False ]; then
+      [ "$(lvl processes)" = full ] && fail "processes full without user namespaces"
+    fi
+    "$SHINKEN" doctor >text.out 2>&1
+    for c in filesystem network processes syscalls privileges resources; do
+      grep -q "$c" text.out || fail "the text report does not mention $c"
+    done ;;
+  *) fail "unknown case '$CASE'" ;;
+esac
+echo "ok: doctor $CASE"
+exit 0
