@@ -82,6 +82,20 @@ int shk_cedar_request_from_json(const char *json, size_t len, const shk_cedar_sc
                                 bool validate, shk_cedar_request **out, shk_cedar_error *err);
 void shk_cedar_request_free(shk_cedar_request *r);
 
+/* For callers that hold requests inside larger JSON documents (test files):
+ * parses JSON text as jansson's json_loadb does, rejecting duplicate keys,
+ * except that NUL may also appear in object keys, as Cedar attribute names
+ * allow. Strings in the tree carry an internal escape for NUL, so give the
+ * tree (or its parts) only to shk_cedar_request_from_json_value, and free
+ * it with json_decref. NULL with err filled on a syntax error. */
+struct json_t;
+struct json_t *shk_cedar_json_parse(const char *text, size_t len, shk_cedar_error *err);
+/* shk_cedar_request_from_json, for an object of a tree from
+ * shk_cedar_json_parse. */
+int shk_cedar_request_from_json_value(const struct json_t *req, const shk_cedar_schema *schema,
+                                      bool validate, shk_cedar_request **out,
+                                      shk_cedar_error *err);
+
 /* ---- decisions ---- */
 
 typedef enum shk_cedar_decision {

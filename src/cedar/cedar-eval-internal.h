@@ -137,6 +137,8 @@ bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, const shk
 /* Parses JSON text as jansson does, except that NUL may appear in object
  * keys; NULL with err filled on a syntax error. */
 json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar_error *err);
+/* A string of a tree from shk__json_load, decoded, copied into `a`. */
+shk__str shk__json_str(shk__arena *a, json_t *j);
 /* Converts JSON to a value, typed by `type` when it is not NULL (schema-based
  * parsing: implicit entity and extension forms, required and unexpected
  * attributes, type mismatches). `what` names the place for messages. Returns

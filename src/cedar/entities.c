@@ -30,24 +30,12 @@ SHK_PRINTF(2, 3) static int jfail(shk_cedar_error *err, const char *fmt, ...)
 #define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p
 
 /* jansson refuses NUL in object keys, which Cedar allows (attribute and tag
- * names are any string). So before parsing, each \u0000 escape becomes the
- * escape of U+10FFFF, a noncharacter, and every string read back turns
- * U+10FFFF into NUL again. Input that holds U+10FFFF itself is refused, so
- * the mapping is exact. */
-static const char SENTINEL[] = "\xF4\x8F\xBF\xBF";
-
-static bool hex4_is(const char *p, const char *want)
-{
-  for (int i = 0; i < 4; i++)
-    if ((p[i] | 0x20) != want[i])
-      return false;
-  return true;
-}
-
+ * names are any string). So before parsing, the escapes \u0000 and \u0001
+ * become \u0001 followed by '0' or by \u0001, and every string read back
+ * from the tree is decoded. U+0001 can only be written as an escape (JSON
+ * forbids raw control characters in strings), so the mapping is exact. */
 json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar_error *err)
 {
-  if (memmem(text, len, SENTINEL, 4))
-    return jfail(err, "%s: U+10FFFF is not supported", what), NULL;
   char *copy = NULL;
   size_t n = 0;
   for (size_t i = 0; i < len; i++) {
@@ -56,19 +44,18 @@ json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar
         copy[n++] = text[i];
       continue;
     }
-    bool esc_u = text[i + 1] == 'u' && i + 5 < len;
-    if (esc_u && hex4_is(text + i + 2, "dbff") && i + 11 < len && text[i + 6] == '\\' &&
-        hex4_is(text + i + 8, "dfff"))
-      return free(copy), jfail(err, "%s: U+10FFFF is not supported", what), NULL;
-    if (esc_u && hex4_is(text + i + 2, "0000")) {
+    bool low = i + 5 < len && text[i + 1] == 'u' && memcmp(text + i + 2, "000", 3) == 0 &&
+               (text[i + 5] == '0' || text[i + 5] == '1');
+    if (low) {
       if (!copy) {
-        /* Each 6-byte \u0000 grows to 12 bytes. */
+        /* Each 6-byte escape grows to 12 bytes at most. */
         copy = shk__xmalloc(len * 2 + 1);
         memcpy(copy, text, i);
         n = i;
       }
-      memcpy(copy + n, "\\udbff\\udfff", 12);
-      n += 12;
+      memcpy(copy + n, text[i + 5] == '0' ? "\\u00010" : "\\u0001\\u0001",
+             text[i + 5] == '0' ? 7 : 12);
+      n += text[i + 5] == '0' ? 7 : 12;
       i += 5;
       continue;
     }
@@ -97,11 +84,13 @@ json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar
 static shk__str str_from(shk__arena *a, const char *p, size_t n)
 {
   char *s = shk__arena_strndup(a, p, n);
+  if (!memchr(s, 1, n))
+    return (shk__str){ s, n };
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    if (i + 4 <= n && memcmp(s + i, SENTINEL, 4) == 0) {
-      s[k++] = '\0';
-      i += 3;
+    if (s[i] == 1 && i + 1 < n) {
+      s[k++] = s[i + 1] == '0' ? '\0' : 1;
+      i++;
     } else {
       s[k++] = s[i];
     }
@@ -110,7 +99,7 @@ static shk__str str_from(shk__arena *a, const char *p, size_t n)
   return (shk__str){ s, k };
 }
 
-static shk__str jstr(shk__arena *a, json_t *j)
+shk__str shk__json_str(shk__arena *a, json_t *j)
 {
   return str_from(a, json_string_value(j), json_string_length(j));
 }
@@ -140,8 +129,8 @@ static int type_and_id(shk__arena *a, json_t *o, shk__uid *out, const char *what
     return jfail(err, "%s: an entity reference needs string \"type\" and \"id\"", what);
   if (!shk__is_valid_name(json_string_value(t), json_string_length(t)))
     return jfail(err, "%s: \"%.80s\" is not a valid entity type name", what, json_string_value(t));
-  out->type = jstr(a, t);
-  out->id = jstr(a, id);
+  out->type = shk__json_str(a, t);
+  out->id = shk__json_str(a, id);
   return 0;
 }
 
@@ -230,7 +219,7 @@ static int untyped(shk__arena *a, json_t *j, const shk__schema *schema, const ch
     return jfail(err, "%s: null is not a Cedar value", what);
   case JSON_STRING:
     out->kind = SHK__V_STRING;
-    out->s = jstr(a, j);
+    out->s = shk__json_str(a, j);
     return 0;
   case JSON_ARRAY: {
     size_t n = json_array_size(j);

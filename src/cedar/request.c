@@ -132,9 +132,41 @@ static int json_entity(shk__arena *a, json_t *j, const char *what, shk__uid *out
 {
   if (!j)
     return rfail(err, "request: missing \"%s\"", what);
-  if (json_is_string(j))
-    return shk__parse_entity_ref(a, json_string_value(j), json_string_length(j), out, err);
+  if (json_is_string(j)) {
+    shk__str s = shk__json_str(a, j);
+    return shk__parse_entity_ref(a, s.p, s.n, out, err);
+  }
   return shk__json_to_uid(a, j, out, what, err);
+}
+
+int shk_cedar_request_from_json_value(const struct json_t *req, const shk_cedar_schema *schema,
+                                      bool validate_req, shk_cedar_request **out,
+                                      shk_cedar_error *err)
+{
+  *out = NULL;
+  json_t *root = (json_t *)req;
+  if (!json_is_object(root))
+    return rfail(err, "request JSON: expected an object");
+  const char *k;
+  json_t *v;
+  json_object_foreach(root, k, v)
+    if (strcmp(k, "principal") && strcmp(k, "action") && strcmp(k, "resource") &&
+        strcmp(k, "context"))
+      return rfail(err, "request JSON: unexpected key \"%.80s\"", k);
+  shk_cedar_request *r = request_alloc();
+  static const char *names[3] = { "principal", "action", "resource" };
+  shk__uid *uids[3] = { &r->principal, &r->action, &r->resource };
+  int rc = 0;
+  for (int i = 0; i < 3 && rc == 0; i++)
+    rc = json_entity(r->arena, json_object_get(root, names[i]), names[i], uids[i], err);
+  if (rc == 0)
+    rc = finish(r, json_object_get(root, "context"), schema, validate_req, err);
+  if (rc < 0) {
+    shk_cedar_request_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
 }
 
 int shk_cedar_request_from_json(const char *json, size_t len, const shk_cedar_schema *schema,
@@ -144,32 +176,14 @@ int shk_cedar_request_from_json(const char *json, size_t len, const shk_cedar_sc
   json_t *root = shk__json_load(json, len, "request JSON", err);
   if (!root)
     return -EINVAL;
-  shk_cedar_request *r = request_alloc();
-  int rc = 0;
-  if (!json_is_object(root))
-    rc = rfail(err, "request JSON: expected an object");
-  const char *k;
-  json_t *v;
-  if (rc == 0)
-    json_object_foreach(root, k, v)
-      if (strcmp(k, "principal") && strcmp(k, "action") && strcmp(k, "resource") &&
-          strcmp(k, "context")) {
-        rc = rfail(err, "request JSON: unexpected key \"%.80s\"", k);
-        break;
-      }
-  static const char *names[3] = { "principal", "action", "resource" };
-  shk__uid *uids[3] = { &r->principal, &r->action, &r->resource };
-  for (int i = 0; i < 3 && rc == 0; i++)
-    rc = json_entity(r->arena, json_object_get(root, names[i]), names[i], uids[i], err);
-  if (rc == 0)
-    rc = finish(r, json_object_get(root, "context"), schema, validate_req, err);
+  int rc = shk_cedar_request_from_json_value(root, schema, validate_req, out, err);
   json_decref(root);
-  if (rc < 0) {
-    shk_cedar_request_free(r);
-    return rc;
-  }
-  *out = r;
-  return 0;
+  return rc;
+}
+
+struct json_t *shk_cedar_json_parse(const char *text, size_t len, shk_cedar_error *err)
+{
+  return shk__json_load(text, len, "JSON", err);
 }
 
 void shk_cedar_request_free(shk_cedar_request *r)
