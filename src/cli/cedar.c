@@ -1,0 +1,879 @@
+/* shinken cedar: the Cedar engine from the command line.
+ *
+ *   authorize    decide one request, or a file of requests (one per line)
+ *   conformance  run test files in the official cedar-integration-tests format
+ *   validate, format, translate-policy, translate-schema
+ *                live in their own files and are called when built in
+ *
+ * Flags and exit codes follow the official `cedar` CLI where it has the
+ * same command: authorize exits 0 on ALLOW, 2 on DENY and 1 on bad input. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/common.h"
+#include "shinken/cedar.h"
+
+/* The other cedar subcommands and the validator are separate parts of the
+ * build; a weak reference is NULL when a part is absent, and the command
+ * then says so instead of failing to link. */
+#pragma weak shk_cli_cedar_validate
+#pragma weak shk_cli_cedar_format
+#pragma weak shk_cli_cedar_translate_policy
+#pragma weak shk_cli_cedar_translate_schema
+#pragma weak shk_cedar_validate
+#pragma weak shk_cedar_validation_result_clear
+
+enum { EXIT_ALLOW = 0, EXIT_BAD_INPUT = 1, EXIT_DENY = 2 };
+
+/* ---------------------------------------------------------------- loading */
+
+static char *read_or_die(const char *what, const char *path, size_t *len)
+{
+  char *buf = NULL;
+  int r = shk__read_file(path, &buf, len);
+  if (r < 0) {
+    errno = -r;
+    shk__die_errno(EXIT_BAD_INPUT, "cannot read %s '%s'", what, path);
+  }
+  return buf;
+}
+
+/* "FILE:LINE:COL: message", or "FILE: message" when the error has no place. */
+SHK_NORETURN static void die_parse(const char *path, const shk_cedar_error *err)
+{
+  if (err->line)
+    shk__die(EXIT_BAD_INPUT, "%s:%u:%u: %s", path, err->line, err->column, err->message);
+  shk__die(EXIT_BAD_INPUT, "%s: %s", path, err->message);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* A schema file is JSON when its name says so, and the human-readable
+ * .cedarschema form otherwise; --schema-format overrides the guess. */
+static shk_cedar_schema_format schema_format_of(const char *path, const char *forced)
+{
+  if (forced)
+    return strcmp(forced, "json") ? SHK_CEDAR_SCHEMA_TEXT : SHK_CEDAR_SCHEMA_JSON;
+  return ends_with(path, ".json") ? SHK_CEDAR_SCHEMA_JSON : SHK_CEDAR_SCHEMA_TEXT;
+}
+
+static shk_cedar_schema *load_schema(const char *path, const char *forced)
+{
+  if (!path)
+    return NULL;
+  size_t len;
+  shk_autofree char *text = read_or_die("schema", path, &len);
+  shk_cedar_schema *s = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_schema_parse(text, len, schema_format_of(path, forced), &s, &err) < 0)
+    die_parse(path, &err);
+  return s;
+}
+
+static shk_cedar_policy_set *load_policies(const char *path)
+{
+  size_t len;
+  shk_autofree char *text = read_or_die("policies", path, &len);
+  shk_cedar_policy_set *ps = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_policy_set_parse(text, len, &ps, &err) < 0)
+    die_parse(path, &err);
+  return ps;
+}
+
+static shk_cedar_entities *load_entities(const char *path, const shk_cedar_schema *schema)
+{
+  size_t len;
+  shk_autofree char *text = read_or_die("entities", path, &len);
+  shk_cedar_entities *es = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_entities_parse(text, len, schema, &es, &err) < 0)
+    die_parse(path, &err);
+  return es;
+}
+
+/* ---------------------------------------------------------------- output */
+
+/* A JSON string literal. Control characters and the two characters JSON
+ * reserves are escaped; everything else (UTF-8 included) passes through. */
+static void put_json_str(FILE *f, const char *s)
+{
+  putc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') {
+      putc('\\', f);
+      putc(*p, f);
+    } else if (*p == '\n') {
+      fputs("\\n", f);
+    } else if (*p < 0x20) {
+      fprintf(f, "\\u%04x", *p);
+    } else {
+      putc(*p, f);
+    }
+  }
+  putc('"', f);
+}
+
+/* {"decision":"allow","reasons":["policy0"],"errors":[{"policy":"p","message":"m"}]} */
+static void put_json_response(FILE *f, const shk_cedar_response *r)
+{
+  fprintf(f, "{\"decision\":\"%s\",\"reasons\":[", r->decision == SHK_CEDAR_ALLOW ? "allow" : "deny");
+  for (size_t i = 0; i < r->n_reasons; i++) {
+    if (i)
+      putc(',', f);
+    put_json_str(f, r->reasons[i]);
+  }
+  fputs("],\"errors\":[", f);
+  for (size_t i = 0; i < r->n_errors; i++) {
+    fputs(i ? ",{\"policy\":" : "{\"policy\":", f);
+    put_json_str(f, r->errors[i].policy_id);
+    fputs(",\"message\":", f);
+    put_json_str(f, r->errors[i].message);
+    putc('}', f);
+  }
+  fputs("]}\n", f);
+}
+
+/* A policy's id, followed by its @id annotation when it has one, so that an
+ * answer names the rule people wrote rather than its position in the file. */
+static void put_policy_name(FILE *f, const shk_cedar_policy_set *ps, const char *id)
+{
+  char name[256];
+  fputs(id, f);
+  if (shk_cedar_policy_annotation(ps, id, "id", name, sizeof name) >= 0)
+    fprintf(f, " (%s)", name);
+}
+
+static void put_text_response(FILE *f, const shk_cedar_policy_set *ps, const shk_cedar_response *r)
+{
+  fputs(r->decision == SHK_CEDAR_ALLOW ? "ALLOW\n" : "DENY\n", f);
+  for (size_t i = 0; i < r->n_reasons; i++) {
+    fputs(r->decision == SHK_CEDAR_ALLOW ? "  permitted by " : "  forbidden by ", f);
+    put_policy_name(f, ps, r->reasons[i]);
+    putc('\n', f);
+  }
+  if (r->decision == SHK_CEDAR_DENY && !r->n_reasons)
+    fputs("  no policy permits this request (deny by default)\n", f);
+  for (size_t i = 0; i < r->n_errors; i++) {
+    fputs("  skipped ", f);
+    put_policy_name(f, ps, r->errors[i].policy_id);
+    fprintf(f, ": %s\n", r->errors[i].message);
+  }
+}
+
+/* ---------------------------------------------------------------- authorize */
+
+static const char authorize_usage[] =
+  "usage: shinken cedar authorize --policies FILE --entities FILE [--schema FILE]\n"
+  "         (--request-json FILE | --principal P --action A --resource R [--context FILE]\n"
+  "          | --requests FILE.jsonl) [--json]\n";
+
+/* Reports an unknown option or a missing argument in one line. getopt's
+ * own messages are turned off so that every complaint has the same form. */
+SHK_NORETURN static void die_usage(const char *cmd, int argc, char **argv, int opt)
+{
+  const char *arg = optind - 1 < argc ? argv[optind - 1] : "";
+  if (opt == ':')
+    shk__die(EXIT_BAD_INPUT, "cedar %s: option '%s' needs a value", cmd, arg);
+  shk__die(EXIT_BAD_INPUT, "cedar %s: unknown option '%s' (see 'shinken cedar help')", cmd, arg);
+}
+
+/* Batch mode: each line of `in` is one request object; each answer is one
+ * line of JSON, in order. A line that is not a valid request gets
+ * {"error": ...} in its place, and the command then exits 1 at the end. The
+ * policies and entities are parsed once for all the lines. */
+static int authorize_batch(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
+                           const shk_cedar_schema *schema, const char *path)
+{
+  FILE *in = strcmp(path, "-") ? fopen(path, "r") : stdin;
+  if (!in)
+    shk__die_errno(EXIT_BAD_INPUT, "cannot read requests '%s'", path);
+  shk_cedar_response resp = { 0 };
+  shk_autofree char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  int status = 0;
+  while ((n = getline(&line, &cap, in)) >= 0) {
+    if (strspn(line, " \t\r\n") == (size_t)n)
+      continue;
+    shk_cedar_request *req = NULL;
+    shk_cedar_error err = { 0 };
+    if (shk_cedar_request_from_json(line, (size_t)n, schema, schema != NULL, &req, &err) < 0 ||
+        shk_cedar_is_authorized(ps, es, req, &resp) < 0) {
+      fputs("{\"error\":", stdout);
+      put_json_str(stdout, err.message[0] ? err.message : "the request could not be decided");
+      fputs("}\n", stdout);
+      status = EXIT_BAD_INPUT;
+    } else {
+      put_json_response(stdout, &resp);
+    }
+    shk_cedar_request_free(req);
+  }
+  if (ferror(in))
+    shk__die_errno(EXIT_BAD_INPUT, "cannot read requests '%s'", path);
+  if (in != stdin)
+    fclose(in);
+  shk_cedar_response_clear(&resp);
+  return status;
+}
+
+static int cmd_authorize(int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "policies", required_argument, NULL, 'p' },
+    { "entities", required_argument, NULL, 'e' },
+    { "schema", required_argument, NULL, 's' },
+    { "schema-format", required_argument, NULL, 'f' },
+    { "principal", required_argument, NULL, 'P' },
+    { "action", required_argument, NULL, 'A' },
+    { "resource", required_argument, NULL, 'R' },
+    { "context", required_argument, NULL, 'c' },
+    { "request-json", required_argument, NULL, 'j' },
+    { "requests", required_argument, NULL, 'b' },
+    { "json", no_argument, NULL, 'J' },
+    { "help", no_argument, NULL, 'h' },
+    { 0 },
+  };
+  const char *policies = NULL, *entities = NULL, *schema_path = NULL, *schema_fmt = NULL;
+  const char *principal = NULL, *action = NULL, *resource = NULL, *context = NULL;
+  const char *request_json = NULL, *requests = NULL;
+  bool json = false;
+  int opt;
+  optind = 1;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    switch (opt) {
+    case 'p': policies = optarg; break;
+    case 'e': entities = optarg; break;
+    case 's': schema_path = optarg; break;
+    case 'f': schema_fmt = optarg; break;
+    case 'P': principal = optarg; break;
+    case 'A': action = optarg; break;
+    case 'R': resource = optarg; break;
+    case 'c': context = optarg; break;
+    case 'j': request_json = optarg; break;
+    case 'b': requests = optarg; break;
+    case 'J': json = true; break;
+    case 'h': fputs(authorize_usage, stdout); return 0;
+    default: die_usage("authorize", argc, argv, opt);
+    }
+  }
+  if (optind < argc)
+    shk__die(EXIT_BAD_INPUT, "cedar authorize: unexpected argument '%s'", argv[optind]);
+  if (!policies || !entities)
+    shk__die(EXIT_BAD_INPUT, "cedar authorize: --policies and --entities are required");
+  if (schema_fmt && strcmp(schema_fmt, "json") && strcmp(schema_fmt, "cedar"))
+    shk__die(EXIT_BAD_INPUT, "cedar authorize: --schema-format must be 'cedar' or 'json'");
+  bool by_parts = principal || action || resource || context;
+  if ((by_parts + !!request_json + !!requests) != 1)
+    shk__die(EXIT_BAD_INPUT, "cedar authorize: give exactly one of --request-json, --requests, "
+                             "or --principal/--action/--resource");
+  if (by_parts && (!principal || !action || !resource))
+    shk__die(EXIT_BAD_INPUT, "cedar authorize: --principal, --action and --resource go together");
+  if (requests && json)
+    shk__die(EXIT_BAD_INPUT, "cedar authorize: --requests always answers in JSON; drop --json");
+
+  shk_cedar_schema *schema = load_schema(schema_path, schema_fmt);
+  shk_cedar_policy_set *ps = load_policies(policies);
+  shk_cedar_entities *es = load_entities(entities, schema);
+  int status;
+  if (requests) {
+    status = authorize_batch(ps, es, schema, requests);
+  } else {
+    /* With a schema the request is checked against it, as the official CLI
+     * does: a request the schema does not allow is bad input, not a DENY. */
+    shk_cedar_request *req = NULL;
+    shk_cedar_error err = { 0 };
+    int r;
+    if (request_json) {
+      size_t len;
+      shk_autofree char *text = read_or_die("request", request_json, &len);
+      r = shk_cedar_request_from_json(text, len, schema, schema != NULL, &req, &err);
+    } else {
+      shk_autofree char *ctx = context ? read_or_die("context", context, NULL) : NULL;
+      r = shk_cedar_request_new(principal, action, resource, ctx, schema, schema != NULL, &req, &err);
+    }
+    if (r < 0)
+      die_parse(request_json ? request_json : "request", &err);
+    shk_cedar_response resp = { 0 };
+    if (shk_cedar_is_authorized(ps, es, req, &resp) < 0)
+      shk__die(EXIT_BAD_INPUT, "cedar authorize: the request could not be decided");
+    if (json)
+      put_json_response(stdout, &resp);
+    else
+      put_text_response(stdout, ps, &resp);
+    status = resp.decision == SHK_CEDAR_ALLOW ? EXIT_ALLOW : EXIT_DENY;
+    shk_cedar_response_clear(&resp);
+    shk_cedar_request_free(req);
+  }
+  shk_cedar_entities_free(es);
+  shk_cedar_policy_set_free(ps);
+  shk_cedar_schema_free(schema);
+  if (fflush(stdout) != 0)
+    shk__die_errno(EXIT_BAD_INPUT, "cannot write the answer");
+  return status;
+}
+
+/* ---------------------------------------------------------------- conformance */
+
+/* Counts for one run over many test files. */
+typedef struct conformance {
+  const char *root;
+  unsigned req_pass, req_fail, val_pass, val_fail;
+} conformance;
+
+/* Reads a file named inside a test file, relative to the root. */
+static char *read_rel(const conformance *c, const char *rel, size_t *len, char *why, size_t why_n)
+{
+  shk_autofree char *path = shk__xasprintf("%s/%s", c->root, rel);
+  char *buf = NULL;
+  int r = shk__read_file(path, &buf, len);
+  if (r < 0) {
+    snprintf(why, why_n, "cannot read '%s': %s", path, strerror(-r));
+    return NULL;
+  }
+  return buf;
+}
+
+static bool json_strings_as_set_equal(json_t *want, const char **got, size_t n)
+{
+  if (!json_is_array(want))
+    return false;
+  size_t nw = json_array_size(want);
+  /* Sets: every wanted id is present, and the counts of distinct ids agree. */
+  size_t distinct = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool dup = false;
+    for (size_t j = 0; j < i && !dup; j++)
+      dup = !strcmp(got[i], got[j]);
+    distinct += !dup;
+  }
+  size_t wdistinct = 0;
+  for (size_t i = 0; i < nw; i++) {
+    const char *w = json_string_value(json_array_get(want, i));
+    if (!w)
+      return false;
+    bool dup = false;
+    for (size_t j = 0; j < i && !dup; j++)
+      dup = !strcmp(w, json_string_value(json_array_get(want, j)));
+    if (dup)
+      continue;
+    wdistinct++;
+    bool found = false;
+    for (size_t j = 0; j < n && !found; j++)
+      found = !strcmp(w, got[j]);
+    if (!found)
+      return false;
+  }
+  return wdistinct == distinct;
+}
+
+static void put_id_list(FILE *f, const char **ids, size_t n)
+{
+  putc('[', f);
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "%s%s", i ? ", " : "", ids[i]);
+  putc(']', f);
+}
+
+static void put_json_list(FILE *f, json_t *arr)
+{
+  putc('[', f);
+  for (size_t i = 0; i < json_array_size(arr); i++) {
+    const char *s = json_string_value(json_array_get(arr, i));
+    fprintf(f, "%s%s", i ? ", " : "", s ? s : "?");
+  }
+  putc(']', f);
+}
+
+/* A raw view of JSON text. The test files hold request contexts whose keys
+ * may contain NUL (\u0000), which no JSON library here can hold as an
+ * object key; so the runner only finds where each value of a test file
+ * starts and ends, and hands the engine the request's parts as text. */
+typedef struct span {
+  const char *p;
+  size_t n;
+} span;
+
+static const char *skip_ws(const char *p, const char *end)
+{
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+    p++;
+  return p;
+}
+
+/* The end of the JSON value starting at p, or NULL when it is malformed.
+ * Only the structure is checked here; the engine checks the content. */
+static const char *skip_value(const char *p, const char *end, int depth)
+{
+  p = skip_ws(p, end);
+  if (p >= end || depth > 512)
+    return NULL;
+  if (*p == '"') {
+    for (p++; p < end; p++) {
+      if (*p == '\\')
+        p++;
+      else if (*p == '"')
+        return p + 1;
+    }
+    return NULL;
+  }
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == close)
+      return p + 1;
+    for (;;) {
+      if (close == '}') {
+        if (!(p = skip_value(p, end, depth + 1)))
+          return NULL;
+        p = skip_ws(p, end);
+        if (p >= end || *p++ != ':')
+          return NULL;
+      }
+      if (!(p = skip_value(p, end, depth + 1)))
+        return NULL;
+      p = skip_ws(p, end);
+      if (p < end && *p == close)
+        return p + 1;
+      if (p >= end || *p++ != ',')
+        return NULL;
+    }
+  }
+  const char *q = p;
+  while (q < end && !strchr(",:]}{[\" \t\n\r", *q))
+    q++;
+  return q > p ? q : NULL;
+}
+
+/* Calls fn for each member of the object `obj` with its key (decoded, or
+ * NULL when it holds NUL) and its value's span; false when malformed. */
+static bool each_member(span obj, bool (*fn)(void *, const char *, span), void *ctx)
+{
+  const char *p = skip_ws(obj.p, obj.p + obj.n), *end = obj.p + obj.n;
+  if (p >= end || *p != '{')
+    return false;
+  p = skip_ws(p + 1, end);
+  if (p < end && *p == '}')
+    return true;
+  for (;;) {
+    const char *k = p, *ke = skip_value(p, end, 0);
+    if (!ke || *k != '"')
+      return false;
+    json_t *key = json_loadb(k, (size_t)(ke - k), JSON_DECODE_ANY, NULL);
+    p = skip_ws(ke, end);
+    const char *v = p < end && *p == ':' ? skip_ws(p + 1, end) : NULL;
+    const char *ve = v ? skip_value(v, end, 0) : NULL;
+    bool ok = ve && fn(ctx, json_string_value(key), (span){ v, (size_t)(ve - v) });
+    json_decref(key);
+    if (!ok)
+      return false;
+    p = skip_ws(ve, end);
+    if (p < end && *p == '}')
+      return true;
+    if (p >= end || *p++ != ',')
+      return false;
+    p = skip_ws(p, end);
+  }
+}
+
+/* Calls fn for each element of the array `arr`; false when malformed. */
+static bool each_element(span arr, bool (*fn)(void *, span), void *ctx)
+{
+  const char *p = skip_ws(arr.p, arr.p + arr.n), *end = arr.p + arr.n;
+  if (p >= end || *p != '[')
+    return false;
+  p = skip_ws(p + 1, end);
+  if (p < end && *p == ']')
+    return true;
+  for (;;) {
+    const char *ve = skip_value(p, end, 0);
+    if (!ve || !fn(ctx, (span){ p, (size_t)(ve - p) }))
+      return false;
+    p = skip_ws(ve, end);
+    if (p < end && *p == ']')
+      return true;
+    if (p >= end || *p++ != ',')
+      return false;
+    p = skip_ws(p, end);
+  }
+}
+
+static json_t *decode(span v)
+{
+  return v.p ? json_loadb(v.p, v.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
+}
+
+/* The fields of one test request: the entity and context parts as raw
+ * text, the expectations decoded. */
+typedef struct test_request {
+  span principal, action, resource, context, description, decision, reason, errors, validate;
+} test_request;
+
+static bool request_member(void *ctx, const char *key, span v)
+{
+  test_request *t = ctx;
+  static const struct {
+    const char *name;
+    size_t off;
+  } fields[] = {
+    { "principal", offsetof(test_request, principal) },
+    { "action", offsetof(test_request, action) },
+    { "resource", offsetof(test_request, resource) },
+    { "context", offsetof(test_request, context) },
+    { "description", offsetof(test_request, description) },
+    { "decision", offsetof(test_request, decision) },
+    { "reason", offsetof(test_request, reason) },
+    { "errors", offsetof(test_request, errors) },
+    { "validateRequest", offsetof(test_request, validate) },
+  };
+  for (size_t i = 0; key && i < sizeof fields / sizeof fields[0]; i++)
+    if (!strcmp(key, fields[i].name))
+      *(span *)((char *)t + fields[i].off) = v;
+  return true;
+}
+
+/* Everything one test file needs while its requests run. */
+typedef struct test_file {
+  conformance *c;
+  const char *file;
+  shk_cedar_schema *schema;
+  shk_cedar_policy_set *ps;
+  shk_cedar_entities *es;
+  shk_cedar_response resp;
+} test_file;
+
+/* One request of a test file: build it (checked against the schema unless
+ * the test says "validateRequest": false, as in the reference's harness),
+ * decide it, and compare decision, reasons and errors. */
+static bool run_request(void *ctx, span raw)
+{
+  test_file *tf = ctx;
+  conformance *c = tf->c;
+  shk_cedar_response *resp = &tf->resp;
+  test_request t = { 0 };
+  if (!each_member(raw, request_member, &t))
+    return false;
+  json_t *jdesc = decode(t.description), *jdec = decode(t.decision);
+  json_t *want_reasons = decode(t.reason), *want_errors = decode(t.errors);
+  json_t *validate = decode(t.validate);
+  const char *desc = json_is_string(jdesc) ? json_string_value(jdesc) : "(no description)";
+  const char *want_dec = json_string_value(jdec);
+
+  /* Absent parts stay absent, so that the engine reports them. */
+  size_t cap = t.principal.n + t.action.n + t.resource.n + t.context.n + 64;
+  char *text = shk__xmalloc(cap);
+  size_t len = 0;
+  const struct { const char *key; span v; } parts[] = {
+    { "principal", t.principal }, { "action", t.action },
+    { "resource", t.resource }, { "context", t.context },
+  };
+  text[len++] = '{';
+  for (size_t i = 0; i < 4; i++)
+    if (parts[i].v.p)
+      len += (size_t)snprintf(text + len, cap - len, "%s\"%s\":%.*s", len > 1 ? "," : "",
+                              parts[i].key, (int)parts[i].v.n, parts[i].v.p);
+  text[len++] = '}';
+
+  shk_cedar_request *req = NULL;
+  shk_cedar_error err = { 0 };
+  const char **got_errors = NULL;
+  if (!want_dec) {
+    printf("FAIL %s: %s: malformed test request\n", tf->file, desc);
+    c->req_fail++;
+  } else if (shk_cedar_request_from_json(text, len, tf->schema, !json_is_false(validate), &req, &err) < 0) {
+    printf("FAIL %s: %s: expected %s, but the request was refused: %s\n", tf->file, desc, want_dec,
+           err.message);
+    c->req_fail++;
+  } else if (shk_cedar_is_authorized(tf->ps, tf->es, req, resp) < 0) {
+    printf("FAIL %s: %s: expected %s, but the request could not be decided\n", tf->file, desc,
+           want_dec);
+    c->req_fail++;
+  } else {
+    const char *got_dec = resp->decision == SHK_CEDAR_ALLOW ? "allow" : "deny";
+    got_errors = shk__xcalloc(resp->n_errors + 1, sizeof *got_errors);
+    for (size_t i = 0; i < resp->n_errors; i++)
+      got_errors[i] = resp->errors[i].policy_id;
+    if (!strcasecmp(want_dec, got_dec) &&
+        json_strings_as_set_equal(want_reasons, resp->reasons, resp->n_reasons) &&
+        json_strings_as_set_equal(want_errors, got_errors, resp->n_errors)) {
+      c->req_pass++;
+    } else {
+      c->req_fail++;
+      printf("FAIL %s: %s: expected %s reasons ", tf->file, desc, want_dec);
+      put_json_list(stdout, want_reasons);
+      fputs(" errors ", stdout);
+      put_json_list(stdout, want_errors);
+      printf(", got %s reasons ", got_dec);
+      put_id_list(stdout, resp->reasons, resp->n_reasons);
+      fputs(" errors ", stdout);
+      put_id_list(stdout, got_errors, resp->n_errors);
+      putc('\n', stdout);
+      for (size_t i = 0; i < resp->n_errors; i++)
+        printf("    %s: %s\n", resp->errors[i].policy_id, resp->errors[i].message);
+    }
+  }
+  free(got_errors);
+  free(text);
+  shk_cedar_request_free(req);
+  json_decref(jdesc);
+  json_decref(jdec);
+  json_decref(want_reasons);
+  json_decref(want_errors);
+  json_decref(validate);
+  return true;
+}
+
+static bool count_element(void *ctx, span v)
+{
+  (void)v;
+  ++*(size_t *)ctx;
+  return true;
+}
+
+/* Fails every request of a test file whose inputs could not be loaded. */
+static void fail_file(conformance *c, const char *file, size_t n, const char *why)
+{
+  printf("FAIL %s: %s (%zu request%s not run)\n", file, why, n, n == 1 ? "" : "s");
+  c->req_fail += (unsigned)(n ? n : 1);
+}
+
+/* The top-level fields of a test file. */
+typedef struct test_spec {
+  span policies, entities, schema, should_validate, requests;
+} test_spec;
+
+static bool spec_member(void *ctx, const char *key, span v)
+{
+  test_spec *t = ctx;
+  if (!key)
+    return true;
+  if (!strcmp(key, "policies"))
+    t->policies = v;
+  else if (!strcmp(key, "entities"))
+    t->entities = v;
+  else if (!strcmp(key, "schema"))
+    t->schema = v;
+  else if (!strcmp(key, "shouldValidate"))
+    t->should_validate = v;
+  else if (!strcmp(key, "requests"))
+    t->requests = v;
+  return true;
+}
+
+/* Loads one input a test file names (a path relative to the root) with
+ * `parse`, or explains why it could not. */
+static bool load_input(conformance *c, const char *what, json_t *name, char *why, size_t why_n,
+                       int (*parse)(void *, const char *, size_t, const char *, shk_cedar_error *),
+                       void *ctx)
+{
+  const char *rel = json_string_value(name);
+  size_t len;
+  shk_cedar_error err = { 0 };
+  if (!rel) {
+    snprintf(why, why_n, "the test names no %s file", what);
+    return false;
+  }
+  shk_autofree char *text = read_rel(c, rel, &len, why, why_n);
+  if (!text)
+    return false;
+  if (parse(ctx, text, len, rel, &err) < 0) {
+    snprintf(why, why_n, "%s %s:%u:%u: %s", what, rel, err.line, err.column, err.message);
+    return false;
+  }
+  return true;
+}
+
+static int parse_schema_input(void *ctx, const char *text, size_t len, const char *rel,
+                              shk_cedar_error *err)
+{
+  test_file *tf = ctx;
+  return shk_cedar_schema_parse(text, len, schema_format_of(rel, NULL), &tf->schema, err);
+}
+
+static int parse_policies_input(void *ctx, const char *text, size_t len, const char *rel,
+                                shk_cedar_error *err)
+{
+  test_file *tf = ctx;
+  return shk_cedar_policy_set_parse(text, len, &tf->ps, err);
+}
+
+static int parse_entities_input(void *ctx, const char *text, size_t len, const char *rel,
+                                shk_cedar_error *err)
+{
+  test_file *tf = ctx;
+  return shk_cedar_entities_parse(text, len, tf->schema, &tf->es, err);
+}
+
+/* Whether the validator agrees with the file's shouldValidate. */
+static void check_validation(conformance *c, const char *file, const shk_cedar_policy_set *ps,
+                             const shk_cedar_schema *schema, json_t *should)
+{
+  shk_cedar_validation_result vr = { 0 };
+  if (shk_cedar_validate(ps, schema, &vr) < 0) {
+    printf("FAIL %s: validation could not run\n", file);
+    c->val_fail++;
+  } else if ((vr.n_errors == 0) != json_is_true(should)) {
+    printf("FAIL %s: expected the policies to %s, got %zu validation error%s%s%s\n", file,
+           json_is_true(should) ? "validate" : "fail validation", vr.n_errors,
+           vr.n_errors == 1 ? "" : "s", vr.n_errors ? ", first: " : "",
+           vr.n_errors ? vr.errors[0].message : "");
+    c->val_fail++;
+  } else {
+    c->val_pass++;
+  }
+  shk_cedar_validation_result_clear(&vr);
+}
+
+static void run_test_file(conformance *c, const char *file)
+{
+  size_t len = 0, n_requests = 0;
+  char *text = NULL;
+  int r = shk__read_file(file, &text, &len);
+  test_spec spec = { 0 };
+  test_file tf = { .c = c, .file = file };
+  char why[700];
+  if (r < 0) {
+    printf("FAIL %s: cannot read it: %s\n", file, strerror(-r));
+    c->req_fail++;
+    return;
+  }
+  if (!each_member((span){ text, len }, spec_member, &spec) || !spec.requests.p ||
+      !each_element(spec.requests, count_element, &n_requests)) {
+    printf("FAIL %s: not a test file (a JSON object with a list of requests)\n", file);
+    c->req_fail++;
+    free(text);
+    return;
+  }
+  json_t *pol = decode(spec.policies), *ent = decode(spec.entities), *sch = decode(spec.schema);
+  json_t *should = decode(spec.should_validate);
+  if (!load_input(c, "schema", sch, why, sizeof why, parse_schema_input, &tf) ||
+      !load_input(c, "policies", pol, why, sizeof why, parse_policies_input, &tf)) {
+    fail_file(c, file, n_requests, why);
+    goto out;
+  }
+  if (shk_cedar_validate && json_is_boolean(should))
+    check_validation(c, file, tf.ps, tf.schema, should);
+  if (!load_input(c, "entities", ent, why, sizeof why, parse_entities_input, &tf)) {
+    fail_file(c, file, n_requests, why);
+    goto out;
+  }
+  each_element(spec.requests, run_request, &tf);
+  shk_cedar_response_clear(&tf.resp);
+out:
+  shk_cedar_entities_free(tf.es);
+  shk_cedar_policy_set_free(tf.ps);
+  shk_cedar_schema_free(tf.schema);
+  json_decref(pol);
+  json_decref(ent);
+  json_decref(sch);
+  json_decref(should);
+  free(text);
+}
+
+static const char conformance_usage[] =
+  "usage: shinken cedar conformance --root DIR [--files-from FILE] [TEST.json...]\n";
+
+static int cmd_conformance(int argc, char **argv)
+{
+  static const struct option opts[] = {
+    { "root", required_argument, NULL, 'r' },
+    { "files-from", required_argument, NULL, 'F' },
+    { "help", no_argument, NULL, 'h' },
+    { 0 },
+  };
+  conformance c = { 0 };
+  const char *files_from = NULL;
+  int opt;
+  optind = 1;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    switch (opt) {
+    case 'r': c.root = optarg; break;
+    case 'F': files_from = optarg; break;
+    case 'h': fputs(conformance_usage, stdout); return 0;
+    default: die_usage("conformance", argc, argv, opt);
+    }
+  }
+  if (!c.root)
+    shk__die(EXIT_BAD_INPUT, "cedar conformance: --root is required");
+  if (optind == argc && !files_from)
+    shk__die(EXIT_BAD_INPUT, "cedar conformance: no test files given");
+  for (int i = optind; i < argc; i++)
+    run_test_file(&c, argv[i]);
+  if (files_from) {
+    /* One test file per line, for corpora too large for a command line. */
+    FILE *f = strcmp(files_from, "-") ? fopen(files_from, "r") : stdin;
+    if (!f)
+      shk__die_errno(EXIT_BAD_INPUT, "cannot read '%s'", files_from);
+    shk_autofree char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+      line[strcspn(line, "\r\n")] = '\0';
+      if (line[0])
+        run_test_file(&c, line);
+    }
+    if (f != stdin)
+      fclose(f);
+  }
+  if (shk_cedar_validate)
+    printf("validation: %u passed, %u failed\n", c.val_pass, c.val_fail);
+  else
+    puts("validation: not run (the validator is not part of this build)");
+  printf("%u passed, %u failed\n", c.req_pass, c.req_fail);
+  return c.req_fail || c.val_fail ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static const struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *help;
+} subcommands[] = {
+  { "authorize", cmd_authorize, "decide requests against policies and entities" },
+  { "validate", shk_cli_cedar_validate, "type-check policies against a schema" },
+  { "format", shk_cli_cedar_format, "print policies in the canonical layout" },
+  { "translate-policy", shk_cli_cedar_translate_policy, "convert policies between text and JSON" },
+  { "translate-schema", shk_cli_cedar_translate_schema, "convert a schema between text and JSON" },
+  { "conformance", cmd_conformance, "run cedar-integration-tests files" },
+};
+
+static void cedar_usage(FILE *f)
+{
+  fputs("usage: shinken cedar COMMAND [ARGS...]\n\ncommands:\n", f);
+  for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+    if (subcommands[i].fn)
+      fprintf(f, "  %-17s %s\n", subcommands[i].name, subcommands[i].help);
+}
+
+int shk_cli_cedar(int argc, char **argv)
+{
+  if (argc < 2) {
+    cedar_usage(stderr);
+    return EXIT_BAD_INPUT;
+  }
+  const char *sub = argv[1];
+  if (!strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+    cedar_usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
+    if (strcmp(sub, subcommands[i].name))
+      continue;
+    if (!subcommands[i].fn)
+      shk__die(EXIT_BAD_INPUT, "cedar %s: not available in this build", sub);
+    return subcommands[i].fn(argc - 1, argv + 1);
+  }
+  shk__die(EXIT_BAD_INPUT, "cedar: unknown command '%s' (see 'shinken cedar help')", sub);
+}

@@ -1,0 +1,144 @@
+// Differential test: random policies, entities and requests decided by both
+// Shinken (`shinken cedar authorize --requests`, batch mode) and the official
+// engine (@cedar-policy/cedar-wasm), compared on decision, reasons and the
+// set of policies that errored.
+//
+//   node differential.js --shinken PATH [--seed N] [--worlds N] [--requests N] [--policies N]
+//
+// Prints each disagreement with what is needed to reproduce it, then one
+// summary line; exits 1 on any disagreement.
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { spawnSync } = require('child_process');
+const cedar = require('@cedar-policy/cedar-wasm/nodejs');
+const { rng, makeWorld, makePolicies, makeRequest } = require('./cedar-random');
+
+function args() {
+  const a = { seed: 20261130, worlds: 100, requests: 40, policies: 8, shinken: null };
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i += 2) {
+    const k = argv[i].replace(/^--/, '');
+    if (!(k in a) || i + 1 >= argv.length) {
+      console.error(`differential: unknown or incomplete option '${argv[i]}'`);
+      process.exit(2);
+    }
+    a[k] = k === 'shinken' ? argv[i + 1] : Number(argv[i + 1]);
+  }
+  if (!a.shinken) {
+    console.error('differential: --shinken PATH is required');
+    process.exit(2);
+  }
+  return a;
+}
+
+const sameSet = (a, b) => {
+  const x = new Set(a), y = new Set(b);
+  return x.size === y.size && [...x].every((v) => y.has(v));
+};
+
+function officialAnswers(id, policies, entities, requests) {
+  const parsed = cedar.preparsePolicySet(id, { staticPolicies: policies });
+  if (parsed.type !== 'success') return { parseError: parsed.errors.map((e) => e.message).join('; ') };
+  return {
+    answers: requests.map((q) => {
+      const a = cedar.statefulIsAuthorized({ ...q, preparsedPolicySetId: id, entities });
+      if (a.type !== 'success') return { error: a.errors.map((e) => e.message).join('; ') };
+      return {
+        decision: a.response.decision,
+        reasons: a.response.diagnostics.reason,
+        errors: a.response.diagnostics.errors.map((e) => e.policyId),
+        messages: a.response.diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`),
+      };
+    }),
+  };
+}
+
+function shinkenAnswers(bin, dir, policies, entities, requests) {
+  const pf = path.join(dir, 'policies.cedar');
+  const ef = path.join(dir, 'entities.json');
+  fs.writeFileSync(pf, policies);
+  fs.writeFileSync(ef, JSON.stringify(entities));
+  const input = requests.map((q) => JSON.stringify(q)).join('\n') + '\n';
+  const p = spawnSync(bin, ['cedar', 'authorize', '--policies', pf, '--entities', ef, '--requests', '-'],
+    { input, encoding: 'utf8', maxBuffer: 1 << 28 });
+  const lines = p.stdout.split('\n').filter((l) => l.length);
+  if (lines.length === 0 && p.status !== 0) return { parseError: p.stderr.trim() || `exit ${p.status}` };
+  if (lines.length !== requests.length)
+    return { broken: `expected ${requests.length} answers, got ${lines.length} (exit ${p.status}): ${p.stderr.trim()}` };
+  return {
+    answers: lines.map((l) => {
+      const a = JSON.parse(l);
+      if (a.error !== undefined) return { error: a.error };
+      return { decision: a.decision, reasons: a.reasons, errors: a.errors.map((e) => e.policy),
+        messages: a.errors.map((e) => `${e.policy}: ${e.message}`) };
+    }),
+  };
+}
+
+function agree(o, s) {
+  if (o.error !== undefined || s.error !== undefined) return o.error !== undefined && s.error !== undefined;
+  return o.decision === s.decision && sameSet(o.reasons, s.reasons) && sameSet(o.errors, s.errors);
+}
+
+function main() {
+  const a = args();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shk-diff-'));
+  const stats = { cases: 0, agree: 0, differ: 0, allow: 0, deny: 0, withErrors: 0, refused: 0, unparsed: 0 };
+  let shown = 0;
+  const show = (msg) => { if (shown++ < 10) console.log(msg); };
+  try {
+    for (let w = 0; w < a.worlds; w++) {
+      const r = rng(a.seed + w);
+      const entities = makeWorld(r);
+      const policies = makePolicies(r, a.policies, 3);
+      const requests = Array.from({ length: a.requests }, () => makeRequest(r));
+      const off = officialAnswers(`w${w}`, policies, entities, requests);
+      const shk = shinkenAnswers(a.shinken, dir, policies, entities, requests);
+      if (shk.broken) {
+        stats.cases += requests.length;
+        stats.differ += requests.length;
+        show(`DIFFER world ${w}: shinken gave no usable answers: ${shk.broken}`);
+        continue;
+      }
+      if (off.parseError || shk.parseError) {
+        stats.cases += 1;
+        stats.unparsed += 1;
+        if (off.parseError && shk.parseError) stats.agree++;
+        else {
+          stats.differ++;
+          show(`DIFFER world ${w}: policies parse in ${off.parseError ? 'Shinken only' : 'the official engine only'}: ` +
+            `${off.parseError || shk.parseError}\n${policies}`);
+        }
+        continue;
+      }
+      requests.forEach((q, i) => {
+        const o = off.answers[i], s = shk.answers[i];
+        stats.cases++;
+        if (o.error !== undefined) stats.refused++;
+        else {
+          stats[o.decision]++;
+          if (o.errors.length) stats.withErrors++;
+        }
+        if (agree(o, s)) {
+          stats.agree++;
+          return;
+        }
+        stats.differ++;
+        show(`DIFFER world ${w} request ${i}: ${JSON.stringify(q)}\n` +
+          `  official: ${JSON.stringify(o)}\n  shinken:  ${JSON.stringify(s)}\n` +
+          `  policies (policyN is the Nth):\n${policies.replace(/^/gm, '    ')}`);
+      });
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  if (shown > 10) console.log(`(${shown - 10} more disagreements not shown)`);
+  console.log(`differential: ${stats.cases} cases (${stats.allow} allow, ${stats.deny} deny, ` +
+    `${stats.withErrors} with policy errors, ${stats.refused} refused requests, ${stats.unparsed} unparsable policy sets), ` +
+    `${stats.agree} agree, ${stats.differ} differ`);
+  process.exit(stats.differ ? 1 : 0);
+}
+
+main();
