@@ -10,13 +10,13 @@
 
 #include <errno.h>
 #include <event2/event.h>
-#include <event2/thread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 enum request { REQ_NONE, REQ_CLOSE_TUNNELS, REQ_STOP };
@@ -25,6 +25,9 @@ struct shk_egress_session {
   char dir[PATH_MAX];
   struct event_base *base;
   shk__eg_server *srv;
+  /* Other threads never touch the event base: they post a request under
+   * mu and poke this eventfd, and the loop thread does the work. */
+  int wake_fd;
   struct event *wake;
   pthread_t thread;
   bool running;
@@ -38,17 +41,12 @@ struct shk_egress_session {
   bool done;
 };
 
-static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-static int threads_ok;
-
-static void init_threads(void)
-{
-  threads_ok = evthread_use_pthreads() == 0;
-}
-
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
   shk_egress_session *s = arg;
+  uint64_t n;
+  if (read(s->wake_fd, &n, sizeof n) < 0)
+    return;
   pthread_mutex_lock(&s->mu);
   if (s->req == REQ_CLOSE_TUNNELS) {
     s->result = shk__eg_server_close_tunnels(s->srv, s->tag);
@@ -86,7 +84,13 @@ static int call(shk_egress_session *s, enum request req, uint64_t tag)
   s->req = req;
   s->tag = tag;
   s->done = false;
-  event_active(s->wake, EV_READ, 0);
+  uint64_t one = 1;
+  if (write(s->wake_fd, &one, sizeof one) < 0) {
+    int e = errno;
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->call_mu);
+    return -e;
+  }
   while (!s->done)
     pthread_cond_wait(&s->cv, &s->mu);
   int r = s->result;
@@ -133,16 +137,12 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
                             char *err, size_t errlen)
 {
   *out = NULL;
-  pthread_once(&threads_once, init_threads);
-  if (!threads_ok) {
-    snprintf(err, errlen, "libevent has no thread support");
-    return -ENOSYS;
-  }
   shk__eg_config *cfg = build_config(opts, err, errlen);
   if (!cfg)
     return -EINVAL;
   shk_egress_session *s = shk__xcalloc(1, sizeof *s);
   s->own_audit_fd = -1;
+  s->wake_fd = -1;
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->call_mu, NULL);
   pthread_cond_init(&s->cv, NULL);
@@ -195,8 +195,11 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
       return r;
     }
   }
-  s->wake = event_new(s->base, -1, 0, on_wake, s);
-  int r = s->wake ? -pthread_create(&s->thread, NULL, loop_main, s) : -ENOMEM;
+  s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->wake_fd >= 0)
+    s->wake = event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, on_wake, s);
+  int r = s->wake && event_add(s->wake, NULL) == 0 ? -pthread_create(&s->thread, NULL, loop_main, s)
+                                                    : -ENOMEM;
   if (r < 0) {
     snprintf(err, errlen, "cannot start the proxy thread: %s", strerror(-r));
     shk_egress_session_close(s);
@@ -232,6 +235,8 @@ void shk_egress_session_close(shk_egress_session *s)
     event_free(s->wake);
   if (s->base)
     event_base_free(s->base);
+  if (s->wake_fd >= 0)
+    close(s->wake_fd);
   if (s->dir[0])
     rmdir(s->dir);
   if (s->own_audit_fd >= 0)
