@@ -395,153 +395,6 @@ static void put_json_list(FILE *f, json_t *arr)
   putc(']', f);
 }
 
-/* A raw view of JSON text. The test files hold request contexts whose keys
- * may contain NUL (\u0000), which no JSON library here can hold as an
- * object key; so the runner only finds where each value of a test file
- * starts and ends, and hands the engine the request's parts as text. */
-typedef struct span {
-  const char *p;
-  size_t n;
-} span;
-
-static const char *skip_ws(const char *p, const char *end)
-{
-  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-    p++;
-  return p;
-}
-
-/* The end of the JSON value starting at p, or NULL when it is malformed.
- * Only the structure is checked here; the engine checks the content. */
-static const char *skip_value(const char *p, const char *end, int depth)
-{
-  p = skip_ws(p, end);
-  if (p >= end || depth > 512)
-    return NULL;
-  if (*p == '"') {
-    for (p++; p < end; p++) {
-      if (*p == '\\')
-        p++;
-      else if (*p == '"')
-        return p + 1;
-    }
-    return NULL;
-  }
-  if (*p == '{' || *p == '[') {
-    char close = *p == '{' ? '}' : ']';
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == close)
-      return p + 1;
-    for (;;) {
-      if (close == '}') {
-        if (!(p = skip_value(p, end, depth + 1)))
-          return NULL;
-        p = skip_ws(p, end);
-        if (p >= end || *p++ != ':')
-          return NULL;
-      }
-      if (!(p = skip_value(p, end, depth + 1)))
-        return NULL;
-      p = skip_ws(p, end);
-      if (p < end && *p == close)
-        return p + 1;
-      if (p >= end || *p++ != ',')
-        return NULL;
-    }
-  }
-  const char *q = p;
-  while (q < end && !strchr(",:]}{[\" \t\n\r", *q))
-    q++;
-  return q > p ? q : NULL;
-}
-
-/* Calls fn for each member of the object `obj` with its key (decoded, or
- * NULL when it holds NUL) and its value's span; false when malformed. */
-static bool each_member(span obj, bool (*fn)(void *, const char *, span), void *ctx)
-{
-  const char *p = skip_ws(obj.p, obj.p + obj.n), *end = obj.p + obj.n;
-  if (p >= end || *p != '{')
-    return false;
-  p = skip_ws(p + 1, end);
-  if (p < end && *p == '}')
-    return true;
-  for (;;) {
-    const char *k = p, *ke = skip_value(p, end, 0);
-    if (!ke || *k != '"')
-      return false;
-    json_t *key = json_loadb(k, (size_t)(ke - k), JSON_DECODE_ANY, NULL);
-    p = skip_ws(ke, end);
-    const char *v = p < end && *p == ':' ? skip_ws(p + 1, end) : NULL;
-    const char *ve = v ? skip_value(v, end, 0) : NULL;
-    bool ok = ve && fn(ctx, json_string_value(key), (span){ v, (size_t)(ve - v) });
-    json_decref(key);
-    if (!ok)
-      return false;
-    p = skip_ws(ve, end);
-    if (p < end && *p == '}')
-      return true;
-    if (p >= end || *p++ != ',')
-      return false;
-    p = skip_ws(p, end);
-  }
-}
-
-/* Calls fn for each element of the array `arr`; false when malformed. */
-static bool each_element(span arr, bool (*fn)(void *, span), void *ctx)
-{
-  const char *p = skip_ws(arr.p, arr.p + arr.n), *end = arr.p + arr.n;
-  if (p >= end || *p != '[')
-    return false;
-  p = skip_ws(p + 1, end);
-  if (p < end && *p == ']')
-    return true;
-  for (;;) {
-    const char *ve = skip_value(p, end, 0);
-    if (!ve || !fn(ctx, (span){ p, (size_t)(ve - p) }))
-      return false;
-    p = skip_ws(ve, end);
-    if (p < end && *p == ']')
-      return true;
-    if (p >= end || *p++ != ',')
-      return false;
-    p = skip_ws(p, end);
-  }
-}
-
-static json_t *decode(span v)
-{
-  return v.p ? json_loadb(v.p, v.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
-}
-
-/* The fields of one test request: the entity and context parts as raw
- * text, the expectations decoded. */
-typedef struct test_request {
-  span principal, action, resource, context, description, decision, reason, errors, validate;
-} test_request;
-
-static bool request_member(void *ctx, const char *key, span v)
-{
-  test_request *t = ctx;
-  static const struct {
-    const char *name;
-    size_t off;
-  } fields[] = {
-    { "principal", offsetof(test_request, principal) },
-    { "action", offsetof(test_request, action) },
-    { "resource", offsetof(test_request, resource) },
-    { "context", offsetof(test_request, context) },
-    { "description", offsetof(test_request, description) },
-    { "decision", offsetof(test_request, decision) },
-    { "reason", offsetof(test_request, reason) },
-    { "errors", offsetof(test_request, errors) },
-    { "validateRequest", offsetof(test_request, validate) },
-  };
-  for (size_t i = 0; key && i < sizeof fields / sizeof fields[0]; i++)
-    if (!strcmp(key, fields[i].name))
-      *(span *)((char *)t + fields[i].off) = v;
-  return true;
-}
-
 /* Everything one test file needs while its requests run. */
 typedef struct test_file {
   conformance *c;
@@ -555,34 +408,24 @@ typedef struct test_file {
 /* One request of a test file: build it (checked against the schema unless
  * the test says "validateRequest": false, as in the reference's harness),
  * decide it, and compare decision, reasons and errors. */
-static bool run_request(void *ctx, span raw)
+static void run_request(test_file *tf, json_t *jr)
 {
-  test_file *tf = ctx;
   conformance *c = tf->c;
   shk_cedar_response *resp = &tf->resp;
-  test_request t = { 0 };
-  if (!each_member(raw, request_member, &t))
-    return false;
-  json_t *jdesc = decode(t.description), *jdec = decode(t.decision);
-  json_t *want_reasons = decode(t.reason), *want_errors = decode(t.errors);
-  json_t *validate = decode(t.validate);
-  const char *desc = json_is_string(jdesc) ? json_string_value(jdesc) : "(no description)";
-  const char *want_dec = json_string_value(jdec);
+  const char *desc = json_string_value(json_object_get(jr, "description"));
+  const char *want_dec = json_string_value(json_object_get(jr, "decision"));
+  json_t *want_reasons = json_object_get(jr, "reason");
+  json_t *want_errors = json_object_get(jr, "errors");
+  bool validate = !json_is_false(json_object_get(jr, "validateRequest"));
+  desc = desc ? desc : "(no description)";
 
-  /* Absent parts stay absent, so that the engine reports them. */
-  size_t cap = t.principal.n + t.action.n + t.resource.n + t.context.n + 64;
-  char *text = shk__xmalloc(cap);
-  size_t len = 0;
-  const struct { const char *key; span v; } parts[] = {
-    { "principal", t.principal }, { "action", t.action },
-    { "resource", t.resource }, { "context", t.context },
-  };
-  text[len++] = '{';
+  /* The request proper, without the test's expectations; absent parts
+   * stay absent so that the engine reports them. */
+  json_t *q = json_object();
+  static const char *const parts[] = { "principal", "action", "resource", "context" };
   for (size_t i = 0; i < 4; i++)
-    if (parts[i].v.p)
-      len += (size_t)snprintf(text + len, cap - len, "%s\"%s\":%.*s", len > 1 ? "," : "",
-                              parts[i].key, (int)parts[i].v.n, parts[i].v.p);
-  text[len++] = '}';
+    if (json_object_get(jr, parts[i]))
+      json_object_set(q, parts[i], json_object_get(jr, parts[i]));
 
   shk_cedar_request *req = NULL;
   shk_cedar_error err = { 0 };
@@ -590,7 +433,7 @@ static bool run_request(void *ctx, span raw)
   if (!want_dec) {
     printf("FAIL %s: %s: malformed test request\n", tf->file, desc);
     c->req_fail++;
-  } else if (shk_cedar_request_from_json(text, len, tf->schema, !json_is_false(validate), &req, &err) < 0) {
+  } else if (shk_cedar_request_from_json_value(q, tf->schema, validate, &req, &err) < 0) {
     printf("FAIL %s: %s: expected %s, but the request was refused: %s\n", tf->file, desc, want_dec,
            err.message);
     c->req_fail++;
@@ -623,21 +466,8 @@ static bool run_request(void *ctx, span raw)
     }
   }
   free(got_errors);
-  free(text);
   shk_cedar_request_free(req);
-  json_decref(jdesc);
-  json_decref(jdec);
-  json_decref(want_reasons);
-  json_decref(want_errors);
-  json_decref(validate);
-  return true;
-}
-
-static bool count_element(void *ctx, span v)
-{
-  (void)v;
-  ++*(size_t *)ctx;
-  return true;
+  json_decref(q);
 }
 
 /* Fails every request of a test file whose inputs could not be loaded. */
@@ -647,34 +477,11 @@ static void fail_file(conformance *c, const char *file, size_t n, const char *wh
   c->req_fail += (unsigned)(n ? n : 1);
 }
 
-/* The top-level fields of a test file. */
-typedef struct test_spec {
-  span policies, entities, schema, should_validate, requests;
-} test_spec;
-
-static bool spec_member(void *ctx, const char *key, span v)
-{
-  test_spec *t = ctx;
-  if (!key)
-    return true;
-  if (!strcmp(key, "policies"))
-    t->policies = v;
-  else if (!strcmp(key, "entities"))
-    t->entities = v;
-  else if (!strcmp(key, "schema"))
-    t->schema = v;
-  else if (!strcmp(key, "shouldValidate"))
-    t->should_validate = v;
-  else if (!strcmp(key, "requests"))
-    t->requests = v;
-  return true;
-}
-
 /* Loads one input a test file names (a path relative to the root) with
  * `parse`, or explains why it could not. */
-static bool load_input(conformance *c, const char *what, json_t *name, char *why, size_t why_n,
-                       int (*parse)(void *, const char *, size_t, const char *, shk_cedar_error *),
-                       void *ctx)
+static bool load_input(test_file *tf, const char *what, json_t *name, char *why, size_t why_n,
+                       int (*parse)(test_file *, const char *, size_t, const char *,
+                                    shk_cedar_error *))
 {
   const char *rel = json_string_value(name);
   size_t len;
@@ -683,34 +490,31 @@ static bool load_input(conformance *c, const char *what, json_t *name, char *why
     snprintf(why, why_n, "the test names no %s file", what);
     return false;
   }
-  shk_autofree char *text = read_rel(c, rel, &len, why, why_n);
+  shk_autofree char *text = read_rel(tf->c, rel, &len, why, why_n);
   if (!text)
     return false;
-  if (parse(ctx, text, len, rel, &err) < 0) {
+  if (parse(tf, text, len, rel, &err) < 0) {
     snprintf(why, why_n, "%s %s:%u:%u: %s", what, rel, err.line, err.column, err.message);
     return false;
   }
   return true;
 }
 
-static int parse_schema_input(void *ctx, const char *text, size_t len, const char *rel,
+static int parse_schema_input(test_file *tf, const char *text, size_t len, const char *rel,
                               shk_cedar_error *err)
 {
-  test_file *tf = ctx;
   return shk_cedar_schema_parse(text, len, schema_format_of(rel, NULL), &tf->schema, err);
 }
 
-static int parse_policies_input(void *ctx, const char *text, size_t len, const char *rel,
+static int parse_policies_input(test_file *tf, const char *text, size_t len, const char *rel,
                                 shk_cedar_error *err)
 {
-  test_file *tf = ctx;
   return shk_cedar_policy_set_parse(text, len, &tf->ps, err);
 }
 
-static int parse_entities_input(void *ctx, const char *text, size_t len, const char *rel,
+static int parse_entities_input(test_file *tf, const char *text, size_t len, const char *rel,
                                 shk_cedar_error *err)
 {
-  test_file *tf = ctx;
   return shk_cedar_entities_parse(text, len, tf->schema, &tf->es, err);
 }
 
@@ -734,50 +538,48 @@ static void check_validation(conformance *c, const char *file, const shk_cedar_p
   shk_cedar_validation_result_clear(&vr);
 }
 
+/* One test file: its schema, policies and entities are parsed once, then
+ * every request runs against them. Request contexts may hold NUL in their
+ * keys, so the file is read with the engine's own JSON reader. */
 static void run_test_file(conformance *c, const char *file)
 {
-  size_t len = 0, n_requests = 0;
-  char *text = NULL;
+  size_t len = 0;
+  shk_autofree char *text = NULL;
+  shk_cedar_error err = { 0 };
   int r = shk__read_file(file, &text, &len);
-  test_spec spec = { 0 };
+  json_t *t = r < 0 ? NULL : shk_cedar_json_parse(text, len, &err);
+  if (!json_is_object(t) || !json_is_array(json_object_get(t, "requests"))) {
+    printf("FAIL %s: not a test file: %s\n", file,
+           r < 0 ? strerror(-r) : t ? "expected an object with a list of requests" : err.message);
+    c->req_fail++;
+    json_decref(t);
+    return;
+  }
+  json_t *requests = json_object_get(t, "requests");
+  json_t *should = json_object_get(t, "shouldValidate");
   test_file tf = { .c = c, .file = file };
   char why[700];
-  if (r < 0) {
-    printf("FAIL %s: cannot read it: %s\n", file, strerror(-r));
-    c->req_fail++;
-    return;
-  }
-  if (!each_member((span){ text, len }, spec_member, &spec) || !spec.requests.p ||
-      !each_element(spec.requests, count_element, &n_requests)) {
-    printf("FAIL %s: not a test file (a JSON object with a list of requests)\n", file);
-    c->req_fail++;
-    free(text);
-    return;
-  }
-  json_t *pol = decode(spec.policies), *ent = decode(spec.entities), *sch = decode(spec.schema);
-  json_t *should = decode(spec.should_validate);
-  if (!load_input(c, "schema", sch, why, sizeof why, parse_schema_input, &tf) ||
-      !load_input(c, "policies", pol, why, sizeof why, parse_policies_input, &tf)) {
-    fail_file(c, file, n_requests, why);
+  if (!load_input(&tf, "schema", json_object_get(t, "schema"), why, sizeof why, parse_schema_input) ||
+      !load_input(&tf, "policies", json_object_get(t, "policies"), why, sizeof why,
+                  parse_policies_input)) {
+    fail_file(c, file, json_array_size(requests), why);
     goto out;
   }
   if (shk_cedar_validate && json_is_boolean(should))
     check_validation(c, file, tf.ps, tf.schema, should);
-  if (!load_input(c, "entities", ent, why, sizeof why, parse_entities_input, &tf)) {
-    fail_file(c, file, n_requests, why);
+  if (!load_input(&tf, "entities", json_object_get(t, "entities"), why, sizeof why,
+                  parse_entities_input)) {
+    fail_file(c, file, json_array_size(requests), why);
     goto out;
   }
-  each_element(spec.requests, run_request, &tf);
+  for (size_t i = 0; i < json_array_size(requests); i++)
+    run_request(&tf, json_array_get(requests, i));
   shk_cedar_response_clear(&tf.resp);
 out:
   shk_cedar_entities_free(tf.es);
   shk_cedar_policy_set_free(tf.ps);
   shk_cedar_schema_free(tf.schema);
-  json_decref(pol);
-  json_decref(ent);
-  json_decref(sch);
-  json_decref(should);
-  free(text);
+  json_decref(t);
 }
 
 static const char conformance_usage[] =
