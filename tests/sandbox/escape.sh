@@ -48,6 +48,7 @@ pids=""
 cleanup() {
   for p in $pids; do kill "$p" 2>/dev/null; done
   [ -n "${restore:-}" ] && eval "$restore"
+  [ -n "${shm:-}" ] && rm -rf "$shm"
   rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -320,6 +321,23 @@ case $CASE in
       n=$(tr -d ' \n' <"$ws/mem" 2>/dev/null); n=${n:-0}
       [ "$n" -gt $((LIMIT + 8)) ] && echo "$n MiB touched, over memory.max ${LIMIT}M"
     } ;;
+  shm)
+    # The host's /dev/shm, a classic channel between sandboxes and out.
+    setup() {
+      [ -n "${shm:-}" ] && rm -rf "$shm"
+      shm=$(mktemp -d /dev/shm/shk-escape.XXXXXX) || fail "mktemp in /dev/shm"
+      printf 'sentinel\n' >"$shm/sentinel"; own "$shm"; SNAP=$shm; snap_take
+    }
+    args() { echo write "$shm/sentinel"; }; effect() { snap_effect; } ;;
+  handle)
+    setup() { CONTROL_AS=root; SNAP=$out; snap_take; }
+    args() { echo handle "$out/sentinel"; }; effect() { snap_effect; } ;;
+  deny-rename)
+    setup() {
+      mkdir -p "$ws/a"; echo "denied" >"$ws/a/secret"; own "$ws"
+      RUN_OPTS="--deny $ws/a/secret"; SNAP="$ws/a $ws/a.moved"; snap_take
+    }
+    args() { echo deny-rename "$ws/a" secret; }; effect() { snap_effect; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

@@ -746,6 +746,57 @@ static int probe_read(int argc, char **argv)
   return verdict();
 }
 
+/* The sentinel's file handle, opened through the writable workspace mount
+ * of the same file system: the way out of a read-only bind mount that
+ * CAP_DAC_READ_SEARCH gives. */
+static int probe_handle(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: handle TARGET");
+  struct {
+    struct file_handle fh;
+    unsigned char space[MAX_HANDLE_SZ];
+  } h;
+  h.fh.handle_bytes = MAX_HANDLE_SZ;
+  int mnt;
+  if (name_to_handle_at(AT_FDCWD, argv[0], &h.fh, &mnt, 0) < 0) {
+    note("name_to_handle_at the sentinel", errno, 1);
+    return verdict();
+  }
+  int here = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (here < 0)
+    die("open .: %s", strerror(errno));
+  int fd = open_by_handle_at(here, &h.fh, O_WRONLY | O_APPEND | O_CLOEXEC);
+  note("open_by_handle_at(the workspace's mount, O_WRONLY)", fd < 0 ? errno : 0, 1);
+  if (fd >= 0) {
+    (void)!write(fd, "ESCAPED\n", 8);
+    close(fd);
+  }
+  close(here);
+  return verdict();
+}
+
+/* DIR holds a denied NAME: moves DIR aside and puts its own NAME in a new
+ * DIR, so the host finds the denied file moved and replaced. */
+static int probe_deny_rename(int argc, char **argv)
+{
+  if (argc != 2)
+    die("usage: deny-rename DIR NAME");
+  char *moved = join(argv[0], "..moved");
+  moved[strlen(argv[0])] = '.';
+  if (rename(argv[0], moved) < 0) {
+    note("rename the directory that holds the denied file", errno, 1);
+  } else {
+    note("rename the directory that holds the denied file", 0, 1);
+    char *f = join(argv[0], argv[1]);
+    if (mkdir(argv[0], 0755) == 0)
+      try_create("create a replacement for the denied file", f);
+    free(f);
+  }
+  free(moved);
+  return verdict();
+}
+
 /* Device nodes in the workspace: /dev/null's numbers and the first virtio
  * and SCSI disks'. */
 static int probe_mknod(int argc, char **argv)
@@ -777,6 +828,15 @@ static int probe_mount(int argc, char **argv)
   free(dir);
   try_append("append to the sentinel after the mounts", argv[0]);
   note("mount a new proc", mount("proc", "mnt", "proc", 0, NULL) < 0 ? errno : 0, 1);
+  /* The new mount API reaches the same power by other system calls. */
+  long fs = syscall(SYS_fsopen, "tmpfs", 0);
+  note("fsopen(tmpfs)", fs < 0 ? errno : 0, 1);
+  if (fs >= 0)
+    close((int)fs);
+  long tree = syscall(SYS_open_tree, AT_FDCWD, "/", 1 /* OPEN_TREE_CLONE */ | O_CLOEXEC);
+  note("open_tree(/, OPEN_TREE_CLONE)", tree < 0 ? errno : 0, 1);
+  if (tree >= 0)
+    close((int)tree);
   return verdict();
 }
 
@@ -1404,6 +1464,8 @@ static const struct entry entries[] = {
   { "git", probe_git },
   { "rc", probe_rc },
   { "read", probe_read },
+  { "handle", probe_handle },
+  { "deny-rename", probe_deny_rename },
   { "mknod", probe_mknod },
   { "mount", probe_mount },
   { "chroot", probe_chroot },
