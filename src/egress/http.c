@@ -259,7 +259,11 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
   if (path.n == 0 || path.p[0] == '?')
     appends(&u, &ulen, &cap, "/");
   append(&u, &ulen, &cap, path.p ? path.p : "", path.n);
-  appends(&u, &ulen, &cap, " HTTP/1.1\r\nHost: ");
+  /* The client's own version: an HTTP/1.0 client must not be sent a
+   * chunked response it cannot read. */
+  appends(&u, &ulen, &cap, " ");
+  append(&u, &ulen, &cap, version.p, version.n);
+  appends(&u, &ulen, &cap, "\r\nHost: ");
   bool v6 = req->host.kind == SHK__HOST_IPV6;
   if (v6)
     appends(&u, &ulen, &cap, "[");

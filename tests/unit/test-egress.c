@@ -372,7 +372,7 @@ static void test_http(void **state)
   assert_int_equal(req.port, 443);
   assert_null(req.upstream);
   assert_int_equal(http("GET http://[::1]:8080 HTTP/1.0\r\n\r\n", &req, &ref), 1);
-  assert_string_equal(req.upstream, "GET / HTTP/1.1\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n");
+  assert_string_equal(req.upstream, "GET / HTTP/1.0\r\nHost: [::1]:8080\r\nConnection: close\r\n\r\n");
   shk__http_req_free(&req);
   assert_int_equal(http("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n", &req, &ref), 0);
 
