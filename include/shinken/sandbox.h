@@ -123,7 +123,8 @@ extern const char *const shk_sandbox_system_dirs[];
 
 /* ---- launching ---- */
 
-/* Where the shinken binary and the egress socket directory appear inside. */
+/* Where the shinken binary (when its own path is not visible inside) and
+ * the egress socket directory appear inside. */
 #define SHK_SANDBOX_STAGE2_EXE "/run/shinken/shinken"
 #define SHK_SANDBOX_EGRESS_DIR "/run/shinken/egress"
 

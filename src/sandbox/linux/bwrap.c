@@ -64,6 +64,22 @@ static void system_dirs(strv *s)
   }
 }
 
+/* Where stage 2 is run from inside: the binary's own path when the view
+ * already shows it as it is on the host (one mount less at every start),
+ * otherwise a read-only bind at a fixed path. */
+static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
+{
+  static const char *const private_dirs[] = { "/tmp/", "/run/", "/dev/", "/proc/", NULL };
+  bool visible;
+  if (p->read_restricted || exe[0] != '/' ||
+      shk_sandbox_plan_access(p, exe, &visible) == SHK_ACCESS_DENY || !visible)
+    return SHK_SANDBOX_STAGE2_EXE;
+  for (const char *const *d = private_dirs; *d; d++)
+    if (!strncmp(exe, *d, strlen(*d)))
+      return SHK_SANDBOX_STAGE2_EXE;
+  return exe;
+}
+
 char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l)
 {
   strv s = { NULL, 0 };
@@ -106,7 +122,9 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   /* A private /run: a read-only bind does not stop connect() on a unix
    * socket, and /run holds the host's (docker, dbus, systemd). */
   push2(&s, "--tmpfs", "/run");
-  push3(&s, "--ro-bind", l->exe, SHK_SANDBOX_STAGE2_EXE);
+  const char *stage2 = stage2_path(p, l->exe);
+  if (stage2 != l->exe)
+    push3(&s, "--ro-bind", l->exe, stage2);
   if (l->egress_dir)
     push3(&s, "--bind", l->egress_dir, SHK_SANDBOX_EGRESS_DIR);
   if (l->resolv)
@@ -128,7 +146,7 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   if (l->chdir)
     push2(&s, "--chdir", l->chdir);
   push(&s, "--");
-  push(&s, SHK_SANDBOX_STAGE2_EXE);
+  push(&s, stage2);
   push(&s, "__stage2");
   push2(&s, "--net", shk_net_mode_name(l->net));
   char fd[16];

@@ -109,12 +109,12 @@ int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_o
     if ((r = write_file(path, "cpu.max", buf)) < 0)
       goto fail_limit;
   }
-  shk_autofree char *procs = shk__xasprintf("%s/cgroup.procs", path);
+  char *procs = shk__xasprintf("%s/cgroup.procs", path);
   cg->procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
-  if (cg->procs_fd < 0) {
-    r = -errno;
+  r = -errno;
+  free(procs);
+  if (cg->procs_fd < 0)
     goto fail_limit;
-  }
   return 0;
 fail_limit:
   fail(err, r, "cgroup %s: setting a limit", path);
