@@ -118,6 +118,10 @@ void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p);
  * path no rule covers. */
 shk_access shk_sandbox_plan_access(const shk_sandbox_plan *p, const char *path, bool *visible);
 
+/* Is PATH beneath /tmp, /run, /dev or /proc? Those are fresh inside the
+ * sandbox: the host's content there shows only where a rule binds it. */
+bool shk_sandbox_is_private(const char *path);
+
 /* The system directories visible in read-restricted mode. */
 extern const char *const shk_sandbox_system_dirs[];
 

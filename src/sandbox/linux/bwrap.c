@@ -69,14 +69,10 @@ static void system_dirs(strv *s)
  * otherwise a read-only bind at a fixed path. */
 static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
 {
-  static const char *const private_dirs[] = { "/tmp/", "/run/", "/dev/", "/proc/", NULL };
   bool visible;
-  if (p->read_restricted || exe[0] != '/' ||
+  if (p->read_restricted || exe[0] != '/' || shk_sandbox_is_private(exe) ||
       shk_sandbox_plan_access(p, exe, &visible) == SHK_ACCESS_DENY || !visible)
     return SHK_SANDBOX_STAGE2_EXE;
-  for (const char *const *d = private_dirs; *d; d++)
-    if (!strncmp(exe, *d, strlen(*d)))
-      return SHK_SANDBOX_STAGE2_EXE;
   return exe;
 }
 

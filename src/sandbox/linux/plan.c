@@ -82,6 +82,15 @@ static size_t depth(const char *path)
   return d;
 }
 
+bool shk_sandbox_is_private(const char *path)
+{
+  static const char *const dirs[] = { "/tmp", "/run", "/dev", "/proc", NULL };
+  for (const char *const *d = dirs; *d; d++)
+    if (is_under(path, *d))
+      return true;
+  return false;
+}
+
 static const shk_sandbox_rule *covering_rule(const shk_sandbox_plan *p, const char *path)
 {
   const shk_sandbox_rule *best = NULL;
@@ -367,7 +376,8 @@ static void finish(shk_sandbox_plan *p)
     const shk_sandbox_rule *anc = covering_rule(&view, r->path);
     bool same = anc ? anc->kind == r->kind && anc->kind != SHK_MOUNT_TMPFS &&
                           anc->kind != SHK_MOUNT_DEV_NULL
-                    : !p->read_restricted && r->kind == SHK_MOUNT_BIND_RO;
+                    : !p->read_restricted && r->kind == SHK_MOUNT_BIND_RO &&
+                          !shk_sandbox_is_private(r->path);
     if (same) {
       free(r->path);
       continue;
@@ -396,8 +406,12 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
     r = add_option(&b, o->deny.v[i], env->cwd, SHK_ACCESS_DENY);
   if (r < 0)
     goto out;
+  /* The current directory: writable, or with --read-only still shown
+   * (read-only) so that the command starts where it was asked to. */
   if (!o->read_only)
     add(p, env->cwd, SHK_ACCESS_WRITE, SHK_MOUNT_BIND_RW, true);
+  else if (!p->read_restricted)
+    add(p, env->cwd, SHK_ACCESS_READ, SHK_MOUNT_BIND_RO, true);
   b.nroots = p->n;
   for (size_t i = 0; i < 2 && r == 0; i++)
     if (env->homes[i] && (i == 0 || !env->homes[0] || strcmp(env->homes[0], env->homes[1])))
