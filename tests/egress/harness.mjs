@@ -61,7 +61,13 @@ export async function startProxy(cfg, { wantListen = true } = {}) {
     return true;
   };
   px.sanitizerReport = () => /(AddressSanitizer|LeakSanitizer|runtime error:|UndefinedBehaviorSanitizer)/.test(px.errText);
-  if (!wantListen) { await px.exited; return px; }
+  if (!wantListen) {
+    // A configuration that should be refused but is accepted leaves a
+    // running proxy: give it a moment, then stop it and report that.
+    const to = sleep(5000).then(() => 'timeout');
+    if (await Promise.race([px.exited, to]) === 'timeout') { proc.kill('SIGKILL'); await px.exited; px.code = 'still running'; }
+    return px;
+  }
   const want = typeof cfg === 'object' && cfg.listen ? Object.keys(cfg.listen).length : 2;
   const t0 = Date.now();
   while (px.out.filter((l) => l.startsWith('listening ')).length < want) {
@@ -150,7 +156,7 @@ export async function rawHttp(port, text, ms) {
 }
 
 export function get(px, target, { host, headers = [], method = 'GET', body = '' } = {}) {
-  const h = host ?? new URL(target).host;
+  const h = host ?? target.replace(/^[a-zA-Z]+:\/\//, '').split('/')[0];
   const extra = headers.map((x) => x + '\r\n').join('');
   const cl = body ? `Content-Length: ${Buffer.byteLength(body, 'latin1')}\r\n` : '';
   return rawHttp(px.http, `${method} ${target} HTTP/1.1\r\nHost: ${h}\r\n${extra}${cl}Connection: close\r\n\r\n${body}`);

@@ -18,6 +18,7 @@ EG_CLASS_ADDRS="100.64.77.2 169.254.77.2 172.16.77.2 192.168.77.2 192.0.0.77
 198.18.77.2 192.0.2.77 198.51.100.77 203.0.113.77 240.0.77.2"
 
 eg_cleanup() {
+  set +e
   # Killing the namespaces' processes first lets the namespaces go at once.
   for ns in "$EG_P" "$EG_H"; do
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
@@ -37,6 +38,12 @@ eg_setup() {
   command -v ip >/dev/null || skip "no ip(8)"
   command -v node >/dev/null || skip "no node"
   EG_TMP=$(mktemp -d)
+  # Namespaces left by a test that was killed (SIGKILL runs no trap) are
+  # removed once the process that made them is gone.
+  for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(shk-eg-[0-9]*-[0-9a-f]*-[ph]\).*/\1/p'); do
+    owner=${ns#shk-eg-}; owner=${owner%%-*}
+    kill -0 "$owner" 2>/dev/null || ip netns del "$ns" 2>/dev/null || true
+  done
   trap 'eg_cleanup' EXIT
   trap 'exit 1' INT TERM HUP
   ip netns add "$EG_P" 2>/dev/null || skip "cannot create a network namespace"
@@ -53,12 +60,12 @@ eg_setup() {
   he ip addr add 10.77.0.2/24 dev eg1
   he ip addr add 10.77.0.3/24 dev eg1
   he ip addr add fd77::2/64 dev eg1 nodad
+  pe ip link set eg0 up
+  he ip link set eg1 up
   for a in $EG_CLASS_ADDRS; do
     he ip addr add "$a/32" dev eg1
     pe ip route add "$a/32" dev eg0 src 10.77.0.1
   done
-  pe ip link set eg0 up
-  he ip link set eg1 up
   he ip route add 10.77.0.0/16 dev eg1 2>/dev/null || true
 }
 

@@ -24,18 +24,20 @@ function httpServer() {
       const rel = decodeURIComponent(req.url.split('?')[0]);
       const file = path.join(www, path.normalize(rel));
       if (file.startsWith(www + '/') && fs.existsSync(file) && fs.statSync(file).isFile()) {
-        res.writeHead(200, { 'content-type': 'application/octet-stream' });
-        res.end(fs.readFileSync(file));
+        const data = fs.readFileSync(file);
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': data.length });
+        res.end(data);
         return;
       }
       const body = Buffer.concat(chunks);
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({
+      const out = Buffer.from(JSON.stringify({
         local: req.socket.localAddress.replace(/^::ffff:/, ''),
         port: req.socket.localPort,
         method: req.method, url: req.url, headers: req.rawHeaders,
-        body: body.toString('latin1'),
+        body: body.toString('base64'),
       }));
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': out.length });
+      res.end(out);
     });
   });
   s.on('connection', record);
