@@ -64,6 +64,18 @@ nest_check() {
   [ "$(cat "$ws/a/secret")" = secret-a ] || fail "/w/a/secret changed"
   return 0
 }
+# survivors TAG: after a short grace, no process carries TAG in its command
+# line (shinken, bwrap, stage 2 and the command all do).
+survivors() {
+  i=0
+  while left=$(pgrep -f "$1") && [ $i -lt 30 ]; do i=$((i + 1)); sleep 0.1; done
+  if [ -n "$left" ]; then
+    ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ,)" >&2
+    kill -KILL $left
+    fail "the sandbox outlived shinken run, 3 s after SIGKILL: $left"
+  fi
+  return 0
+}
 NEST_CMD='echo x >top; echo x >a/new; echo x >a/b/new; cat a/secret >got'
 
 case $CASE in
@@ -198,13 +210,20 @@ case $CASE in
     cd "$HOME" || fail "cd"
     refused ;;
   dies-with-parent)
-    "$SHINKEN" run -- /bin/sh -c 'sleep 60' "shk-dwp-$$" &
+    # Killed while the command runs: nothing of the sandbox may remain.
+    "$SHINKEN" run -- /bin/sh -c 'touch started; exec sleep 60' "shk-dwp-$$" &
     bgpid=$!
-    i=0; while ! pgrep -f "shk-dwp-$$" >/dev/null; do i=$((i + 1)); [ $i -gt 100 ] && fail "did not start"; sleep 0.05; done
+    i=0; while [ ! -e "$ws/started" ]; do i=$((i + 1)); [ $i -gt 200 ] && fail "did not start"; sleep 0.05; done
     kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
-    sleep 1
-    left=$(pgrep -f "shk-dwp-$$")
-    [ -n "$left" ] && { kill -KILL $left; fail "the sandbox outlived shinken run: $left"; } ;;
+    survivors "shk-dwp-$$" ;;
+  dies-with-parent-early)
+    # Killed at once, at various moments of start-up.
+    for d in 0 0.01 0.02 0.05 0.1 0.2 0.3; do
+      "$SHINKEN" run -- /bin/sh -c 'exec sleep 60' "shk-dwe-$$" &
+      bgpid=$!
+      sleep $d; kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
+    done
+    survivors "shk-dwe-$$" ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 echo "ok: $CASE"
