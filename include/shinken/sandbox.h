@@ -76,6 +76,9 @@ typedef enum shk_mount_kind {
   SHK_MOUNT_BIND_RO,  /* bind the host path read-only */
   SHK_MOUNT_TMPFS,    /* a directory masked by an empty read-only tmpfs */
   SHK_MOUNT_DEV_NULL, /* a file, or a missing path, masked by /dev/null */
+  SHK_MOUNT_PIN,      /* a writable directory bound onto itself, only so that
+                       * it cannot be renamed or removed: it holds a protected
+                       * path that must not be replaced by a new one */
 } shk_mount_kind;
 
 const char *shk_mount_kind_name(shk_mount_kind k);

@@ -331,6 +331,10 @@ static void test_defaults(void **state)
   assert_int_equal(find(&p, at("cwd"))->access, SHK_ACCESS_WRITE);
   assert_int_equal(find(&p, at("cwd/.git/hooks"))->kind, SHK_MOUNT_BIND_RO);
   assert_int_equal(find(&p, at("cwd/.git/config"))->kind, SHK_MOUNT_DEV_NULL);
+  /* .git is pinned (bound onto itself) so it cannot be renamed away and
+   * replaced by a fresh one with new hooks. */
+  assert_int_equal(find(&p, at("cwd/.git"))->kind, SHK_MOUNT_PIN);
+  assert_true(index_of(&p, at("cwd/.git")) < index_of(&p, at("cwd/.git/hooks")));
   /* The home is read-only here: credentials that exist are masked, missing
    * ones are left alone (nothing could be planted). */
   assert_int_equal(find(&p, at("home/.ssh"))->kind, SHK_MOUNT_TMPFS);

@@ -128,7 +128,8 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   for (size_t i = 0; i < p->n; i++) {
     const shk_sandbox_rule *r = &p->rules[i];
     switch (r->kind) {
-    case SHK_MOUNT_BIND_RW: push3(&s, "--bind", r->path, r->path); break;
+    case SHK_MOUNT_BIND_RW:
+    case SHK_MOUNT_PIN: push3(&s, "--bind", r->path, r->path); break;
     case SHK_MOUNT_BIND_RO: push3(&s, "--ro-bind", r->path, r->path); break;
     case SHK_MOUNT_TMPFS: push2(&s, "--tmpfs", r->path); break;
     case SHK_MOUNT_DEV_NULL: push3(&s, "--ro-bind", "/dev/null", r->path); break;

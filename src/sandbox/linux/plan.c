@@ -44,6 +44,7 @@ const char *shk_mount_kind_name(shk_mount_kind k)
   case SHK_MOUNT_BIND_RO: return "read-only bind-mount";
   case SHK_MOUNT_TMPFS: return "tmpfs";
   case SHK_MOUNT_DEV_NULL: return "dev-null";
+  case SHK_MOUNT_PIN: return "pin";
   }
   return "?";
 }
@@ -335,6 +336,37 @@ static int protect_git(builder *b)
   return 0;
 }
 
+/* A protected path inside a writable root can be defeated without touching
+ * it: rename a directory between the two (.git, .config) and create a fresh
+ * one in its place. A mount point cannot be renamed or removed, so each such
+ * directory is bound onto itself. Masks of existing content need no pin:
+ * the mount moves with a renamed parent and keeps hiding what it hid. */
+static void pin_parents(shk_sandbox_plan *p)
+{
+  size_t n = p->n;
+  for (size_t i = 0; i < n; i++) {
+    if (p->rules[i].access == SHK_ACCESS_WRITE)
+      continue;
+    shk_sandbox_plan others = { p->read_restricted, p->rules, p->n };
+    shk_autofree char *path = shk__xstrdup(p->rules[i].path);
+    char *par = parent_of(path);
+    for (;;) {
+      const shk_sandbox_rule *anc = covering_rule(&others, par);
+      struct stat st;
+      if (!strcmp(par, "/") || !anc || anc->access != SHK_ACCESS_WRITE ||
+          !strcmp(anc->path, par) || lstat(par, &st) < 0 || !S_ISDIR(st.st_mode))
+        break;
+      add(p, par, SHK_ACCESS_WRITE, SHK_MOUNT_PIN, true);
+      others.rules = p->rules;
+      others.n = p->n;
+      char *up = parent_of(par);
+      free(par);
+      par = up;
+    }
+    free(par);
+  }
+}
+
 static int rule_cmp(const void *a, const void *b)
 {
   const shk_sandbox_rule *x = a, *y = b;
@@ -422,6 +454,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
     r = protect_git(&b);
   if (r < 0)
     goto out;
+  pin_parents(p);
   finish(p);
   return 0;
 out:
