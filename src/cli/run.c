@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -270,8 +271,14 @@ int shk_cli_run(int argc, char **argv)
       _exit(RUN_FAIL);
     if (cg.path && shk_sandbox_cgroup_join(&cg) < 0)
       shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
-    if (fcntl(sync[1], F_SETFD, 0) < 0)
-      _exit(RUN_FAIL);
+    /* Only stdin, stdout, stderr and the sync pipe reach the sandbox: any
+     * other descriptor the caller left open would be authority the command
+     * was not given. */
+    if (sync[1] < 3 ||
+        (sync[1] > 3 && close_range(3, (unsigned)sync[1] - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
+        close_range((unsigned)sync[1] + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
+        fcntl(sync[1], F_SETFD, 0) < 0)
+      shk__die_errno(RUN_FAIL, "run: closing inherited descriptors");
     execve(bargv[0], bargv, benv);
     shk__die_errno(RUN_FAIL, "run: %s", bargv[0]);
   }
