@@ -18,7 +18,7 @@
  * keyring, every way to change the mount table or enter or create a
  * namespace, kernel images and modules, and host-wide administration. */
 static const char *const denied[] = {
-  "ptrace", "process_vm_readv", "process_vm_writev", "kcmp",
+  "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "process_madvise",
   "io_uring_setup", "io_uring_enter", "io_uring_register",
   "bpf", "perf_event_open", "userfaultfd", "fanotify_init",
   "keyctl", "add_key", "request_key",
@@ -42,6 +42,16 @@ static void rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const
   int r = seccomp_rule_add_array(ctx, action, nr, n, c);
   if (r < 0)
     die(seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr), r);
+}
+
+/* One comparison on argument ARG. (libseccomp's SCMP_A0.. macros leave a
+ * field to its default, which clang's -Wmissing-field-initializers refuses
+ * in this native build, where the project's warning list does not apply.) */
+static struct scmp_arg_cmp cmp_arg(unsigned arg, enum scmp_compare op, scmp_datum_t a,
+                                   scmp_datum_t b)
+{
+  struct scmp_arg_cmp c = { arg, op, a, b };
+  return c;
 }
 
 static int sys(const char *name)
@@ -68,17 +78,17 @@ static void families(scmp_filter_ctx ctx, const int *allowed, int netlink_route)
        * interfaces; in a namespace whose only interface is lo, and with no
        * capability, it can read that and nothing else. */
       if (af == AF_NETLINK && netlink_route && c == 0) {
-        struct scmp_arg_cmp cmp[2] = { SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
-                                       SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE) };
+        struct scmp_arg_cmp cmp[2] = { cmp_arg(0, SCMP_CMP_EQ, AF_NETLINK, 0),
+                                       cmp_arg(2, SCMP_CMP_NE, NETLINK_ROUTE, 0) };
         rule(ctx, act, nr, 2, cmp);
         continue;
       }
       if (!ok) {
-        struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)af);
+        struct scmp_arg_cmp cmp = cmp_arg(0, SCMP_CMP_EQ, (scmp_datum_t)af, 0);
         rule(ctx, act, nr, 1, &cmp);
       }
     }
-    struct scmp_arg_cmp high = SCMP_A0(SCMP_CMP_GE, AF_MAX);
+    struct scmp_arg_cmp high = cmp_arg(0, SCMP_CMP_GE, AF_MAX, 0);
     rule(ctx, act, nr, 1, &high);
   }
 }
@@ -104,7 +114,7 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
     CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
   };
   for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0]; i++) {
-    struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
+    struct scmp_arg_cmp cmp = cmp_arg(0, SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
     rule(ctx, eperm, sys("clone"), 1, &cmp);
   }
   /* clone3 passes its flags in memory, where seccomp cannot look: ENOSYS
@@ -116,17 +126,17 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
    * covered by value ranges: anything above 32 bits, and every 32-bit value
    * that has some bit set next to a clear one, which is every value but the
    * two allowed. */
-  struct scmp_arg_cmp high32 = SCMP_A0(SCMP_CMP_GT, 0xffffffffUL);
+  struct scmp_arg_cmp high32 = cmp_arg(0, SCMP_CMP_GT, 0xffffffffUL, 0);
   rule(ctx, eperm, sys("personality"), 1, &high32);
   for (unsigned bit = 0; bit < 32; bit++) {
     scmp_datum_t set = 1UL << bit, clear = 1UL << ((bit + 1) % 32);
-    struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, set | clear, set);
+    struct scmp_arg_cmp cmp = cmp_arg(0, SCMP_CMP_MASKED_EQ, set | clear, set);
     rule(ctx, eperm, sys("personality"), 1, &cmp);
   }
   /* Typing into a terminal is refused even where a terminal is shared. */
   static const unsigned long tty_ioctls[] = { TIOCSTI, TIOCLINUX };
   for (size_t i = 0; i < 2; i++) {
-    struct scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_ioctls[i]);
+    struct scmp_arg_cmp cmp = cmp_arg(1, SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_ioctls[i]);
     rule(ctx, eperm, sys("ioctl"), 1, &cmp);
   }
   families(ctx, allowed, netlink_route);
