@@ -63,10 +63,10 @@ fx=$scratch/fx     # the fixtures' logs (some fixtures run as WHO)
 as() {
   who=$1; shift
   if [ "$who" = root ] || [ "$uid" = 0 ]; then
-    env HOME="$home" "$@"
+    env HOME="$home" $RUN_ENV "$@"
   else
     setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all \
-      env HOME="$home" USER="$TEST_USER" LOGNAME="$TEST_USER" "$@"
+      env HOME="$home" USER="$TEST_USER" LOGNAME="$TEST_USER" $RUN_ENV "$@"
   fi
 }
 
@@ -112,7 +112,7 @@ fresh() {
   mkdir -p "$ws" "$out" "$home" "$fx"
   printf 'sentinel %s\n' "$CASE" >"$out/sentinel"
   own "$ws" "$out" "$home" "$fx"
-  RUN_DIR=$ws RUN_OPTS="" WRAP="" CONTROL_AS=$WHO CONTROL_PREFIX="" rc=0
+  RUN_DIR=$ws RUN_OPTS="" RUN_ENV="" WRAP="" CONTROL_AS=$WHO CONTROL_PREFIX="" rc=0
 }
 
 # run_probe control|sandbox ARGS...: runs the probe; sets rc, output in
@@ -269,12 +269,15 @@ case $CASE in
     setup() { CONTROL_AS=root; }; args() { echo chroot; }
     effect() { [ -e "$ws/jail/marker" ] && echo "chroot took effect"; } ;;
   sysctl)
+    # Global settings: one sysctl case at a time, and the values restored.
+    exec 8>/var/lock/shinken-test-sysctl.lock; flock 8
     SYSCTLS="/proc/sys/vm/stat_interval /sys/kernel/mm/transparent_hugepage/khugepaged/alloc_sleep_millisecs"
     restore=""; for f in $SYSCTLS; do restore="$restore echo $(cat "$f") >$f;"; done
+    V=7; for f in $SYSCTLS; do [ "$(cat "$f")" = 7 ] && V=8; done
     setup() { eval "$restore"; CONTROL_AS=root; }
-    args() { echo sysctl 7 $SYSCTLS; }
+    args() { echo sysctl $V $SYSCTLS; }
     effect() {
-      for f in $SYSCTLS; do [ "$(cat "$f")" = 7 ] && { echo "$f was changed"; return 0; }; done
+      for f in $SYSCTLS; do [ "$(cat "$f")" = $V ] && { echo "$f was changed"; return 0; }; done
       return 1
     } ;;
   suid)
@@ -338,6 +341,28 @@ case $CASE in
       RUN_OPTS="--deny $ws/a/secret"; SNAP="$ws/a $ws/a.moved"; snap_take
     }
     args() { echo deny-rename "$ws/a" secret; }; effect() { snap_effect; } ;;
+  read-restricted)
+    SECRET=SHKSECRET-$$-$(date +%s%N)
+    setup() {
+      echo "$SECRET outside" >"$out/secret"; mkdir -p "$ws/r"; echo visible >"$ws/r/f"
+      own "$out" "$ws"; RUN_OPTS="--read $ws/r --read $(dirname "$PROBE")"
+    }
+    args() { echo read "$ws/stolen" "$out/secret"; }
+    effect() { [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen" && echo "read a file outside the --read roots"; } ;;
+  path-dir)
+    # A $PATH directory inside the workspace stays read-only.
+    setup() {
+      mkdir -p "$ws/bin"; printf '#!/bin/sh\necho tool\n' >"$ws/bin/tool"; chmod 755 "$ws/bin/tool"
+      own "$ws"; RUN_ENV="PATH=$ws/bin:/usr/local/bin:/usr/bin:/bin"; SNAP=$ws/bin; snap_take
+    }
+    args() { echo write "$ws/bin/tool"; }; effect() { snap_effect; } ;;
+  git-nested)
+    # A repository below the working directory, not at it.
+    setup() {
+      git init -q "$ws/proj" && printf '#!/bin/sh\nexit 0\n' >"$ws/proj/.git/hooks/pre-commit" || fail "git init"
+      own "$ws"; SNAP="$ws/proj/.git $ws/proj/.git.moved"; snap_take
+    }
+    args() { echo git proj; }; effect() { snap_effect; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

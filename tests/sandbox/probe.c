@@ -681,13 +681,15 @@ static int probe_hardlink(int argc, char **argv)
   return verdict();
 }
 
-/* Run in a workspace holding .git: writes hooks and config directly, and by
- * moving the protected directories out of the way first. */
+/* In a repository (the workspace, or REPO-DIR inside it): writes hooks and
+ * config directly, and by moving the protected directories out of the way
+ * first. */
 static int probe_git(int argc, char **argv)
 {
-  (void)argv;
-  if (argc != 0)
-    die("usage: git");
+  if (argc > 1)
+    die("usage: git [REPO-DIR]");
+  if (argc == 1 && chdir(argv[0]) < 0)
+    die("cd %s: %s", argv[0], strerror(errno));
   try_all_writes(".git/hooks/pre-commit", ".git/hooks/pre-commit");
   try_create("create .git/hooks/post-checkout", ".git/hooks/post-checkout");
   try_all_writes(".git/config", ".git/config");
