@@ -120,7 +120,7 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
   optind = 1;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "+", options, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
     if (c == '?' || !strchr(allowed, c))
       shk__die(1, "%s: unknown or misplaced option '%s'\nusage: %s", cmd, argv[optind - 1], usage);
     switch (c) {

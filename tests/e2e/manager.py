@@ -1,0 +1,291 @@
+#!/usr/bin/python3
+"""End-to-end test of the capability manager: a real `shinken daemon`, a
+session with an egress proxy, and grants, attenuation and revocation judged
+by what a client of the session's proxy socket can and cannot reach.
+
+Every address used is loopback: the upstream is an echo server on
+127.0.0.1, reached by the name api.test pinned to it in the proxy config
+(and opted in with allow_private_cidrs, as an admin would)."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SHINKEN = os.environ["SHINKEN"]
+SRC = os.environ["SHINKEN_SRCDIR"]
+failures = []
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def echo_server():
+    """A loopback echo server; counts the connections it accepted."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            accepted.append(c)
+
+            def pump(c=c):
+                try:
+                    while True:
+                        d = c.recv(65536)
+                        if not d:
+                            break
+                        c.sendall(d)
+                except OSError:
+                    pass
+                c.close()
+            threading.Thread(target=pump, daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return srv, accepted
+
+
+class Control:
+    """A control connection speaking newline-delimited JSON."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+
+    def call(self, **req):
+        self.s.sendall(json.dumps(req).encode() + b"\n")
+        line = self.f.readline()
+        if not line:
+            raise RuntimeError("manager closed the control connection")
+        return json.loads(line)
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
+def connect_via(egress_dir, host, port):
+    """CONNECT through the session's HTTP proxy socket. Returns the socket
+    and the status code."""
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(os.path.join(egress_dir, "http.sock"))
+    s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.") else 0
+    return s, status, head
+
+
+def cli(*args, env=None):
+    p = subprocess.run([SHINKEN, *args], capture_output=True, text=True, env=env, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="shk-e2e-")
+    sock = os.path.join(tmp, "run", "manager.sock")
+    events = os.path.join(tmp, "events.log")
+    srv, accepted = echo_server()
+    port = srv.getsockname()[1]
+    proxy_cfg = os.path.join(tmp, "proxy.json")
+    with open(proxy_cfg, "w") as f:
+        json.dump({"allow_private_cidrs": ["127.0.0.1/32"], "hosts": {"api.test": ["127.0.0.1"],
+                   "other.test": ["127.0.0.1"]}}, f)
+    cfg = os.path.join(tmp, "daemon.json")
+    with open(cfg, "w") as f:
+        json.dump({"socket": sock, "event_log": events, "policy_dir": os.path.join(SRC, "policies")}, f)
+    env = dict(os.environ, SHINKEN_SOCKET=sock)
+    daemon = subprocess.Popen([SHINKEN, "daemon", "--config", cfg], stdout=subprocess.PIPE, text=True)
+    try:
+        line = daemon.stdout.readline()
+        check(line.startswith("listening "), f"daemon announces its socket (got {line!r})")
+        check(oct(os.stat(sock).st_mode & 0o777) == "0o600", "control socket is 0600")
+        check(oct(os.stat(os.path.dirname(sock)).st_mode & 0o777) == "0o700", "socket directory is 0700")
+
+        ctl = Control(sock)
+        ans = ctl.call(op="open_session", name="e2e", trust_tier="standard", egress=True,
+                       proxy_config=proxy_cfg)
+        check(ans.get("ok") is True, f"open_session: {ans}")
+        sid, edir = ans["session"], ans["egress_dir"]
+
+        # Before any grant: deny by default, and the upstream saw nothing.
+        s, st, _ = connect_via(edir, "api.test", port)
+        s.close()
+        check(st == 403, f"no grant: CONNECT refused with 403 (got {st})")
+        check(len(accepted) == 0, "no grant: the upstream got no connection")
+
+        # The manifest puts **.test at Ask: without a human's approval, refused.
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}', env=env)
+        check(rc == 2 and "no policy permits" in err, f"Ask tier without approval refused (rc {rc}, {err!r})")
+
+        # With approval: granted, naming what decided.
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}',
+                           "--approve", "--json", env=env)
+        g = json.loads(out) if out.strip() else {}
+        check(rc == 0 and g.get("decision") == "granted", f"approved grant issued (rc {rc}, {out!r} {err!r})")
+        check(g.get("policy") == "project-manifest-tiers" and g.get("tier") == "Ask",
+              f"grant answer names policy and tier: {g}")
+        handle = g.get("handle", "")
+        check(len(handle) == 64, "handle is 256 bits of hex")
+
+        # The grant is live on the running session: the tunnel works, byte-exact.
+        s, st, _ = connect_via(edir, "api.test", port)
+        check(st == 200, f"granted: CONNECT allowed (got {st})")
+        payload = os.urandom(4096)
+        s.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        check(got == payload, "tunnel echoes bytes exactly")
+        check(len(accepted) == 1, "upstream got exactly one connection")
+
+        # Other names stay refused.
+        s2, st, _ = connect_via(edir, "other.test", port)
+        s2.close()
+        check(st == 403, f"ungranted name refused (got {st})")
+
+        # Revoke: the open tunnel is closed and the next connection refused.
+        t0 = time.monotonic()
+        rc, out, err = cli("revoke", handle, "--json", env=env)
+        r = json.loads(out) if out.strip() else {}
+        check(rc == 0 and r.get("tunnels_closed", 0) >= 1, f"revoke closed the open tunnel: {out!r} {err!r}")
+        s.settimeout(2)
+        try:
+            tail = s.recv(1)
+        except OSError:
+            tail = b""
+        check(tail == b"", "the tunnel opened under the handle is closed after revoke")
+        s.close()
+        n_before = len(accepted)
+        s, st, _ = connect_via(edir, "api.test", port)
+        s.close()
+        check(st == 403, f"after revoke: CONNECT refused (got {st})")
+        check(len(accepted) == n_before, "after revoke: the upstream got no new connection")
+        check(time.monotonic() - t0 < 5, "revoke took effect promptly")
+
+        # Attenuation and the membrane.
+        rc, out, _ = cli("grant", sid, "net.egress", "--scope", '{"domains":["**.test"]}', "--approve",
+                         "--json", env=env)
+        parent = json.loads(out).get("handle", "") if rc == 0 else ""
+        check(rc == 0, "wide grant issued")
+        rc, out, err = cli("attenuate", parent, "--scope", '{"domains":["**.example"]}', env=env)
+        check(rc == 2 and "domains" in err, f"widening attenuation refused, naming the field ({err!r})")
+        rc, out, err = cli("attenuate", parent, "--scope", '{"domains":["api.test"]}', "--json", env=env)
+        child = json.loads(out).get("handle", "") if rc == 0 else ""
+        check(rc == 0 and child and child != parent, f"narrower attenuation issued ({err!r})")
+        rc, out, err = cli("revoke", parent, env=env)
+        check(rc == 0, "parent revoked")
+        rc, out, _ = cli("grants", sid, "--json", env=env)
+        lst = {g["handle"]: g for g in json.loads(out)["grants"]}
+        check(child in lst and lst[child]["live"] is False, "the child of a revoked parent is dead")
+        s, st, _ = connect_via(edir, "api.test", port)
+        s.close()
+        check(st == 403, "the child of a revoked handle no longer admits connections")
+
+        # Once: one connection, then nothing.
+        rc, out, _ = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}', "--approve",
+                         "--once", env=env)
+        check(rc == 0, "once grant issued")
+        s, st, _ = connect_via(edir, "api.test", port)
+        s.close()
+        check(st == 200, f"once grant admits one connection (got {st})")
+        s, st, _ = connect_via(edir, "api.test", port)
+        s.close()
+        check(st == 403, f"once grant admits no second connection (got {st})")
+
+        # The manifest refuses before Cedar; the admin tier cannot be crossed.
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["evil.invalid"]}',
+                           "--approve", env=env)
+        check(rc == 2 and "outside the manifest" in err, f"manifest refusal ({err!r})")
+        rc, out, err = cli("grant", sid, "fs.scope", "--scope", '{"write":["/root/.ssh"]}', "--approve",
+                           env=env)
+        check(rc == 2 and "admin-fs-credentials-and-shell-rc" in err, f"admin forbid on ~/.ssh ({err!r})")
+        rc, out, err = cli("grant", sid, "peripheral", "--scope", '{"input_inject":true}', "--approve", env=env)
+        check(rc == 2, f"Block tier refused ({err!r})")
+        rc, out, err = cli("grant", sid, "credentials", "--scope", '{"never_raw":false}', env=env)
+        check(rc == 2 and "never_raw" in err, f"raw credentials refused ({err!r})")
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domain":["x.test"]}', env=env)
+        check(rc == 2 and "unknown field" in err, f"unknown scope field refused ({err!r})")
+        rc, out, err = cli("grant", "no-such-session", "clipboard", "--scope", "{}", env=env)
+        check(rc == 2 and "no such session" in err, f"unknown session refused ({err!r})")
+        rc, out, err = cli("grant", sid, "net.egress", env=env)
+        check(rc == 1 and err.count("\n") <= 2, f"missing --scope is bad input ({err!r})")
+
+        rc, out, _ = cli("sessions", "--json", env=env)
+        check(rc == 0 and any(x["session"] == sid for x in json.loads(out)["sessions"]), "sessions lists it")
+
+        # Closing the launcher's connection ends the session: its proxy is gone.
+        ctl.close()
+        deadline = time.time() + 5
+        while os.path.exists(os.path.join(edir, "http.sock")) and time.time() < deadline:
+            time.sleep(0.05)
+        check(not os.path.exists(os.path.join(edir, "http.sock")), "session sockets removed with the session")
+
+        # Events: one JSON line each, with the fields the audit needs.
+        # The manager's events carry an actor; the proxy's audit lines (same
+        # file) carry a protocol and never a path, query or header value.
+        with open(events) as f:
+            lines = [json.loads(l) for l in f if l.startswith("{")]
+        evs = [e for e in lines if "actor" in e]
+        audit = [e for e in lines if "protocol" in e]
+        check(len(evs) + len(audit) == len(lines), "every line is an event or an audit line")
+        check(any(a.get("decision") in ("deny", "denied", "blocked") or a.get("decision") for a in audit),
+              "the proxy audited its decisions")
+        check(any(str(a.get("rule", "")).startswith("handle:") for a in audit),
+              "an allowed connection's audit line names the handle that allowed it")
+        kinds = {e["decision"] for e in evs}
+        check({"granted", "refused", "revoked", "attenuated", "session-opened", "session-closed"} <= kinds,
+              f"event kinds: {kinds}")
+        check(all("time" in e and "actor" in e for e in evs), "events carry time and actor")
+        check(any(e["decision"] == "granted" and e.get("handle") == handle for e in evs), "grant event names the handle")
+
+        # A new session, then the manager dies: the session has no network.
+        ctl = Control(sock)
+        ans = ctl.call(op="open_session", egress=True, proxy_config=proxy_cfg)
+        edir2 = ans["egress_dir"]
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=10)
+        try:
+            s, st, _ = connect_via(edir2, "api.test", port)
+            s.close()
+            reached = True
+        except OSError:
+            reached = False
+        check(not reached, "with the manager gone the session's proxy is unreachable")
+        ctl.close()
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        srv.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{checks - len(failures)} of {checks} checks passed")
+    sys.exit(1 if failures else 0)
+
+
+main()
