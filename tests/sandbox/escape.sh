@@ -49,6 +49,10 @@ cleanup() {
   for p in $pids; do kill "$p" 2>/dev/null; done
   [ -n "${restore:-}" ] && eval "$restore"
   [ -n "${shm:-}" ] && rm -rf "$shm"
+  for ns in ${netns:-}; do
+    p=$(ip netns pids "$ns" 2>/dev/null); [ -n "$p" ] && kill -KILL $p 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
   rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -58,14 +62,17 @@ ws=$scratch/ws     # the workspace: the sandbox's working directory
 out=$scratch/out   # outside every writable root
 home=$scratch/home # HOME for the run
 fx=$scratch/fx     # the fixtures' logs (some fixtures run as WHO)
+IN_NETNS=""
 
-# as ROOT|WHO CMD...: runs CMD as root or as WHO, with HOME set.
-as() {
+# run_as root|WHO CMD...: runs CMD as root or as WHO, with HOME set, in the
+# network namespace $IN_NETNS names when it is set.
+run_as() {
   who=$1; shift
+  # shellcheck disable=SC2086
   if [ "$who" = root ] || [ "$uid" = 0 ]; then
-    env HOME="$home" $RUN_ENV "$@"
+    $IN_NETNS env HOME="$home" $RUN_ENV "$@"
   else
-    setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all \
+    $IN_NETNS setpriv --reuid="$uid" --regid="$gid" --clear-groups --inh-caps=-all \
       env HOME="$home" USER="$TEST_USER" LOGNAME="$TEST_USER" $RUN_ENV "$@"
   fi
 }
@@ -130,7 +137,7 @@ run_probe() {
   fi
   # shellcheck disable=SC2086
   [ -n "$WRAP" ] && set -- $WRAP "$@"
-  (cd "$RUN_DIR" && as "$who" "$@") >"$scratch/probe.out" 2>"$scratch/probe.err" </dev/null
+  (cd "$RUN_DIR" && run_as "$who" "$@") >"$scratch/probe.out" 2>"$scratch/probe.err" </dev/null
   rc=$?
   echo "--- $phase as $who (status $rc): $*" >&2
   sed 's/^/    /' "$scratch/probe.out" "$scratch/probe.err" >&2
@@ -328,6 +335,10 @@ case $CASE in
     # The host's /dev/shm, a classic channel between sandboxes and out.
     setup() {
       [ -n "${shm:-}" ] && rm -rf "$shm"
+  for ns in ${netns:-}; do
+    p=$(ip netns pids "$ns" 2>/dev/null); [ -n "$p" ] && kill -KILL $p 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
       shm=$(mktemp -d /dev/shm/shk-escape.XXXXXX) || fail "mktemp in /dev/shm"
       printf 'sentinel\n' >"$shm/sentinel"; own "$shm"; SNAP=$shm; snap_take
     }
@@ -363,6 +374,25 @@ case $CASE in
       own "$ws"; SNAP="$ws/proj/.git $ws/proj/.git.moved"; snap_take
     }
     args() { echo git proj; }; effect() { snap_effect; } ;;
+  egress)
+    # Direct egress to a test host: shinken runs in a network namespace A
+    # the test made, joined by a veth pair to B, which holds the test host
+    # 10.79.0.2 and its listener. Nothing else is reachable from A.
+    command -v ip >/dev/null || skip "no ip(8)"
+    A=shk-sbx-$$-a B=shk-sbx-$$-b netns="$A $B"
+    ip netns add "$A" 2>/dev/null || skip "cannot create a network namespace"
+    ip netns add "$B" || fail "ip netns add"
+    ip link add sb0 netns "$A" type veth peer name sb1 netns "$B" || fail "veth"
+    ip -n "$A" link set lo up; ip -n "$B" link set lo up
+    ip -n "$A" addr add 10.79.0.1/24 dev sb0; ip -n "$B" addr add 10.79.0.2/24 dev sb1
+    ip -n "$A" link set sb0 up; ip -n "$B" link set sb1 up
+    IN_NETNS="ip netns exec $A"
+    setup() {
+      ip netns exec "$B" "$PROBE" host-listen any 0 "$fx/log" "$fx/ready" &
+      pids="$pids $!"
+      wait_file "$fx/ready"; PORT=$(cat "$fx/ready")
+    }
+    args() { echo egress 10.79.0.2 "$PORT"; }; effect() { logged; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

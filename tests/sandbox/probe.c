@@ -166,14 +166,13 @@ static struct sockaddr_in loopback(int port)
 
 /* ---- network probes ------------------------------------------------------ */
 
-static void try_tcp(const char *route, int port, const void *msg, size_t len)
+static void try_tcp_to(const char *route, struct sockaddr_in sin, const void *msg, size_t len)
 {
   int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
     note(route, errno, 0);
     return;
   }
-  struct sockaddr_in sin = loopback(port);
   if (connect(s, (struct sockaddr *)&sin, sizeof sin) < 0) {
     note(route, errno, 0);
   } else {
@@ -183,17 +182,43 @@ static void try_tcp(const char *route, int port, const void *msg, size_t len)
   close(s);
 }
 
-static void try_udp(const char *route, int port, const void *msg, size_t len)
+static void try_udp_to(const char *route, struct sockaddr_in sin, const void *msg, size_t len)
 {
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
     note(route, errno, 0);
     return;
   }
-  struct sockaddr_in sin = loopback(port);
   ssize_t n = sendto(s, msg, len, 0, (struct sockaddr *)&sin, sizeof sin);
   note(route, n < 0 ? errno : 0, 0);
   close(s);
+}
+
+static void try_tcp(const char *route, int port, const void *msg, size_t len)
+{
+  try_tcp_to(route, loopback(port), msg, len);
+}
+
+static void try_udp(const char *route, int port, const void *msg, size_t len)
+{
+  try_udp_to(route, loopback(port), msg, len);
+}
+
+/* TCP and UDP to a test host in a network namespace the test made. Only
+ * 10.79.0.0/16, the test's own range, is accepted: a probe never aims at any
+ * other address. */
+static int probe_egress(int argc, char **argv)
+{
+  if (argc != 2)
+    die("usage: egress 10.79.X.Y PORT");
+  struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)num(argv[1])) };
+  if (inet_pton(AF_INET, argv[0], &sin.sin_addr) != 1 ||
+      (ntohl(sin.sin_addr.s_addr) & 0xffff0000u) != 0x0a4f0000u)
+    die("refusing to aim at %s: only the test's own 10.79.0.0/16", argv[0]);
+  try_tcp_to("tcp connect to the test host", sin, "PROBE\n", 6);
+  for (int i = 0; i < 3; i++)
+    try_udp_to("udp datagram to the test host", sin, "PROBE\n", 6);
+  return verdict();
 }
 
 static int probe_tcp(int argc, char **argv)
@@ -1159,8 +1184,9 @@ static int bound(int fd, const struct sockaddr *sa, socklen_t len, const char *w
 }
 
 /* host-listen KIND WHERE LOG READY: KIND is tcp or udp (WHERE is a port on
- * 127.0.0.1, 0 for any), dns (127.0.0.1:53, udp and tcp), unix (WHERE is a
- * path) or abstract (a name). Writes the port to READY when listening, and a
+ * 127.0.0.1, 0 for any), dns (127.0.0.1:53, udp and tcp), any (tcp and udp
+ * on every address, for the test host inside a network namespace the test
+ * made), unix (WHERE is a path) or abstract (a name). Writes the port to READY when listening, and a
  * line to LOG for every connection or datagram. */
 static int host_listen(int argc, char **argv)
 {
@@ -1169,16 +1195,20 @@ static int host_listen(int argc, char **argv)
   const char *kind = argv[0], *log = argv[2];
   struct pollfd pfd[2];
   int nfd = 0, port = 0;
-  if (!strcmp(kind, "tcp") || !strcmp(kind, "udp") || !strcmp(kind, "dns")) {
-    int dns = !strcmp(kind, "dns");
+  if (!strcmp(kind, "tcp") || !strcmp(kind, "udp") || !strcmp(kind, "dns") || !strcmp(kind, "any")) {
+    int dns = !strcmp(kind, "dns"), any = !strcmp(kind, "any");
     struct sockaddr_in sin = loopback(dns ? 53 : (int)num(argv[1]));
-    if (dns || !strcmp(kind, "tcp")) {
+    if (any)
+      sin.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (dns || any || !strcmp(kind, "tcp")) {
       int s = bound(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), (struct sockaddr *)&sin, sizeof sin, "tcp");
       if (listen(s, 16) < 0)
         die("listen: %s", strerror(errno));
       pfd[nfd++] = (struct pollfd){ .fd = s, .events = POLLIN };
+      socklen_t sl = sizeof sin;
+      getsockname(s, (struct sockaddr *)&sin, &sl);
     }
-    if (dns || !strcmp(kind, "udp")) {
+    if (dns || any || !strcmp(kind, "udp")) {
       int s = bound(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), (struct sockaddr *)&sin, sizeof sin, "udp");
       pfd[nfd++] = (struct pollfd){ .fd = s, .events = POLLIN };
     }
@@ -1448,6 +1478,7 @@ struct entry {
 
 static const struct entry entries[] = {
   { "tcp", probe_tcp },
+  { "egress", probe_egress },
   { "udp", probe_udp },
   { "dns", probe_dns },
   { "packet", probe_packet },
