@@ -182,7 +182,8 @@ typedef struct shk__decision {
   const char *rule;     /* the text of the rule that decided, or NULL */
 } shk__decision;
 
-/* Decides a canonical host and port against the rules: names against the
+/* Decides a canonical host and port (0 for a DNS query, see policy.c)
+ * against the rules: names against the
  * domain rules, IP literals against the cidr rules (and a bare "*"). The
  * result is the join of every match in None < Allow < Deny, so a deny
  * always wins and no match at all is None, which callers treat as a

@@ -54,9 +54,12 @@ const char *shk__pattern_parse(const char *pat, shk__verdict verdict, bool allow
   return NULL;
 }
 
+/* PORT 0 is a DNS query, which names no port: an allow rule with a port
+ * still lets the name resolve (the connection is checked with its port
+ * later), while a deny rule with a port does not refuse the whole name. */
 static bool rule_matches(const shk__domain_rule *r, const shk__host *h, uint16_t port)
 {
-  if (r->port && r->port != port)
+  if (r->port && (port ? r->port != port : r->verdict == SHK__DENY))
     return false;
   if (r->kind == SHK__PAT_ANY)
     return true;

@@ -459,6 +459,13 @@ static void resolved_cb(int result, struct evutil_addrinfo *res, void *arg)
       evutil_freeaddrinfo(res);
     return;
   }
+  if (result == EVUTIL_EAI_NODATA && c->kind == SHK__LISTEN_DNS) {
+    /* The name exists without an address of this family: an empty
+     * answer, so the client goes on with the other family. */
+    audit(c, "allow", "allowed");
+    dns_reply(c, c->addrs, 0);
+    return;
+  }
   if (result != 0 || !res) {
     if (res)
       evutil_freeaddrinfo(res);

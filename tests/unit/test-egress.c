@@ -237,6 +237,13 @@ static void test_lattice(void **state)
   assert_string_equal(rule, "203.0.113.0/24");
   assert_int_equal(decide(cfg, "0xcb.0.113.7", 443, NULL), SHK__ALLOW);
   assert_int_equal(decide(cfg, "198.51.100.7", 443, NULL), SHK__NONE);
+  /* A DNS query (port 0) may resolve a name an allow rule with a port
+   * covers; a deny rule with a port does not refuse the name. */
+  assert_int_equal(decide(cfg, "a.corp.test", 0, NULL), SHK__ALLOW);
+  assert_null(shk__eg_config_add_domain(cfg, "example.test:25", SHK__DENY));
+  assert_int_equal(decide(cfg, "example.test", 0, NULL), SHK__ALLOW);
+  assert_int_equal(decide(cfg, "example.test", 25, NULL), SHK__DENY);
+  assert_int_equal(decide(cfg, "x.bad.test", 0, NULL), SHK__DENY);
   /* Deny wins over allow, whatever the order. */
   assert_null(shk__eg_config_add_domain(cfg, "evil.corp.test", SHK__DENY));
   assert_int_equal(decide(cfg, "evil.corp.test", 443, &rule), SHK__DENY);
