@@ -4,7 +4,8 @@
 //       policies.cedar, entities.json, [schema.cedarschema], requests.jsonl
 //   node bench.js wasm DIR                   decides DIR/requests.jsonl with
 //       cedar-wasm's preparsed path (preparsePolicySet, preparseSchema,
-//       statefulIsAuthorized) and prints {"decisions","seconds","allow"}
+//       statefulIsAuthorized) and prints {"decisions","seconds","allow"},
+//       seconds of CPU time (user and system) spent deciding
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -61,7 +62,7 @@ function wasm(dir) {
   const entities = JSON.parse(read('entities.json'));
   const requests = read('requests.jsonl').split('\n').filter((l) => l).map((l) => JSON.parse(l));
   let allow = 0;
-  const t0 = process.hrtime.bigint();
+  const t0 = process.cpuUsage();
   for (const q of requests) {
     const a = cedar.statefulIsAuthorized({
       ...q, entities, preparsedPolicySetId: 'bench',
@@ -69,7 +70,8 @@ function wasm(dir) {
     });
     if (a.type === 'success' && a.response.decision === 'allow') allow++;
   }
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const used = process.cpuUsage(t0);
+  const seconds = (used.user + used.system) / 1e6;
   console.log(JSON.stringify({ decisions: requests.length, seconds, allow }));
 }
 

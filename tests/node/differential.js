@@ -94,7 +94,7 @@ function main() {
       const entities = makeWorld(r);
       const policies = makePolicies(r, a.policies, 3);
       const requests = Array.from({ length: a.requests }, () => makeRequest(r));
-      const off = officialAnswers(`w${w}`, policies, entities, requests);
+      const off = officialAnswers('world', policies, entities, requests);
       const shk = shinkenAnswers(a.shinken, dir, policies, entities, requests);
       if (shk.broken) {
         stats.cases += requests.length;
