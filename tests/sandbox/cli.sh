@@ -217,8 +217,9 @@ case $CASE in
     kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
     survivors "shk-dwp-$$" ;;
   dies-with-parent-early)
-    # Killed at once, at various moments of start-up.
-    for d in 0 0.01 0.02 0.05 0.1 0.2 0.3; do
+    # Killed at once, at various moments of start-up (20 times: the window
+    # is narrow).
+    for d in 0 0.01 0.02 0.03 0.04 0 0.01 0.02 0.03 0.04 0 0.01 0.02 0.03 0.04 0.05 0.1 0.15 0.2 0.3; do
       "$SHINKEN" run -- /bin/sh -c 'exec sleep 60' "shk-dwe-$$" &
       bgpid=$!
       sleep $d; kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
