@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,15 +26,27 @@
 
 extern char **environ;
 
-static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t child_pid, got_signal;
 
-/* Signals sent to `shinken run` alone reach the sandbox too: bwrap dies of
- * them, and with it, through PR_SET_PDEATHSIG and the pid namespace, every
- * process inside. */
+/* A signal that would end `shinken run` ends the sandbox first: bwrap is
+ * killed, and with it, through --die-with-parent and the pid namespaces,
+ * every process inside. SIGKILL, because bwrap may be pid 1 of a namespace
+ * of ours, which ignores other signals it has no handler for. */
 static void forward(int sig)
 {
+  got_signal = sig;
   if (child_pid > 0)
-    kill((pid_t)child_pid, sig);
+    kill((pid_t)child_pid, SIGKILL);
+}
+
+/* bwrap 0.8 leaves its sandbox's pid 1 waiting forever when bwrap itself
+ * dies during set-up (as it does, through PR_SET_PDEATHSIG, when `shinken
+ * run` is killed then). Where this process may create a pid namespace (root),
+ * bwrap runs as pid 1 of a fresh one: its death ends everything beneath. */
+static void own_pid_namespace(void)
+{
+  if (geteuid() == 0 && unshare(CLONE_NEWPID) < 0)
+    shk__die_errno(RUN_FAIL, "run: a pid namespace for bwrap");
 }
 
 typedef struct degraded {
@@ -260,14 +274,22 @@ int shk_cli_run(int argc, char **argv)
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaction(sigs[i], &sa, NULL);
 
-  pid_t parent = getpid();
+  /* Its write end stays open here until this process dies: the child
+   * sees whether it did before PR_SET_PDEATHSIG was armed (getppid() cannot
+   * tell across a pid namespace). */
+  int alive[2];
+  if (pipe2(alive, O_CLOEXEC) < 0)
+    shk__die_errno(RUN_FAIL, "run: pipe");
+  own_pid_namespace();
   pid_t pid = fork();
   if (pid < 0)
     shk__die_errno(RUN_FAIL, "run: fork");
   if (pid == 0) {
     /* bwrap dies with us, and --die-with-parent chains that to the
      * sandbox's pid 1, whose death ends every process inside. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+    close(alive[1]);
+    struct pollfd pf = { alive[0], POLLIN, 0 };
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&pf, 1, 0) != 0)
       _exit(RUN_FAIL);
     if (cg.path && shk_sandbox_cgroup_join(&cg) < 0)
       shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
@@ -284,6 +306,7 @@ int shk_cli_run(int argc, char **argv)
   }
   child_pid = pid;
   close(sync[1]);
+  close(alive[0]);
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR)
@@ -308,6 +331,8 @@ int shk_cli_run(int argc, char **argv)
   shk_sandbox_opts_free(&o);
   /* Without the byte stage 2 writes just before exec, the sandbox was never
    * complete and the command never ran; bwrap or stage 2 said why. */
+  if (got_signal)
+    return 128 + got_signal;
   if (WIFSIGNALED(status))
     return 128 + WTERMSIG(status);
   if (!started)

@@ -114,6 +114,11 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     push3(&s, "--ro-bind", "/", "/");
   push2(&s, "--dev", "/dev");
   push2(&s, "--proc", "/proc");
+  /* bwrap 0.8 covers only /proc/irq and /proc/bus. A caller that is root
+   * outside is kuid 0 inside, which the sysctl files' owner check lets write
+   * without any capability: the mount makes them read-only. */
+  push3(&s, "--ro-bind", "/proc/sys", "/proc/sys");
+  push3(&s, "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
   push2(&s, "--tmpfs", "/tmp");
   /* A private /run: a read-only bind does not stop connect() on a unix
    * socket, and /run holds the host's (docker, dbus, systemd). */
@@ -170,7 +175,10 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   push2(&s, "--ll-rw", "/tmp");
   push2(&s, "--ll-rw", "/dev/shm");
   push2(&s, "--ll-dev", "/dev");
-  push2(&s, "--ll-dev", "/proc");
+  /* /proc is read-only to Landlock as well: writes there reach the kernel's
+   * global settings when the caller is root outside. */
+  if (p->read_restricted)
+    push2(&s, "--ll-ro", "/proc");
   push(&s, "--");
   for (size_t i = 0; i < l->ncommand; i++)
     push(&s, l->command[i]);
