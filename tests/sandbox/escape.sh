@@ -379,6 +379,12 @@ case $CASE in
     # the test made, joined by a veth pair to B, which holds the test host
     # 10.79.0.2 and its listener. Nothing else is reachable from A.
     command -v ip >/dev/null || skip "no ip(8)"
+    # Namespaces of a run that was killed (SIGKILL runs no trap) go once the
+    # process that made them is gone.
+    for ns in $(ip netns list 2>/dev/null | sed -n 's/^\(shk-sbx-[0-9]*-[ab]\).*/\1/p'); do
+      owner=${ns#shk-sbx-}; owner=${owner%%-*}
+      kill -0 "$owner" 2>/dev/null || ip netns del "$ns" 2>/dev/null
+    done
     A=shk-sbx-$$-a B=shk-sbx-$$-b netns="$A $B"
     ip netns add "$A" 2>/dev/null || skip "cannot create a network namespace"
     ip netns add "$B" || fail "ip netns add"
