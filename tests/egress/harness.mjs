@@ -121,7 +121,7 @@ export class Conn {
   }
   // One HTTP response: {status, headers, body}; status 0 when the proxy
   // closed or said nothing in time.
-  async response(ms = 5000) {
+  async response(ms = 5000, { tunnel = false } = {}) {
     const r = await this.until((b, closed) => {
       const e = b.indexOf('\r\n\r\n');
       if (e < 0) return closed ? { status: 0, raw: b.toString('latin1') } : undefined;
@@ -134,7 +134,9 @@ export class Conn {
       }
       const cl = headers['content-length'];
       let len;
-      if (cl !== undefined) len = Number(cl);
+      // A successful CONNECT's reply has no body: the tunnel follows.
+      if (tunnel && m && m[1].startsWith('2')) len = 0;
+      else if (cl !== undefined) len = Number(cl);
       else if (!closed) return undefined;
       else len = b.length - e - 4;
       if (b.length < e + 4 + len) return closed ? { status: 0, raw: b.toString('latin1') } : undefined;
@@ -167,7 +169,7 @@ export async function connectTunnel(px, authority, hostHeader = authority) {
   let c;
   try { c = await Conn.open(px.http); } catch (e) { return { status: 0 }; }
   c.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${hostHeader}\r\n\r\n`);
-  const r = await c.response();
+  const r = await c.response(5000, { tunnel: true });
   if (r.status !== 200) c.close();
   return { ...r, conn: c };
 }
