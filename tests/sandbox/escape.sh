@@ -399,6 +399,26 @@ case $CASE in
       wait_file "$fx/ready"; PORT=$(cat "$fx/ready")
     }
     args() { echo egress 10.79.0.2 "$PORT"; }; effect() { logged; } ;;
+  ipc)
+    # The host's System V IPC objects, reachable only without a new ipc
+    # namespace.
+    setup() {
+      bg "$WHO" "$PROBE" host-ipc "$fx/info" "$fx/log"
+      wait_file "$fx/info"; KEY=$(cat "$fx/info")
+    }
+    args() { echo ipc "$KEY"; }; effect() { logged; } ;;
+  hostname)
+    H0=$(hostname); D0=$(cat /proc/sys/kernel/domainname)
+    restore="hostname '$H0'; echo '$D0' >/proc/sys/kernel/domainname"
+    setup() { if [ "$WHO" = root ]; then CONTROL_PREFIX="unshare -u"; else CONTROL_PREFIX="unshare -ru"; fi; INSIDE_ONLY=1; }
+    args() { echo hostname; }
+    effect() { [ "$(hostname)" != "$H0" ] && echo "the host's name changed to $(hostname)"; } ;;
+  kernel)
+    # Module loading, kexec, reboot, swap, I/O ports: each call has harmless
+    # arguments, and the probe only learns whether the permission check let
+    # it through.
+    setup() { INSIDE_ONLY=1; CONTROL_AS=root; }
+    args() { echo kernel; }; effect() { no_effect; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

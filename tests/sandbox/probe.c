@@ -32,6 +32,7 @@
 #include <linux/keyctl.h>
 #include <linux/netlink.h>
 #include <linux/perf_event.h>
+#include <linux/reboot.h>
 #include <linux/rtnetlink.h>
 #include <linux/seccomp.h>
 #include <linux/userfaultfd.h>
@@ -50,7 +51,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/ipc.h>
+#include <sys/io.h>
 #include <sys/mount.h>
+#include <sys/msg.h>
+#include <sys/reboot.h>
+#include <sys/shm.h>
+#include <sys/swap.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -1083,6 +1090,66 @@ static int probe_userfaultfd(int argc, char **argv)
   return verdict();
 }
 
+/* The host's System V message queue and shared memory segment, by key. */
+static int probe_ipc(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: ipc KEY");
+  key_t key = (key_t)num(argv[0]);
+  int q = msgget(key, 0);
+  note("msgget the host's queue", q < 0 ? errno : 0, 1);
+  if (q >= 0) {
+    struct { long type; char text[8]; } m = { 1, "PROBE" };
+    note("msgsnd to it", msgsnd(q, &m, sizeof m.text, IPC_NOWAIT) < 0 ? errno : 0, 1);
+  }
+  int shm = shmget(key, 0, 0);
+  note("shmget the host's segment", shm < 0 ? errno : 0, 1);
+  if (shm >= 0) {
+    char *p = shmat(shm, NULL, 0);
+    note("shmat it", p == (void *)-1 ? errno : 0, 1);
+    if (p != (void *)-1) {
+      memcpy(p, "ESCAPED", 8);
+      shmdt(p);
+    }
+  }
+  return verdict();
+}
+
+static int probe_hostname(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: hostname");
+  note("sethostname", sethostname("shk-escape", 10) < 0 ? errno : 0, 1);
+  note("setdomainname", setdomainname("shk-escape", 10) < 0 ? errno : 0, 1);
+  return verdict();
+}
+
+/* Each call has harmless arguments that fail only after the kernel's
+ * permission check: EPERM (or a filter's ENOSYS/EACCES) means refused,
+ * any other answer means the caller held the privilege. */
+static void past_check(const char *route, long rc)
+{
+  int err = rc < 0 ? errno : 0;
+  note(route, err == EPERM || err == EACCES || err == ENOSYS ? err : 0, 1);
+}
+
+static int probe_kernel(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: kernel");
+  past_check("finit_module(-1)", syscall(SYS_finit_module, -1, "", 0));
+  past_check("kexec_load with bad flags", syscall(SYS_kexec_load, 0, 0, NULL, 0xdead0000UL));
+  past_check("reboot with a bad magic", syscall(SYS_reboot, 0x12345678, 0x9abcdef0, LINUX_REBOOT_CMD_CAD_OFF, NULL));
+  past_check("swapon a missing file", swapon("/nonexistent/shk-swap", 0));
+  long rc = syscall(SYS_iopl, 3);
+  past_check("iopl(3)", rc);
+  if (rc == 0)
+    syscall(SYS_iopl, 0);
+  return verdict();
+}
+
 /* Forks children that wait, up to CAP, and records in OUT how many were
  * alive at once; then kills them. The cap keeps an unconfined run harmless. */
 static int probe_forkbomb(int argc, char **argv)
@@ -1436,6 +1503,55 @@ static int host_keys(int argc, char **argv)
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* host-ipc INFO LOG: a System V message queue and shared memory segment
+ * under a random key, mode 0666, written to INFO; logs any message or write
+ * that arrives, and removes both when it stops. */
+static int host_ipc(int argc, char **argv)
+{
+  if (argc != 2)
+    die("usage: host-ipc INFO LOG");
+  key_t key;
+  int q = -1, shm = -1;
+  for (int tries = 0; q < 0 && tries < 50; tries++) {
+    key = (key_t)(0x5a000000 | (((getpid() << 4) | tries) & 0xffffff));
+    q = msgget(key, IPC_CREAT | IPC_EXCL | 0666);
+  }
+  if (q < 0)
+    die("msgget: %s", strerror(errno));
+  shm = shmget(key, 4096, IPC_CREAT | IPC_EXCL | 0666);
+  if (shm < 0) {
+    msgctl(q, IPC_RMID, NULL);
+    die("shmget: %s", strerror(errno));
+  }
+  char *p = shmat(shm, NULL, 0);
+  if (p == (void *)-1)
+    die("shmat: %s", strerror(errno));
+  fixture_signals();
+  char info[32], tmp[PATH_MAX];
+  int len = snprintf(info, sizeof info, "%d\n", (int)key);
+  snprintf(tmp, sizeof tmp, "%s.tmp", argv[0]);
+  write_file(tmp, info, (size_t)len);
+  rename(tmp, argv[0]);
+  int seen_q = 0, seen_shm = 0;
+  while (!stop) {
+    struct msqid_ds ds;
+    if (!seen_q && msgctl(q, IPC_STAT, &ds) == 0 && ds.msg_qnum > 0) {
+      seen_q = 1;
+      log_line(argv[1], "a message arrived in the host's queue");
+    }
+    if (!seen_shm && p[0]) {
+      seen_shm = 1;
+      log_line(argv[1], "the host's shared memory was written");
+    }
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+  }
+  shmdt(p);
+  shmctl(shm, IPC_RMID, NULL);
+  msgctl(q, IPC_RMID, NULL);
+  return 0;
+}
+
 /* ---- the host's features, for checking `shinken doctor`'s claims -------- */
 
 static int check_landlock_abi(int argc, char **argv)
@@ -1510,6 +1626,9 @@ static const struct entry entries[] = {
   { "bpf", probe_bpf },
   { "perf", probe_perf },
   { "userfaultfd", probe_userfaultfd },
+  { "ipc", probe_ipc },
+  { "hostname", probe_hostname },
+  { "kernel", probe_kernel },
   { "forkbomb", probe_forkbomb },
   { "memhog", probe_memhog },
   { "landlock-abi", check_landlock_abi },
@@ -1518,6 +1637,7 @@ static const struct entry entries[] = {
   { "host-hold", host_hold },
   { "host-pty", host_pty },
   { "host-keys", host_keys },
+  { "host-ipc", host_ipc },
 };
 
 int main(int argc, char **argv)
