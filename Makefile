@@ -1,7 +1,10 @@
 # The two things people do with Shinken's source tree.
 #   make demo   installs what is needed, builds, and runs Shinken's main job
 #   make check  installs what is needed, builds, and runs every test
-.PHONY: all deps build demo check bench clean
+#   make bench  builds in release mode and runs every benchmark against its peer
+.PHONY: all deps build demo check bench install clean
+
+SHINKEN := build/release/src/cli/shinken
 
 all: build
 
@@ -9,17 +12,20 @@ deps:
 	@sh scripts/install-deps.sh
 
 build: deps
-	@[ -f build/release/build.ninja ] || meson setup build/release -Dtests=false >/dev/null
+	@[ -f build/release/build.ninja ] || meson setup build/release -Dbuildtype=release >/dev/null
 	@ninja -C build/release >/dev/null
 
 demo: build
-	@sh scripts/demo.sh build/release/shinken
+	@sh scripts/demo.sh $(SHINKEN)
 
 check: deps
 	@sh scripts/check.sh
 
 bench: build
-	@sh bench/run-all.sh build/release/shinken
+	@for b in cedar run egress cap; do echo "== bench/$$b"; SHINKEN=$(CURDIR)/$(SHINKEN) sh bench/$$b/run.sh $(CURDIR)/$(SHINKEN) || exit 1; done
+
+install: build
+	@meson install -C build/release
 
 clean:
 	rm -rf build

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Grant and revoke latency of the capability manager, end to end: a real
 # daemon, a real session proxy, a loopback upstream pinned by name.
-# usage: bench/cap/run.sh [BUILDDIR] [ITERATIONS]
+# It builds its own release tree (build/bench-cap); ITERATIONS defaults to 1000.
+# usage: [ITERATIONS=N] sh bench/cap/run.sh
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$root/build/bench}
-n=${2:-1000}
-[ -f "$build/build.ninja" ] || meson setup "$build" -Dbuildtype=release >/dev/null
+build=$root/build/bench-cap
+n=${ITERATIONS:-1000}
+[ -f "$build/build.ninja" ] || meson setup "$build" "$root" -Dbuildtype=release >/dev/null
 ninja -C "$build" src/cli/shinken bench/cap/bench-grant-revoke >/dev/null
 tmp=$(mktemp -d)
 trap 'kill $dpid $upid 2>/dev/null; rm -rf "$tmp"' EXIT
