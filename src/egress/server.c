@@ -41,6 +41,7 @@ struct listener {
   shk__eg_server *srv;
   shk__eg_listener_kind kind;
   struct evconnlistener *lev;
+  struct event *retry;
   char *unix_path;
 };
 
@@ -760,6 +761,22 @@ static void conn_free(struct conn *c)
  * Listeners and the server
  */
 
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+  struct listener *l = arg;
+  evconnlistener_enable(l->lev);
+}
+
+/* accept() failed (out of descriptors, most likely): pause this listener
+ * for a moment instead of spinning on a socket that stays readable. */
+static void accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+  struct listener *l = arg;
+  struct timeval tv = { 0, 100 * 1000 };
+  evconnlistener_disable(lev);
+  evtimer_add(l->retry, &tv);
+}
+
 static int add_listener(shk__eg_server *s, shk__eg_listener_kind kind, int fd, const char *path)
 {
   struct listener *l = shk__xcalloc(1, sizeof *l);
@@ -767,11 +784,18 @@ static int add_listener(shk__eg_server *s, shk__eg_listener_kind kind, int fd, c
   l->kind = kind;
   l->lev = evconnlistener_new(s->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
                               128, fd);
-  if (!l->lev) {
-    close(fd);
+  l->retry = evtimer_new(s->base, retry_cb, l);
+  if (!l->lev || !l->retry) {
+    if (l->lev)
+      evconnlistener_free(l->lev);
+    else
+      close(fd);
+    if (l->retry)
+      event_free(l->retry);
     free(l);
     return -ENOMEM;
   }
+  evconnlistener_set_error_cb(l->lev, accept_error_cb);
   l->unix_path = path ? shk__xstrdup(path) : NULL;
   l->next = s->listeners;
   s->listeners = l;
@@ -892,6 +916,7 @@ void shk__eg_server_free(shk__eg_server *s)
     struct listener *l = s->listeners;
     s->listeners = l->next;
     evconnlistener_free(l->lev);
+    event_free(l->retry);
     if (l->unix_path)
       unlink(l->unix_path);
     free(l->unix_path);
