@@ -149,6 +149,30 @@ SHK_PRINTF(2, 3) static void sb_printf(sbuf *b, const char *fmt, ...)
     b->n = (size_t)r < b->cap - b->n ? b->n + (size_t)r : b->cap;
 }
 
+/* Appends a name or literal from the policy. Control characters, quotes
+ * and backslashes are escaped so that a hostile policy cannot write
+ * terminal escape sequences through a validation message. */
+static void sb_str(sbuf *b, shk__str s)
+{
+  for (size_t i = 0; i < s.n; i++) {
+    unsigned char ch = (unsigned char)s.p[i];
+    if (ch < 0x20 || ch == 0x7f)
+      sb_printf(b, "\\u{%x}", ch);
+    else if (ch == '"' || ch == '\\' || ch == '`')
+      sb_printf(b, "\\%c", ch);
+    else
+      sb_printf(b, "%c", ch);
+  }
+}
+
+static const char *esc(char *buf, size_t n, shk__str s)
+{
+  sbuf b = { buf, 0, n };
+  buf[0] = '\0';
+  sb_str(&b, s);
+  return buf;
+}
+
 static void type_name(sbuf *b, const vtype *t)
 {
   switch (t->k) {
@@ -160,7 +184,7 @@ static void type_name(sbuf *b, const vtype *t)
   case VT_STRING: sb_printf(b, "String"); break;
   case VT_ANY_ENTITY: sb_printf(b, "(any entity)"); break;
   case VT_ENTITY:
-  case VT_EXT: sb_printf(b, "%.*s", (int)t->name.n, t->name.p); break;
+  case VT_EXT: sb_str(b, t->name); break;
   case VT_SET:
     if (!t->elem) {
       sb_printf(b, "Set");
@@ -177,8 +201,9 @@ static void type_name(sbuf *b, const vtype *t)
     }
     sb_printf(b, "{");
     for (size_t i = 0; i < t->n_attrs; i++) {
-      sb_printf(b, "%s%.*s%s: ", i ? ", " : "", (int)t->attrs[i].name.n, t->attrs[i].name.p,
-                t->attrs[i].required ? "" : "?");
+      sb_printf(b, "%s", i ? ", " : "");
+      sb_str(b, t->attrs[i].name);
+      sb_printf(b, "%s: ", t->attrs[i].required ? "" : "?");
       type_name(b, t->attrs[i].type);
     }
     sb_printf(b, "}");
@@ -190,7 +215,7 @@ static void type_name(sbuf *b, const vtype *t)
  * same mistake is usually found once per request environment). */
 SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const char *fmt, ...)
 {
-  char msg[512];
+  char msg[512], id[256];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -202,7 +227,7 @@ SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const char *fmt, ...
       return;
   o->errors = shk__xrealloc(o->errors, (o->n_errors + 1) * sizeof *o->errors);
   o->errors[o->n_errors++] = (shk_cedar_validation_error){
-    .policy_id = shk__xasprintf("%.*s", (int)c->p->id.n, c->p->id.p),
+    .policy_id = shk__xstrdup(esc(id, sizeof id, c->p->id)),
     .message = shk__xstrdup(msg),
     .line = loc.line,
     .column = loc.col,
@@ -814,16 +839,16 @@ static ans tc_getattr(checker *c, cap *prior, const shk__expr *e)
   if (!x.t)
     return fail_ans(NULL);
   vattr at;
-  char tb[256];
+  char tb[256], nb[128];
   if (lookup_attr(c, x.t, e->s, &at)) {
     if (at.required || has_cap(prior, e->a, e->s, NULL))
       return (ans){ at.type, x.ok, NULL };
     verr(c, e->loc,
-         "unsafe access to optional attribute `%.*s` of %s: guard it with `has` first",
-         (int)e->s.n, e->s.p, tn(tb, sizeof tb, x.t));
+         "unsafe access to optional attribute `%s` of %s: guard it with `has` first",
+         esc(nb, sizeof nb, e->s), tn(tb, sizeof tb, x.t));
     return fail_ans(at.type);
   }
-  verr(c, e->loc, "attribute `%.*s` not found: %s has no such attribute", (int)e->s.n, e->s.p,
+  verr(c, e->loc, "attribute `%s` not found: %s has no such attribute", esc(nb, sizeof nb, e->s),
        tn(tb, sizeof tb, x.t));
   return fail_ans(NULL);
 }
@@ -930,7 +955,9 @@ static ans tc_tag(checker *c, cap *prior, const shk__expr *e)
   ans ex = expect1(c, prior, x, &T_ANY_ENTITY);
   ans ek = expect1(c, prior, k, &T_STRING);
   bool ok = ex.ok && ek.ok;
-  if (!ex.t || !ek.t)
+  /* A key of the wrong type fails the call but, as in the reference, does
+   * not hide what is wrong with the access itself. */
+  if (!ex.t)
     return fail_ans(NULL);
   bool none = true;
   const vtype *tt = NULL;
@@ -1055,24 +1082,24 @@ static ans tc_ext(checker *c, cap *prior, const shk__expr *e)
          sig.n_args == 1 ? "" : "s", e->n_items);
     failed = true;
   }
-  if (sig.check) {
-    for (size_t i = 0; i < e->n_items; i++) {
-      const shk__expr *x = e->items[i];
-      if (x->kind == SHK__E_STRING && sig.check(x->s) < 0) {
-        verr(c, e->loc, "`%s(\"%.*s\")` is not a valid %s literal", shk__fn_name(e->fn),
-             (int)x->s.n, x->s.p, shk__fn_name(e->fn));
-        failed = true;
-      }
+  /* A constructor's literal is parsed only when the count is right, and
+   * in strict mode its argument must be a literal. */
+  if (sig.check && e->n_items == sig.n_args) {
+    const shk__expr *x = e->items[0];
+    if (x->kind == SHK__E_STRING && sig.check(x->s) < 0) {
+      char lb[128];
+      verr(c, e->loc, "`%s(\"%s\")` is not a valid %s literal", shk__fn_name(e->fn),
+           esc(lb, sizeof lb, x->s), shk__fn_name(e->fn));
+      failed = true;
     }
-    for (size_t i = 0; i < e->n_items; i++)
-      if (!is_literal(e->items[i])) {
-        verr(c, e->loc,
-             "`%s` must be called on a string literal in strict mode, not an expression",
-             shk__fn_name(e->fn));
-        failed = true;
-        break;
-      }
   }
+  for (size_t i = 0; sig.check && i < e->n_items; i++)
+    if (!is_literal(e->items[i])) {
+      verr(c, e->loc, "`%s` must be called on a string literal in strict mode, not an expression",
+           shk__fn_name(e->fn));
+      failed = true;
+      break;
+    }
   if (failed) {
     for (size_t i = 0; i < e->n_items; i++)
       tc(c, prior, e->items[i]);
@@ -1408,16 +1435,18 @@ static void check_type_name(checker *c, shk__str t, shk__loc loc)
 {
   if (is_action_type(t) || shk__schema_entity_type(c->s, t))
     return;
-  verr(c, loc, "unrecognized entity type `%.*s`: the schema does not declare it", (int)t.n, t.p);
+  char tb[256];
+  verr(c, loc, "unrecognized entity type `%s`: the schema does not declare it", esc(tb, sizeof tb, t));
 }
 
 static void check_uid(checker *c, shk__uid u, shk__loc loc)
 {
+  char tb[256], ib[256];
   check_type_name(c, u.type, loc);
   if (is_action_type(u.type)) {
     if (!shk__schema_action(c->s, u))
-      verr(c, loc, "unrecognized action `%.*s::\"%.*s\"`: the schema does not declare it",
-           (int)u.type.n, u.type.p, (int)u.id.n, u.id.p);
+      verr(c, loc, "unrecognized action `%s::\"%s\"`: the schema does not declare it",
+           esc(tb, sizeof tb, u.type), esc(ib, sizeof ib, u.id));
     return;
   }
   const shk__entity_type *et = shk__schema_entity_type(c->s, u.type);
@@ -1426,8 +1455,8 @@ static void check_uid(checker *c, shk__uid u, shk__loc loc)
   for (size_t i = 0; i < et->n_enum_ids; i++)
     if (shk__str_eq(et->enum_ids[i], u.id))
       return;
-  verr(c, loc, "`%.*s::\"%.*s\"` is not one of the values of the enumerated type `%.*s`",
-       (int)u.type.n, u.type.p, (int)u.id.n, u.id.p, (int)u.type.n, u.type.p);
+  verr(c, loc, "`%s::\"%s\"` is not one of the values of the enumerated type `%s`",
+       esc(tb, sizeof tb, u.type), esc(ib, sizeof ib, u.id), tb);
 }
 
 static void check_names_expr(checker *c, const shk__expr *e)
