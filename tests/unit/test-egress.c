@@ -8,9 +8,17 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "egress/egress-internal.h"
 
@@ -478,6 +486,217 @@ static void test_dns(void **state)
   assert_non_null(shk__dns_parse_query(ptr, sizeof ptr, &dq));
 }
 
+/* ---- A session end to end, over its unix sockets, against a loopback
+ * echo server that counts the connections it gets. */
+
+struct echo {
+  int lfd;
+  uint16_t port;
+  int accepted;
+  pthread_mutex_t mu;
+};
+
+static void *echo_main(void *arg)
+{
+  struct echo *e = arg;
+  for (;;) {
+    int c = accept(e->lfd, NULL, NULL);
+    if (c < 0)
+      return NULL;
+    pthread_mutex_lock(&e->mu);
+    e->accepted++;
+    pthread_mutex_unlock(&e->mu);
+    char buf[256];
+    ssize_t n;
+    while ((n = read(c, buf, sizeof buf)) > 0)
+      if (write(c, buf, (size_t)n) != n)
+        break;
+    close(c);
+  }
+}
+
+static int echo_accepted(struct echo *e)
+{
+  pthread_mutex_lock(&e->mu);
+  int n = e->accepted;
+  pthread_mutex_unlock(&e->mu);
+  return n;
+}
+
+static int unix_connect(const char *dir, const char *name)
+{
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  snprintf(sun.sun_path, sizeof sun.sun_path, "%s/%s", dir, name);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sun, sizeof sun), 0);
+  return fd;
+}
+
+/* Reads until CRLFCRLF, EOF or 3 s; returns what arrived. */
+static void read_head(int fd, char *buf, size_t cap)
+{
+  size_t len = 0;
+  buf[0] = '\0';
+  while (len + 1 < cap && !strstr(buf, "\r\n\r\n")) {
+    struct pollfd p = { fd, POLLIN, 0 };
+    if (poll(&p, 1, 3000) != 1)
+      break;
+    ssize_t n = read(fd, buf + len, cap - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+    buf[len] = '\0';
+  }
+}
+
+static int connect_via(const char *dir, const char *host, uint16_t port, char *head, size_t cap)
+{
+  int fd = unix_connect(dir, "http.sock");
+  char req[256];
+  int n = snprintf(req, sizeof req, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, port,
+                   host, port);
+  assert_int_equal(write(fd, req, (size_t)n), n);
+  read_head(fd, head, cap);
+  return fd;
+}
+
+static shk_egress_verdict test_hook(void *data, const shk_egress_request *req, uint64_t *tag,
+                                    const char **rule)
+{
+  if (!strcmp(req->host, "hooked.test")) {
+    *tag = 9;
+    *rule = "test-handle";
+    return SHK_EGRESS_ALLOW;
+  }
+  return strcmp(req->host, "vetoed.test") ? SHK_EGRESS_NONE : SHK_EGRESS_DENY;
+}
+
+static size_t dns_ask(const char *dir, const char *name, uint16_t qtype, uint8_t *ans, size_t cap)
+{
+  uint8_t q[300] = { 0, 0, 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
+  size_t len = 14;
+  for (const char *p = name; *p;) {
+    const char *dot = strchr(p, '.');
+    size_t l = dot ? (size_t)(dot - p) : strlen(p);
+    q[len++] = (uint8_t)l;
+    memcpy(q + len, p, l);
+    len += l;
+    p += l + (dot ? 1 : 0);
+  }
+  q[len++] = 0;
+  q[len++] = (uint8_t)(qtype >> 8);
+  q[len++] = (uint8_t)qtype;
+  q[len++] = 0;
+  q[len++] = 1;
+  q[0] = (uint8_t)((len - 2) >> 8);
+  q[1] = (uint8_t)(len - 2);
+  int fd = unix_connect(dir, "dns.sock");
+  assert_int_equal(write(fd, q, len), (ssize_t)len);
+  size_t got = 0;
+  ssize_t n;
+  struct pollfd p = { fd, POLLIN, 0 };
+  while (got < cap && poll(&p, 1, 3000) == 1 && (n = read(fd, ans + got, cap - got)) > 0)
+    got += (size_t)n;
+  close(fd);
+  return got;
+}
+
+static void test_session(void **state)
+{
+  struct echo e = { .lfd = socket(AF_INET, SOCK_STREAM, 0) };
+  pthread_mutex_init(&e.mu, NULL);
+  struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  socklen_t sl = sizeof sin;
+  assert_int_equal(bind(e.lfd, (struct sockaddr *)&sin, sizeof sin), 0);
+  assert_int_equal(listen(e.lfd, 16), 0);
+  assert_int_equal(getsockname(e.lfd, (struct sockaddr *)&sin, &sl), 0);
+  e.port = ntohs(sin.sin_port);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, echo_main, &e), 0);
+
+  char cfgpath[] = "/tmp/shinken-egress-test-XXXXXX";
+  int cfd = mkstemp(cfgpath);
+  assert_true(cfd >= 0);
+  static const char cfg[] =
+    "{\"allow_private_cidrs\": [\"127.0.0.1/32\"], \"hosts\": {\"echo.test\": [\"127.0.0.1\"],"
+    " \"hooked.test\": [\"127.0.0.1\"], \"vetoed.test\": [\"127.0.0.1\"],"
+    " \"private.test\": [\"127.0.0.2\"]}}";
+  assert_int_equal(write(cfd, cfg, sizeof cfg - 1), (ssize_t)sizeof cfg - 1);
+  close(cfd);
+  const char *allow[] = { "echo.test", "vetoed.test", "private.test" };
+  shk_egress_session_opts o = { .name = "t", .allow_domains = allow, .n_allow_domains = 3,
+                                .config_path = cfgpath, .audit_fd = -1, .hook = test_hook };
+  shk_egress_session *s;
+  char err[256];
+  if (shk_egress_session_open(&o, &s, err, sizeof err) < 0)
+    fail_msg("session: %s", err);
+  const char *dir = shk_egress_session_dir(s);
+  struct stat st;
+  assert_int_equal(stat(dir, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+
+  char head[1024];
+  int a = connect_via(dir, "echo.test", e.port, head, sizeof head);
+  assert_non_null(strstr(head, " 200 "));
+  assert_int_equal(write(a, "ping", 4), 4);
+  char buf[8] = "";
+  assert_int_equal(read(a, buf, 4), 4);
+  assert_memory_equal(buf, "ping", 4);
+
+  int b = connect_via(dir, "hooked.test", e.port, head, sizeof head);
+  assert_non_null(strstr(head, " 200 "));
+  int before = echo_accepted(&e);
+  static const char *const refused[][2] = { { "vetoed.test", "policy-deny" },
+                                            { "nope.test", "policy-no-match" },
+                                            { "private.test", "ip-loopback" } };
+  for (size_t i = 0; i < 3; i++) {
+    int c = connect_via(dir, refused[i][0], e.port, head, sizeof head);
+    assert_non_null(strstr(head, " 403 "));
+    char want[80];
+    snprintf(want, sizeof want, "X-Shinken-Decision: %s\r\n", refused[i][1]);
+    if (!strstr(head, want))
+      fail_msg("%s: %s", refused[i][0], head);
+    close(c);
+  }
+  /* Revoking the hook's handle closes exactly its tunnel. */
+  assert_int_equal(shk_egress_session_close_tunnels(s, 9), 1);
+  struct pollfd p = { b, POLLIN, 0 };
+  assert_int_equal(poll(&p, 1, 3000), 1);
+  assert_int_equal(read(b, buf, 1), 0);
+  assert_int_equal(write(a, "pong", 4), 4);
+  assert_int_equal(read(a, buf, 4), 4);
+  assert_memory_equal(buf, "pong", 4);
+  close(a);
+  close(b);
+  assert_int_equal(echo_accepted(&e), before); /* nothing refused got through */
+
+  uint8_t ans[512];
+  size_t n = dns_ask(dir, "Echo.Test", 1, ans, sizeof ans);
+  assert_true(n >= 2 + 12 + 16);
+  assert_int_equal(ans[2 + 3] & 0xf, 0);
+  assert_int_equal(ans[2 + 7], 1);
+  assert_memory_equal(ans + n - 4, "\x7f\x00\x00\x01", 4);
+  n = dns_ask(dir, "nope.test", 1, ans, sizeof ans);
+  assert_true(n >= 14);
+  assert_int_equal(ans[2 + 3] & 0xf, 5);
+  n = dns_ask(dir, "echo.test", 16, ans, sizeof ans);
+  assert_true(n >= 14);
+  assert_int_equal(ans[2 + 3] & 0xf, 5);
+  n = dns_ask(dir, "private.test", 1, ans, sizeof ans);
+  assert_true(n >= 14);
+  assert_int_equal(ans[2 + 3] & 0xf, 5);
+
+  char saved[4096];
+  snprintf(saved, sizeof saved, "%s", dir);
+  shk_egress_session_close(s);
+  assert_int_equal(stat(saved, &st), -1);
+  unlink(cfgpath);
+  shutdown(e.lfd, SHUT_RDWR);
+  close(e.lfd);
+  pthread_join(th, NULL);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -487,6 +706,7 @@ int main(void)
     cmocka_unit_test(test_lattice),        cmocka_unit_test(test_patterns),
     cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_http),
     cmocka_unit_test(test_socks5),         cmocka_unit_test(test_dns),
+    cmocka_unit_test(test_session),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
