@@ -237,6 +237,9 @@ static int setup_tree(void **state)
   mk("cwd", true);
   mk("cwd/.git", true);
   mk("cwd/.git/hooks", true);
+  mk("cwd/sub", true);
+  mk("cwd/sub/proj", true);
+  mk("cwd/sub/proj/.git", true);
   return 0;
 }
 
@@ -335,6 +338,12 @@ static void test_defaults(void **state)
    * replaced by a fresh one with new hooks. */
   assert_int_equal(find(&p, at("cwd/.git"))->kind, SHK_MOUNT_PIN);
   assert_true(index_of(&p, at("cwd/.git")) < index_of(&p, at("cwd/.git/hooks")));
+  /* A repository two levels below is found, its hooks protected and every
+   * directory up to the writable root pinned. */
+  assert_int_equal(find(&p, at("cwd/sub/proj/.git/hooks"))->kind, SHK_MOUNT_TMPFS);
+  assert_int_equal(find(&p, at("cwd/sub/proj/.git"))->kind, SHK_MOUNT_PIN);
+  assert_int_equal(find(&p, at("cwd/sub/proj"))->kind, SHK_MOUNT_PIN);
+  assert_int_equal(find(&p, at("cwd/sub"))->kind, SHK_MOUNT_PIN);
   /* The home is read-only here: credentials that exist are masked, missing
    * ones are left alone (nothing could be planted). */
   assert_int_equal(find(&p, at("home/.ssh"))->kind, SHK_MOUNT_TMPFS);

@@ -5,6 +5,7 @@
  * proportional to the number of rules, never to the size of the filesystem. */
 #include "shinken/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -317,21 +318,75 @@ static int protect_path_dirs(builder *b, const char *path_var)
   return 0;
 }
 
+/* The hooks and config of the repository whose work tree is DIR, and of
+ * its submodules (kept in .git/modules/NAME). */
+static int protect_repo(builder *b, const char *dir, size_t *budget)
+{
+  for (const char *const *n = git_readonly; *n; n++) {
+    int r = protect_name(b, dir, *n, SHK_ACCESS_READ);
+    if (r < 0)
+      return r;
+  }
+  shk_autofree char *modules = shk__xasprintf("%s/.git/modules", dir);
+  DIR *d = opendir(modules);
+  if (!d)
+    return 0;
+  int r = 0;
+  for (struct dirent *e; r == 0 && *budget > 0 && (e = readdir(d));) {
+    (*budget)--;
+    if (e->d_name[0] == '.' || e->d_type != DT_DIR)
+      continue;
+    shk_autofree char *m = shk__xasprintf("%s/%s", modules, e->d_name);
+    static const char *const names[] = { "hooks/", "config", NULL };
+    for (const char *const *n = names; r == 0 && *n; n++)
+      r = protect_name(b, m, *n, SHK_ACCESS_READ);
+  }
+  closedir(d);
+  return r;
+}
+
+/* Finds repositories at DIR and up to DEPTH levels below it. The scan is
+ * bounded by *budget directory entries, so its cost never grows with the
+ * size of the tree; a repository deeper or past the budget is not protected
+ * (docs/sandbox.md). */
+static int scan_repos(builder *b, const char *dir, int depth, size_t *budget)
+{
+  shk_autofree char *git = shk__xasprintf("%s/.git", dir);
+  struct stat st;
+  if (lstat(git, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int r = protect_repo(b, dir, budget);
+    if (r < 0)
+      return r;
+  }
+  if (depth == 0)
+    return 0;
+  DIR *d = opendir(dir);
+  if (!d)
+    return 0;
+  int r = 0;
+  for (struct dirent *e; r == 0 && *budget > 0 && (e = readdir(d));) {
+    (*budget)--;
+    if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+        !strcmp(e->d_name, ".git"))
+      continue;
+    shk_autofree char *sub = shk__xasprintf("%s%s%s", dir, strcmp(dir, "/") ? "/" : "",
+                                            e->d_name);
+    r = scan_repos(b, sub, depth - 1, budget);
+  }
+  closedir(d);
+  return r;
+}
+
 static int protect_git(builder *b)
 {
   for (size_t i = 0; i < b->nroots; i++) {
     if (b->p->rules[i].access != SHK_ACCESS_WRITE)
       continue;
     shk_autofree char *root = shk__xstrdup(b->p->rules[i].path);
-    shk_autofree char *git = shk__xasprintf("%s/.git", root);
-    struct stat st;
-    if (lstat(git, &st) < 0 || !S_ISDIR(st.st_mode))
-      continue;
-    for (const char *const *n = git_readonly; *n; n++) {
-      int r = protect_name(b, root, *n, SHK_ACCESS_READ);
-      if (r < 0)
-        return r;
-    }
+    size_t budget = 4096;
+    int r = scan_repos(b, root, 2, &budget);
+    if (r < 0)
+      return r;
   }
   return 0;
 }
@@ -407,7 +462,7 @@ static void finish(shk_sandbox_plan *p)
     shk_sandbox_plan view = { p->read_restricted, p->rules, out };
     const shk_sandbox_rule *anc = covering_rule(&view, r->path);
     bool same = anc ? anc->kind == r->kind && anc->kind != SHK_MOUNT_TMPFS &&
-                          anc->kind != SHK_MOUNT_DEV_NULL
+                          anc->kind != SHK_MOUNT_DEV_NULL && anc->kind != SHK_MOUNT_PIN
                     : !p->read_restricted && r->kind == SHK_MOUNT_BIND_RO &&
                           !shk_sandbox_is_private(r->path);
     if (same) {
