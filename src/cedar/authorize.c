@@ -38,6 +38,7 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
   ev.vars[SHK__VAR_ACTION] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->action };
   ev.vars[SHK__VAR_RESOURCE] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->resource };
   ev.vars[SHK__VAR_CONTEXT] = req->context;
+  memcpy(ev.var_hash, req->hash, sizeof ev.var_hash);
 
   /* Satisfied permits are listed from the front of `hit`, satisfied
    * forbids from the back. */
@@ -48,7 +49,7 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
   for (size_t c = 0; c < n_cand; c++) {
     size_t i = cand[c];
     const shk__policy *p = ps->pols[i];
-    int r = shk__eval_policy(&ev, p);
+    int r = shk__eval_policy(&ev, p, &ps->hashes[i]);
     if (r == 1) {
       if (p->is_forbid)
         hit[ps->n - 1 - n_forbid++] = (uint32_t)i;

@@ -129,10 +129,12 @@ struct shk_cedar_entities {
 };
 
 uint64_t shk__uid_hash(const shk__uid *u);
-/* The entity with this uid, or NULL when the store does not hold it. */
-const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__uid *u);
+/* The entity with this uid (h is its shk__uid_hash), or NULL when the
+ * store does not hold it. */
+const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__uid *u, uint64_t h);
 /* Cedar's `a in b` for entity uids: equal, or b is an ancestor of a. */
-bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, const shk__uid *b);
+bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, uint64_t ha,
+                      const shk__uid *b, uint64_t hb);
 
 /* Parses JSON text as jansson does, except that NUL may appear in object
  * keys; NULL with err filled on a syntax error. */
@@ -156,6 +158,7 @@ bool shk__value_has_type(const shk__schema *schema, const shk__value *v, const s
 struct shk_cedar_request {
   shk__arena *arena;
   shk__uid principal, action, resource;
+  uint64_t hash[3];      /* shk__uid_hash of each, by shk__var */
   shk__value context;    /* a RECORD */
 };
 
@@ -164,6 +167,7 @@ struct shk_cedar_request {
 typedef struct shk__eval {
   const shk_cedar_entities *es;
   shk__value vars[4];    /* indexed by shk__var */
+  uint64_t var_hash[3];  /* of the principal, action and resource uids */
   shk__arena *scratch;
   shk__eval_error err;
 } shk__eval;
@@ -171,9 +175,15 @@ typedef struct shk__eval {
 /* Evaluates a policy condition or any expression; returns 0 or -1 with
  * ev->err filled. */
 int shk__eval_expr(shk__eval *ev, const shk__expr *e, shk__value *out);
+/* The shk__uid_hash of each entity in a policy's scope, computed once. */
+typedef struct shk__scope_hash {
+  uint64_t principal, action, resource;
+  uint64_t *action_list; /* parallel to the action scope's uids */
+} shk__scope_hash;
+
 /* Does the request satisfy the policy (scope and every condition)? Returns
  * 1, 0, or -1 on an evaluation error (ev->err). */
-int shk__eval_policy(shk__eval *ev, const shk__policy *p);
+int shk__eval_policy(shk__eval *ev, const shk__policy *p, const shk__scope_hash *h);
 
 /* ---------------------------------------------------------------- policy sets */
 
@@ -193,6 +203,7 @@ struct shk_cedar_policy_set {
   shk__arena *arena;
   shk__policy **pols;    /* policies, templates and links, in order */
   const char **ids;      /* their ids, NUL-terminated, parallel to pols */
+  shk__scope_hash *hashes; /* parallel to pols */
   size_t n, cap;
   shk__anchor *anchors;
   size_t n_anchors, cap_anchors;

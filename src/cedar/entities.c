@@ -528,16 +528,32 @@ bool shk__value_has_type(const shk__schema *schema, const shk__value *v, const s
 
 /* ---------------------------------------------------------------- the store */
 
+/* Mixes 8 bytes at a time: uids are hashed on every lookup, so this is
+ * on the decision path. */
+static uint64_t mix(uint64_t h, uint64_t x)
+{
+  h ^= x;
+  h *= 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 32);
+}
+
+static uint64_t hash_bytes(uint64_t h, shk__str s)
+{
+  size_t i = 0;
+  for (; i + 8 <= s.n; i += 8) {
+    uint64_t x;
+    memcpy(&x, s.p + i, 8);
+    h = mix(h, x);
+  }
+  uint64_t tail = 0;
+  if (i < s.n)
+    memcpy(&tail, s.p + i, s.n - i);
+  return mix(h, tail ^ ((uint64_t)s.n << 56));
+}
+
 uint64_t shk__uid_hash(const shk__uid *u)
 {
-  /* FNV-1a over type, a separator no name contains, and id. */
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < u->type.n; i++)
-    h = (h ^ (unsigned char)u->type.p[i]) * 0x100000001b3ULL;
-  h = (h ^ 0xff) * 0x100000001b3ULL;
-  for (size_t i = 0; i < u->id.n; i++)
-    h = (h ^ (unsigned char)u->id.p[i]) * 0x100000001b3ULL;
-  return h ^ (h >> 29);
+  return hash_bytes(hash_bytes(0x243F6A8885A308D3ULL, u->type), u->id);
 }
 
 static int64_t slot_of(const shk_cedar_entities *es, const shk__uid *u, uint64_t h)
@@ -554,20 +570,21 @@ static int64_t slot_of(const shk_cedar_entities *es, const shk__uid *u, uint64_t
   }
 }
 
-const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__uid *u)
+const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__uid *u, uint64_t h)
 {
-  int64_t i = slot_of(es, u, shk__uid_hash(u));
+  int64_t i = slot_of(es, u, h);
   return i >= 0 && es->ents[i].present ? &es->ents[i] : NULL;
 }
 
-bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, const shk__uid *b)
+bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, uint64_t ha,
+                      const shk__uid *b, uint64_t hb)
 {
-  if (shk__uid_eq(*a, *b))
+  if (ha == hb && shk__uid_eq(*a, *b))
     return true;
-  const shk__entity *ea = shk__entities_find(es, a);
+  const shk__entity *ea = shk__entities_find(es, a, ha);
   if (!ea || !ea->n_anc)
     return false;
-  int64_t ib = slot_of(es, b, shk__uid_hash(b));
+  int64_t ib = slot_of(es, b, hb);
   if (ib < 0)
     return false;
   uint32_t x = (uint32_t)ib;

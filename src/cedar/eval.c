@@ -26,6 +26,15 @@ static int missing_entity(shk__eval *ev, const shk__uid *u)
                    Q(u->id));
 }
 
+/* The request's own entities are hashed once per request. */
+static uint64_t hash_of(const shk__eval *ev, const shk__uid *u)
+{
+  for (int i = 0; i < 3; i++)
+    if (ev->vars[i].uid == u)
+      return ev->var_hash[i];
+  return shk__uid_hash(u);
+}
+
 static bool like(shk__str s, const shk__pat *pat, size_t np)
 {
   /* Greedy matching with one backtrack point: the last `*` seen. */
@@ -56,7 +65,7 @@ static int eval_in(shk__eval *ev, const shk__value *l, const shk__value *r, bool
   if (l->kind != SHK__V_ENTITY)
     return type_err(ev, "in", "an entity", l);
   if (r->kind == SHK__V_ENTITY) {
-    *out = shk__entities_in(ev->es, l->uid, r->uid);
+    *out = shk__entities_in(ev->es, l->uid, hash_of(ev, l->uid), r->uid, hash_of(ev, r->uid));
     return 0;
   }
   if (r->kind != SHK__V_SET)
@@ -65,8 +74,11 @@ static int eval_in(shk__eval *ev, const shk__value *l, const shk__value *r, bool
     if (r->set->items[i].kind != SHK__V_ENTITY)
       return type_err(ev, "in", "a set of entities", &r->set->items[i]);
   *out = false;
-  for (size_t i = 0; i < r->set->n && !*out; i++)
-    *out = shk__entities_in(ev->es, l->uid, r->set->items[i].uid);
+  uint64_t hl = hash_of(ev, l->uid);
+  for (size_t i = 0; i < r->set->n && !*out; i++) {
+    const shk__uid *u = r->set->items[i].uid;
+    *out = shk__entities_in(ev->es, l->uid, hl, u, hash_of(ev, u));
+  }
   return 0;
 }
 
@@ -110,7 +122,7 @@ static int attr(shk__eval *ev, const shk__value *v, shk__str name, bool has, shk
 {
   const shk__record *rec;
   if (v->kind == SHK__V_ENTITY) {
-    const shk__entity *e = shk__entities_find(ev->es, v->uid);
+    const shk__entity *e = shk__entities_find(ev->es, v->uid, hash_of(ev, v->uid));
     if (!e) {
       if (has) {
         out->kind = SHK__V_BOOL;
@@ -149,7 +161,7 @@ static int tag(shk__eval *ev, const shk__value *ent, const shk__value *key, bool
     return type_err(ev, op, "an entity", ent);
   if (key->kind != SHK__V_STRING)
     return type_err(ev, op, "a string", key);
-  const shk__entity *e = shk__entities_find(ev->es, ent->uid);
+  const shk__entity *e = shk__entities_find(ev->es, ent->uid, hash_of(ev, ent->uid));
   const shk__value *t = e ? shk__record_get(&e->tags, key->s) : NULL;
   if (has) {
     out->kind = SHK__V_BOOL;
@@ -412,34 +424,39 @@ int shk__eval_expr(shk__eval *ev, const shk__expr *e, shk__value *out)
 }
 
 /* One scope constraint; never an error (an entity missing from the store
- * is `in` only itself). */
-static bool scope_ok(const shk__eval *ev, const shk__scope *sc, const shk__uid *u)
+ * is `in` only itself). `h` is the hash of the scope's entity, `hl` those
+ * of an action list. */
+static bool scope_ok(const shk__eval *ev, const shk__scope *sc, const shk__uid *u, uint64_t hu,
+                     uint64_t h, const uint64_t *hl)
 {
   switch (sc->kind) {
   case SHK__SC_ANY:
     return true;
   case SHK__SC_EQ:
-    return shk__uid_eq(*u, sc->uid);
+    return hu == h && shk__uid_eq(*u, sc->uid);
   case SHK__SC_IN:
-    return shk__entities_in(ev->es, u, &sc->uid);
+    return shk__entities_in(ev->es, u, hu, &sc->uid, h);
   case SHK__SC_IS:
     return shk__str_eq(u->type, sc->is_type);
   case SHK__SC_IS_IN:
-    return shk__str_eq(u->type, sc->is_type) && shk__entities_in(ev->es, u, &sc->uid);
+    return shk__str_eq(u->type, sc->is_type) && shk__entities_in(ev->es, u, hu, &sc->uid, h);
   case SHK__SC_IN_LIST:
     for (size_t i = 0; i < sc->n_uids; i++)
-      if (shk__entities_in(ev->es, u, &sc->uids[i]))
+      if (shk__entities_in(ev->es, u, hu, &sc->uids[i], hl[i]))
         return true;
     return false;
   }
   return false;
 }
 
-int shk__eval_policy(shk__eval *ev, const shk__policy *p)
+int shk__eval_policy(shk__eval *ev, const shk__policy *p, const shk__scope_hash *h)
 {
-  if (!scope_ok(ev, &p->principal, ev->vars[SHK__VAR_PRINCIPAL].uid) ||
-      !scope_ok(ev, &p->action, ev->vars[SHK__VAR_ACTION].uid) ||
-      !scope_ok(ev, &p->resource, ev->vars[SHK__VAR_RESOURCE].uid))
+  if (!scope_ok(ev, &p->principal, ev->vars[SHK__VAR_PRINCIPAL].uid,
+                ev->var_hash[SHK__VAR_PRINCIPAL], h->principal, NULL) ||
+      !scope_ok(ev, &p->action, ev->vars[SHK__VAR_ACTION].uid, ev->var_hash[SHK__VAR_ACTION],
+                h->action, h->action_list) ||
+      !scope_ok(ev, &p->resource, ev->vars[SHK__VAR_RESOURCE].uid,
+                ev->var_hash[SHK__VAR_RESOURCE], h->resource, NULL))
     return 0;
   ev->err.kind = SHK__ERR_NONE;
   for (size_t i = 0; i < p->n_conds; i++) {

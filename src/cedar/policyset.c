@@ -115,8 +115,8 @@ size_t shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_ceda
   const shk__var which[3] = { SHK__VAR_PRINCIPAL, SHK__VAR_ACTION, SHK__VAR_RESOURCE };
   for (int v = 0; v < 3; v++) {
     const shk__uid *u = vars[v];
-    const shk__entity *e = shk__entities_find(es, u);
-    collect(anchor_find(ps, which[v], u, e ? e->hash : shk__uid_hash(u)), out, &n);
+    const shk__entity *e = shk__entities_find(es, u, req->hash[which[v]]);
+    collect(anchor_find(ps, which[v], u, req->hash[which[v]]), out, &n);
     for (uint32_t k = 0; e && k < e->n_anc; k++) {
       const shk__entity *a = &es->ents[e->anc[k]];
       collect(anchor_find(ps, which[v], &a->uid, a->hash), out, &n);
@@ -124,7 +124,17 @@ size_t shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_ceda
   }
   /* Evaluate in policy order, each once (an action list can name two
    * ancestors of the same action). */
-  qsort(out, n, sizeof *out, u32_cmp);
+  if (n > 32) {
+    qsort(out, n, sizeof *out, u32_cmp);
+  } else {
+    for (size_t i = 1; i < n; i++) {
+      uint32_t x = out[i];
+      size_t j = i;
+      for (; j > 0 && out[j - 1] > x; j--)
+        out[j] = out[j - 1];
+      out[j] = x;
+    }
+  }
   size_t k = n ? 1 : 0;
   for (size_t i = 1; i < n; i++)
     if (out[i] != out[k - 1])
@@ -138,7 +148,16 @@ static void append(shk_cedar_policy_set *ps, shk__policy *p)
     ps->cap = ps->cap ? ps->cap * 2 : 16;
     ps->pols = shk__xrealloc(ps->pols, ps->cap * sizeof *ps->pols);
     ps->ids = shk__xrealloc(ps->ids, ps->cap * sizeof *ps->ids);
+    ps->hashes = shk__xrealloc(ps->hashes, ps->cap * sizeof *ps->hashes);
   }
+  shk__scope_hash *h = &ps->hashes[ps->n];
+  h->principal = shk__uid_hash(&p->principal.uid);
+  h->action = shk__uid_hash(&p->action.uid);
+  h->resource = shk__uid_hash(&p->resource.uid);
+  h->action_list = shk__arena_alloc(ps->arena, (p->action.n_uids ? p->action.n_uids : 1) *
+                                                   sizeof *h->action_list);
+  for (size_t k = 0; k < p->action.n_uids; k++)
+    h->action_list[k] = shk__uid_hash(&p->action.uids[k]);
   ps->pols[ps->n] = p;
   ps->ids[ps->n] = shk__arena_strndup(ps->arena, p->id.p, p->id.n);
   ps->n++;
@@ -175,6 +194,7 @@ void shk_cedar_policy_set_free(shk_cedar_policy_set *ps)
   free(ps->always);
   free(ps->pols);
   free(ps->ids);
+  free(ps->hashes);
   shk__arena_free(ps->arena);
   free(ps);
 }

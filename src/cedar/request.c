@@ -73,6 +73,9 @@ static int validate(const shk__schema *s, const shk_cedar_request *r, const shk_
 static int finish(shk_cedar_request *r, json_t *context, const shk_cedar_schema *schema,
                   bool do_validate, shk_cedar_error *err)
 {
+  r->hash[SHK__VAR_PRINCIPAL] = shk__uid_hash(&r->principal);
+  r->hash[SHK__VAR_ACTION] = shk__uid_hash(&r->action);
+  r->hash[SHK__VAR_RESOURCE] = shk__uid_hash(&r->resource);
   const shk__schema *s = schema ? &schema->s : NULL;
   const shk__action *act = s ? shk__schema_action(s, r->action) : NULL;
   json_t *empty = NULL;
