@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cedar/cedar-eval-internal.h"
 #include "cedar/cedar-parse-internal.h"
 
 typedef struct jparser {
@@ -35,14 +36,30 @@ static shk__str jstr(jparser *p, const json_t *v, const char *what)
 {
   if (!json_is_string(v))
     jfail(p, "%s must be a string", what);
-  size_t n = json_string_length(v);
-  return (shk__str){ shk__arena_strndup(p->a, json_string_value(v), n), n };
+  return shk__json_str(p->a, (json_t *)v);
 }
 
+/* An object key, decoded the way shk__json_load encoded it (NUL is allowed
+ * in names); keys are not json_t, so it goes through a temporary string. */
 static shk__str key_str(jparser *p, const char *key)
 {
-  size_t n = strlen(key);
-  return (shk__str){ shk__arena_strndup(p->a, key, n), n };
+  json_t *tmp = json_string_nocheck(key);
+  if (!tmp)
+    jfail(p, "out of memory");
+  shk__str s = shk__json_str(p->a, tmp);
+  json_decref(tmp);
+  return s;
+}
+
+/* Identifier syntax, reserved words allowed (annotation keys). */
+static bool any_ident(const char *s)
+{
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+    return false;
+  for (s++; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return false;
+  return true;
 }
 
 /* Refuses any key of `obj` not in the NULL-terminated list `allowed`. */
@@ -74,7 +91,7 @@ static void check_annotations(jparser *p, const json_t *v)
   const char *k;
   json_t *x;
   json_object_foreach((json_t *)v, k, x) {
-    if (!shk__is_valid_name(k, strlen(k)) || strchr(k, ':'))
+    if (!any_ident(k))
       jfail(p, "invalid annotation key `%s`", k);
     if (!json_is_string(x) && !json_is_null(x))
       jfail(p, "annotation `%s` must be a string", k);
@@ -352,13 +369,9 @@ static void parse_root(jparser *p, const json_t *root)
 
 int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err)
 {
-  json_error_t jerr;
-  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-  if (!root) {
-    shk__set_error(err, (shk__loc){ (uint32_t)(jerr.line > 0 ? jerr.line : 0), (uint32_t)(jerr.column > 0 ? jerr.column : 0) },
-                   "invalid JSON schema: %s", jerr.text);
+  json_t *root = shk__json_load(text, len, "JSON schema", err);
+  if (!root)
     return -EINVAL;
-  }
   jparser p = { .sc = sc, .a = sc->a, .err = err };
   if (setjmp(p.fail)) {
     json_decref(root);
