@@ -119,9 +119,14 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
    * without any capability: the mount makes them read-only. */
   push3(&s, "--ro-bind", "/proc/sys", "/proc/sys");
   push3(&s, "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
+  /* Private /tmp, /var/tmp and /run: a read-only bind does not stop
+   * connect() on a unix socket, and these hold the host's (docker, dbus,
+   * systemd, X11, ssh-agent, ...). */
   push2(&s, "--tmpfs", "/tmp");
-  /* A private /run: a read-only bind does not stop connect() on a unix
-   * socket, and /run holds the host's (docker, dbus, systemd). */
+  struct stat st;
+  bool var_tmp = lstat("/var/tmp", &st) == 0 && S_ISDIR(st.st_mode);
+  if (var_tmp)
+    push2(&s, "--tmpfs", "/var/tmp");
   push2(&s, "--tmpfs", "/run");
   const char *stage2 = stage2_path(p, l->exe);
   if (stage2 != l->exe)
@@ -173,6 +178,8 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
       push2(&s, "--ll-ro", r->path);
   }
   push2(&s, "--ll-rw", "/tmp");
+  if (var_tmp)
+    push2(&s, "--ll-rw", "/var/tmp");
   push2(&s, "--ll-rw", "/dev/shm");
   push2(&s, "--ll-dev", "/dev");
   /* /proc is read-only to Landlock as well: writes there reach the kernel's

@@ -86,7 +86,7 @@ static size_t depth(const char *path)
 
 bool shk_sandbox_is_private(const char *path)
 {
-  static const char *const dirs[] = { "/tmp", "/run", "/dev", "/proc", NULL };
+  static const char *const dirs[] = { "/tmp", "/var/tmp", "/run", "/dev", "/proc", NULL };
   for (const char *const *d = dirs; *d; d++)
     if (is_under(path, *d))
       return true;
