@@ -190,7 +190,9 @@ typedef struct shk__decision {
  * refusal. */
 void shk__eg_decide(const shk__eg_config *cfg, const shk__host *host, uint16_t port,
                     shk__decision *d);
-/* The non-public check with the config's allow_private_cidrs applied:
+/* The check every address goes through before it is used (resolved,
+ * pinned or literal): a "deny" cidr rule refuses it ("policy-deny-cidr"),
+ * and so does a non-public class unless allow_private_cidrs opts it in.
  * NULL when IP may be dialed, else the reason token. */
 const char *shk__eg_ip_blocked(const shk__eg_config *cfg, const shk__ip *ip);
 /* The pinned addresses of a canonical name, or NULL. */

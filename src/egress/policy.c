@@ -105,6 +105,10 @@ void shk__eg_decide(const shk__eg_config *cfg, const shk__host *host, uint16_t p
 
 const char *shk__eg_ip_blocked(const shk__eg_config *cfg, const shk__ip *ip)
 {
+  /* A denied range stays denied when a name leads into it. */
+  for (size_t i = 0; i < cfg->n_cidrs; i++)
+    if (cfg->cidrs[i].verdict == SHK__DENY && shk__cidr_contains(&cfg->cidrs[i].cidr, ip))
+      return "policy-deny-cidr";
   const char *r = shk__ip_nonpublic(ip);
   if (!r)
     return NULL;

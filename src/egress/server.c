@@ -191,11 +191,13 @@ static void audit(struct conn *c, const char *decision, const char *reason)
   char when[96];
   snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-  json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i, s:s, s:s, s:o}", "time", when, "session",
+  json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i, s:s, s:s, s:o?}", "time", when, "session",
                         s->name, "conn", (json_int_t)c->id, "protocol", proto_name(c->proto),
                         "host", c->host.kind ? json_string(c->host.text) : json_null(), "port",
                         (int)c->port, "decision", decision, "reason", reason, "rule",
-                        c->rule ? json_string(c->rule) : json_null());
+                        /* A hook's rule that is not UTF-8 is logged as null rather
+                         * than losing the whole line. */
+                        c->rule ? json_string(c->rule) : NULL);
   char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   if (!line)

@@ -263,6 +263,8 @@ static void test_lattice(void **state)
   assert_null(shk__eg_ip_blocked(cfg, &ip));
   assert_int_equal(shk__ip_parse("10.77.1.2", 9, &ip), 0);
   assert_string_equal(shk__eg_ip_blocked(cfg, &ip), "ip-private");
+  assert_int_equal(shk__ip_parse("1.1.1.1", 7, &ip), 0);
+  assert_null(shk__eg_ip_blocked(cfg, &ip));
   const shk__pin *pin = shk__eg_pin_find(cfg, "api.example.test");
   assert_non_null(pin);
   assert_int_equal(pin->n_ips, 1);
@@ -274,6 +276,12 @@ static void test_lattice(void **state)
   cfg = parse_ok("{}");
   assert_int_equal(decide(cfg, "example.test", 80, NULL), SHK__NONE);
   assert_int_equal(decide(cfg, "1.1.1.1", 80, NULL), SHK__NONE);
+  shk__eg_config_free(cfg);
+
+  /* A denied range is denied for addresses a name leads to, too. */
+  cfg = parse_ok("{\"cidrs\": {\"1.1.1.0/24\": \"deny\"}}");
+  assert_int_equal(shk__ip_parse("1.1.1.1", 7, &ip), 0);
+  assert_string_equal(shk__eg_ip_blocked(cfg, &ip), "policy-deny-cidr");
   shk__eg_config_free(cfg);
 
   cfg = parse_ok("{\"dangerously_allow_all\": true, \"domains\": {\"*\": \"allow\","
