@@ -16,6 +16,18 @@ typedef struct resp_priv {
 
 static const shk_cedar_entities empty_store;
 
+static void add_error(shk_cedar_response *resp, resp_priv *pv, const char *id, const char *msg)
+{
+  if (resp->n_errors == pv->cap_errors) {
+    pv->cap_errors = pv->cap_errors ? pv->cap_errors * 2 : 8;
+    resp->errors = shk__xrealloc(resp->errors, pv->cap_errors * sizeof *resp->errors);
+  }
+  resp->errors[resp->n_errors++] = (shk_cedar_policy_error){
+    .policy_id = id,
+    .message = shk__arena_strndup(pv->scratch, msg, strlen(msg)),
+  };
+}
+
 int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
                             const shk_cedar_request *req, shk_cedar_response *resp)
 {
@@ -44,27 +56,19 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
    * forbids from the back. */
   size_t n_permit = 0, n_forbid = 0;
   uint32_t *hit = shk__arena_alloc(pv->scratch, (ps->n ? ps->n : 1) * sizeof *hit);
-  uint32_t *cand = shk__arena_alloc(pv->scratch, (ps->n_regs ? ps->n_regs : 1) * sizeof *cand);
-  size_t n_cand = shk__policy_set_candidates(ps, ev.es, req, cand);
-  for (size_t c = 0; c < n_cand; c++) {
-    size_t i = cand[c];
-    const shk__policy *p = ps->pols[i];
-    int r = shk__eval_policy(&ev, p, &ps->hashes[i]);
-    if (r == 1) {
-      if (p->is_forbid)
+  size_t words = (ps->n + 63) / 64;
+  uint64_t *cand = shk__arena_calloc(pv->scratch, (words ? words : 1) * sizeof *cand);
+  shk__policy_set_candidates(ps, ev.es, req, cand);
+  for (size_t w = 0; w < words; w++) {
+    for (uint64_t bits = cand[w]; bits; bits &= bits - 1) {
+      size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
+      int r = shk__eval_policy(&ev, ps->pols[i], &ps->hashes[i]);
+      if (r == 1 && ps->pols[i]->is_forbid)
         hit[ps->n - 1 - n_forbid++] = (uint32_t)i;
-      else
+      else if (r == 1)
         hit[n_permit++] = (uint32_t)i;
-    } else if (r < 0) {
-      if (resp->n_errors == pv->cap_errors) {
-        pv->cap_errors = pv->cap_errors ? pv->cap_errors * 2 : 8;
-        resp->errors = shk__xrealloc(resp->errors, pv->cap_errors * sizeof *resp->errors);
-      }
-      size_t len = strlen(ev.err.msg);
-      resp->errors[resp->n_errors++] = (shk_cedar_policy_error){
-        .policy_id = ps->ids[i],
-        .message = shk__arena_strndup(pv->scratch, ev.err.msg, len),
-      };
+      else if (r < 0)
+        add_error(resp, pv, ps->ids[i], ev.err.msg);
     }
   }
 

@@ -211,11 +211,10 @@ struct shk_cedar_policy_set {
   size_t mask;
   uint32_t *always;      /* policies with no entity in their scope */
   size_t n_always, cap_always;
-  size_t n_regs;         /* total entries over anchors and always */
 };
 
-/* Fills `out` (room for ps->n_regs entries) with the indices of the
- * policies that may apply to the request, ascending and unique; returns
- * their count. */
-size_t shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
-                                  const shk_cedar_request *req, uint32_t *out);
+/* Sets in `bits` (ps->n bits, cleared by the caller) the policies that may
+ * apply to the request. A bitmap keeps them in policy order, each once,
+ * without sorting. */
+void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
+                                const shk_cedar_request *req, uint64_t *bits);

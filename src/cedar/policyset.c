@@ -56,7 +56,6 @@ static void anchor_add(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u
     ps->table[i] = (uint32_t)++ps->n_anchors;
   }
   shk__xpush_u32(&an->pols, &an->n, &an->cap, pol);
-  ps->n_regs++;
 }
 
 static bool anchorable(const shk__scope *sc)
@@ -84,62 +83,35 @@ static void index_policy(shk_cedar_policy_set *ps, uint32_t i)
     shk__xpush_u32(&ps->always, &n, &cap, i);
     ps->n_always = n;
     ps->cap_always = cap;
-    ps->n_regs++;
   }
 }
 
-static void collect(const shk__anchor *an, uint32_t *out, size_t *n)
+static void mark(const uint32_t *pols, size_t n, uint64_t *bits)
 {
-  if (an) {
-    memcpy(out + *n, an->pols, an->n * sizeof *out);
-    *n += an->n;
-  }
+  for (size_t i = 0; i < n; i++)
+    bits[pols[i] / 64] |= 1ULL << (pols[i] % 64);
 }
 
-static int u32_cmp(const void *x, const void *y)
+void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
+                                const shk_cedar_request *req, uint64_t *bits)
 {
-  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-  return a < b ? -1 : a > b;
-}
-
-size_t shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
-                                  const shk_cedar_request *req, uint32_t *out)
-{
-  size_t n = 0;
-  if (ps->n_always)
-    memcpy(out, ps->always, ps->n_always * sizeof *out);
-  n = ps->n_always;
+  mark(ps->always, ps->n_always, bits);
   if (!ps->n_anchors)
-    return n;
+    return;
   const shk__uid *vars[3] = { &req->principal, &req->action, &req->resource };
   const shk__var which[3] = { SHK__VAR_PRINCIPAL, SHK__VAR_ACTION, SHK__VAR_RESOURCE };
   for (int v = 0; v < 3; v++) {
     const shk__uid *u = vars[v];
     const shk__entity *e = shk__entities_find(es, u, req->hash[which[v]]);
-    collect(anchor_find(ps, which[v], u, req->hash[which[v]]), out, &n);
+    const shk__anchor *an = anchor_find(ps, which[v], u, req->hash[which[v]]);
+    if (an)
+      mark(an->pols, an->n, bits);
     for (uint32_t k = 0; e && k < e->n_anc; k++) {
       const shk__entity *a = &es->ents[e->anc[k]];
-      collect(anchor_find(ps, which[v], &a->uid, a->hash), out, &n);
+      if ((an = anchor_find(ps, which[v], &a->uid, a->hash)))
+        mark(an->pols, an->n, bits);
     }
   }
-  /* Evaluate in policy order, each once (an action list can name two
-   * ancestors of the same action). */
-  if (n > 32) {
-    qsort(out, n, sizeof *out, u32_cmp);
-  } else {
-    for (size_t i = 1; i < n; i++) {
-      uint32_t x = out[i];
-      size_t j = i;
-      for (; j > 0 && out[j - 1] > x; j--)
-        out[j] = out[j - 1];
-      out[j] = x;
-    }
-  }
-  size_t k = n ? 1 : 0;
-  for (size_t i = 1; i < n; i++)
-    if (out[i] != out[k - 1])
-      out[k++] = out[i];
-  return k;
 }
 
 static void append(shk_cedar_policy_set *ps, shk__policy *p)
