@@ -14,6 +14,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -205,8 +207,19 @@ SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], p
   if (prctl(PR_SET_DUMPABLE, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
       getppid() != parent)
     _exit(1);
+  /* The listeners are bound; nothing here needs a capability any more, so
+   * a bug in the relay cannot lend one to anybody. */
+  struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+  struct __user_cap_data_struct none[2] = { { 0 } };
+  if (syscall(SYS_capset, &hdr, none) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    _exit(1);
   signal(SIGPIPE, SIG_IGN);
-  /* Nothing of stage 2 but the listeners stays open here. */
+  /* Nothing of stage 2 but the listeners stays open here, not even the
+   * workload's stdio (which would keep its pipes open). */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 3; fd++)
+    if (null < 0 || dup2(null, fd) < 0)
+      close(fd);
   int maxfd = (int)sysconf(_SC_OPEN_MAX);
   for (int fd = 3; fd < maxfd && fd < 65536; fd++) {
     bool keep = false;
