@@ -210,6 +210,7 @@ typedef struct shk__http_req {
   uint16_t port;
   size_t head_len;       /* bytes of BUF the head occupied */
   uint64_t content_length; /* request body bytes that follow the head */
+  bool chunked;          /* the body is "Transfer-Encoding: chunked" instead */
   /* The head to send upstream (absolute-form requests only): origin-form
    * request line, hop-by-hop headers and Proxy-Authorization removed,
    * "Connection: close" added. Malloc'd; free with shk__http_req_free. */
@@ -233,6 +234,21 @@ typedef struct shk__http_refusal {
 int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
                          shk__http_refusal *ref);
 void shk__http_req_free(shk__http_req *req);
+
+/* A chunked request body, framed strictly: hex sizes without extensions,
+ * CRLF everywhere, no trailers. The proxy forwards exactly the bytes of
+ * the body, so nothing after its last chunk can ride along. */
+typedef struct shk__chunked {
+  int state;
+  uint64_t size;
+  unsigned digits;
+} shk__chunked;
+/* Feeds LEN bytes. Returns how many of them belong to the body (all of
+ * them, until the last chunk ends), or -1 for malformed framing (*reason
+ * set). */
+long shk__chunked_feed(shk__chunked *c, const char *buf, size_t len, const char **reason);
+/* Whether the body has ended. */
+bool shk__chunked_done(const shk__chunked *c);
 
 /* ---------------------------------------------------------------------------
  * SOCKS5 (socks5.c), RFC 1928, no authentication
@@ -312,6 +328,10 @@ typedef struct shk__relay_opts {
   char *c2u_pre;        /* malloc'd or NULL; owned by the relay */
   size_t c2u_pre_len;
   uint64_t c2u_limit;
+  /* Plain HTTP with a chunked body: the request ends where its framing
+   * says; those bytes go through userspace to be read. */
+  bool c2u_chunked;
+  shk__chunked chunk;
   /* Plain HTTP: the request ends at C2U_LIMIT and the relay ends with the
    * response, without half-closing the origin. Tunnels: each side's EOF is
    * passed on, and the relay ends when both directions have. */

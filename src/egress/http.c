@@ -162,7 +162,7 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
   struct slice conn_tokens[MAX_CONN_TOKENS];
   size_t nconn = 0;
   int n_host = 0, n_cl = 0, n_te = 0;
-  struct slice host_value = { NULL, 0 };
+  struct slice host_value = { NULL, 0 }, te_value = { NULL, 0 };
   while (p < e && *p != '\r') {
     if (*p == ' ' || *p == '\t')
       return refuse(ref, 400, "http-obs-fold");
@@ -206,6 +206,7 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
       }
     } else if (slice_eq(h->name, "transfer-encoding")) {
       n_te++;
+      te_value = h->value;
     } else if (slice_eq(h->name, "connection")) {
       const char *t = h->value.p, *te = h->value.p + h->value.n;
       while (t < te) {
@@ -227,8 +228,13 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
   }
   if (n_cl && n_te)
     return refuse(ref, 400, "http-cl-and-te");
-  if (n_te)
-    return refuse(ref, 501, "http-chunked-body-unsupported");
+  if (n_te > 1 || (n_te && !slice_eq(te_value, "chunked")))
+    return refuse(ref, 501, "http-transfer-encoding-unsupported");
+  if (n_te && version.p[7] == '0')
+    return refuse(ref, 400, "http-chunked-in-1.0");
+  req->chunked = n_te == 1;
+  if (req->is_connect && req->chunked)
+    return refuse(ref, 400, "http-connect-with-body");
   if (n_host > 1)
     return refuse(ref, 400, "http-two-host");
   if (req->is_connect && req->content_length)
@@ -276,6 +282,8 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
     appends(&u, &ulen, &cap, port);
   }
   appends(&u, &ulen, &cap, "\r\n");
+  if (req->chunked)
+    appends(&u, &ulen, &cap, "Transfer-Encoding: chunked\r\n");
   if (n_cl) {
     char cl[32];
     snprintf(cl, sizeof cl, "Content-Length: %llu\r\n", (unsigned long long)req->content_length);
@@ -303,4 +311,81 @@ void shk__http_req_free(shk__http_req *req)
 {
   free(req->upstream);
   req->upstream = NULL;
+}
+
+enum { CK_SIZE, CK_SIZE_LF, CK_DATA, CK_DATA_CR, CK_DATA_LF, CK_END_CR, CK_END_LF, CK_DONE };
+
+/* Safe on any bytes: one byte at a time through a small state machine,
+ * sizes capped at 16 hex digits so nothing overflows, and data bytes are
+ * only counted, never interpreted. */
+long shk__chunked_feed(shk__chunked *c, const char *buf, size_t len, const char **reason)
+{
+  size_t i = 0;
+  while (i < len && c->state != CK_DONE) {
+    char ch = buf[i];
+    switch (c->state) {
+    case CK_SIZE: {
+      int d = ch >= '0' && ch <= '9' ? ch - '0'
+              : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+              : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+      if (d >= 0 && c->digits < 16) {
+        c->size = c->size * 16 + (uint64_t)d;
+        c->digits++;
+      } else if (ch == '\r' && c->digits > 0) {
+        c->state = CK_SIZE_LF;
+      } else {
+        *reason = ch == ';' ? "chunk-extension-unsupported" : "chunk-bad-size";
+        return -1;
+      }
+      i++;
+      break;
+    }
+    case CK_SIZE_LF:
+      if (ch != '\n') {
+        *reason = "chunk-bare-cr";
+        return -1;
+      }
+      c->state = c->size ? CK_DATA : CK_END_CR;
+      i++;
+      break;
+    case CK_DATA: {
+      size_t n = len - i;
+      if ((uint64_t)n > c->size)
+        n = (size_t)c->size;
+      c->size -= n;
+      i += n;
+      if (c->size == 0)
+        c->state = CK_DATA_CR;
+      break;
+    }
+    case CK_DATA_CR:
+    case CK_END_CR:
+      if (ch != '\r') {
+        *reason = c->state == CK_END_CR ? "chunk-trailer-unsupported" : "chunk-bad-end";
+        return -1;
+      }
+      c->state++;
+      i++;
+      break;
+    case CK_DATA_LF:
+    case CK_END_LF:
+      if (ch != '\n') {
+        *reason = "chunk-bare-cr";
+        return -1;
+      }
+      c->state = c->state == CK_DATA_LF ? CK_SIZE : CK_DONE;
+      c->digits = 0;
+      i++;
+      break;
+    default:
+      *reason = "chunk-state";
+      return -1;
+    }
+  }
+  return (long)i;
+}
+
+bool shk__chunked_done(const shk__chunked *c)
+{
+  return c->state == CK_DONE;
 }

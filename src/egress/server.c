@@ -311,20 +311,31 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 static void established(struct conn *c)
 {
-  audit(c, "allow", "allowed");
   shk__relay_opts o = { .client_fd = c->fd, .up_fd = c->up_fd, .c2u_limit = UINT64_MAX,
                         .done = relay_done, .arg = c };
   size_t extra = c->len - c->consumed;
   if (c->proto == SHK_EGRESS_HTTP) {
-    /* The origin gets the rebuilt head and exactly Content-Length bytes of
-     * body; whatever else the client sent is never forwarded. */
+    /* The origin gets the rebuilt head and exactly the body (Content-Length
+     * bytes, or the chunks up to the last); whatever else the client sent
+     * is never forwarded. */
     uint64_t body = c->req.content_length;
     size_t now = extra < body ? extra : (size_t)body;
+    if (c->req.chunked) {
+      const char *why;
+      long k = shk__chunked_feed(&o.chunk, c->buf + c->consumed, extra, &why);
+      if (k < 0) {
+        deny(c, why, 400, 0);
+        return;
+      }
+      now = (size_t)k;
+      body = shk__chunked_done(&o.chunk) ? now : UINT64_MAX;
+      o.c2u_chunked = !shk__chunked_done(&o.chunk);
+    }
     o.c2u_pre = shk__xmalloc(c->req.upstream_len + now);
     memcpy(o.c2u_pre, c->req.upstream, c->req.upstream_len);
     memcpy(o.c2u_pre + c->req.upstream_len, c->buf + c->consumed, now);
     o.c2u_pre_len = c->req.upstream_len + now;
-    o.c2u_limit = body - now;
+    o.c2u_limit = body == UINT64_MAX ? UINT64_MAX : body - now;
     o.http = true;
   } else {
     if (extra) {
@@ -339,6 +350,7 @@ static void established(struct conn *c)
     memcpy(o.u2c_pre, c->proto == SHK_EGRESS_CONNECT ? ok_http : (const char *)ok_socks, n);
     o.u2c_pre_len = n;
   }
+  audit(c, "allow", "allowed");
   event_del(c->ev);
   evtimer_del(c->timer);
   c->state = ST_RELAY;

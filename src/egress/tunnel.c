@@ -22,8 +22,10 @@ struct dir {
   int pipe[2];
   size_t in_pipe;
   char *pre;
-  size_t pre_len, pre_off;
+  size_t pre_len, pre_off, pre_cap;
   uint64_t limit;
+  bool chunked;
+  shk__chunked ck;
   bool eof;  /* nothing more will be read from FROM */
   bool done; /* everything read has been written */
   struct event *rev, *wev;
@@ -62,18 +64,75 @@ static void dir_done(struct dir *d)
     finish(r);
 }
 
-/* Moves what can move now; returns -1 on a socket error. */
-static int pump(struct dir *d)
+/* Sends what is left of PRE: 1 when it is all sent, 0 when the socket is
+ * full, -1 on an error. */
+static int flush_pre(struct dir *d)
 {
   while (d->pre_off < d->pre_len) {
     ssize_t n = send(d->to, d->pre + d->pre_off, d->pre_len - d->pre_off, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR)
-        goto wait_write;
-      return -1;
-    }
+    if (n < 0)
+      return errno == EAGAIN || errno == EINTR ? 0 : -1;
     d->pre_off += (size_t)n;
   }
+  return 1;
+}
+
+static void wait_for(struct dir *d, bool write)
+{
+  event_del(write ? d->rev : d->wev);
+  event_add(write ? d->wev : d->rev, NULL);
+}
+
+#define CHUNKED_BUF 16384
+
+/* A chunked request body passes through userspace, so that its framing is
+ * read and the relay stops exactly where the body ends. Malformed framing
+ * ends the exchange. */
+static int pump_chunked(struct dir *d)
+{
+  if (d->pre_cap < CHUNKED_BUF) {
+    free(d->pre);
+    d->pre = shk__xmalloc(CHUNKED_BUF);
+    d->pre_cap = CHUNKED_BUF;
+  }
+  for (int round = 0; round < 8; round++) {
+    if (shk__chunked_done(&d->ck)) {
+      d->eof = true;
+      dir_done(d);
+      return 0;
+    }
+    ssize_t n = recv(d->from, d->pre, CHUNKED_BUF, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+      break;
+    if (n <= 0)
+      return -1; /* the body ended before its last chunk */
+    const char *why;
+    long k = shk__chunked_feed(&d->ck, d->pre, (size_t)n, &why);
+    if (k < 0)
+      return -1;
+    d->pre_len = (size_t)k;
+    d->pre_off = 0;
+    int r = flush_pre(d);
+    if (r <= 0) {
+      if (r == 0)
+        wait_for(d, true);
+      return r;
+    }
+  }
+  wait_for(d, false);
+  return 0;
+}
+
+/* Moves what can move now; returns -1 on a socket error. */
+static int pump(struct dir *d)
+{
+  int pre = flush_pre(d);
+  if (pre < 0)
+    return -1;
+  if (pre == 0)
+    goto wait_write;
+  if (d->chunked)
+    return pump_chunked(d);
   /* A few rounds per wake-up, so one fast stream cannot starve the other
    * connections on the loop; the level-triggered event brings it back. */
   for (int round = 0; round < 8; round++) {
@@ -105,12 +164,10 @@ static int pump(struct dir *d)
     if (d->limit != UINT64_MAX)
       d->limit -= (uint64_t)n;
   }
-  event_del(d->wev);
-  event_add(d->rev, NULL);
+  wait_for(d, false);
   return 0;
 wait_write:
-  event_del(d->rev);
-  event_add(d->wev, NULL);
+  wait_for(d, true);
   return 0;
 }
 
@@ -131,7 +188,7 @@ static int dir_init(shk__relay *r, struct event_base *base, int i, int from, int
   d->from = from;
   d->to = to;
   d->pre = pre;
-  d->pre_len = pre_len;
+  d->pre_len = d->pre_cap = pre_len;
   d->limit = limit;
   if (pipe2(d->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
     return -errno;
@@ -155,6 +212,8 @@ shk__relay *shk__relay_new(struct event_base *base, const shk__relay_opts *o)
     shk__relay_free(r);
     return NULL;
   }
+  r->d[0].chunked = o->c2u_chunked;
+  r->d[0].ck = o->chunk;
   /* Start both directions from the loop (PRE may be waiting, and data may
    * already be readable), so DONE never runs before the caller has R. */
   event_active(r->d[0].rev, EV_READ, 0);

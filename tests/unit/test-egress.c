@@ -408,6 +408,13 @@ static void test_http(void **state)
                "Content-Length: 1\r\n\r\n", 400, "http-two-content-length");
   http_refused("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nContent-Length: 1\r\n"
                "Transfer-Encoding: chunked\r\n\r\n", 400, "http-cl-and-te");
+  http_refused("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\n"
+               "Transfer-Encoding: gzip, chunked\r\n\r\n", 501,
+               "http-transfer-encoding-unsupported");
+  http_refused("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n", 501, "http-transfer-encoding-unsupported");
+  http_refused("POST http://a.test/ HTTP/1.0\r\nHost: a.test\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n", 400, "http-chunked-in-1.0");
   http_refused("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\nX: 1\r\n 2\r\n\r\n", 400,
                "http-obs-fold");
   http_refused("GET http://a.test/ HTTP/1.1\nHost: a.test\n\n", 400, "http-bare-lf");
@@ -428,6 +435,50 @@ static void test_http(void **state)
   big[sizeof big - 1] = '\0';
   memcpy(big, "GET http://a.test/ HTTP/1.1\r\nX: ", 32);
   http_refused(big, 431, "http-head-too-large");
+}
+
+static void test_chunked(void **state)
+{
+  shk__http_req req;
+  shk__http_refusal ref;
+  assert_int_equal(http("POST http://a.test/ HTTP/1.1\r\nHost: a.test\r\n"
+                        "Transfer-Encoding: Chunked\r\n\r\n", &req, &ref), 1);
+  assert_true(req.chunked);
+  assert_non_null(strstr(req.upstream, "\r\nTransfer-Encoding: chunked\r\n"));
+  shk__http_req_free(&req);
+
+  static const char body[] = "5\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n\r\n";
+  static const char next[] = "GET http://evil.test/ HTTP/1.1\r\n\r\n";
+  char all[sizeof body + sizeof next];
+  snprintf(all, sizeof all, "%s%s", body, next);
+  const char *why = NULL;
+  shk__chunked c = { 0 };
+  assert_int_equal(shk__chunked_feed(&c, all, strlen(all), &why), (long)strlen(body));
+  assert_true(shk__chunked_done(&c));
+  /* Byte by byte, the same. */
+  memset(&c, 0, sizeof c);
+  for (size_t i = 0; i < strlen(body); i++) {
+    assert_false(shk__chunked_done(&c));
+    assert_int_equal(shk__chunked_feed(&c, body + i, 1, &why), 1);
+  }
+  assert_true(shk__chunked_done(&c));
+  static const char *const bad[][2] = {
+    { "5\nhello\r\n0\r\n\r\n", "chunk-bad-size" },
+    { "5\r\nhello\n0\r\n\r\n", "chunk-bad-end" },
+    { "5;ext=1\r\nhello\r\n0\r\n\r\n", "chunk-extension-unsupported" },
+    { "0\r\nX-Trailer: 1\r\n\r\n", "chunk-trailer-unsupported" },
+    { "10000000000000000\r\n", "chunk-bad-size" },
+    { "\r\n", "chunk-bad-size" },
+    { "-1\r\n", "chunk-bad-size" },
+    { "5\r\nhelloX\r\n", "chunk-bad-end" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memset(&c, 0, sizeof c);
+    why = NULL;
+    if (shk__chunked_feed(&c, bad[i][0], strlen(bad[i][0]), &why) != -1)
+      fail_msg("accepted chunked body '%s'", bad[i][0]);
+    assert_string_equal(why, bad[i][1]);
+  }
 }
 
 static void test_socks5(void **state)
@@ -714,7 +765,7 @@ int main(void)
     cmocka_unit_test(test_lattice),        cmocka_unit_test(test_patterns),
     cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_http),
     cmocka_unit_test(test_socks5),         cmocka_unit_test(test_dns),
-    cmocka_unit_test(test_session),
+    cmocka_unit_test(test_chunked),        cmocka_unit_test(test_session),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
