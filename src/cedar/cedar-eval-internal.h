@@ -116,8 +116,13 @@ typedef struct shk__entity {
   bool present;          /* false: only named as a parent of another entity */
   shk__record attrs;
   shk__record tags;
-  const uint32_t *anc;   /* indices of all ancestors, sorted */
+  /* Indices of all ancestors, sorted; or, when anc_direct, of the parents
+   * only, whose own `anc` then hold the rest. An entity that is no other's
+   * parent keeps only its parents, so that a store of many leaves under a
+   * deep hierarchy does not hold the hierarchy once per leaf. */
+  const uint32_t *anc;
   uint32_t n_anc;
+  bool anc_direct;
 } shk__entity;
 
 struct shk_cedar_entities {

@@ -576,6 +576,21 @@ const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__u
   return i >= 0 && es->ents[i].present ? &es->ents[i] : NULL;
 }
 
+static bool anc_has(const shk__entity *e, uint32_t x)
+{
+  size_t lo = 0, hi = e->n_anc;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (e->anc[mid] == x)
+      return true;
+    if (e->anc[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return false;
+}
+
 bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, uint64_t ha,
                       const shk__uid *b, uint64_t hb)
 {
@@ -587,17 +602,12 @@ bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, uint64_t 
   int64_t ib = slot_of(es, b, hb);
   if (ib < 0)
     return false;
-  uint32_t x = (uint32_t)ib;
-  size_t lo = 0, hi = ea->n_anc;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (ea->anc[mid] == x)
+  if (anc_has(ea, (uint32_t)ib))
+    return true;
+  /* Parents of a leaf hold their full closure. */
+  for (uint32_t k = 0; ea->anc_direct && k < ea->n_anc; k++)
+    if (anc_has(&es->ents[ea->anc[k]], (uint32_t)ib))
       return true;
-    if (ea->anc[mid] < x)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
   return false;
 }
 
@@ -833,11 +843,27 @@ static int check_actions(loader *L, shk_cedar_error *err)
           shk__xpush_u32(&want, &n_want, &cap_want, x);
       }
     }
-    if (n_want)
-      qsort(want, n_want, sizeof *want, u32_cmp);
-    bool same = n_want == e->n_anc;
+    bool same = true;
     for (uint32_t k = 0; k < n_want && same; k++)
-      same = want[k] == e->anc[k];
+      same = anc_has(e, want[k]) ||
+             (e->anc_direct && shk__entities_in(es, &e->uid, e->hash, &es->ents[want[k]].uid,
+                                                es->ents[want[k]].hash));
+    /* Every ancestor in the data is declared too. */
+    for (uint32_t k = 0; k < e->n_anc && same; k++) {
+      bool found = false;
+      for (uint32_t w = 0; w < n_want && !found; w++)
+        found = want[w] == e->anc[k];
+      same = found;
+    }
+    for (uint32_t k = 0; e->anc_direct && k < e->n_anc && same; k++) {
+      const shk__entity *p = &es->ents[e->anc[k]];
+      for (uint32_t j = 0; j < p->n_anc && same; j++) {
+        bool found = false;
+        for (uint32_t w = 0; w < n_want && !found; w++)
+          found = want[w] == p->anc[j];
+        same = found;
+      }
+    }
     if (!same)
       r = jfail(err, "entity %.*s::\"%.*s\": ancestors differ from the action's declaration in the schema",
                 Q(e->uid.type), Q(e->uid.id));
@@ -864,6 +890,11 @@ static int closure(loader *L, shk_cedar_error *err)
   uint32_t *next = shk__xcalloc(n ? n : 1, sizeof *next); /* next parent to visit */
   size_t bufcap = 64, sp = 0;
   uint32_t *buf = shk__xmalloc(bufcap * sizeof *buf);
+  const shk__entity none = { .n_anc = 0 };
+  bool *is_parent = shk__xcalloc(n ? n : 1, sizeof *is_parent);
+  for (size_t x = 0; x < n; x++)
+    for (uint32_t i = 0; i < L->n_parents[x]; i++)
+      is_parent[L->parents[x][i]] = true;
   int r = 0;
   for (size_t root = 0; root < n && r == 0; root++) {
     if (state[root])
@@ -886,8 +917,9 @@ static int closure(loader *L, shk_cedar_error *err)
         continue;
       }
       size_t m = 0;
+      bool direct = !is_parent[x];
       for (uint32_t i = 0; i < L->n_parents[x]; i++) {
-        const shk__entity *pe = &es->ents[L->parents[x][i]];
+        const shk__entity *pe = direct ? &none : &es->ents[L->parents[x][i]];
         if (m + 1 + pe->n_anc > bufcap) {
           while (m + 1 + pe->n_anc > bufcap)
             bufcap *= 2;
@@ -908,12 +940,14 @@ static int closure(loader *L, shk_cedar_error *err)
         memcpy(anc, buf, u * sizeof *anc);
         es->ents[x].anc = anc;
         es->ents[x].n_anc = (uint32_t)u;
+        es->ents[x].anc_direct = direct;
       }
       state[x] = 2;
       sp--;
     }
   }
   free(buf);
+  free(is_parent);
   free(next);
   free(stack);
   free(state);

@@ -110,6 +110,12 @@ void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_
       const shk__entity *a = &es->ents[e->anc[k]];
       if ((an = anchor_find(ps, which[v], &a->uid, a->hash)))
         mark(an->pols, an->n, bits);
+      /* A leaf lists its parents only; theirs hold the rest. */
+      for (uint32_t j = 0; e->anc_direct && j < a->n_anc; j++) {
+        const shk__entity *g = &es->ents[a->anc[j]];
+        if ((an = anchor_find(ps, which[v], &g->uid, g->hash)))
+          mark(an->pols, an->n, bits);
+      }
     }
   }
 }
