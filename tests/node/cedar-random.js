@@ -41,6 +41,19 @@ const DATETIMES = ['2024-01-01', '2024-06-30T12:00:00Z', '1970-01-01', '2024-02-
 const DURATIONS = ['1h', '-30m', '1d2h3m4s5ms', '0ms', '90s', '9223372036854775807ms', '1x', '-9223372036854775808ms'];
 const LONGS = [0, 1, -1, 2, 7, 42, 1000, -1000, 9223372036854775807n, -9223372036854775807n];
 
+// JSON values that are not Cedar values: each makes a request or an entity
+// file invalid.
+const BAD_VALUES = [
+  { __extn: { fn: 'ip', arg: '1.2.3' } },
+  { __extn: { fn: 'nope', arg: 'x' } },
+  { __extn: { fn: 'ip', arg: 1 } },
+  { __entity: { type: 'no such::type', id: 'x' } },
+  { __expr: '1' },
+  null,
+  [1, null],
+  1.5,
+];
+
 function cedarString(s) {
   let out = '"';
   for (const ch of s) {
@@ -55,13 +68,17 @@ function cedarString(s) {
 const uidText = (t, id) => `${t}::${cedarString(id)}`;
 const longText = (v) => (typeof v === 'bigint' ? v.toString() : String(v));
 
-// Entity ids: a few per type, one that never exists, one with odd characters.
+// Entity ids: a few per type, some with characters that need escaping in
+// policy text and JSON, and the empty id. ("ghost" never exists.)
 function ids(type) {
-  const base = { User: ['alice', 'bob', 'carol'], Group: ['admins', 'staff'], Doc: ['d0', 'd1', 'd2'], Folder: ['root', 'f1'] };
+  const base = { User: ['alice', 'bob', 'carol'], Group: ['admins', 'staff'], Doc: ['d0', 'd1', 'd"2 \u00e9\\'],
+    Folder: ['root', 'f1', ''] };
   return base[type];
 }
 
-function makeWorld(r) {
+// With `typed`, the world fits SCHEMA: tags are strings and the actions
+// come from the schema rather than the entity file.
+function makeWorld(r, typed = false) {
   const entities = [];
   const extn = (fn, arg) => ({ __extn: { fn, arg } });
   const value = (attr) => {
@@ -92,11 +109,13 @@ function makeWorld(r) {
     for (const id of ids(t)) {
       const attrs = {};
       for (const a of ATTRS) if (r.chance(0.6)) attrs[a] = value(a);
+      if (r.chance(0.002)) attrs.bad = r.pick(BAD_VALUES);
       const tags = {};
-      for (const k of ['env', 'team']) if (r.chance(0.4)) tags[k] = r.pick(['prod', 'dev', 7]);
+      for (const k of ['env', 'team']) if (r.chance(0.4)) tags[k] = r.pick(typed ? ['prod', 'dev'] : ['prod', 'dev', 7]);
       entities.push({ uid: { type: t, id }, attrs, parents: parentsOf(t, id), tags });
     }
   }
+  if (typed) return entities;
   for (const a of ACTIONS) {
     const parents = [];
     if (r.chance(0.7)) parents.push({ type: 'Action', id: 'all' });
@@ -114,7 +133,7 @@ function makeExprGen(r) {
     const t = r.pick(TYPES);
     return uidText(t, r.chance(0.1) ? 'ghost' : r.pick(ids(t)));
   };
-  const entityVar = () => r.pick(['principal', 'resource', 'principal', 'resource', 'action']);
+  const entityVar = () => r.pick(['principal', 'resource', 'principal', 'resource', 'action', 'context.who']);
   const attrName = () => r.pick(ATTRS.concat(['missing']));
 
   // An expression that is usually of type `want`; sometimes deliberately not.
@@ -231,7 +250,9 @@ function makePolicies(r, n, depth) {
   return out.join('\n');
 }
 
-function makeRequest(r) {
+// With `typed`, the context usually fits SCHEMA (a homogeneous set, a User
+// in `who`); a value of the wrong type still appears now and then.
+function makeRequest(r, typed = false) {
   const ent = (types) => { const t = r.pick(types); return { type: t, id: r.chance(0.08) ? 'ghost' : r.pick(ids(t)) }; };
   const context = {};
   if (r.chance(0.8)) context.n = r.pick([0, 5, -2, 100]);
@@ -239,8 +260,11 @@ function makeRequest(r) {
   if (r.chance(0.7)) context.flag = r.chance(0.5);
   if (r.chance(0.6)) context.ip = { __extn: { fn: 'ip', arg: r.pick(IPS.slice(0, 10)) } };
   if (r.chance(0.6)) context.now = { __extn: { fn: 'datetime', arg: r.pick(DATETIMES.slice(0, 5)) } };
-  if (r.chance(0.5)) context.set = [r.pick([1, 2, 'a']), r.pick([3, 'alice'])];
+  if (r.chance(0.5)) context.set = typed && r.chance(0.9) ? [r.pick([1, 2, 7]), r.pick([3, 4])] : [r.pick([1, 2, 'a']), r.pick([3, 'alice'])];
   if (r.chance(0.3)) context.info = { depth: r.int(3), label: 'a', inner: { ok: true } };
+  if (r.chance(0.5)) context.who = { __entity: ent(typed && r.chance(0.9) ? ['User'] : ['User', 'Group', 'Doc']) };
+  // Now and then a value no engine may accept, so that both must refuse.
+  if (r.chance(0.03)) context.bad = r.pick(BAD_VALUES);
   return {
     principal: ent(['User', 'User', 'Group']),
     action: { type: 'Action', id: r.pick(ACTIONS) },
@@ -249,4 +273,25 @@ function makeRequest(r) {
   };
 }
 
-module.exports = { rng, makeWorld, makePolicies, makeRequest };
+// The schema of a typed world. Every attribute is optional, as the world
+// leaves some out; the action hierarchy is fixed here.
+const ATTR_TYPES = 'age?: Long, name?: String, level?: Long, tags?: Set<String>, flag?: Bool, owner?: User, ' +
+  'addr?: ipaddr, score?: decimal, created?: datetime, ttl?: duration, info?: Info';
+const APPLIES = 'principal: [User, Group], resource: [Doc, Folder, User], context: Ctx';
+const SCHEMA = `
+type Info = { depth: Long, label: String, inner: { ok: Bool } };
+entity Group in [Group] { ${ATTR_TYPES} } tags String;
+entity User in [Group] { ${ATTR_TYPES} } tags String;
+entity Folder in [Folder] { ${ATTR_TYPES} } tags String;
+entity Doc in [Folder] { ${ATTR_TYPES} } tags String;
+type Ctx = {
+  n?: Long, s?: String, flag?: Bool, ip?: ipaddr, now?: datetime, set?: Set<Long>,
+  info?: Info, who?: User,
+};
+action all, edit;
+action read in [all] appliesTo { ${APPLIES} };
+action write, delete in [all, edit] appliesTo { ${APPLIES} };
+action share in [edit] appliesTo { ${APPLIES} };
+`;
+
+module.exports = { rng, makeWorld, makePolicies, makeRequest, SCHEMA };

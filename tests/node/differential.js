@@ -1,7 +1,8 @@
 // Differential test: random policies, entities and requests decided by both
 // Shinken (`shinken cedar authorize --requests`, batch mode) and the official
 // engine (@cedar-policy/cedar-wasm), compared on decision, reasons and the
-// set of policies that errored.
+// set of policies that errored. Every other world has a schema: entities and
+// contexts are then read as it types them and each request is validated.
 //
 //   node differential.js --shinken PATH [--seed N] [--worlds N] [--requests N] [--policies N]
 //
@@ -13,7 +14,7 @@ const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const cedar = require('@cedar-policy/cedar-wasm/nodejs');
-const { rng, makeWorld, makePolicies, makeRequest } = require('./cedar-random');
+const { rng, makeWorld, makePolicies, makeRequest, SCHEMA } = require('./cedar-random');
 
 function args() {
   const a = { seed: 20261130, worlds: 100, requests: 40, policies: 8, shinken: null };
@@ -38,12 +39,17 @@ const sameSet = (a, b) => {
   return x.size === y.size && [...x].every((v) => y.has(v));
 };
 
-function officialAnswers(id, policies, entities, requests) {
+function officialAnswers(id, policies, entities, requests, schema) {
   const parsed = cedar.preparsePolicySet(id, { staticPolicies: policies });
   if (parsed.type !== 'success') return { parseError: parsed.errors.map((e) => e.message).join('; ') };
+  const typed = schema ? { preparsedSchemaName: id, validateRequest: true } : {};
+  if (schema) {
+    const ps = cedar.preparseSchema(id, schema);
+    if (ps.type !== 'success') throw new Error(`the test's schema does not parse: ${JSON.stringify(ps.errors)}`);
+  }
   return {
     answers: requests.map((q) => {
-      const a = cedar.statefulIsAuthorized({ ...q, preparsedPolicySetId: id, entities });
+      const a = cedar.statefulIsAuthorized({ ...q, preparsedPolicySetId: id, entities, ...typed });
       if (a.type !== 'success') return { error: a.errors.map((e) => e.message).join('; ') };
       return {
         decision: a.response.decision,
@@ -55,13 +61,17 @@ function officialAnswers(id, policies, entities, requests) {
   };
 }
 
-function shinkenAnswers(bin, dir, policies, entities, requests) {
+function shinkenAnswers(bin, dir, policies, entities, requests, schema) {
   const pf = path.join(dir, 'policies.cedar');
   const ef = path.join(dir, 'entities.json');
+  const sf = path.join(dir, 'schema.cedarschema');
   fs.writeFileSync(pf, policies);
   fs.writeFileSync(ef, JSON.stringify(entities));
+  if (schema) fs.writeFileSync(sf, schema);
   const input = requests.map((q) => JSON.stringify(q)).join('\n') + '\n';
-  const p = spawnSync(bin, ['cedar', 'authorize', '--policies', pf, '--entities', ef, '--requests', '-'],
+  const args = ['cedar', 'authorize', '--policies', pf, '--entities', ef, '--requests', '-'];
+  if (schema) args.push('--schema', sf);
+  const p = spawnSync(bin, args,
     { input, encoding: 'utf8', maxBuffer: 1 << 28 });
   const lines = p.stdout.split('\n').filter((l) => l.length);
   if (lines.length === 0 && p.status !== 0) return { parseError: p.stderr.trim() || `exit ${p.status}` };
@@ -91,25 +101,31 @@ function main() {
   try {
     for (let w = 0; w < a.worlds; w++) {
       const r = rng(a.seed + w);
-      const entities = makeWorld(r);
+      const typed = w % 2 === 1;
+      const schema = typed ? SCHEMA : null;
+      const entities = makeWorld(r, typed);
       const policies = makePolicies(r, a.policies, 3);
-      const requests = Array.from({ length: a.requests }, () => makeRequest(r));
-      const off = officialAnswers('world', policies, entities, requests);
-      const shk = shinkenAnswers(a.shinken, dir, policies, entities, requests);
+      const requests = Array.from({ length: a.requests }, () => makeRequest(r, typed));
+      const off = officialAnswers('world', policies, entities, requests, schema);
+      const shk = shinkenAnswers(a.shinken, dir, policies, entities, requests, schema);
       if (shk.broken) {
         stats.cases += requests.length;
         stats.differ += requests.length;
         show(`DIFFER world ${w}: shinken gave no usable answers: ${shk.broken}`);
         continue;
       }
-      if (off.parseError || shk.parseError) {
+      // Policies or entities that do not load: Shinken refuses the whole
+      // batch; the official engine refuses the policies once, or (entities
+      // being given with each request) every request.
+      const offRefused = off.parseError || off.answers.every((x) => x.error !== undefined);
+      if (shk.parseError || off.parseError) {
         stats.cases += 1;
         stats.unparsed += 1;
-        if (off.parseError && shk.parseError) stats.agree++;
+        if (shk.parseError && offRefused) stats.agree++;
         else {
           stats.differ++;
-          show(`DIFFER world ${w}: policies parse in ${off.parseError ? 'Shinken only' : 'the official engine only'}: ` +
-            `${off.parseError || shk.parseError}\n${policies}`);
+          show(`DIFFER world ${w}: the inputs load in ${shk.parseError ? 'the official engine' : 'Shinken'} only: ` +
+            `${off.parseError || shk.parseError}\n${policies}\n${JSON.stringify(entities)}`);
         }
         continue;
       }
@@ -126,7 +142,7 @@ function main() {
           return;
         }
         stats.differ++;
-        show(`DIFFER world ${w} request ${i}: ${JSON.stringify(q)}\n` +
+        show(`DIFFER world ${w}${typed ? ' (with the schema)' : ''} request ${i}: ${JSON.stringify(q)}\n` +
           `  official: ${JSON.stringify(o)}\n  shinken:  ${JSON.stringify(s)}\n` +
           `  policies (policyN is the Nth):\n${policies.replace(/^/gm, '    ')}`);
       });
@@ -136,7 +152,7 @@ function main() {
   }
   if (shown > 10) console.log(`(${shown - 10} more disagreements not shown)`);
   console.log(`differential: ${stats.cases} cases (${stats.allow} allow, ${stats.deny} deny, ` +
-    `${stats.withErrors} with policy errors, ${stats.refused} refused requests, ${stats.unparsed} unparsable policy sets), ` +
+    `${stats.withErrors} with policy errors, ${stats.refused} refused requests, ${stats.unparsed} worlds whose policies or entities do not load), ` +
     `${stats.agree} agree, ${stats.differ} differ`);
   process.exit(stats.differ ? 1 : 0);
 }
