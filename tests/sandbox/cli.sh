@@ -4,10 +4,11 @@
 # effect is judged on the host: the file is there or not, the listener saw a
 # connection or not, the process is gone or not.
 . "$SHINKEN_SRCDIR/tests/lib.sh"
+. "$SHINKEN_SRCDIR/tests/sandbox/scratch.sh"
 set +e
 
 PROBE=$1 CASE=$2
-scratch=$(mktemp -d /var/tmp/shk-cli.XXXXXX) || fail "mktemp"
+scratch=$(scratch_dir shk-cli) || fail "mktemp"
 bgpid=""
 cleanup() {
   [ -n "$bgpid" ] && kill "$bgpid" 2>/dev/null

@@ -2,10 +2,11 @@
 # doctor.sh PROBE CASE: each claim of `shinken doctor --json` checked by an
 # independent probe of the host (see docs/shinken-doctor.1.scd).
 . "$SHINKEN_SRCDIR/tests/lib.sh"
+. "$SHINKEN_SRCDIR/tests/sandbox/scratch.sh"
 set +e
 
 PROBE=$1 CASE=$2
-scratch=$(mktemp -d /var/tmp/shk-doctor.XXXXXX) || fail "mktemp"
+scratch=$(scratch_dir shk-doctor) || fail "mktemp"
 trap 'rm -rf "$scratch"' EXIT
 cd "$scratch" || fail "cd"
 

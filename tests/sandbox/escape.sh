@@ -10,6 +10,7 @@
 # sentinel's hash, the host process's state, the host keyring, the workspace.
 # The probe's own report must show it attempted the action (see probe.c).
 . "$SHINKEN_SRCDIR/tests/lib.sh"
+. "$SHINKEN_SRCDIR/tests/sandbox/scratch.sh"
 set +e
 
 PROBE=$1 CASE=$2 WHO=$3
@@ -33,7 +34,7 @@ case $WHO in
   *) fail "WHO must be root or user, not '$WHO'" ;;
 esac
 
-scratch=$(mktemp -d /var/tmp/shk-escape.XXXXXX) || fail "mktemp"
+scratch=$(scratch_dir shk-escape) || fail "mktemp"
 chmod 755 "$scratch"
 
 # The build tree may sit where the test user cannot reach (a clone under
@@ -347,11 +348,13 @@ case $CASE in
     setup() { CONTROL_AS=root; SNAP=$out; snap_take; }
     args() { echo handle "$out/sentinel"; }; effect() { snap_effect; } ;;
   deny-rename)
+    # The denied file sits two directories below the writable root; the
+    # probe moves the upper one away and rebuilds the path.
     setup() {
-      mkdir -p "$ws/a"; echo "denied" >"$ws/a/secret"; own "$ws"
-      RUN_OPTS="--deny $ws/a/secret"; SNAP="$ws/a $ws/a.moved"; snap_take
+      mkdir -p "$ws/a/b"; echo "denied" >"$ws/a/b/secret"; own "$ws"
+      RUN_OPTS="--deny $ws/a/b/secret"; SNAP="$ws/a $ws/a.moved"; snap_take
     }
-    args() { echo deny-rename "$ws/a" secret; }; effect() { snap_effect; } ;;
+    args() { echo deny-rename "$ws/a" b/secret; }; effect() { snap_effect; } ;;
   read-restricted)
     SECRET=SHKSECRET-$$-$(date +%s%N)
     setup() {
@@ -419,6 +422,15 @@ case $CASE in
     # it through.
     setup() { INSIDE_ONLY=1; CONTROL_AS=root; }
     args() { echo kernel; }; effect() { no_effect; } ;;
+  git-deep)
+    # A repository three levels below the working directory, as in a tree
+    # of checkouts (src/HOST/OWNER/REPO).
+    setup() {
+      git init -q "$ws/src/host/repo" && printf '#!/bin/sh\nexit 0\n' >"$ws/src/host/repo/.git/hooks/pre-commit" ||
+        fail "git init"
+      own "$ws"; SNAP="$ws/src"; snap_take
+    }
+    args() { echo git src/host/repo; }; effect() { snap_effect; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

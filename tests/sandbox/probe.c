@@ -823,8 +823,15 @@ static int probe_deny_rename(int argc, char **argv)
   } else {
     note("rename the directory that holds the denied file", 0, 1);
     char *f = join(argv[0], argv[1]);
-    if (mkdir(argv[0], 0755) == 0)
+    if (mkdir(argv[0], 0755) == 0) {
+      /* Every directory down to NAME, then NAME itself. */
+      for (char *c = f + strlen(argv[0]) + 1; (c = strchr(c, '/')); c++) {
+        *c = 0;
+        (void)!mkdir(f, 0755);
+        *c = '/';
+      }
       try_create("create a replacement for the denied file", f);
+    }
     free(f);
   }
   free(moved);
