@@ -32,6 +32,11 @@
 #include "cedar/cedar-internal.h"
 #include "common/common.h"
 
+/* The checker recurses once per level of the expression tree. Each helper
+ * keeps its own frame (and its message buffers) so that the frames on the
+ * recursion path stay small. */
+#define SHK_NOINLINE __attribute__((noinline))
+
 /* ---------------------------------------------------------------- types */
 
 typedef enum vkind {
@@ -117,7 +122,13 @@ typedef struct checker {
   const vtype *context;
   shk_cedar_validation_result *out;
   size_t first_error; /* this policy's errors start here (for deduplication) */
+  unsigned depth;     /* of the recursion, bounded by MAX_DEPTH */
 } checker;
+
+/* A chain like a && b && c ... is a tree as deep as it is long, and the
+ * parser bounds only its own recursion. Deeper than this the checker
+ * refuses the policy instead of risking the stack. */
+#define MAX_DEPTH 1500
 
 /* The answer for one expression: its type (NULL when none could be given),
  * whether it type-checked, and the capabilities it grants when true. */
@@ -213,7 +224,7 @@ static void type_name(sbuf *b, const vtype *t)
 
 /* Records one finding, unless this policy already has the same one (the
  * same mistake is usually found once per request environment). */
-SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const char *fmt, ...)
+SHK_NOINLINE SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const char *fmt, ...)
 {
   char msg[512], id[256];
   va_list ap;
@@ -243,7 +254,7 @@ static const char *tn(char *buf, size_t n, const vtype *t)
   return buf;
 }
 
-static void err_unexpected(checker *c, shk__loc loc, const vtype *const *want, size_t n_want,
+SHK_NOINLINE static void err_unexpected(checker *c, shk__loc loc, const vtype *const *want, size_t n_want,
                            const vtype *got)
 {
   char w[256], g[256];
@@ -257,7 +268,7 @@ static void err_unexpected(checker *c, shk__loc loc, const vtype *const *want, s
   verr(c, loc, "unexpected type: expected %s but saw %s", w, tn(g, sizeof g, got));
 }
 
-static void err_incompatible(checker *c, shk__loc loc, const char *where, const vtype *x,
+SHK_NOINLINE static void err_incompatible(checker *c, shk__loc loc, const char *where, const vtype *x,
                              const vtype *y)
 {
   char a[256], b[256];
@@ -691,7 +702,7 @@ static bool strict_eq(checker *c, shk__loc loc, const char *where, const vtype *
   return false;
 }
 
-static ans tc_eq(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_eq(checker *c, cap *prior, const shk__expr *e)
 {
   ans l = tc(c, prior, e->a), r = tc(c, prior, e->b);
   const vtype *t = type_of_eq(c, e->a, l.t, e->b, r.t);
@@ -711,7 +722,7 @@ static bool same_type(const vtype *x, const vtype *y)
 }
 
 /* <, <=, > and >=: both Long, or both the same datetime or duration type. */
-static ans tc_compare(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_compare(checker *c, cap *prior, const shk__expr *e)
 {
   static const vtype *const cmp_types[] = { &T_LONG, &T_DATETIME, &T_DURATION };
   ans l = tc(c, prior, e->a), r = tc(c, prior, e->b);
@@ -748,7 +759,7 @@ static ans tc_compare(checker *c, cap *prior, const shk__expr *e)
  * variable) in action literals is decided from the schema's action
  * hierarchy; otherwise an `in` that the entity type hierarchy rules out has
  * type false. */
-static ans tc_in(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_in(checker *c, cap *prior, const shk__expr *e)
 {
   static const vtype *const rhs_types[] = { &T_SET_OF_ENTITIES, &T_ANY_ENTITY };
   ans l = expect1(c, prior, e->a, &T_ANY_ENTITY);
@@ -817,7 +828,7 @@ static ans tc_in(checker *c, cap *prior, const shk__expr *e)
   return ok_ans(&T_BOOL);
 }
 
-static ans tc_has(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_has(checker *c, cap *prior, const shk__expr *e)
 {
   static const vtype *const want[] = { &T_ANY_ENTITY, &T_ANY_RECORD };
   ans x = expect(c, prior, e->a, want, 2);
@@ -832,7 +843,7 @@ static ans tc_has(checker *c, cap *prior, const shk__expr *e)
   return (ans){ may_have_attr(c, x.t) ? &T_BOOL : &T_FALSE, x.ok, NULL };
 }
 
-static ans tc_getattr(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_getattr(checker *c, cap *prior, const shk__expr *e)
 {
   static const vtype *const want[] = { &T_ANY_ENTITY, &T_ANY_RECORD };
   ans x = expect(c, prior, e->a, want, 2);
@@ -853,7 +864,7 @@ static ans tc_getattr(checker *c, cap *prior, const shk__expr *e)
   return fail_ans(NULL);
 }
 
-static ans tc_set(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_set(checker *c, cap *prior, const shk__expr *e)
 {
   bool ok = true, typed = true;
   const vtype *elem = &T_NEVER;
@@ -887,7 +898,7 @@ static ans tc_set(checker *c, cap *prior, const shk__expr *e)
   return (ans){ t, ok, NULL };
 }
 
-static ans tc_record(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_record(checker *c, cap *prior, const shk__expr *e)
 {
   bool ok = true, typed = true;
   vattr *at = shk__arena_alloc(c->a, (e->n_items ? e->n_items : 1) * sizeof *at);
@@ -949,7 +960,7 @@ static const vtype *any_entity_tag_type(checker *c, shk__loc loc, bool *none, bo
   return r;
 }
 
-static ans tc_tag(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_tag(checker *c, cap *prior, const shk__expr *e)
 {
   const shk__expr *x = e->items[0], *k = e->items[1];
   ans ex = expect1(c, prior, x, &T_ANY_ENTITY);
@@ -1067,7 +1078,7 @@ static bool ext_signature(shk__fn fn, ext_sig *sig)
   return false;
 }
 
-static ans tc_ext(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_ext(checker *c, cap *prior, const shk__expr *e)
 {
   ext_sig sig;
   if (!ext_signature(e->fn, &sig)) {
@@ -1111,7 +1122,7 @@ static ans tc_ext(checker *c, cap *prior, const shk__expr *e)
   return (ans){ sig.ret, ok, NULL };
 }
 
-static ans tc_call(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_call(checker *c, cap *prior, const shk__expr *e)
 {
   switch (e->fn) {
   case SHK__FN_CONTAINS:
@@ -1171,7 +1182,7 @@ static ans tc_call(checker *c, cap *prior, const shk__expr *e)
   return fail_ans(NULL);
 }
 
-static ans tc_if(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_if(checker *c, cap *prior, const shk__expr *e)
 {
   ans g = expect1(c, prior, e->a, &T_BOOL);
   if (g.t && g.t->k == VT_TRUE) {
@@ -1196,7 +1207,7 @@ static ans tc_if(checker *c, cap *prior, const shk__expr *e)
   return (ans){ l, g.ok && t.ok && f.ok, cap_intersect(c, f.caps, t.caps) };
 }
 
-static ans tc_and(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_and(checker *c, cap *prior, const shk__expr *e)
 {
   ans l = expect1(c, prior, e->a, &T_BOOL);
   if (l.t && l.t->k == VT_FALSE)
@@ -1214,7 +1225,7 @@ static ans tc_and(checker *c, cap *prior, const shk__expr *e)
   return (ans){ &T_BOOL, ok, cap_union(c, l.caps, r.caps) };
 }
 
-static ans tc_or(checker *c, cap *prior, const shk__expr *e)
+SHK_NOINLINE static ans tc_or(checker *c, cap *prior, const shk__expr *e)
 {
   ans l = expect1(c, prior, e->a, &T_BOOL);
   if (l.t && l.t->k == VT_TRUE)
@@ -1319,7 +1330,13 @@ static ans tc_inner(checker *c, cap *prior, const shk__expr *e)
 /* A failed answer grants nothing, as in the reference. */
 static ans tc(checker *c, cap *prior, const shk__expr *e)
 {
+  if (c->depth >= MAX_DEPTH) {
+    verr(c, e->loc, "expression nested too deeply to check (more than %d levels)", MAX_DEPTH);
+    return fail_ans(NULL);
+  }
+  c->depth++;
   ans r = tc_inner(c, prior, e);
+  c->depth--;
   if (!r.ok)
     r.caps = NULL;
   return r;
@@ -1459,19 +1476,20 @@ static void check_uid(checker *c, shk__uid u, shk__loc loc)
        esc(tb, sizeof tb, u.type), esc(ib, sizeof ib, u.id), tb);
 }
 
-static void check_names_expr(checker *c, const shk__expr *e)
+static void check_names_expr(checker *c, const shk__expr *e, unsigned depth)
 {
-  if (!e)
+  /* The types pass reports a tree this deep; stop here without a word. */
+  if (!e || depth > MAX_DEPTH)
     return;
   if (e->kind == SHK__E_ENTITY)
     check_uid(c, e->uid, e->loc);
   if (e->kind == SHK__E_IS)
     check_type_name(c, e->s, e->loc);
-  check_names_expr(c, e->a);
-  check_names_expr(c, e->b);
-  check_names_expr(c, e->c);
+  check_names_expr(c, e->a, depth + 1);
+  check_names_expr(c, e->b, depth + 1);
+  check_names_expr(c, e->c, depth + 1);
   for (size_t i = 0; i < e->n_items; i++)
-    check_names_expr(c, e->items[i]);
+    check_names_expr(c, e->items[i], depth + 1);
 }
 
 static void check_names_scope(checker *c, const shk__scope *sc)
@@ -1615,7 +1633,7 @@ int shk_cedar_validate(const shk_cedar_policy_set *ps, const shk_cedar_schema *s
     check_names_scope(&c, &pols[i]->action);
     check_names_scope(&c, &pols[i]->resource);
     for (size_t j = 0; j < pols[i]->n_conds; j++)
-      check_names_expr(&c, pols[i]->conds[j].body);
+      check_names_expr(&c, pols[i]->conds[j].body, 0);
     check_applies(&c, pols[i]);
     check_types(&c, pols[i]);
     shk__arena_reset(a);

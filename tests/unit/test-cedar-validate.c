@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shinken/cedar.h"
@@ -174,10 +175,42 @@ static void json_schema(void **state)
   shk_cedar_schema_free(schema);
 }
 
+/* A chain of && is a tree as deep as it is long: the checker must refuse
+ * one too deep to check, not overflow its stack. */
+static void deep_chain(void **state)
+{
+  (void)state;
+  static const char head[] = "permit(principal, action, resource) when { true";
+  static const char term[] = " && principal.name == \"a\"";
+  size_t n = 20000, len = sizeof head - 1 + n * (sizeof term - 1) + 4;
+  char *text = malloc(len);
+  assert_non_null(text);
+  char *p = text;
+  memcpy(p, head, sizeof head - 1);
+  p += sizeof head - 1;
+  for (size_t i = 0; i < n; i++, p += sizeof term - 1)
+    memcpy(p, term, sizeof term - 1);
+  memcpy(p, " };", 4);
+  shk_cedar_schema *schema = NULL;
+  shk_cedar_error err = { 0 };
+  assert_int_equal(shk_cedar_schema_parse(SCHEMA, strlen(SCHEMA), SHK_CEDAR_SCHEMA_TEXT, &schema, &err), 0);
+  shk_cedar_policy_set *ps = NULL;
+  assert_int_equal(shk_cedar_policy_set_parse(text, strlen(text), &ps, &err), 0);
+  shk_cedar_validation_result vr = { 0 };
+  assert_int_equal(shk_cedar_validate(ps, schema, &vr), 0);
+  assert_true(vr.n_errors > 0);
+  assert_non_null(strstr(vr.errors[0].message, "too deeply"));
+  shk_cedar_validation_result_clear(&vr);
+  shk_cedar_policy_set_free(ps);
+  shk_cedar_schema_free(schema);
+  free(text);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(table),
+    cmocka_unit_test(deep_chain),
     cmocka_unit_test(json_schema),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
