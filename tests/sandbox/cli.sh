@@ -8,6 +8,16 @@
 set +e
 
 PROBE=$1 CASE=$2
+# CASE-user: the same case as an unprivileged user (nobody), as agents
+# usually run.
+AS=""
+case $CASE in
+  *-user)
+    CASE=${CASE%-user}
+    [ "$(id -u)" = 0 ] || skip "needs root to become another user"
+    AS="setpriv --reuid=65534 --regid=65534 --clear-groups"
+    ;;
+esac
 scratch=$(scratch_dir shk-cli) || fail "mktemp"
 bgpid=""
 cleanup() {
@@ -18,13 +28,18 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 ws=$scratch/ws
 mkdir -p "$ws" "$scratch/out" "$scratch/home"
+if [ -n "$AS" ]; then
+  chmod 755 "$scratch"
+  chown -R 65534:65534 "$ws" "$scratch/home"
+fi
 export HOME="$scratch/home"
 cd "$ws" || fail "cd"
 marker=$scratch/out/ran
 
 # sr ARGS...: `shinken run ARGS`, status in rc, stderr in $scratch/err.
 sr() {
-  "$SHINKEN" run "$@" >"$scratch/stdout" 2>"$scratch/err"
+  # shellcheck disable=SC2086
+  $AS "$SHINKEN" run "$@" >"$scratch/stdout" 2>"$scratch/err"
   rc=$?
   echo "--- shinken run $* -> $rc" >&2
   sed 's/^/    /' "$scratch/stdout" "$scratch/err" >&2
@@ -56,6 +71,7 @@ nest_layout() {
   mkdir -p "$ws/a/b"
   echo secret-a >"$ws/a/secret"
   rm -f "$ws/top" "$ws/a/new" "$ws/a/b/new" "$ws/got"
+  [ -z "$AS" ] || chown -R 65534:65534 "$ws"
 }
 nest_check() {
   [ -f "$ws/top" ] || fail "/w is not writable"
@@ -212,7 +228,8 @@ case $CASE in
     refused ;;
   dies-with-parent)
     # Killed while the command runs: nothing of the sandbox may remain.
-    "$SHINKEN" run -- /bin/sh -c 'touch started; exec sleep 60' "shk-dwp-$$" &
+    # shellcheck disable=SC2086
+    $AS "$SHINKEN" run -- /bin/sh -c 'touch started; exec sleep 60' "shk-dwp-$$" &
     bgpid=$!
     i=0; while [ ! -e "$ws/started" ]; do i=$((i + 1)); [ $i -gt 200 ] && fail "did not start"; sleep 0.05; done
     kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
@@ -221,7 +238,8 @@ case $CASE in
     # Killed at once, at various moments of start-up (20 times: the window
     # is narrow).
     for d in 0 0.01 0.02 0.03 0.04 0 0.01 0.02 0.03 0.04 0 0.01 0.02 0.03 0.04 0.05 0.1 0.15 0.2 0.3; do
-      "$SHINKEN" run -- /bin/sh -c 'exec sleep 60' "shk-dwe-$$" &
+      # shellcheck disable=SC2086
+      $AS "$SHINKEN" run -- /bin/sh -c 'exec sleep 60' "shk-dwe-$$" &
       bgpid=$!
       sleep $d; kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
     done
