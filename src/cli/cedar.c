@@ -173,9 +173,9 @@ static void put_text_response(FILE *f, const shk_cedar_policy_set *ps, const shk
 /* ---------------------------------------------------------------- authorize */
 
 static const char authorize_usage[] =
-  "usage: shinken cedar authorize --policies FILE --entities FILE [--schema FILE]\n"
-  "         (--request-json FILE | --principal P --action A --resource R [--context FILE]\n"
-  "          | --requests FILE.jsonl) [--json]\n";
+  "usage: shinken cedar authorize -p|--policies FILE -e|--entities FILE [-s|--schema FILE]\n"
+  "         (--request-json FILE | -l|--principal P -a|--action A -r|--resource R\n"
+  "          [-c|--context FILE] | --requests FILE.jsonl) [--json]\n";
 
 /* Reports an unknown option or a missing argument in one line. getopt's
  * own messages are turned off so that every complaint has the same form. */
@@ -233,9 +233,9 @@ static int cmd_authorize(int argc, char **argv)
     { "entities", required_argument, NULL, 'e' },
     { "schema", required_argument, NULL, 's' },
     { "schema-format", required_argument, NULL, 'f' },
-    { "principal", required_argument, NULL, 'P' },
-    { "action", required_argument, NULL, 'A' },
-    { "resource", required_argument, NULL, 'R' },
+    { "principal", required_argument, NULL, 'l' },
+    { "action", required_argument, NULL, 'a' },
+    { "resource", required_argument, NULL, 'r' },
     { "context", required_argument, NULL, 'c' },
     { "request-json", required_argument, NULL, 'j' },
     { "requests", required_argument, NULL, 'b' },
@@ -250,15 +250,16 @@ static int cmd_authorize(int argc, char **argv)
   int opt;
   optind = 1;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+  /* The short options are the official CLI's (-l for the principal). */
+  while ((opt = getopt_long(argc, argv, ":p:e:s:l:a:r:c:", opts, NULL)) != -1) {
     switch (opt) {
     case 'p': policies = optarg; break;
     case 'e': entities = optarg; break;
     case 's': schema_path = optarg; break;
     case 'f': schema_fmt = optarg; break;
-    case 'P': principal = optarg; break;
-    case 'A': action = optarg; break;
-    case 'R': resource = optarg; break;
+    case 'l': principal = optarg; break;
+    case 'a': action = optarg; break;
+    case 'r': resource = optarg; break;
     case 'c': context = optarg; break;
     case 'j': request_json = optarg; break;
     case 'b': requests = optarg; break;

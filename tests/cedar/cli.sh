@@ -52,6 +52,10 @@ grep -q 'forbidden by policy1' "$tmp/out" || fail "no forbid reason: $(cat "$tmp
 expect 2 $auth --principal 'User::"bob"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json"
 grep -q 'deny by default' "$tmp/out" || fail "bob: $(cat "$tmp/out")"
 
+# The official CLI's short options.
+expect 0 "$SHINKEN" cedar authorize -p "$tmp/p.cedar" -e "$tmp/e.json" -l 'User::"alice"' -a 'Action::"read"' -r 'Doc::"d"' -c "$tmp/ctx-open.json"
+[ "$(head -n 1 "$tmp/out")" = ALLOW ] || fail "short options: $(cat "$tmp/out")"
+
 # --json: one object with decision, reasons and errors.
 expect 0 $auth --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json" --json
 python3 -c '
