@@ -73,6 +73,7 @@ function shinkenAnswers(bin, dir, policies, entities, requests, schema) {
   if (schema) args.push('--schema', sf);
   const p = spawnSync(bin, args,
     { input, encoding: 'utf8', maxBuffer: 1 << 28 });
+  if (p.error) return { broken: `cannot run ${bin}: ${p.error.message}` };
   const lines = p.stdout.split('\n').filter((l) => l.length);
   if (lines.length === 0 && p.status !== 0) return { parseError: p.stderr.trim() || `exit ${p.status}` };
   if (lines.length !== requests.length)
