@@ -54,6 +54,14 @@ typedef struct degraded {
   size_t n;
 } degraded;
 
+/* Whether the controllers the asked limits need are there. */
+static bool cgroup_usable(const shk_sandbox_features *f, const shk_sandbox_opts *o)
+{
+  unsigned need = (o->mem ? SHK_CG_MEMORY : 0) | (o->pids ? SHK_CG_PIDS : 0) |
+                  (o->cpu_milli ? SHK_CG_CPU : 0);
+  return f->cgroup_parent && (f->cgroup_controllers & need) == need;
+}
+
 static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *o, degraded *d)
 {
   if (!f->bwrap)
@@ -65,9 +73,7 @@ static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *
                        "TCP is not refused by Landlock";
   if (!f->seccomp)
     d->lines[d->n++] = "seccomp unavailable: no syscall filter";
-  unsigned need = (o->mem ? SHK_CG_MEMORY : 0) | (o->pids ? SHK_CG_PIDS : 0) |
-                  (o->cpu_milli ? SHK_CG_CPU : 0);
-  if (need && (!f->cgroup_parent || (f->cgroup_controllers & need) != need))
+  if ((o->mem || o->pids || o->cpu_milli) && !cgroup_usable(f, o))
     d->lines[d->n++] = "cgroup v2 limits unavailable: --mem, --pids and --cpu are not enforced";
   if (d->n && !o->allow_degraded)
     shk__die(RUN_FAIL, "%s (see 'shinken doctor'; --allow-degraded runs without it); "
@@ -89,7 +95,7 @@ static json_t *num_or_null(uint64_t v)
   return v ? json_integer((json_int_t)v) : json_null();
 }
 
-static void write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
+static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
                          const shk_sandbox_features *f, const shk_sandbox_cgroup *cg,
                          const degraded *d)
 {
@@ -148,9 +154,9 @@ static void write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
       "die-with-parent", 1);
   json_t *report = json_pack("{s:i, s:o, s:o, s:o}", "version", 1, "asked", asked,
                              "enforced", enforced, "degraded", strv_json((char *const *)d->lines, d->n));
-  if (!report || json_dump_file(report, o->report, JSON_INDENT(2) | JSON_SORT_KEYS) < 0)
-    shk__die(RUN_FAIL, "--report %s: cannot write the report; nothing was run", o->report);
+  bool ok = report && json_dump_file(report, o->report, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
   json_decref(report);
+  return ok;
 }
 
 /* The minimal environment of --env-clean. */
@@ -219,7 +225,7 @@ int shk_cli_run(int argc, char **argv)
   exe[n] = '\0';
 
   shk_sandbox_cgroup cg = { NULL, -1 };
-  if (limits && !d.n && shk_sandbox_cgroup_create(&f, &o, &cg, &err) < 0)
+  if (limits && cgroup_usable(&f, &o) && shk_sandbox_cgroup_create(&f, &o, &cg, &err) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "cgroup");
 
 #if SHK_HAVE_EGRESS
@@ -241,8 +247,13 @@ int shk_cli_run(int argc, char **argv)
   }
 #endif
 
-  if (o.report)
-    write_report(&o, &plan, &f, &cg, &d);
+  if (o.report && !write_report(&o, &plan, &f, &cg, &d)) {
+    shk_sandbox_cgroup_destroy(&cg);
+#if SHK_HAVE_EGRESS
+    shk_egress_session_close(egress);
+#endif
+    shk__die(RUN_FAIL, "--report %s: cannot write the report; nothing was run", o.report);
+  }
 
   int sync[2];
   if (pipe2(sync, O_CLOEXEC) < 0)
