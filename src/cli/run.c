@@ -14,6 +14,7 @@
 #include <string.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,14 +40,17 @@ static void forward(int sig)
     kill((pid_t)child_pid, SIGKILL);
 }
 
-/* bwrap 0.8 leaves its sandbox's pid 1 waiting forever when bwrap itself
- * dies during set-up (as it does, through PR_SET_PDEATHSIG, when `shinken
- * run` is killed then). Where this process may create a pid namespace (root),
- * bwrap runs as pid 1 of a fresh one: its death ends everything beneath. */
-static void own_pid_namespace(void)
+/* fork(), except that bwrap 0.8 leaves its sandbox's pid 1 waiting
+ * forever when bwrap itself dies during set-up (as it does, through
+ * PR_SET_PDEATHSIG, when `shinken run` is killed then). Where this process
+ * may create a pid namespace (root), the child is pid 1 of a fresh one, so
+ * its death ends everything beneath. clone() rather than unshare(), which
+ * would stop this process (and the egress proxy) from creating threads. */
+static pid_t fork_bwrap(void)
 {
-  if (geteuid() == 0 && unshare(CLONE_NEWPID) < 0)
-    shk__die_errno(RUN_FAIL, "run: a pid namespace for bwrap");
+  if (geteuid() != 0)
+    return fork();
+  return (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
 }
 
 typedef struct degraded {
@@ -291,8 +295,7 @@ int shk_cli_run(int argc, char **argv)
   int alive[2];
   if (pipe2(alive, O_CLOEXEC) < 0)
     shk__die_errno(RUN_FAIL, "run: pipe");
-  own_pid_namespace();
-  pid_t pid = fork();
+  pid_t pid = fork_bwrap();
   if (pid < 0)
     shk__die_errno(RUN_FAIL, "run: fork");
   if (pid == 0) {
