@@ -9,10 +9,23 @@
 
 #include "cedar/cedar-eval-internal.h"
 
+/* What a response keeps between calls, so that deciding allocates nothing
+ * once the arrays have grown to the policy set. */
 typedef struct resp_priv {
   shk__arena *scratch;
   size_t cap_reasons, cap_errors;
+  const char **forbids;  /* satisfied forbids; the reasons hold permits */
+  size_t n_forbids, cap_forbids;
 } resp_priv;
+
+static void push_id(const char ***v, size_t *n, size_t *cap, const char *id)
+{
+  if (*n == *cap) {
+    *cap = *cap ? *cap * 2 : 8;
+    *v = shk__xrealloc(*v, *cap * sizeof **v);
+  }
+  (*v)[(*n)++] = id;
+}
 
 static const shk_cedar_entities empty_store;
 
@@ -52,10 +65,7 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
   ev.vars[SHK__VAR_CONTEXT] = req->context;
   memcpy(ev.var_hash, req->hash, sizeof ev.var_hash);
 
-  /* Satisfied permits are listed from the front of `hit`, satisfied
-   * forbids from the back. */
-  size_t n_permit = 0, n_forbid = 0;
-  uint32_t *hit = shk__arena_alloc(pv->scratch, (ps->n ? ps->n : 1) * sizeof *hit);
+  pv->n_forbids = 0;
   size_t words = (ps->n + 63) / 64;
   uint64_t *cand = shk__arena_calloc(pv->scratch, (words ? words : 1) * sizeof *cand);
   shk__policy_set_candidates(ps, ev.es, req, cand);
@@ -64,31 +74,31 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
       size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
       int r = shk__eval_policy(&ev, ps->pols[i], &ps->hashes[i]);
       if (r == 1 && ps->pols[i]->is_forbid)
-        hit[ps->n - 1 - n_forbid++] = (uint32_t)i;
+        push_id(&pv->forbids, &pv->n_forbids, &pv->cap_forbids, ps->ids[i]);
       else if (r == 1)
-        hit[n_permit++] = (uint32_t)i;
+        push_id(&resp->reasons, &resp->n_reasons, &pv->cap_reasons, ps->ids[i]);
       else if (r < 0)
         add_error(resp, pv, ps->ids[i], ev.err.msg);
     }
   }
 
-  size_t n = n_forbid ? n_forbid : n_permit;
-  if (n > pv->cap_reasons) {
-    pv->cap_reasons = n * 2;
-    resp->reasons = shk__xrealloc(resp->reasons, pv->cap_reasons * sizeof *resp->reasons);
+  /* A satisfied forbid decides, and the forbids are then the reasons. */
+  resp->decision = resp->n_reasons && !pv->n_forbids ? SHK_CEDAR_ALLOW : SHK_CEDAR_DENY;
+  if (pv->n_forbids) {
+    resp->n_reasons = 0;
+    for (size_t k = 0; k < pv->n_forbids; k++)
+      push_id(&resp->reasons, &resp->n_reasons, &pv->cap_reasons, pv->forbids[k]);
   }
-  for (size_t k = 0; k < n; k++)
-    resp->reasons[k] = ps->ids[n_forbid ? hit[ps->n - 1 - k] : hit[k]];
-  resp->n_reasons = n;
-  resp->decision = !n_forbid && n_permit ? SHK_CEDAR_ALLOW : SHK_CEDAR_DENY;
   return 0;
 }
 
 void shk_cedar_response_clear(shk_cedar_response *resp)
 {
   resp_priv *pv = resp->priv;
-  if (pv)
+  if (pv) {
     shk__arena_free(pv->scratch);
+    free(pv->forbids);
+  }
   free(pv);
   free(resp->reasons);
   free(resp->errors);
