@@ -431,6 +431,18 @@ case $CASE in
       own "$ws"; SNAP="$ws/src"; snap_take
     }
     args() { echo git src/host/repo; }; effect() { snap_effect; } ;;
+  compat)
+    # The filter must hold for the 32-bit and x32 entries too.
+    setup() { INSIDE_ONLY=1; }
+    args() { echo compat; }; effect() { no_effect; } ;;
+  proc)
+    setup() { SNAP=$out; snap_take; }
+    args() { echo proc "$out/sentinel"; }; effect() { snap_effect; } ;;
+  fd-leak)
+    # A descriptor open for writing in the caller (fd 7 on the sentinel)
+    # must not reach the command.
+    setup() { WRAP="$PROBE host-fd $out/sentinel --"; SNAP=$out; snap_take; }
+    args() { echo fds 7; }; effect() { snap_effect; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

@@ -20,6 +20,7 @@
  * Probes aim only at the test's own listeners on 127.0.0.1 and never at any
  * other address. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -838,6 +839,103 @@ static int probe_deny_rename(int argc, char **argv)
   return verdict();
 }
 
+struct via {
+  int tried, err;
+};
+
+/* Opens SENTINEL through LINK (a /proc magic link to a directory) when the
+ * directory LINK names is one of SENTINEL's ancestors, and appends to it. */
+static void try_via(struct via *v, const char *link, const char *sentinel, int whole_root)
+{
+  char target[PATH_MAX], path[PATH_MAX * 2];
+  const char *rest = sentinel;
+  if (!whole_root) {
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0)
+      return;
+    target[n] = 0;
+    size_t tl = strlen(target);
+    if (target[0] != '/' || strncmp(sentinel, target, tl) || (sentinel[tl] != '/' && tl > 1))
+      return;
+    rest = sentinel + (tl > 1 ? tl : 0);
+  }
+  snprintf(path, sizeof path, "%s%s", link, rest);
+  v->tried++;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) {
+    if (!v->err)
+      v->err = errno;
+    return;
+  }
+  char route[PATH_MAX * 2 + 32];
+  snprintf(route, sizeof route, "append to the sentinel through %s", path);
+  note(route, write(fd, "ESCAPED\n", 8) < 0 ? errno : 0, 1);
+  close(fd);
+}
+
+/* Every process the probe can see: its root, its working directory and its
+ * open directories, each a door to the sentinel if it leads outside the
+ * sandbox's view. */
+static int probe_proc(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: proc SENTINEL");
+  DIR *d = opendir("/proc");
+  if (!d)
+    die("opendir /proc: %s", strerror(errno));
+  struct via roots = { 0, 0 }, dirs = { 0, 0 };
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    char link[600];
+    snprintf(link, sizeof link, "/proc/%s/root", e->d_name);
+    try_via(&roots, link, argv[0], 1);
+    snprintf(link, sizeof link, "/proc/%s/cwd", e->d_name);
+    try_via(&dirs, link, argv[0], 0);
+    char fddir[300];
+    snprintf(fddir, sizeof fddir, "/proc/%s/fd", e->d_name);
+    DIR *fds = opendir(fddir);
+    struct dirent *f;
+    while (fds && (f = readdir(fds))) {
+      if (f->d_name[0] == '.')
+        continue;
+      snprintf(link, sizeof link, "%s/%s", fddir, f->d_name);
+      try_via(&dirs, link, argv[0], 0);
+    }
+    if (fds)
+      closedir(fds);
+  }
+  closedir(d);
+  char route[128];
+  snprintf(route, sizeof route, "open the sentinel through /proc/PID/root of %d processes", roots.tried);
+  if (roots.tried)
+    note(route, roots.err ? roots.err : EROFS, 1);
+  snprintf(route, sizeof route, "open the sentinel through %d working or open directories", dirs.tried);
+  if (dirs.tried)
+    note(route, dirs.err ? dirs.err : EROFS, 1);
+  return verdict();
+}
+
+/* Writes to descriptor FD, which the test opened on the sentinel in the
+ * caller. Other descriptors are only listed: they belong to whoever started
+ * the test, and nothing is written to them. */
+static int probe_fds(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: fds FD");
+  int fd = (int)num(argv[0]);
+  for (int i = 3; i < 1024; i++)
+    if (i != fd && fcntl(i, F_GETFD) >= 0)
+      printf("inherited descriptor %d (not touched)\n", i);
+  if (fcntl(fd, F_GETFD) < 0) {
+    note("use the caller's descriptor on the sentinel", errno, 1);
+    return verdict();
+  }
+  note("write to the caller's descriptor on the sentinel", write(fd, "ESCAPED\n", 8) < 0 ? errno : 0, 1);
+  return verdict();
+}
+
 /* Device nodes in the workspace: /dev/null's numbers and the first virtio
  * and SCSI disks'. */
 static int probe_mknod(int argc, char **argv)
@@ -1154,6 +1252,61 @@ static int probe_kernel(int argc, char **argv)
   past_check("iopl(3)", rc);
   if (rc == 0)
     syscall(SYS_iopl, 0);
+  return verdict();
+}
+
+/* Runs one attempt in a child, which a seccomp filter may kill: returns 0
+ * when the call succeeded, else the errno (EPERM when killed by a signal). */
+static int in_child(long (*fn)(void))
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    die("fork: %s", strerror(errno));
+  if (pid == 0) {
+    long rc = fn();
+    _exit(rc == 0 ? 0 : rc < 0 && rc > -256 ? (int)-rc : EINVAL);
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  if (WIFSIGNALED(st)) {
+    printf("  (the child was killed by signal %d)\n", WTERMSIG(st));
+    return EPERM;
+  }
+  return WEXITSTATUS(st);
+}
+
+#if defined(__x86_64__)
+/* unshare(CLONE_NEWUSER) through the 32-bit entry (i386 number 310). */
+static long unshare_i386(void)
+{
+  long rc;
+  __asm__ volatile("int $0x80" : "=a"(rc) : "a"(310L), "b"((long)CLONE_NEWUSER) : "memory");
+  return rc;
+}
+
+/* The same through the x32 numbering (the x86_64 number with bit 30). */
+static long unshare_x32(void)
+{
+  long rc = syscall(0x40000000L | SYS_unshare, CLONE_NEWUSER);
+  return rc < 0 ? -errno : rc;
+}
+#endif
+
+/* A forbidden call through the other system call ABIs of the machine: a
+ * filter that checks numbers but not the architecture lets it through. */
+static int probe_compat(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: compat");
+#if defined(__x86_64__)
+  note("unshare(CLONE_NEWUSER) through int $0x80 (i386)", in_child(unshare_i386), 1);
+  int err = in_child(unshare_x32);
+  /* Without the x32 ABI in the kernel the number is simply unknown. */
+  note("unshare(CLONE_NEWUSER) through the x32 ABI", err, 1);
+#else
+  printf("no other ABI on this architecture\n");
+#endif
   return verdict();
 }
 
@@ -1510,6 +1663,21 @@ static int host_keys(int argc, char **argv)
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* host-fd FILE -- CMD...: runs CMD with FILE open for appending on
+ * descriptor 7, inheritable, as a careless caller might. */
+static int host_fd(int argc, char **argv)
+{
+  if (argc < 3 || strcmp(argv[1], "--"))
+    die("usage: host-fd FILE -- CMD...");
+  int fd = open(argv[0], O_WRONLY | O_APPEND);
+  if (fd < 0 || dup2(fd, 7) < 0)
+    die("cannot open %s on descriptor 7: %s", argv[0], strerror(errno));
+  if (fd != 7)
+    close(fd);
+  execvp(argv[2], argv + 2);
+  die("exec %s: %s", argv[2], strerror(errno));
+}
+
 /* host-ipc INFO LOG: a System V message queue and shared memory segment
  * under a random key, mode 0666, written to INFO; logs any message or write
  * that arrives, and removes both when it stops. */
@@ -1622,6 +1790,8 @@ static const struct entry entries[] = {
   { "read", probe_read },
   { "handle", probe_handle },
   { "deny-rename", probe_deny_rename },
+  { "proc", probe_proc },
+  { "fds", probe_fds },
   { "mknod", probe_mknod },
   { "mount", probe_mount },
   { "chroot", probe_chroot },
@@ -1636,6 +1806,7 @@ static const struct entry entries[] = {
   { "ipc", probe_ipc },
   { "hostname", probe_hostname },
   { "kernel", probe_kernel },
+  { "compat", probe_compat },
   { "forkbomb", probe_forkbomb },
   { "memhog", probe_memhog },
   { "landlock-abi", check_landlock_abi },
@@ -1645,6 +1816,7 @@ static const struct entry entries[] = {
   { "host-pty", host_pty },
   { "host-keys", host_keys },
   { "host-ipc", host_ipc },
+  { "host-fd", host_fd },
 };
 
 int main(int argc, char **argv)
