@@ -164,7 +164,9 @@ static int pump(struct dir *d)
     if (d->limit != UINT64_MAX)
       d->limit -= (uint64_t)n;
   }
-  wait_for(d, false);
+  /* Out of rounds with bytes still in the pipe: the source may stay quiet
+   * now, so come back when the destination can take them. */
+  wait_for(d, d->in_pipe > 0);
   return 0;
 wait_write:
   wait_for(d, true);
