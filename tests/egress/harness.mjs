@@ -227,7 +227,7 @@ export function ip6bytes(s) {
 // zone: name -> { A: [...], AAAA: [...] } | { rcode } | { drop: true } |
 // { seq: [answer, answer, ...] } (the n-th A query gets the n-th answer, the
 // last one repeating). Other names under .test answer A 10.77.0.2.
-export async function startResolver(zone) {
+export async function startResolver(zone, port = 0) {
   const s = dgram.createSocket('udp4');
   const r = { zone, log: [], counts: {} };
   s.on('message', (q, rinfo) => {
@@ -263,7 +263,7 @@ export async function startResolver(zone) {
     }
     s.send(Buffer.concat(parts), rinfo.port, rinfo.address);
   });
-  await new Promise((res) => s.bind(0, '127.0.0.1', res));
+  await new Promise((res) => s.bind(port, '127.0.0.1', res));
   r.port = s.address().port;
   r.addr = `127.0.0.1:${r.port}`;
   r.close = () => s.close();

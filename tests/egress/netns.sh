@@ -30,6 +30,7 @@ eg_cleanup() {
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
   done
+  rm -rf "/etc/netns/$EG_P"
   [ -n "${EG_TMP:-}" ] && rm -rf "$EG_TMP"
 }
 
