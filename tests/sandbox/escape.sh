@@ -443,6 +443,16 @@ case $CASE in
     # must not reach the command.
     setup() { WRAP="$PROBE host-fd $out/sentinel --"; SNAP=$out; snap_take; }
     args() { echo fds 7; }; effect() { snap_effect; } ;;
+  kmem) setup() { INSIDE_ONLY=1; CONTROL_AS=root; }; args() { echo kmem; }; effect() { no_effect; } ;;
+  grant-via-symlink)
+    # A symlink planted in the workspace (by an earlier run) turns an
+    # innocent --write ./cache into a grant on ~/.ssh.
+    setup() {
+      mkdir -p "$home/.ssh"; echo "ssh-ed25519 AAAA owner" >"$home/.ssh/authorized_keys"
+      ln -s "$home/.ssh" "$ws/cache"; own "$home" "$ws"
+      RUN_OPTS="--write $ws/cache"; SNAP="$home/.ssh"; snap_take
+    }
+    args() { echo rc cache/authorized_keys cache/rc; }; effect() { snap_effect; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

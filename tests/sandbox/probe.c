@@ -54,6 +54,7 @@
 #include <sys/mman.h>
 #include <sys/ipc.h>
 #include <sys/io.h>
+#include <sys/klog.h>
 #include <sys/mount.h>
 #include <sys/msg.h>
 #include <sys/reboot.h>
@@ -936,6 +937,39 @@ static int probe_fds(int argc, char **argv)
   return verdict();
 }
 
+/* Kernel memory and the kernel's own secrets: /proc/kcore, /dev/mem,
+ * /dev/port, the kernel log, and real addresses in /proc/kallsyms. */
+static int probe_kmem(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: kmem");
+  static const char *const devs[] = { "/proc/kcore", "/dev/mem", "/dev/kmem", "/dev/port" };
+  for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
+    char route[64], b;
+    snprintf(route, sizeof route, "read %s", devs[i]);
+    int fd = open(devs[i], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      note(route, errno, 1);
+      continue;
+    }
+    note(route, read(fd, &b, 1) < 0 ? errno : 0, 1);
+    close(fd);
+  }
+  char buf[256];
+  note("read the kernel log", klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof buf) < 0 ? errno : 0, 1);
+  FILE *f = fopen("/proc/kallsyms", "r");
+  if (!f) {
+    note("read /proc/kallsyms", errno, 1);
+  } else {
+    unsigned long addr = 0;
+    int got = fscanf(f, "%lx", &addr) == 1;
+    fclose(f);
+    note("read a real kernel address from /proc/kallsyms", got && addr ? 0 : EPERM, 1);
+  }
+  return verdict();
+}
+
 /* Device nodes in the workspace: /dev/null's numbers and the first virtio
  * and SCSI disks'. */
 static int probe_mknod(int argc, char **argv)
@@ -1792,6 +1826,7 @@ static const struct entry entries[] = {
   { "deny-rename", probe_deny_rename },
   { "proc", probe_proc },
   { "fds", probe_fds },
+  { "kmem", probe_kmem },
   { "mknod", probe_mknod },
   { "mount", probe_mount },
   { "chroot", probe_chroot },
