@@ -64,11 +64,13 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
   ev.vars[SHK__VAR_RESOURCE] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->resource };
   ev.vars[SHK__VAR_CONTEXT] = req->context;
   memcpy(ev.var_hash, req->hash, sizeof ev.var_hash);
+  for (int v = 0; v < 3; v++)
+    ev.var_ent[v] = shk__entities_find(ev.es, ev.vars[v].uid, ev.var_hash[v]);
 
   pv->n_forbids = 0;
   size_t words = (ps->n + 63) / 64;
   uint64_t *cand = shk__arena_calloc(pv->scratch, (words ? words : 1) * sizeof *cand);
-  shk__policy_set_candidates(ps, ev.es, req, cand);
+  shk__policy_set_candidates(ps, &ev, cand);
   for (size_t w = 0; w < words; w++) {
     for (uint64_t bits = cand[w]; bits; bits &= bits - 1) {
       size_t i = w * 64 + (size_t)__builtin_ctzll(bits);

@@ -137,9 +137,10 @@ uint64_t shk__uid_hash(const shk__uid *u);
 /* The entity with this uid (h is its shk__uid_hash), or NULL when the
  * store does not hold it. */
 const shk__entity *shk__entities_find(const shk_cedar_entities *es, const shk__uid *u, uint64_t h);
-/* Cedar's `a in b` for entity uids: equal, or b is an ancestor of a. */
-bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, uint64_t ha,
-                      const shk__uid *b, uint64_t hb);
+/* Cedar's `a in b` for entity uids: equal, or b is an ancestor of a. `ea`
+ * is a's entity (shk__entities_find), NULL when the store lacks it. */
+bool shk__entities_in(const shk_cedar_entities *es, const shk__entity *ea, const shk__uid *a,
+                      uint64_t ha, const shk__uid *b, uint64_t hb);
 
 /* Parses JSON text as jansson does, except that NUL may appear in object
  * keys; NULL with err filled on a syntax error. */
@@ -173,6 +174,7 @@ typedef struct shk__eval {
   const shk_cedar_entities *es;
   shk__value vars[4];    /* indexed by shk__var */
   uint64_t var_hash[3];  /* of the principal, action and resource uids */
+  const shk__entity *var_ent[3]; /* their entities, NULL when absent */
   shk__arena *scratch;
   shk__eval_error err;
 } shk__eval;
@@ -221,5 +223,5 @@ struct shk_cedar_policy_set {
 /* Sets in `bits` (ps->n bits, cleared by the caller) the policies that may
  * apply to the request. A bitmap keeps them in policy order, each once,
  * without sorting. */
-void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
-                                const shk_cedar_request *req, uint64_t *bits);
+void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval *ev,
+                                uint64_t *bits);

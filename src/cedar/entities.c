@@ -591,12 +591,11 @@ static bool anc_has(const shk__entity *e, uint32_t x)
   return false;
 }
 
-bool shk__entities_in(const shk_cedar_entities *es, const shk__uid *a, uint64_t ha,
-                      const shk__uid *b, uint64_t hb)
+bool shk__entities_in(const shk_cedar_entities *es, const shk__entity *ea, const shk__uid *a,
+                      uint64_t ha, const shk__uid *b, uint64_t hb)
 {
   if (ha == hb && shk__uid_eq(*a, *b))
     return true;
-  const shk__entity *ea = shk__entities_find(es, a, ha);
   if (!ea || !ea->n_anc)
     return false;
   int64_t ib = slot_of(es, b, hb);
@@ -846,7 +845,7 @@ static int check_actions(loader *L, shk_cedar_error *err)
     bool same = true;
     for (uint32_t k = 0; k < n_want && same; k++)
       same = anc_has(e, want[k]) ||
-             (e->anc_direct && shk__entities_in(es, &e->uid, e->hash, &es->ents[want[k]].uid,
+             (e->anc_direct && shk__entities_in(es, e, &e->uid, e->hash, &es->ents[want[k]].uid,
                                                 es->ents[want[k]].hash));
     /* Every ancestor in the data is declared too. */
     for (uint32_t k = 0; k < e->n_anc && same; k++) {

@@ -26,13 +26,27 @@ static int missing_entity(shk__eval *ev, const shk__uid *u)
                    Q(u->id));
 }
 
-/* The request's own entities are hashed once per request. */
+/* The request's own entities are hashed and looked up once per request. */
 static uint64_t hash_of(const shk__eval *ev, const shk__uid *u)
 {
   for (int i = 0; i < 3; i++)
     if (ev->vars[i].uid == u)
       return ev->var_hash[i];
   return shk__uid_hash(u);
+}
+
+static const shk__entity *entity_of(const shk__eval *ev, const shk__uid *u, uint64_t h)
+{
+  for (int i = 0; i < 3; i++)
+    if (ev->vars[i].uid == u)
+      return ev->var_ent[i];
+  return shk__entities_find(ev->es, u, h);
+}
+
+static bool in(const shk__eval *ev, const shk__uid *a, const shk__uid *b)
+{
+  uint64_t ha = hash_of(ev, a);
+  return shk__entities_in(ev->es, entity_of(ev, a, ha), a, ha, b, hash_of(ev, b));
 }
 
 static bool like(shk__str s, const shk__pat *pat, size_t np)
@@ -65,7 +79,7 @@ static int eval_in(shk__eval *ev, const shk__value *l, const shk__value *r, bool
   if (l->kind != SHK__V_ENTITY)
     return type_err(ev, "in", "an entity", l);
   if (r->kind == SHK__V_ENTITY) {
-    *out = shk__entities_in(ev->es, l->uid, hash_of(ev, l->uid), r->uid, hash_of(ev, r->uid));
+    *out = in(ev, l->uid, r->uid);
     return 0;
   }
   if (r->kind != SHK__V_SET)
@@ -74,11 +88,8 @@ static int eval_in(shk__eval *ev, const shk__value *l, const shk__value *r, bool
     if (r->set->items[i].kind != SHK__V_ENTITY)
       return type_err(ev, "in", "a set of entities", &r->set->items[i]);
   *out = false;
-  uint64_t hl = hash_of(ev, l->uid);
-  for (size_t i = 0; i < r->set->n && !*out; i++) {
-    const shk__uid *u = r->set->items[i].uid;
-    *out = shk__entities_in(ev->es, l->uid, hl, u, hash_of(ev, u));
-  }
+  for (size_t i = 0; i < r->set->n && !*out; i++)
+    *out = in(ev, l->uid, r->set->items[i].uid);
   return 0;
 }
 
@@ -122,7 +133,7 @@ static int attr(shk__eval *ev, const shk__value *v, shk__str name, bool has, shk
 {
   const shk__record *rec;
   if (v->kind == SHK__V_ENTITY) {
-    const shk__entity *e = shk__entities_find(ev->es, v->uid, hash_of(ev, v->uid));
+    const shk__entity *e = entity_of(ev, v->uid, hash_of(ev, v->uid));
     if (!e) {
       if (has) {
         out->kind = SHK__V_BOOL;
@@ -161,7 +172,7 @@ static int tag(shk__eval *ev, const shk__value *ent, const shk__value *key, bool
     return type_err(ev, op, "an entity", ent);
   if (key->kind != SHK__V_STRING)
     return type_err(ev, op, "a string", key);
-  const shk__entity *e = shk__entities_find(ev->es, ent->uid, hash_of(ev, ent->uid));
+  const shk__entity *e = entity_of(ev, ent->uid, hash_of(ev, ent->uid));
   const shk__value *t = e ? shk__record_get(&e->tags, key->s) : NULL;
   if (has) {
     out->kind = SHK__V_BOOL;
@@ -423,26 +434,29 @@ int shk__eval_expr(shk__eval *ev, const shk__expr *e, shk__value *out)
   return eval(ev, e, out);
 }
 
-/* One scope constraint; never an error (an entity missing from the store
- * is `in` only itself). `h` is the hash of the scope's entity, `hl` those
- * of an action list. */
-static bool scope_ok(const shk__eval *ev, const shk__scope *sc, const shk__uid *u, uint64_t hu,
-                     uint64_t h, const uint64_t *hl)
+/* One scope constraint on request variable `v`; never an error (an entity
+ * missing from the store is `in` only itself). `h` is the hash of the
+ * scope's entity, `hl` those of an action list. */
+static bool scope_ok(const shk__eval *ev, const shk__scope *sc, shk__var v, uint64_t h,
+                     const uint64_t *hl)
 {
+  const shk__uid *u = ev->vars[v].uid;
+  uint64_t hu = ev->var_hash[v];
+  const shk__entity *e = ev->var_ent[v];
   switch (sc->kind) {
   case SHK__SC_ANY:
     return true;
   case SHK__SC_EQ:
     return hu == h && shk__uid_eq(*u, sc->uid);
   case SHK__SC_IN:
-    return shk__entities_in(ev->es, u, hu, &sc->uid, h);
+    return shk__entities_in(ev->es, e, u, hu, &sc->uid, h);
   case SHK__SC_IS:
     return shk__str_eq(u->type, sc->is_type);
   case SHK__SC_IS_IN:
-    return shk__str_eq(u->type, sc->is_type) && shk__entities_in(ev->es, u, hu, &sc->uid, h);
+    return shk__str_eq(u->type, sc->is_type) && shk__entities_in(ev->es, e, u, hu, &sc->uid, h);
   case SHK__SC_IN_LIST:
     for (size_t i = 0; i < sc->n_uids; i++)
-      if (shk__entities_in(ev->es, u, hu, &sc->uids[i], hl[i]))
+      if (shk__entities_in(ev->es, e, u, hu, &sc->uids[i], hl[i]))
         return true;
     return false;
   }
@@ -451,12 +465,9 @@ static bool scope_ok(const shk__eval *ev, const shk__scope *sc, const shk__uid *
 
 int shk__eval_policy(shk__eval *ev, const shk__policy *p, const shk__scope_hash *h)
 {
-  if (!scope_ok(ev, &p->principal, ev->vars[SHK__VAR_PRINCIPAL].uid,
-                ev->var_hash[SHK__VAR_PRINCIPAL], h->principal, NULL) ||
-      !scope_ok(ev, &p->action, ev->vars[SHK__VAR_ACTION].uid, ev->var_hash[SHK__VAR_ACTION],
-                h->action, h->action_list) ||
-      !scope_ok(ev, &p->resource, ev->vars[SHK__VAR_RESOURCE].uid,
-                ev->var_hash[SHK__VAR_RESOURCE], h->resource, NULL))
+  if (!scope_ok(ev, &p->principal, SHK__VAR_PRINCIPAL, h->principal, NULL) ||
+      !scope_ok(ev, &p->action, SHK__VAR_ACTION, h->action, h->action_list) ||
+      !scope_ok(ev, &p->resource, SHK__VAR_RESOURCE, h->resource, NULL))
     return 0;
   ev->err.kind = SHK__ERR_NONE;
   for (size_t i = 0; i < p->n_conds; i++) {

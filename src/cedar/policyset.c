@@ -92,28 +92,26 @@ static void mark(const uint32_t *pols, size_t n, uint64_t *bits)
     bits[pols[i] / 64] |= 1ULL << (pols[i] % 64);
 }
 
-void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
-                                const shk_cedar_request *req, uint64_t *bits)
+void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval *ev,
+                                uint64_t *bits)
 {
   mark(ps->always, ps->n_always, bits);
   if (!ps->n_anchors)
     return;
-  const shk__uid *vars[3] = { &req->principal, &req->action, &req->resource };
-  const shk__var which[3] = { SHK__VAR_PRINCIPAL, SHK__VAR_ACTION, SHK__VAR_RESOURCE };
-  for (int v = 0; v < 3; v++) {
-    const shk__uid *u = vars[v];
-    const shk__entity *e = shk__entities_find(es, u, req->hash[which[v]]);
-    const shk__anchor *an = anchor_find(ps, which[v], u, req->hash[which[v]]);
+  const shk_cedar_entities *es = ev->es;
+  for (int v = SHK__VAR_PRINCIPAL; v <= SHK__VAR_RESOURCE; v++) {
+    const shk__entity *e = ev->var_ent[v];
+    const shk__anchor *an = anchor_find(ps, (shk__var)v, ev->vars[v].uid, ev->var_hash[v]);
     if (an)
       mark(an->pols, an->n, bits);
     for (uint32_t k = 0; e && k < e->n_anc; k++) {
       const shk__entity *a = &es->ents[e->anc[k]];
-      if ((an = anchor_find(ps, which[v], &a->uid, a->hash)))
+      if ((an = anchor_find(ps, (shk__var)v, &a->uid, a->hash)))
         mark(an->pols, an->n, bits);
       /* A leaf lists its parents only; theirs hold the rest. */
       for (uint32_t j = 0; e->anc_direct && j < a->n_anc; j++) {
         const shk__entity *g = &es->ents[a->anc[j]];
-        if ((an = anchor_find(ps, which[v], &g->uid, g->hash)))
+        if ((an = anchor_find(ps, (shk__var)v, &g->uid, g->hash)))
           mark(an->pols, an->n, bits);
       }
     }
