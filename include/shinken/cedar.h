@@ -119,9 +119,12 @@ typedef struct shk_cedar_response {
 } shk_cedar_response;
 
 /* Deny by default, forbid overrides permit; a policy whose evaluation errors
- * is skipped and reported in errors. The response stays valid until
+ * is skipped and reported in errors. `resp` starts zeroed
+ * (shk_cedar_response r = { 0 }). The response stays valid until
  * shk_cedar_response_clear, or until it is passed to this function again
- * (which reuses its memory, so a loop over requests does not allocate). */
+ * (which reuses its memory, so a loop over requests does not allocate).
+ * `es` may be NULL for an empty store. The objects are only read, so
+ * threads may share them, each with its own response. */
 int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
                             const shk_cedar_request *req, shk_cedar_response *resp);
 void shk_cedar_response_clear(shk_cedar_response *resp);

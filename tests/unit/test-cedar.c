@@ -522,6 +522,43 @@ static void test_schema_json(void **state)
   shk_cedar_schema_free(s);
 }
 
+/* NUL and U+0001 in attribute names and ids survive the JSON reader, which
+ * escapes them around jansson's refusal of NUL in keys. */
+static void test_nul_keys(void **state)
+{
+  (void)state;
+  static const char *ents =
+    "[{\"uid\": {\"type\": \"U\", \"id\": \"a\\u0000b\"}, \"parents\": [],"
+    "  \"attrs\": {\"k\\u0000\": 1, \"k\\u0001\": 2, \"k\": 3, \"\\u0001\\u00010\": 4}}]";
+  shk_cedar_entities *es = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_entities_parse(ents, strlen(ents), NULL, &es, &err) < 0)
+    fail_msg("entities: %s", err.message);
+  static const char *text =
+    "permit(principal == U::\"a\\0b\", action, resource) when {"
+    " principal[\"k\\0\"] == 1 && principal[\"k\\u{1}\"] == 2 && principal.k == 3 &&"
+    " principal[\"\\u{1}\\u{1}0\"] == 4 && !(principal has \"k\\0\\0\") &&"
+    " context[\"\\0\"] == \"x\\0y\" };";
+  shk_cedar_policy_set *ps = NULL;
+  if (shk_cedar_policy_set_parse(text, strlen(text), &ps, &err) < 0)
+    fail_msg("policy: %s", err.message);
+  static const char *req_json =
+    "{\"principal\": {\"type\": \"U\", \"id\": \"a\\u0000b\"}, \"action\": \"A::\\\"a\\\"\","
+    " \"resource\": \"R::\\\"r\\\"\", \"context\": {\"\\u0000\": \"x\\u0000y\"}}";
+  shk_cedar_request *req = NULL;
+  if (shk_cedar_request_from_json(req_json, strlen(req_json), NULL, false, &req, &err) < 0)
+    fail_msg("request: %s", err.message);
+  shk_cedar_response resp = { 0 };
+  assert_int_equal(shk_cedar_is_authorized(ps, es, req, &resp), 0);
+  if (resp.n_errors)
+    fail_msg("error: %s", resp.errors[0].message);
+  assert_int_equal(resp.decision, SHK_CEDAR_ALLOW);
+  shk_cedar_response_clear(&resp);
+  shk_cedar_request_free(req);
+  shk_cedar_policy_set_free(ps);
+  shk_cedar_entities_free(es);
+}
+
 static void test_request_json(void **state)
 {
   (void)state;
@@ -556,6 +593,7 @@ int main(void)
     cmocka_unit_test(test_bad_entities),
     cmocka_unit_test(test_deep_hierarchy),
     cmocka_unit_test(test_schema_json),
+    cmocka_unit_test(test_nul_keys),
     cmocka_unit_test(test_request_json),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
