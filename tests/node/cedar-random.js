@@ -273,6 +273,73 @@ function makeRequest(r, typed = false) {
   };
 }
 
+// Extension literals near the edge of each grammar: mostly well formed,
+// often with one thing wrong (a leading zero, a prefix too long, a 30th of
+// February, units out of order, a value one past the limit).
+function makeLiteral(r) {
+  const pad = (n, w) => String(n).padStart(w, '0');
+  // Usually a valid piece, sometimes a bad one.
+  const edge = (good, bad) => (r.chance(0.12) ? r.pick(bad) : r.pick(good));
+  const gens = {
+    ip() {
+      let s;
+      if (r.chance(0.5)) {
+        s = Array.from({ length: edge([4], [3, 5]) },
+          () => edge(['0', '1', '10', '127', '192', '224', '239', '255'], ['256', '01', '1000', ''])).join('.');
+      } else {
+        const g = Array.from({ length: edge([8], [7, 9]) },
+          () => edge(['0', '0', '1', 'ff', 'FF00', 'fe80', '2001', 'db8', '7f00'], ['12345', 'g', '']));
+        s = g.join(':');
+        if (r.chance(0.6)) { // compress a run of groups into ::
+          const a = r.int(g.length), b = a + 1 + r.int(g.length - a);
+          s = `${g.slice(0, a).join(':')}::${g.slice(b).join(':')}`;
+        }
+        if (r.chance(0.03)) s = `::ffff:${r.int(256)}.${r.int(256)}.0.1`;
+      }
+      if (r.chance(0.5)) s += `/${edge(['0', '4', '8', '16', '24', '32', '64', '127', '128'], ['33', '129', '01', '', '1280'])}`;
+      return s;
+    },
+    decimal() {
+      const int = edge(['0', '1', '-1', '-0', '42', '00007', '922337203685477', '-922337203685477'], ['922337203685478', '', '+1']);
+      const frac = edge(['0', '5', '05', '1234', '5807', '5808'], ['5809', '12345', '']);
+      return r.chance(0.97) ? `${int}.${frac}` : `${int}${frac}`;
+    },
+    datetime() {
+      let s = `${pad(edge([0, 1, 1969, 1970, 2000, 2024, 2100, 9999], [10000]), 4)}-` +
+        `${pad(edge([1, 2, 4, 12], [0, 13]), 2)}-${pad(edge([1, 15, 28, 29, 30, 31], [0, 32]), 2)}`;
+      if (r.chance(0.7)) {
+        s += `T${pad(edge([0, 12, 23], [24]), 2)}:${pad(edge([0, 59], [60]), 2)}:${pad(edge([0, 59], [60]), 2)}`;
+        if (r.chance(0.5)) s += `.${pad(r.int(1000), edge([3], [2, 4]))}`;
+        s += edge(['Z', `+${pad(edge([0, 1, 23], [24]), 2)}${pad(edge([0, 30, 59], [60]), 2)}`, `-${pad(r.pick([0, 11, 23]), 2)}${pad(r.pick([0, 59]), 2)}`],
+          ['', '+01:00', 'ZZ']);
+      }
+      return s;
+    },
+    duration() {
+      const units = ['d', 'h', 'm', 's', 'ms'];
+      let s = r.chance(0.3) ? '-' : '';
+      for (let k = r.int(3); k < units.length; k += 1 + r.int(2)) {
+        if (r.chance(0.04)) k = r.int(units.length); // out of order, sometimes
+        s += edge(['0', '1', '12', '90', '00001', '1000'], ['106751991167', '106751991168', '9223372036854775807', '9223372036854775808', '']) + units[k];
+      }
+      return s;
+    },
+  };
+  const uses = {
+    ip: ['isIpv4()', 'isIpv6()', 'isLoopback()', 'isMulticast()', 'isInRange(ip("10.0.0.0/8"))', 'isInRange(ip("2001:db8::/32"))', '== ip("127.0.0.1")'],
+    decimal: ['lessThan(decimal("0.0"))', 'greaterThan(decimal("1.5"))', 'lessThanOrEqual(decimal("-922337203685477.5808"))', '== decimal("-0.0")'],
+    datetime: ['toTime() == duration("0ms")', 'toDate() < datetime("2024-01-01")', 'offset(duration("1d")) > datetime("2000-01-01")',
+      'durationSince(datetime("1970-01-01")).toDays() > 10000', 'offset(duration("-9223372036854775807ms")) < datetime("1970-01-01")'],
+    duration: ['toDays() > 1', 'toMilliseconds() < 0', 'toSeconds() == 0', 'toHours() > 100', '== duration("1d")'],
+  };
+  const t = r.pick(Object.keys(gens));
+  return `${t}(${cedarString(gens[t]())}).${r.pick(uses[t])}`.replace(/\.== /, ' == ');
+}
+
+function makeLiteralPolicies(r, n) {
+  return Array.from({ length: n }, () => `permit (principal, action, resource) when { ${makeLiteral(r)} };`).join('\n');
+}
+
 // The schema of a typed world. Every attribute is optional, as the world
 // leaves some out; the action hierarchy is fixed here.
 const ATTR_TYPES = 'age?: Long, name?: String, level?: Long, tags?: Set<String>, flag?: Bool, owner?: User, ' +
@@ -294,4 +361,4 @@ action write, delete in [all, edit] appliesTo { ${APPLIES} };
 action share in [edit] appliesTo { ${APPLIES} };
 `;
 
-module.exports = { rng, makeWorld, makePolicies, makeRequest, SCHEMA };
+module.exports = { rng, makeWorld, makePolicies, makeLiteralPolicies, makeRequest, SCHEMA };
