@@ -3,7 +3,7 @@
 # preparsed policies and schema, statefulIsAuthorized), same policies,
 # entities and requests, in one run. Prints a table and the ratios.
 #
-#   sh bench/cedar/run.sh [PATH-TO-SHINKEN]     (default build/release/shinken)
+#   sh bench/cedar/run.sh [PATH-TO-SHINKEN]     (default build/release/src/cli/shinken)
 #
 # Three numbers per workload:
 #   shinken batch   `shinken cedar authorize --requests`: the whole command,
@@ -17,7 +17,7 @@
 # work on a shared machine does not skew the ratios.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${1:-$root/build/release/shinken}
+bin=${1:-$root/build/release/src/cli/shinken}
 shinken=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 [ -x "$shinken" ] || { echo "run.sh: no shinken binary at $shinken (make build)" >&2; exit 1; }
 # The binary is BUILD/src/cli/shinken; the library is BUILD/libshinken.a.
