@@ -277,8 +277,8 @@ static void actions(jparser *p, shk__str ns, const json_t *v)
     shk__st_action *ac = SHK__PUSH(p->a, p->sc->actions, p->sc->n_actions, p->sc->cap_actions);
     *ac = (shk__st_action){ .ns = ns, .name = key_str(p, k) };
     const json_t *attrs = json_object_get(x, "attributes");
-    if (attrs && !json_is_null(attrs) && !(json_is_object(attrs) && json_object_size(attrs) == 0))
-      jfail(p, "action attributes are not supported");
+    if (attrs && !json_is_null(attrs))
+      jfail(p, "unsupported feature used in schema: action declared with attributes: [%s]", k);
     const json_t *m = json_object_get(x, "memberOf");
     if (m && !json_is_null(m)) {
       if (!json_is_array(m))
