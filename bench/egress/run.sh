@@ -2,16 +2,19 @@
 # The egress proxy against a direct loopback connection, in one run: bulk
 # CONNECT throughput and per-request latency (small requests, each on a new
 # connection). Targets: >= 0.9x direct throughput, < 200 us added median.
-# Uses an optimized build without sanitizers (build/bench) unless SHINKEN
-# names a binary. Everything it dials is on loopback.
-#   sh bench/egress/run.sh [BYTES] [REQUESTS]
+# Uses the binary named by the argument or $SHINKEN, else the release tree's
+# (its own release tree, build/bench-egress). Everything it dials is on
+# loopback.
+#   sh bench/egress/run.sh [SHINKEN]
+#   EGRESS_BENCH_BYTES (default 1 GiB per bulk run), EGRESS_BENCH_REQUESTS (3000)
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bytes=${1:-1073741824}
-n=${2:-3000}
-if [ -z "${SHINKEN:-}" ]; then
-  b="$root/build/bench"
-  [ -f "$b/build.ninja" ] || meson setup "$b" "$root" -Dbuildtype=release -Dtests=false -Db_ndebug=true >/dev/null
+bytes=${EGRESS_BENCH_BYTES:-1073741824}
+n=${EGRESS_BENCH_REQUESTS:-3000}
+SHINKEN=${1:-${SHINKEN:-}}
+if [ -z "$SHINKEN" ]; then
+  b="$root/build/bench-egress"
+  [ -f "$b/build.ninja" ] || meson setup "$b" "$root" -Dbuildtype=release -Dtests=false >/dev/null
   ninja -C "$b" src/cli/shinken >/dev/null
   SHINKEN="$b/src/cli/shinken"
 fi
