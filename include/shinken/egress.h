@@ -88,8 +88,10 @@ typedef struct shk_egress_session shk_egress_session;
 
 /* Launcher side. Starts the proxy for one session on a background thread
  * and creates a private 0700 directory (under $XDG_RUNTIME_DIR or /tmp)
- * holding http.sock, socks5.sock and dns.sock. On failure returns a
- * negative errno and writes one line into err. */
+ * holding http.sock, socks5.sock and dns.sock, and resolv.conf
+ * ("nameserver 127.0.0.1", to bind over the sandbox's /etc/resolv.conf so
+ * the DNS stub is its resolver). On failure returns a negative errno and
+ * writes one line into err. */
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
                             char *err, size_t errlen);
 /* The directory holding the three sockets. */

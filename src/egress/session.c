@@ -195,6 +195,21 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
       return r;
     }
   }
+  /* The sandbox's resolver file, for the launcher to bind over
+   * /etc/resolv.conf: the stub behind the bridge is the only resolver. */
+  char rpath[PATH_MAX + 16];
+  snprintf(rpath, sizeof rpath, "%s/resolv.conf", s->dir);
+  int rfd = open(rpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  static const char text[] = "nameserver 127.0.0.1\n";
+  if (rfd < 0 || write(rfd, text, sizeof text - 1) != (ssize_t)sizeof text - 1) {
+    int e = rfd < 0 ? -errno : -EIO;
+    snprintf(err, errlen, "cannot write %s", rpath);
+    if (rfd >= 0)
+      close(rfd);
+    shk_egress_session_close(s);
+    return e;
+  }
+  close(rfd);
   s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s->wake_fd >= 0)
     s->wake = event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, on_wake, s);
@@ -237,8 +252,12 @@ void shk_egress_session_close(shk_egress_session *s)
     event_base_free(s->base);
   if (s->wake_fd >= 0)
     close(s->wake_fd);
-  if (s->dir[0])
+  if (s->dir[0]) {
+    char rpath[PATH_MAX + 16];
+    snprintf(rpath, sizeof rpath, "%s/resolv.conf", s->dir);
+    unlink(rpath);
     rmdir(s->dir);
+  }
   if (s->own_audit_fd >= 0)
     close(s->own_audit_fd);
   pthread_mutex_destroy(&s->mu);

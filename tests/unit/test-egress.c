@@ -694,6 +694,13 @@ static void test_session(void **state)
   struct stat st;
   assert_int_equal(stat(dir, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0700);
+  char rpath[4200], text[64] = "";
+  snprintf(rpath, sizeof rpath, "%s/resolv.conf", dir);
+  FILE *rf = fopen(rpath, "r");
+  assert_non_null(rf);
+  assert_non_null(fgets(text, sizeof text, rf));
+  fclose(rf);
+  assert_string_equal(text, "nameserver 127.0.0.1\n");
 
   char head[1024];
   int a = connect_via(dir, "echo.test", e.port, head, sizeof head);
