@@ -351,6 +351,19 @@ async function groupSsrf() {
     });
   }
   // The opted-in host is reachable every way, and a pin beats the resolver.
+  // Pins are looked up by the canonical name.
+  for (const n of ['PIN-LO.TEST', 'pin-lo.test.', 'Pin-Mixed.Test.']) {
+    await t(`ssrf pin honoured for ${n}: blocked`, async () => isBlocked(await observe(canary, () => get(px, `http://${n}/`))));
+  }
+  await t('ssrf pin honoured for PIN-OK.TEST. (resolver says loopback): allowed', async () =>
+    isAllowed(await observe(canary, () => get(px, 'http://PIN-OK.TEST./'))));
+  await t('ssrf CONNECT to an unbracketed IPv6 loopback reaches nothing', async () =>
+    isRefused(await observe(canary, () => connectTunnel(px, '::1:443'))));
+  await t('ssrf SOCKS5 IPv4-mapped opted-in host goes nowhere else', async () => {
+    const o = await observe(canary, () => socks(px, 4, '::ffff:10.77.0.2', 7));
+    ok(o.canary === 0 && o.up.every((l) => l.startsWith(`conn ${OK_ADDR} `)), describe(o));
+    if (o.r.conn) o.r.conn.close();
+  });
   await t('ssrf opted-in literal 10.77.0.2 over HTTP: allowed', async () => isAllowed(await observe(canary, () => get(px, 'http://10.77.0.2/'))));
   await t('ssrf pinned name pin-ok.test (resolver says loopback): allowed at the pin', async () =>
     isAllowed(await observe(canary, () => get(px, 'http://pin-ok.test/'))));
@@ -536,6 +549,35 @@ async function groupHttp() {
     });
     ok(o.up.every((l) => l.startsWith(`conn ${OK_ADDR} `)), `reached a host not opted in: ${describe(o)}`);
   });
+  // Bytes after a request's body are the next request, checked on its own;
+  // they must never reach the first request's upstream connection.
+  const reqLog = () => { try { return fs.readFileSync(`${TMP}/upstream.log.req`, 'utf8').split('\n').filter(Boolean); } catch { return []; } };
+  const smuggle = [
+    ['Content-Length body', 'POST http://ok.test/a HTTP/1.1\r\nHost: ok.test\r\nContent-Length: 5\r\n\r\nhello'],
+    ['chunked body', 'POST http://ok.test/a HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n'],
+  ];
+  for (const [name, first] of smuggle) {
+    await t(`http request after a ${name} is not smuggled upstream`, async () => {
+      const r0 = reqLog().length;
+      const o = await observe(canary, () => rawHttp(px.http,
+        `${first}GET http://lo.test/b HTTP/1.1\r\nHost: lo.test\r\n\r\nGET /c HTTP/1.1\r\nHost: ok.test\r\n\r\n`), 300);
+      const reqs = reqLog().slice(r0);
+      ok(o.canary === 0, `reached loopback: ${describe(o)}`);
+      ok(o.r.status === 200, `first request: ${describe(o)}`);
+      ok(reqs.length === 1 && / POST \/a 5$/.test(reqs[0]), `upstream saw: ${JSON.stringify(reqs)}`);
+    });
+  }
+  for (const [name, chunks] of [['size with a sign', '+5'], ['hex prefix', '0x5'], ['overflowing size', 'ffffffffffffffffffff'],
+    ['size with trailing space', '5 '], ['empty size', ''], ['negative size', '-1']]) {
+    await t(`http bad chunk ${name} never reaches loopback`, async () => {
+      const r0 = reqLog().length;
+      const o = await observe(canary, () => rawHttp(px.http,
+        `POST http://ok.test/a HTTP/1.1\r\nHost: ok.test\r\nTransfer-Encoding: chunked\r\n\r\n${chunks}\r\nhello\r\n0\r\n\r\nGET http://lo.test/ HTTP/1.1\r\nHost: lo.test\r\n\r\n`), 300);
+      ok(o.canary === 0, `reached loopback: ${describe(o)}`);
+      const reqs = reqLog().slice(r0);
+      ok(reqs.every((l) => / POST \/a /.test(l)) && reqs.length <= 1, `upstream saw: ${JSON.stringify(reqs)}`);
+    });
+  }
   await t('http CONNECT: 256 KiB echo byte for byte', async () => {
     const o = await observe(canary, () => connectTunnel(px, 'ok.test:443'));
     ok(o.r.status === 200, describe(o));

@@ -30,6 +30,9 @@ function httpServer() {
         return;
       }
       const body = Buffer.concat(chunks);
+      // Every request, apart from the connection log: a smuggled request
+      // shows up here as a second line for one connection.
+      fs.appendFileSync(`${log}.req`, `req ${req.socket.localAddress.replace(/^::ffff:/, '')} ${req.method} ${req.url} ${body.length}\n`);
       const out = Buffer.from(JSON.stringify({
         local: req.socket.localAddress.replace(/^::ffff:/, ''),
         port: req.socket.localPort,
