@@ -89,6 +89,7 @@ typedef struct shk_sandbox_rule {
   shk_mount_kind kind;
   bool is_default; /* a built-in protection, not an option */
   bool created;    /* masks a missing path: bwrap creates the mount point */
+  bool via_symlink; /* an option whose path led here through a symlink */
 } shk_sandbox_rule;
 
 /* Where the defaults come from; filled from the process by

@@ -425,6 +425,20 @@ static void test_symlinks(void **state)
   assert_non_null(strstr(err, "symlink"));
   free(err);
   shk_sandbox_opts_free(&o);
+  /* A symlink in the workspace does not turn --write into a grant on a
+   * protected path; naming the path itself does (tested above). */
+  char cache[PATH_MAX * 2];
+  snprintf(cache, sizeof cache, "%s/cache", at("cwd"));
+  assert_int_equal(symlink(at("home/.ssh"), cache), 0);
+  char *argv2[] = { (char *)"--write", cache, (char *)"true" };
+  shk_sandbox_opts_init(&o);
+  assert_int_equal(shk_sandbox_opts_parse(&o, 3, argv2, &err), 0);
+  err = NULL;
+  assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), -EINVAL);
+  assert_non_null(strstr(err, "a symlink leads to"));
+  free(err);
+  shk_sandbox_opts_free(&o);
+  unlink(cache);
   /* Under a read-only home, its target is masked instead. */
   build(&p, at("home"), NULL, NULL);
   assert_int_equal(find(&p, at("r"))->access, SHK_ACCESS_DENY);

@@ -120,7 +120,7 @@ static bool writable(const shk_sandbox_plan *p, const char *path)
 static void add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k, bool dflt)
 {
   p->rules = shk__xrealloc(p->rules, (p->n + 1) * sizeof *p->rules);
-  p->rules[p->n++] = (shk_sandbox_rule){ shk__xstrdup(path), a, k, dflt, false };
+  p->rules[p->n++] = (shk_sandbox_rule){ shk__xstrdup(path), a, k, dflt, false, false };
 }
 
 /* A mask on a path that does not exist: bwrap creates its mount point. */
@@ -220,6 +220,7 @@ static int add_option(builder *b, const char *arg, const char *cwd, shk_access a
   shk_autofree char *abs = normalize(arg, cwd);
   if (realpath(abs, real) && stat(real, &st) == 0) {
     add(b->p, real, a, kind_for(a, &st), false);
+    b->p->rules[b->p->n - 1].via_symlink = strcmp(abs, real) != 0;
     return 0;
   }
   if (a != SHK_ACCESS_DENY)
@@ -391,6 +392,26 @@ static int protect_git(builder *b)
   return 0;
 }
 
+/* A symlink planted in a writable root (by an earlier run, say) must not
+ * turn an innocent option into authority over a protected path: an option
+ * that reached a protected path, or one beneath it, only through a symlink
+ * is refused. Naming the protected path itself is how to grant it. */
+static int check_symlinked_grants(const shk_sandbox_plan *p, char **err)
+{
+  for (size_t i = 0; i < p->n; i++) {
+    const shk_sandbox_rule *o = &p->rules[i];
+    if (!o->via_symlink || o->access == SHK_ACCESS_DENY)
+      continue;
+    for (size_t j = 0; j < p->n; j++) {
+      const shk_sandbox_rule *d = &p->rules[j];
+      if (d->is_default && d->access != SHK_ACCESS_WRITE && is_under(o->path, d->path))
+        return fail(err, "--%s: a symlink leads to %s, which is protected; name it directly "
+                    "to grant it", shk_access_name(o->access), o->path);
+    }
+  }
+  return 0;
+}
+
 /* A protected path inside a writable root can be defeated without touching
  * it: rename a directory between the two (.git, .config) and create a fresh
  * one in its place. A mount point cannot be renamed or removed, so each such
@@ -508,6 +529,8 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
   if (r == 0)
     r = protect_git(&b);
   if (r < 0)
+    goto out;
+  if ((r = check_symlinked_grants(p, err)) < 0)
     goto out;
   pin_parents(p);
   finish(p);
