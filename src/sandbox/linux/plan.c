@@ -394,22 +394,24 @@ static int protect_git(builder *b)
 
 /* A symlink planted in a writable root (by an earlier run, say) must not
  * turn an innocent option into authority over a protected path: an option
- * that reached a protected path, or one beneath it, only through a symlink
- * is refused. Naming the protected path itself is how to grant it. */
-static int check_symlinked_grants(const shk_sandbox_plan *p, char **err)
+ * that reaches a protected path, or one beneath it, only through a symlink
+ * is dropped, and the protection stays. Naming the protected path itself is
+ * how to grant it. */
+static void drop_symlinked_grants(shk_sandbox_plan *p)
 {
+  size_t out = 0;
   for (size_t i = 0; i < p->n; i++) {
-    const shk_sandbox_rule *o = &p->rules[i];
-    if (!o->via_symlink || o->access == SHK_ACCESS_DENY)
-      continue;
-    for (size_t j = 0; j < p->n; j++) {
-      const shk_sandbox_rule *d = &p->rules[j];
-      if (d->is_default && d->access != SHK_ACCESS_WRITE && is_under(o->path, d->path))
-        return fail(err, "--%s: a symlink leads to %s, which is protected; name it directly "
-                    "to grant it", shk_access_name(o->access), o->path);
-    }
+    shk_sandbox_rule *o = &p->rules[i];
+    bool drop = false;
+    for (size_t j = 0; j < p->n && o->via_symlink && o->access != SHK_ACCESS_DENY && !drop; j++)
+      drop = p->rules[j].is_default && p->rules[j].access != SHK_ACCESS_WRITE &&
+             is_under(o->path, p->rules[j].path);
+    if (drop)
+      free(o->path);
+    else
+      p->rules[out++] = *o;
   }
-  return 0;
+  p->n = out;
 }
 
 /* A protected path inside a writable root can be defeated without touching
@@ -530,8 +532,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
     r = protect_git(&b);
   if (r < 0)
     goto out;
-  if ((r = check_symlinked_grants(p, err)) < 0)
-    goto out;
+  drop_symlinked_grants(p);
   pin_parents(p);
   finish(p);
   return 0;
