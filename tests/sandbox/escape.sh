@@ -411,11 +411,14 @@ case $CASE in
     }
     args() { echo ipc "$KEY"; }; effect() { logged; } ;;
   hostname)
-    H0=$(hostname); D0=$(cat /proc/sys/kernel/domainname)
-    restore="hostname '$H0'; echo '$D0' >/proc/sys/kernel/domainname"
+    H0=$(cat /proc/sys/kernel/hostname); D0=$(cat /proc/sys/kernel/domainname)
+    restore="echo '$H0' >/proc/sys/kernel/hostname; echo '$D0' >/proc/sys/kernel/domainname"
     setup() { if [ "$WHO" = root ]; then CONTROL_PREFIX="unshare -u"; else CONTROL_PREFIX="unshare -ru"; fi; INSIDE_ONLY=1; }
     args() { echo hostname; }
-    effect() { [ "$(hostname)" != "$H0" ] && echo "the host's name changed to $(hostname)"; } ;;
+    effect() {
+      [ "$(cat /proc/sys/kernel/hostname)" != "$H0" ] || [ "$(cat /proc/sys/kernel/domainname)" != "$D0" ] &&
+        echo "the host's name changed to $(cat /proc/sys/kernel/hostname)"
+    } ;;
   kernel)
     # Module loading, kexec, reboot, swap, I/O ports: each call has harmless
     # arguments, and the probe only learns whether the permission check let
