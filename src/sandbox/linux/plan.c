@@ -346,35 +346,49 @@ static int protect_repo(builder *b, const char *dir, size_t *budget)
   return r;
 }
 
-/* Finds repositories at DIR and up to DEPTH levels below it. The scan is
- * bounded by *budget directory entries, so its cost never grows with the
- * size of the tree; a repository deeper or past the budget is not protected
- * (docs/sandbox.md). */
-static int scan_repos(builder *b, const char *dir, int depth, size_t *budget)
+/* Finds repositories at ROOT and up to four levels below it (a tree of
+ * checkouts such as src/HOST/OWNER/REPO), breadth first so that the
+ * shallow ones come first. The scan reads at most *budget directory
+ * entries, so its cost never grows with the size of the tree; a repository
+ * past the budget is not protected (docs/sandbox.md). node_modules holds no
+ * repositories worth the budget. */
+static int scan_repos(builder *b, const char *root, size_t *budget)
 {
-  shk_autofree char *git = shk__xasprintf("%s/.git", dir);
-  struct stat st;
-  if (lstat(git, &st) == 0 && S_ISDIR(st.st_mode)) {
-    int r = protect_repo(b, dir, budget);
-    if (r < 0)
-      return r;
-  }
-  if (depth == 0)
-    return 0;
-  DIR *d = opendir(dir);
-  if (!d)
-    return 0;
+  enum { MAX_DEPTH = 4 };
+  char **level = shk__xmalloc(sizeof *level);
+  size_t n = 1;
+  level[0] = shk__xstrdup(root);
   int r = 0;
-  for (struct dirent *e; r == 0 && *budget > 0 && (e = readdir(d));) {
-    (*budget)--;
-    if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-        !strcmp(e->d_name, ".git"))
-      continue;
-    shk_autofree char *sub = shk__xasprintf("%s%s%s", dir, strcmp(dir, "/") ? "/" : "",
-                                            e->d_name);
-    r = scan_repos(b, sub, depth - 1, budget);
+  for (int depth = 0; n > 0 && r == 0; depth++) {
+    char **next = NULL;
+    size_t nn = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+      shk_autofree char *git = shk__xasprintf("%s/.git", level[i]);
+      struct stat st;
+      if (lstat(git, &st) == 0 && S_ISDIR(st.st_mode))
+        r = protect_repo(b, level[i], budget);
+      DIR *d = depth < MAX_DEPTH && r == 0 ? opendir(level[i]) : NULL;
+      for (struct dirent *e; d && *budget > 0 && (e = readdir(d));) {
+        (*budget)--;
+        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            !strcmp(e->d_name, ".git") || !strcmp(e->d_name, "node_modules"))
+          continue;
+        next = shk__xrealloc(next, (nn + 1) * sizeof *next);
+        next[nn++] = shk__xasprintf("%s%s%s", level[i], strcmp(level[i], "/") ? "/" : "",
+                                    e->d_name);
+      }
+      if (d)
+        closedir(d);
+    }
+    for (size_t i = 0; i < n; i++)
+      free(level[i]);
+    free(level);
+    level = next;
+    n = nn;
   }
-  closedir(d);
+  for (size_t i = 0; i < n; i++)
+    free(level[i]);
+  free(level);
   return r;
 }
 
@@ -385,7 +399,7 @@ static int protect_git(builder *b)
       continue;
     shk_autofree char *root = shk__xstrdup(b->p->rules[i].path);
     size_t budget = 4096;
-    int r = scan_repos(b, root, 2, &budget);
+    int r = scan_repos(b, root, &budget);
     if (r < 0)
       return r;
   }
