@@ -116,6 +116,56 @@ case $CASE in
     for c in filesystem network processes syscalls privileges resources; do
       grep -q "$c" text.out || fail "the text report does not mention $c"
     done ;;
+  mechanisms)
+    # Each mechanism a class claims, seen from inside `shinken run`.
+    mech() { j "[c['mechanism'] or '' for c in d['classes'] if c['class']=='$1'][0]"; }
+    inside() { # EXPECTED-STATUS WHAT ARGS...: runs shinken run ARGS
+      want=$1 what=$2; shift 2
+      "$SHINKEN" run "$@" >inside.out 2>inside.err
+      st=$?
+      sed 's/^/    /' inside.out inside.err >&2
+      [ $st = "$want" ] || fail "claims $what, but inside: status $st"
+    }
+    case $(mech filesystem) in
+      *Landlock*)
+        # Only Landlock answers EACCES here (a read-only mount says EROFS).
+        claim "filesystem: Landlock"; inside 0 "Landlock on files" -- "$PROBE" landlock-fs
+        grep -q 'Permission denied' inside.out || fail "claims Landlock, but /proc/self/comm was not refused by it" ;;
+    esac
+    case $(mech network) in
+      *"lo only"*)
+        claim "network: lo only"; inside 0 "a network namespace" -- cat /proc/net/dev
+        n=$(tail -n +3 inside.out | grep -vc '^ *lo:')
+        [ "$n" = 0 ] || fail "claims lo only, but the command sees $n other interfaces" ;;
+    esac
+    case $(mech processes) in
+      *"signal"*) claim "processes: signal scoping"; inside 0 "signal scoping" -- "$PROBE" sigscope ;;
+    esac
+    case $(mech processes) in
+      *"abstract-socket"*)
+        # With the host's network, only the scoping stands between the
+        # command and the host's abstract sockets.
+        claim "processes: abstract-socket scoping"
+        "$PROBE" host-listen abstract "shk-doctor-$$" "$scratch/log" "$scratch/ready" &
+        lpid=$!
+        i=0; while [ ! -s "$scratch/ready" ]; do i=$((i + 1)); [ $i -gt 100 ] && fail "listener"; sleep 0.05; done
+        "$PROBE" abstract "shk-doctor-$$" >/dev/null; sleep 0.3
+        [ -s "$scratch/log" ] || { kill $lpid; fail "the control did not reach the listener"; }
+        : >"$scratch/log"
+        "$SHINKEN" run --net host -- "$PROBE" abstract "shk-doctor-$$" >&2 2>&1; sleep 0.3
+        kill $lpid
+        [ -s "$scratch/log" ] && fail "claims abstract-socket scoping, but --net host reached the host's abstract socket" ;;
+    esac
+    case $(mech syscalls) in
+      *seccomp*)
+        claim "syscalls: seccomp"; inside 0 "seccomp" -- grep '^Seccomp:' /proc/self/status
+        grep -q '2$' inside.out || fail "claims a seccomp filter, but the command has none" ;;
+    esac
+    case $(mech privileges) in
+      *"capabilities and the bounding set dropped"*)
+        claim "privileges: no capabilities"; inside 0 "no capabilities" -- grep '^Cap' /proc/self/status
+        [ "$(grep -c '[[:space:]]0000000000000000$' inside.out)" = 5 ] || fail "claims every capability dropped, but: $(tr '\n' ' ' <inside.out)" ;;
+    esac ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 echo "ok: doctor $CASE"

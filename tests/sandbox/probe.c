@@ -1763,6 +1763,34 @@ static int host_ipc(int argc, char **argv)
 
 /* ---- the host's features, for checking `shinken doctor`'s claims -------- */
 
+/* Landlock's view of /proc as read-only: the process's own name is
+ * writable under every other layer. */
+static int probe_landlock_fs(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: landlock-fs");
+  int fd = open("/proc/self/comm", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    note("open /proc/self/comm for writing", errno, 1);
+  } else {
+    note("write /proc/self/comm", write(fd, "shk-probe", 9) < 0 ? errno : 0, 1);
+    close(fd);
+  }
+  return verdict();
+}
+
+/* Landlock's signal scoping: the sandbox's init (pid 1) is outside the
+ * command's domain. Signal 0 only asks whether a signal could be sent. */
+static int probe_sigscope(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: sigscope");
+  note("kill(1, 0), the init outside the domain", kill(1, 0) < 0 ? errno : 0, 1);
+  return verdict();
+}
+
 static int check_landlock_abi(int argc, char **argv)
 {
   (void)argv;
@@ -1845,6 +1873,8 @@ static const struct entry entries[] = {
   { "forkbomb", probe_forkbomb },
   { "memhog", probe_memhog },
   { "landlock-abi", check_landlock_abi },
+  { "landlock-fs", probe_landlock_fs },
+  { "sigscope", probe_sigscope },
   { "seccomp-avail", check_seccomp },
   { "host-listen", host_listen },
   { "host-hold", host_hold },
