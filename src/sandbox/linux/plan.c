@@ -349,10 +349,11 @@ static int protect_repo(builder *b, const char *dir, size_t *budget)
 /* Finds repositories at ROOT and up to four levels below it (a tree of
  * checkouts such as src/HOST/OWNER/REPO), breadth first so that the
  * shallow ones come first. The scan reads at most *budget directory
- * entries, so its cost never grows with the size of the tree; a repository
+ * entries in at most *dirs directories, so its cost never grows with the
+ * size of the tree; a repository
  * past the budget is not protected (docs/sandbox.md). node_modules holds no
  * repositories worth the budget. */
-static int scan_repos(builder *b, const char *root, size_t *budget)
+static int scan_repos(builder *b, const char *root, size_t *budget, size_t *dirs)
 {
   enum { MAX_DEPTH = 4 };
   char **level = shk__xmalloc(sizeof *level);
@@ -362,23 +363,31 @@ static int scan_repos(builder *b, const char *root, size_t *budget)
   for (int depth = 0; n > 0 && r == 0; depth++) {
     char **next = NULL;
     size_t nn = 0;
-    for (size_t i = 0; i < n && r == 0; i++) {
-      shk_autofree char *git = shk__xasprintf("%s/.git", level[i]);
-      struct stat st;
-      if (lstat(git, &st) == 0 && S_ISDIR(st.st_mode))
-        r = protect_repo(b, level[i], budget);
-      DIR *d = depth < MAX_DEPTH && r == 0 ? opendir(level[i]) : NULL;
-      for (struct dirent *e; d && *budget > 0 && (e = readdir(d));) {
+    for (size_t i = 0; i < n && r == 0 && *dirs > 0; i++) {
+      /* A directory is a repository when its listing has a .git directory;
+       * at the deepest level only that is looked for. */
+      DIR *d = opendir(level[i]);
+      if (!d)
+        continue;
+      (*dirs)--;
+      bool repo = false;
+      for (struct dirent *e; *budget > 0 && (e = readdir(d));) {
         (*budget)--;
-        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-            !strcmp(e->d_name, ".git") || !strcmp(e->d_name, "node_modules"))
+        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+          continue;
+        if (!strcmp(e->d_name, ".git")) {
+          repo = true;
+          continue;
+        }
+        if (depth == MAX_DEPTH || !strcmp(e->d_name, "node_modules"))
           continue;
         next = shk__xrealloc(next, (nn + 1) * sizeof *next);
         next[nn++] = shk__xasprintf("%s%s%s", level[i], strcmp(level[i], "/") ? "/" : "",
                                     e->d_name);
       }
-      if (d)
-        closedir(d);
+      closedir(d);
+      if (repo)
+        r = protect_repo(b, level[i], budget);
     }
     for (size_t i = 0; i < n; i++)
       free(level[i]);
@@ -398,8 +407,8 @@ static int protect_git(builder *b)
     if (b->p->rules[i].access != SHK_ACCESS_WRITE)
       continue;
     shk_autofree char *root = shk__xstrdup(b->p->rules[i].path);
-    size_t budget = 4096;
-    int r = scan_repos(b, root, &budget);
+    size_t budget = 4096, dirs = 128;
+    int r = scan_repos(b, root, &budget, &dirs);
     if (r < 0)
       return r;
   }
