@@ -94,6 +94,7 @@ typedef struct resolver {
   shk_cedar_error *err;
   jmp_buf fail;
   hmap ent, com;
+  const hmap *action_types; /* "NS::Action" names, which are entity types too */
   shk__str *ent_fq, *com_fq, *act_type;
   shk__type **com_done;
   uint8_t *com_state; /* 0 not yet, 1 resolving, 2 done */
@@ -179,7 +180,9 @@ static shk__type *entity_type(resolver *r, shk__str fq)
 }
 
 /* A name that may be a common type (when `common`), an entity type (when
- * `entity`) or a built-in; NULL when it is none of those. */
+ * `entity`; in a type, which is when `common` is also set, the action
+ * entity types count, as in the reference) or a built-in; NULL when it is
+ * none of those. */
 static shk__type *lookup_type(resolver *r, shk__str name, shk__str ns, bool common, bool entity)
 {
   shk__str cand[2];
@@ -197,6 +200,8 @@ static shk__type *lookup_type(resolver *r, shk__str name, shk__str ns, bool comm
       return resolve_common(r, e->val);
     if (entity && (e = hmap_get(&r->ent, cand[i], NONE)))
       return entity_type(r, r->ent_fq[e->val]);
+    if (entity && common && (e = hmap_get(r->action_types, cand[i], NONE)))
+      return entity_type(r, e->a);
   }
   if (!common)
     return NULL;
@@ -256,16 +261,21 @@ static shk__type *resolve(resolver *r, const shk__st *st, shk__str ns)
     size_t n = st->n_attrs;
     pos_attr *v = shk__arena_alloc(r->a, (n ? n : 1) * sizeof(*v));
     for (size_t i = 0; i < n; i++)
-      v[i] = (pos_attr){ { st->attrs[i].name, resolve(r, st->attrs[i].type, ns), st->attrs[i].required }, i };
+      v[i] = (pos_attr){ { st->attrs[i].name, NULL, st->attrs[i].required }, i };
     qsort(v, n, sizeof(*v), cmp_pos_attr);
     /* A repeated attribute keeps its last declaration, as the reference's
-     * map does. */
+     * map does, and only that one is resolved (the reference never looks at
+     * the types it dropped). */
     t->attrs = shk__arena_alloc(r->a, (n ? n : 1) * sizeof(*t->attrs));
+    size_t *from = shk__arena_alloc(r->a, (n ? n : 1) * sizeof(*from));
     for (size_t i = 0; i < n; i++) {
       if (t->n_attrs && shk__str_eq(t->attrs[t->n_attrs - 1].name, v[i].at.name))
         t->n_attrs--;
+      from[t->n_attrs] = v[i].pos;
       t->attrs[t->n_attrs++] = v[i].at;
     }
+    for (size_t i = 0; i < t->n_attrs; i++)
+      t->attrs[i].type = resolve(r, st->attrs[from[i]].type, ns);
     break;
   }
   case SHK__ST_REF:
@@ -275,7 +285,11 @@ static shk__type *resolve(resolver *r, const shk__st *st, shk__str ns)
       rfail(r, st->loc, "failed to resolve type: %.*s", (int)st->name.n, st->name.p);
     break;
   case SHK__ST_ENTITY:
-    t = entity_type(r, resolve_etype_name(r, st->name, ns, st->loc));
+    t = lookup_type(r, st->name, ns, false, true);
+    if (!t && (t = lookup_type(r, st->name, ns, true, true)) && t->kind != SHK__T_ENTITY)
+      t = NULL; /* an action entity type, but not a common type */
+    if (!t)
+      rfail(r, st->loc, "failed to resolve type: %.*s", (int)st->name.n, st->name.p);
     break;
   case SHK__ST_EXT:
     t = qualified(st->name) ? NULL : builtin(r, st->name);
@@ -355,6 +369,7 @@ static void declare_actions(resolver *r, schema_priv *priv)
   shk__sch *sc = r->sc;
   hmap_init(r->a, &priv->actions, sc->n_actions);
   hmap_init(r->a, &priv->action_types, sc->n_actions);
+  r->action_types = &priv->action_types;
   r->act_type = shk__arena_alloc(r->a, (sc->n_actions + 1) * sizeof(*r->act_type));
   for (size_t i = 0; i < sc->n_actions; i++) {
     const shk__st_action *ac = &sc->actions[i];
