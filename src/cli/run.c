@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -40,17 +39,61 @@ static void forward(int sig)
     kill((pid_t)child_pid, SIGKILL);
 }
 
+static int write_proc(pid_t pid, const char *name, const char *text)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+  shk_autoclose int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t n = write(fd, text, strlen(text));
+  return n == (ssize_t)strlen(text) ? 0 : -errno;
+}
+
 /* fork(), except that bwrap 0.8 leaves its sandbox's pid 1 waiting
  * forever when bwrap itself dies during set-up (as it does, through
- * PR_SET_PDEATHSIG, when `shinken run` is killed then). Where this process
- * may create a pid namespace (root), the child is pid 1 of a fresh one, so
- * its death ends everything beneath. clone() rather than unshare(), which
- * would stop this process (and the egress proxy) from creating threads. */
-static pid_t fork_bwrap(void)
+ * PR_SET_PDEATHSIG, when `shinken run` is killed then). So the child is pid
+ * 1 of a fresh pid namespace, whose death ends everything beneath: root
+ * makes one directly; anyone else inside a user namespace that maps only
+ * themselves (bwrap then nests its own in it, as unprivileged as before),
+ * except where AppArmor would leave that namespace powerless. clone()
+ * rather than unshare(), which would stop this process (and the egress
+ * proxy) from creating threads. The child waits for one byte on `go` before
+ * it goes on. */
+static pid_t fork_bwrap(const shk_sandbox_features *f, int go)
 {
-  if (geteuid() != 0)
-    return fork();
-  return (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
+  pid_t pid;
+  bool mapped = false;
+  if (geteuid() == 0) {
+    pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
+  } else if (!f->bwrap_setuid && f->userns &&
+             access("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", F_OK) < 0) {
+    pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL,
+                         NULL);
+    mapped = pid >= 0;
+    if (pid < 0)
+      pid = fork();
+  } else {
+    pid = fork();
+  }
+  if (pid <= 0)
+    return pid;
+  if (mapped) {
+    char uid[64], gid[64];
+    snprintf(uid, sizeof uid, "%u %u 1", (unsigned)getuid(), (unsigned)getuid());
+    snprintf(gid, sizeof gid, "%u %u 1", (unsigned)getgid(), (unsigned)getgid());
+    int r;
+    if ((r = write_proc(pid, "uid_map", uid)) < 0 ||
+        (r = write_proc(pid, "setgroups", "deny")) < 0 ||
+        (r = write_proc(pid, "gid_map", gid)) < 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      shk__die(RUN_FAIL, "run: mapping the caller in bwrap's user namespace: %s", strerror(-r));
+    }
+  }
+  if (write(go, "1", 1) != 1)
+    shk__die_errno(RUN_FAIL, "run: starting bwrap");
+  return pid;
 }
 
 typedef struct degraded {
@@ -289,21 +332,21 @@ int shk_cli_run(int argc, char **argv)
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaction(sigs[i], &sa, NULL);
 
-  /* Its write end stays open here until this process dies: the child
-   * sees whether it did before PR_SET_PDEATHSIG was armed (getppid() cannot
-   * tell across a pid namespace). */
-  int alive[2];
-  if (pipe2(alive, O_CLOEXEC) < 0)
+  /* The child goes on only after one byte from here: it reads EOF instead
+   * if this process died before PR_SET_PDEATHSIG was armed in the child
+   * (getppid() cannot tell across a pid namespace). */
+  int go[2];
+  if (pipe2(go, O_CLOEXEC) < 0)
     shk__die_errno(RUN_FAIL, "run: pipe");
-  pid_t pid = fork_bwrap();
+  pid_t pid = fork_bwrap(&f, go[1]);
   if (pid < 0)
     shk__die_errno(RUN_FAIL, "run: fork");
   if (pid == 0) {
     /* bwrap dies with us, and --die-with-parent chains that to the
      * sandbox's pid 1, whose death ends every process inside. */
-    close(alive[1]);
-    struct pollfd pf = { alive[0], POLLIN, 0 };
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&pf, 1, 0) != 0)
+    close(go[1]);
+    char byte;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || read(go[0], &byte, 1) != 1)
       _exit(RUN_FAIL);
     if (cg.path && shk_sandbox_cgroup_join(&cg) < 0)
       shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
@@ -320,7 +363,8 @@ int shk_cli_run(int argc, char **argv)
   }
   child_pid = pid;
   close(sync[1]);
-  close(alive[0]);
+  close(go[0]);
+  close(go[1]);
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR)
