@@ -19,9 +19,10 @@ case $CASE in
     ;;
 esac
 scratch=$(scratch_dir shk-cli) || fail "mktemp"
-bgpid=""
+bgpid="" LPID=""
 cleanup() {
   [ -n "$bgpid" ] && kill "$bgpid" 2>/dev/null
+  [ -n "$LPID" ] && kill "$LPID" 2>/dev/null
   rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -205,15 +206,12 @@ case $CASE in
   net-host)
     # The positive control of the network cases: with --net host the host's
     # listener is reachable, without it not.
-    "$PROBE" host-listen tcp 0 "$scratch/log" "$scratch/ready" &
-    bgpid=$!
-    i=0; while [ ! -s "$scratch/ready" ]; do i=$((i + 1)); [ $i -gt 100 ] && fail "listener"; sleep 0.05; done
-    port=$(cat "$scratch/ready")
-    sr --net host -- "$PROBE" tcp "$port"; sleep 0.3
+    listen_start tcp 0
+    sr --net host -- "$PROBE" tcp "$LPORT"; listen_stop
     [ -s "$scratch/log" ] || fail "--net host did not reach the host's listener"
     [ -s "$scratch/err" ] || fail "--net host printed no warning"
-    : >"$scratch/log"
-    sr -- "$PROBE" tcp "$port"; sleep 0.3
+    listen_start tcp 0
+    sr -- "$PROBE" tcp "$LPORT"; listen_stop
     [ -s "$scratch/log" ] && fail "the default reached the host's listener" ;;
   deny-missing)
     sr --deny "$ws/absent" -- /bin/sh -c 'mkdir absent/x || echo x >absent; echo done'

@@ -7,7 +7,8 @@ set +e
 
 PROBE=$1 CASE=$2
 scratch=$(scratch_dir shk-doctor) || fail "mktemp"
-trap 'rm -rf "$scratch"' EXIT
+LPID=""
+trap '[ -n "$LPID" ] && kill "$LPID" 2>/dev/null; rm -rf "$scratch"' EXIT
 cd "$scratch" || fail "cd"
 
 "$SHINKEN" doctor --json >doctor.json 2>doctor.err
@@ -146,14 +147,11 @@ case $CASE in
         # With the host's network, only the scoping stands between the
         # command and the host's abstract sockets.
         claim "processes: abstract-socket scoping"
-        "$PROBE" host-listen abstract "shk-doctor-$$" "$scratch/log" "$scratch/ready" &
-        lpid=$!
-        i=0; while [ ! -s "$scratch/ready" ]; do i=$((i + 1)); [ $i -gt 100 ] && fail "listener"; sleep 0.05; done
-        "$PROBE" abstract "shk-doctor-$$" >/dev/null; sleep 0.3
-        [ -s "$scratch/log" ] || { kill $lpid; fail "the control did not reach the listener"; }
-        : >"$scratch/log"
-        "$SHINKEN" run --net host -- "$PROBE" abstract "shk-doctor-$$" >&2 2>&1; sleep 0.3
-        kill $lpid
+        listen_start abstract "shk-doctor-$$"
+        "$PROBE" abstract "shk-doctor-$$" >/dev/null; listen_stop
+        [ -s "$scratch/log" ] || fail "the control did not reach the listener"
+        listen_start abstract "shk-doctor-$$"
+        "$SHINKEN" run --net host -- "$PROBE" abstract "shk-doctor-$$" >&2 2>&1; listen_stop
         [ -s "$scratch/log" ] && fail "claims abstract-socket scoping, but --net host reached the host's abstract socket" ;;
     esac
     case $(mech syscalls) in

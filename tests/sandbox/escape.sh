@@ -120,6 +120,7 @@ fresh() {
   mkdir -p "$ws" "$out" "$home" "$fx"
   printf 'sentinel %s\n' "$CASE" >"$out/sentinel"
   own "$ws" "$out" "$home" "$fx"
+  HPID="" HALIVE=""
   RUN_DIR=$ws RUN_OPTS="" RUN_ENV="" WRAP="" CONTROL_AS=$WHO CONTROL_PREFIX="" rc=0
 }
 
@@ -142,7 +143,21 @@ run_probe() {
   rc=$?
   echo "--- $phase as $who (status $rc): $*" >&2
   sed 's/^/    /' "$scratch/probe.out" "$scratch/probe.err" >&2
-  sleep 0.3 # let the listeners log what reached them
+  # Whether the host process survived is read before the fixtures stop.
+  if [ -n "$HPID" ]; then
+    HALIVE=1
+    if ! kill -0 "$HPID" 2>/dev/null || grep -q '^State:.*Z' "/proc/$HPID/status" 2>/dev/null; then HALIVE=0; fi
+  fi
+  settle
+}
+
+# settle: stops the fixtures (each logs what is still queued before it
+# exits), so that the judge reads complete logs. It runs in the main shell,
+# which alone can wait for them, before any effect is judged.
+settle() {
+  for p in $pids; do kill -TERM "$p" 2>/dev/null; done
+  for p in $pids; do wait "$p" 2>/dev/null; done
+  pids=""
 }
 
 # A case defines setup (fixtures; run before each phase), args (the probe's
@@ -159,7 +174,9 @@ listener() { # KIND [WHERE]
   wait_file "$fx/ready"
   PORT=$(cat "$fx/ready")
 }
-logged() { [ -s "$fx/log" ] && { echo "the host fixture saw: $(head -3 "$fx/log" | tr '\n' ';')"; }; }
+logged() {
+  [ -s "$fx/log" ] && { echo "the host fixture saw: $(head -3 "$fx/log" | tr '\n' ';')"; }
+}
 
 holder() {
   bg "$WHO" "$PROBE" host-hold "$fx/info" "$fx/log"
@@ -167,10 +184,8 @@ holder() {
   read -r HPID SECADDR SECLEN CANARY SECRET <"$fx/info"
 }
 holder_effect() {
+  [ "$HALIVE" = 1 ] || { echo "the host process $HPID was killed"; return 0; }
   logged && return 0
-  if ! kill -0 "$HPID" 2>/dev/null || grep -q '^State:.*Z' "/proc/$HPID/status" 2>/dev/null; then
-    echo "the host process $HPID was killed"; return 0
-  fi
   if [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen"; then
     echo "the host process's secret was copied into the workspace"; return 0
   fi

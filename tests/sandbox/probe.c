@@ -1444,6 +1444,29 @@ static int bound(int fd, const struct sockaddr *sa, socklen_t len, const char *w
   return fd;
 }
 
+/* Logs every datagram or connection queued on a non-blocking socket. */
+static void drain(int fd, const char *log)
+{
+  int type;
+  socklen_t tl = sizeof type;
+  getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl);
+  for (;;) {
+    if (type == SOCK_DGRAM) {
+      char buf[512];
+      ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n < 0)
+        return;
+      log_line(log, "datagram %zd bytes", n);
+    } else {
+      int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+      if (c < 0)
+        return;
+      log_line(log, "connection");
+      close(c);
+    }
+  }
+}
+
 /* host-listen KIND WHERE LOG READY: KIND is tcp or udp (WHERE is a port on
  * 127.0.0.1, 0 for any), dns (127.0.0.1:53, udp and tcp), any (tcp and udp
  * on every address, for the test host inside a network namespace the test
@@ -1462,7 +1485,8 @@ static int host_listen(int argc, char **argv)
     if (any)
       sin.sin_addr.s_addr = htonl(INADDR_ANY);
     if (dns || any || !strcmp(kind, "tcp")) {
-      int s = bound(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), (struct sockaddr *)&sin, sizeof sin, "tcp");
+      int s = bound(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), (struct sockaddr *)&sin,
+                    sizeof sin, "tcp");
       if (listen(s, 16) < 0)
         die("listen: %s", strerror(errno));
       pfd[nfd++] = (struct pollfd){ .fd = s, .events = POLLIN };
@@ -1470,7 +1494,8 @@ static int host_listen(int argc, char **argv)
       getsockname(s, (struct sockaddr *)&sin, &sl);
     }
     if (dns || any || !strcmp(kind, "udp")) {
-      int s = bound(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), (struct sockaddr *)&sin, sizeof sin, "udp");
+      int s = bound(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), (struct sockaddr *)&sin,
+                    sizeof sin, "udp");
       pfd[nfd++] = (struct pollfd){ .fd = s, .events = POLLIN };
     }
     socklen_t len = sizeof sin;
@@ -1489,7 +1514,8 @@ static int host_listen(int argc, char **argv)
       memcpy(sun.sun_path + 1, argv[1], n);
       len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
     }
-    int s = bound(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), (struct sockaddr *)&sun, len, "unix");
+    int s = bound(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), (struct sockaddr *)&sun, len,
+                    "unix");
     if (!strcmp(kind, "unix"))
       chmod(argv[1], 0777);
     if (listen(s, 16) < 0)
@@ -1505,28 +1531,15 @@ static int host_listen(int argc, char **argv)
   snprintf(tmp, sizeof tmp, "%s.tmp", argv[3]);
   write_file(tmp, ready, (size_t)len);
   rename(tmp, argv[3]);
-  while (!stop) {
-    if (poll(pfd, (nfds_t)nfd, 200) <= 0)
-      continue;
-    for (int i = 0; i < nfd; i++) {
-      if (!(pfd[i].revents & POLLIN))
-        continue;
-      int type;
-      socklen_t tl = sizeof type;
-      getsockopt(pfd[i].fd, SOL_SOCKET, SO_TYPE, &type, &tl);
-      char buf[512];
-      if (type == SOCK_DGRAM) {
-        ssize_t n = recv(pfd[i].fd, buf, sizeof buf, 0);
-        log_line(log, "datagram %zd bytes", n);
-      } else {
-        int c = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC);
-        if (c >= 0) {
-          log_line(log, "connection");
-          close(c);
-        }
-      }
-    }
-  }
+  while (!stop)
+    if (poll(pfd, (nfds_t)nfd, 200) > 0)
+      for (int i = 0; i < nfd; i++)
+        if (pfd[i].revents & POLLIN)
+          drain(pfd[i].fd, log);
+  /* After SIGTERM, what is still queued is logged too: the driver stops the
+   * listener before it judges, so nothing that arrived is missed. */
+  for (int i = 0; i < nfd; i++)
+    drain(pfd[i].fd, log);
   return 0;
 }
 
@@ -1554,7 +1567,9 @@ static int host_hold(int argc, char **argv)
   write_file(tmp, info, (size_t)len);
   rename(tmp, argv[0]);
   int traced = 0, tampered = 0;
-  while (!stop) {
+  /* One more look after SIGTERM: the canary keeps what was done to it. */
+  for (int last = 0; !last;) {
+    last = stop;
     if (!tampered && canary != 0x600dcafe) {
       tampered = 1;
       log_line(argv[1], "canary changed");
@@ -1569,7 +1584,8 @@ static int host_hold(int argc, char **argv)
     if (f)
       fclose(f);
     struct timespec ts = { 0, 10 * 1000 * 1000 };
-    nanosleep(&ts, NULL);
+    if (!last)
+      nanosleep(&ts, NULL);
   }
   return 0;
 }
@@ -1742,7 +1758,10 @@ static int host_ipc(int argc, char **argv)
   write_file(tmp, info, (size_t)len);
   rename(tmp, argv[0]);
   int seen_q = 0, seen_shm = 0;
-  while (!stop) {
+  /* One more look after SIGTERM: the queue and the segment keep what
+   * arrived. */
+  for (int last = 0; !last;) {
+    last = stop;
     struct msqid_ds ds;
     if (!seen_q && msgctl(q, IPC_STAT, &ds) == 0 && ds.msg_qnum > 0) {
       seen_q = 1;
@@ -1753,7 +1772,8 @@ static int host_ipc(int argc, char **argv)
       log_line(argv[1], "the host's shared memory was written");
     }
     struct timespec ts = { 0, 20 * 1000 * 1000 };
-    nanosleep(&ts, NULL);
+    if (!last)
+      nanosleep(&ts, NULL);
   }
   shmdt(p);
   shmctl(shm, IPC_RMID, NULL);

@@ -10,3 +10,23 @@ scratch_dir() {
     mktemp -d "/var/tmp/$1.XXXXXX"
   fi
 }
+
+# listen_start KIND WHERE: a host listener of the probe program ($PROBE)
+# logging to $scratch/log; sets LPID and LPORT. listen_stop: stops it; it
+# logs what is still queued before it exits, so the log is complete after.
+listen_start() {
+  rm -f "$scratch/log" "$scratch/ready"
+  "$PROBE" host-listen "$1" "$2" "$scratch/log" "$scratch/ready" &
+  LPID=$!
+  i=0
+  while [ ! -s "$scratch/ready" ]; do
+    i=$((i + 1)); [ $i -gt 100 ] && fail "the listener did not start"
+    sleep 0.05
+  done
+  LPORT=$(cat "$scratch/ready")
+}
+listen_stop() {
+  kill -TERM "$LPID" 2>/dev/null
+  wait "$LPID" 2>/dev/null
+  LPID=""
+}
