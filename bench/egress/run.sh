@@ -15,12 +15,15 @@ SHINKEN=${1:-${SHINKEN:-}}
 if [ -z "$SHINKEN" ]; then
   b="$root/build/bench-egress"
   [ -f "$b/build.ninja" ] || meson setup "$b" "$root" -Dbuildtype=release -Dtests=false >/dev/null
-  ninja -C "$b" src/cli/shinken >/dev/null
+  ninja -C "$b" src/cli/shinken >"$b.log" 2>&1 || { tail -20 "$b.log"; exit 1; }
   SHINKEN="$b/src/cli/shinken"
 fi
 work=$(mktemp -d)
 pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 cc -O2 -pthread -o "$work/egress-bench" "$root/bench/egress/egress-bench.c"
