@@ -471,6 +471,8 @@ case $CASE in
       RUN_OPTS="--write $ws/cache"; SNAP="$home/.ssh"; snap_take
     }
     args() { echo rc cache/authorized_keys cache/rc; }; effect() { snap_effect; } ;;
+  unix-dgram)
+    setup() { listener unix-dgram "$out/dgram"; }; args() { echo unix-dgram "$out/dgram"; }; effect() { logged; } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

@@ -414,6 +414,34 @@ static int probe_unix(int argc, char **argv)
   return verdict();
 }
 
+/* A datagram needs no connect(): sendto() and sendmsg() carry the address
+ * themselves. */
+static int probe_unix_dgram(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: unix-dgram PATH");
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  if (strlen(argv[0]) >= sizeof sun.sun_path)
+    die("path too long");
+  strcpy(sun.sun_path, argv[0]);
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    note("socket(AF_UNIX, SOCK_DGRAM)", errno, 0);
+    return verdict();
+  }
+  ssize_t n = sendto(s, "PROBE\n", 6, 0, (struct sockaddr *)&sun, sizeof sun);
+  note("sendto the host's unix datagram socket", n < 0 ? errno : 0, 1);
+  struct iovec iov = { (void *)"PROBE\n", 6 };
+  struct msghdr mh = { .msg_name = &sun, .msg_namelen = sizeof sun, .msg_iov = &iov, .msg_iovlen = 1 };
+  n = sendmsg(s, &mh, 0);
+  note("sendmsg to the host's unix datagram socket", n < 0 ? errno : 0, 1);
+  struct mmsghdr mm = { .msg_hdr = mh };
+  n = sendmmsg(s, &mm, 1, 0);
+  note("sendmmsg to the host's unix datagram socket", n < 0 ? errno : 0, 1);
+  close(s);
+  return verdict();
+}
+
 static int probe_abstract(int argc, char **argv)
 {
   if (argc != 1)
@@ -1470,7 +1498,7 @@ static void drain(int fd, const char *log)
 /* host-listen KIND WHERE LOG READY: KIND is tcp or udp (WHERE is a port on
  * 127.0.0.1, 0 for any), dns (127.0.0.1:53, udp and tcp), any (tcp and udp
  * on every address, for the test host inside a network namespace the test
- * made), unix (WHERE is a path) or abstract (a name). Writes the port to READY when listening, and a
+ * made), unix or unix-dgram (WHERE is a path) or abstract (a name). Writes the port to READY when listening, and a
  * line to LOG for every connection or datagram. */
 static int host_listen(int argc, char **argv)
 {
@@ -1501,24 +1529,25 @@ static int host_listen(int argc, char **argv)
     socklen_t len = sizeof sin;
     getsockname(pfd[0].fd, (struct sockaddr *)&sin, &len);
     port = ntohs(sin.sin_port);
-  } else if (!strcmp(kind, "unix") || !strcmp(kind, "abstract")) {
+  } else if (!strcmp(kind, "unix") || !strcmp(kind, "abstract") || !strcmp(kind, "unix-dgram")) {
+    int dgram = !strcmp(kind, "unix-dgram");
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
     size_t n = strlen(argv[1]);
     if (n + 1 >= sizeof sun.sun_path)
       die("name too long");
     socklen_t len = sizeof sun;
-    if (!strcmp(kind, "unix")) {
+    if (strcmp(kind, "abstract")) {
       strcpy(sun.sun_path, argv[1]);
       unlink(argv[1]);
     } else {
       memcpy(sun.sun_path + 1, argv[1], n);
       len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
     }
-    int s = bound(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), (struct sockaddr *)&sun, len,
-                    "unix");
-    if (!strcmp(kind, "unix"))
+    int s = bound(socket(AF_UNIX, (dgram ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
+                  (struct sockaddr *)&sun, len, "unix");
+    if (strcmp(kind, "abstract"))
       chmod(argv[1], 0777);
-    if (listen(s, 16) < 0)
+    if (!dgram && listen(s, 16) < 0)
       die("listen: %s", strerror(errno));
     pfd[nfd++] = (struct pollfd){ .fd = s, .events = POLLIN };
   } else {
@@ -1858,6 +1887,7 @@ static const struct entry entries[] = {
   { "netlink", probe_netlink },
   { "vsock", probe_vsock },
   { "unix", probe_unix },
+  { "unix-dgram", probe_unix_dgram },
   { "abstract", probe_abstract },
   { "iouring", probe_iouring },
   { "ptrace", probe_ptrace },
