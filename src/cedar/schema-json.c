@@ -17,6 +17,7 @@ typedef struct jparser {
   shk_cedar_error *err;
   jmp_buf fail;
   unsigned depth;
+  json_t *empty; /* {}, standing in for [] (see struct_value) */
 } jparser;
 
 __attribute__((noreturn, format(printf, 2, 3))) static void jfail(jparser *p, const char *fmt, ...)
@@ -83,6 +84,21 @@ static const json_t *need_object(jparser *p, const json_t *v, const char *what)
   return v;
 }
 
+/* The value of an entity type or an action. The reference's JSON reader
+ * (serde) also takes a struct as an array of its fields in order; the empty
+ * array, which is the only such form seen in practice, means {} here, and
+ * any other array is refused. */
+static json_t *struct_value(jparser *p, json_t *v, const char *what)
+{
+  if (json_is_array(v) && json_array_size(v) == 0) {
+    if (!p->empty && !(p->empty = json_object()))
+      jfail(p, "out of memory");
+    return p->empty;
+  }
+  need_object(p, v, what);
+  return v;
+}
+
 static void check_annotations(jparser *p, const json_t *v)
 {
   if (!v)
@@ -111,7 +127,11 @@ static shk__str type_name(jparser *p, const json_t *v, const char *what)
   return s;
 }
 
-static shk__st *jtype(jparser *p, const json_t *v, bool attr, bool *required);
+/* Where a type object appears: an attribute's type may say "required", and
+ * it and a common type's definition may carry annotations. */
+typedef enum jpos { J_NESTED, J_ATTR, J_COMMON } jpos;
+
+static shk__st *jtype(jparser *p, const json_t *v, jpos pos, bool *required);
 
 static shk__st *new_type(jparser *p, shk__st_kind k)
 {
@@ -140,15 +160,15 @@ static shk__st *record(jparser *p, const json_t *v)
   json_t *x;
   json_object_foreach((json_t *)attrs, k, x) {
     t->attrs[i].name = key_str(p, k);
-    t->attrs[i].type = jtype(p, x, true, &t->attrs[i].required);
+    t->attrs[i].type = jtype(p, x, J_ATTR, &t->attrs[i].required);
     i++;
   }
   return t;
 }
 
-/* One type object. In attribute position it may also say "required" (true
- * by default) and carry annotations. */
-static shk__st *jtype(jparser *p, const json_t *v, bool attr, bool *required)
+/* One type object, at position `pos`; *required gets "required" (true by
+ * default) for an attribute. */
+static shk__st *jtype(jparser *p, const json_t *v, jpos pos, bool *required)
 {
   if (++p->depth > 200)
     jfail(p, "type nested too deeply");
@@ -163,7 +183,6 @@ static shk__st *jtype(jparser *p, const json_t *v, bool attr, bool *required)
       jfail(p, "`required` must be a boolean");
     *required = !rq || json_is_true(rq);
   }
-  check_annotations(p, json_object_get(v, "annotations"));
   shk__st *t;
   const char *const *keys;
   static const char *const k_plain[] = { "type", "required", "annotations", NULL };
@@ -179,7 +198,7 @@ static shk__st *jtype(jparser *p, const json_t *v, bool attr, bool *required)
     if (!el)
       jfail(p, "missing field `element` in a Set type");
     t = new_type(p, SHK__ST_SET);
-    t->elem = jtype(p, el, false, NULL);
+    t->elem = jtype(p, el, J_NESTED, NULL);
     keys = k_set;
   } else if (shk__str_eq(kind, SHK__STR_LIT("Record"))) {
     t = record(p, v);
@@ -201,9 +220,12 @@ static shk__st *jtype(jparser *p, const json_t *v, bool attr, bool *required)
     t->name = kind;
     keys = k_plain;
   }
-  only_keys(p, v, attr ? "an attribute type" : "a type", keys);
-  if (!attr && json_object_get(v, "required"))
+  only_keys(p, v, pos == J_ATTR ? "an attribute type" : "a type", keys);
+  if (pos != J_ATTR && json_object_get(v, "required"))
     jfail(p, "unknown field `required` in a type");
+  if (pos == J_NESTED && json_object_get(v, "annotations"))
+    jfail(p, "unknown field `annotations` in a type");
+  check_annotations(p, json_object_get(v, "annotations"));
   p->depth--;
   return t;
 }
@@ -233,7 +255,7 @@ static void entity_types(jparser *p, shk__str ns, const json_t *v)
     shk__str name = key_str(p, k);
     if (is_reserved_ident(name))
       jfail(p, "invalid entity type name `%s`", k);
-    need_object(p, x, "an entity type");
+    x = struct_value(p, x, "an entity type");
     shk__st_etype *e = SHK__PUSH(p->a, p->sc->etypes, p->sc->n_etypes, p->sc->cap_etypes);
     *e = (shk__st_etype){ .ns = ns, .name = name };
     check_annotations(p, json_object_get(x, "annotations"));
@@ -257,10 +279,10 @@ static void entity_types(jparser *p, shk__str ns, const json_t *v)
       e->member_of = name_list(p, m, "memberOfTypes", &e->n_member_of);
     const json_t *sh = json_object_get(x, "shape");
     if (sh)
-      e->shape = jtype(p, sh, false, NULL);
+      e->shape = jtype(p, sh, J_NESTED, NULL);
     const json_t *tg = json_object_get(x, "tags");
     if (tg)
-      e->tags = jtype(p, tg, false, NULL);
+      e->tags = jtype(p, tg, J_NESTED, NULL);
   }
 }
 
@@ -270,7 +292,7 @@ static void actions(jparser *p, shk__str ns, const json_t *v)
   const char *k;
   json_t *x;
   json_object_foreach((json_t *)v, k, x) {
-    need_object(p, x, "an action");
+    x = struct_value(p, x, "an action");
     static const char *const keys[] = { "memberOf", "appliesTo", "attributes", "annotations", NULL };
     only_keys(p, x, "an action", keys);
     check_annotations(p, json_object_get(x, "annotations"));
@@ -294,7 +316,7 @@ static void actions(jparser *p, shk__str ns, const json_t *v)
           jfail(p, "missing field `id` in a memberOf entry");
         ac->member_of[i].id = jstr(p, id, "`id`");
         const json_t *ty = json_object_get(ref, "type");
-        if (ty)
+        if (ty && !json_is_null(ty))
           ac->member_of[i].type = type_name(p, ty, "`type`");
       }
     }
@@ -314,7 +336,7 @@ static void actions(jparser *p, shk__str ns, const json_t *v)
       ac->resources = name_list(p, rt, "resourceTypes", &ac->n_resources);
       const json_t *cx = json_object_get(ap, "context");
       if (cx)
-        ac->context = jtype(p, cx, false, NULL);
+        ac->context = jtype(p, cx, J_NESTED, NULL);
     }
   }
 }
@@ -329,7 +351,7 @@ static void common_types(jparser *p, shk__str ns, const json_t *v)
     if (is_reserved_ident(name))
       jfail(p, "invalid common type name `%s`", k);
     shk__st_common *c = SHK__PUSH(p->a, p->sc->commons, p->sc->n_commons, p->sc->cap_commons);
-    *c = (shk__st_common){ .ns = ns, .name = name, .type = jtype(p, x, false, NULL) };
+    *c = (shk__st_common){ .ns = ns, .name = name, .type = jtype(p, x, J_COMMON, NULL) };
   }
 }
 
@@ -352,7 +374,10 @@ static void parse_root(jparser *p, const json_t *root)
     need_object(p, x, "a namespace");
     static const char *const keys[] = { "commonTypes", "entityTypes", "actions", "annotations", NULL };
     only_keys(p, x, "a namespace", keys);
-    check_annotations(p, json_object_get(x, "annotations"));
+    const json_t *an = json_object_get(x, "annotations");
+    check_annotations(p, an);
+    if (!ns.n && an && json_object_size(an))
+      jfail(p, "annotations are not allowed on the empty namespace");
     const json_t *et = json_object_get(x, "entityTypes");
     const json_t *ac = json_object_get(x, "actions");
     if (!et)
@@ -374,10 +399,12 @@ int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_cedar
     return -EINVAL;
   jparser p = { .sc = sc, .a = sc->a, .err = err };
   if (setjmp(p.fail)) {
+    json_decref(p.empty);
     json_decref(root);
     return -EINVAL;
   }
   parse_root(&p, root);
+  json_decref(p.empty);
   json_decref(root);
   return 0;
 }
