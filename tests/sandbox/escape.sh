@@ -392,7 +392,9 @@ case $CASE in
       own "$ws"; SNAP="$ws/proj/.git $ws/proj/.git.moved"; snap_take
     }
     args() { echo git proj; }; effect() { snap_effect; } ;;
-  egress)
+  egress|egress-proxy)
+    # --net proxy lets the command reach Shinken's proxy, and nothing else.
+    [ "$CASE" = egress-proxy ] && NET_OPTS="--net proxy"
     # Direct egress to a test host: shinken runs in a network namespace A
     # the test made, joined by a veth pair to B, which holds the test host
     # 10.79.0.2 and its listener. Nothing else is reachable from A.
@@ -412,6 +414,7 @@ case $CASE in
     ip -n "$A" link set sb0 up; ip -n "$B" link set sb1 up
     IN_NETNS="ip netns exec $A"
     setup() {
+      RUN_OPTS=${NET_OPTS:-}
       ip netns exec "$B" "$PROBE" host-listen any 0 "$fx/log" "$fx/ready" &
       pids="$pids $!"
       wait_file "$fx/ready"; PORT=$(cat "$fx/ready")
