@@ -92,6 +92,7 @@ http.get({ host: "127.0.0.1", port: 3128, path: `http://${host}${path}`, headers
     if (process.argv[3]) require("fs").writeFileSync(process.argv[3], Buffer.concat(c)); });
 }).on("error", (e) => { console.log("error " + e.message); });'
 W=$EG_TMP/work
+cp "$SHINKEN_SRCDIR/tests/egress/dns-query.js" "$W/dns-query.js"
 
 if [ "$mode" = blocked ]; then
   check "environment names the proxies" none \
@@ -118,6 +119,10 @@ if [ "$mode" = blocked ]; then
     '! curl -sS -m 5 --noproxy "*" -o /dev/null http://10.77.0.2/'
   check "node bypassing the proxy reaches nothing" none \
     "node -e 'require(\"net\").connect(80, \"10.77.0.2\").on(\"connect\", () => process.exit(1)).on(\"error\", () => process.exit(0))'"
+  for q in "lo.test A" "lo.test AAAA" "other.example A" "ok.test A" "ok.test TXT"; do
+    check "DNS stub answers REFUSED for $q" none "node $W/dns-query.js $q | grep -qx 'rcode 5'"
+  done
+  check "DNS stub over TCP answers REFUSED for lo.test A" none "node $W/dns-query.js lo.test A tcp | grep -qx 'rcode 5'"
   check "DNS stub refuses a loopback name" none '! getent ahosts lo.test'
   check "DNS stub refuses a name outside the allowlist" none '! getent ahosts other.example'
   check "DNS stub refuses a private address that is not opted in" none '! getent ahosts ok.test'
@@ -135,6 +140,10 @@ else
   check "node fetches through the proxy" host \
     "node -e '$node_get' ok.test /data.bin $W/n.bin | grep -q '^200 ' && cmp -s $W/n.bin $W/ref.bin"
   check "DNS stub answers an allowed name" none 'getent ahosts ok.test | grep -q "^10\.77\.0\.2 "'
+  check "DNS stub answers A for an allowed name" none "node $W/dns-query.js ok.test A | grep -qx 'rcode 0 10.77.0.2'"
+  check "DNS stub answers AAAA with no address" none "node $W/dns-query.js ok.test AAAA > $W/aaaa.out; cat $W/aaaa.out; grep -qx 'rcode 0' $W/aaaa.out"
+  check "DNS stub over TCP answers A for an allowed name" none "node $W/dns-query.js ok.test A tcp | grep -qx 'rcode 0 10.77.0.2'"
+  check "DNS stub answers REFUSED for a loopback name" none "node $W/dns-query.js lo.test A | grep -qx 'rcode 5'"
   check "loopback stays blocked" none \
     "code=\$(curl -sS -o /dev/null -w '%{http_code}' http://lo.test/); test \"\$code\" = 403"
 fi
