@@ -84,26 +84,44 @@ static void skip_space(shk__lexer *lx)
   }
 }
 
+/* Classifies an identifier with a switch on its length, so the lexer does
+ * at most one comparison per identifier. */
 static shk__kw keyword(const char *p, size_t n)
 {
-  static const struct {
-    const char *s;
-    shk__kw kw;
-  } kws[] = {
-    { "true", SHK__KW_TRUE },       { "false", SHK__KW_FALSE },   { "if", SHK__KW_IF },
-    { "then", SHK__KW_THEN },       { "else", SHK__KW_ELSE },     { "in", SHK__KW_IN },
-    { "is", SHK__KW_IS },           { "has", SHK__KW_HAS },       { "like", SHK__KW_LIKE },
-    { "permit", SHK__KW_PERMIT },   { "forbid", SHK__KW_FORBID }, { "when", SHK__KW_WHEN },
-    { "unless", SHK__KW_UNLESS },   { "principal", SHK__KW_PRINCIPAL },
-    { "action", SHK__KW_ACTION },   { "resource", SHK__KW_RESOURCE },
-    { "context", SHK__KW_CONTEXT },
-  };
-  if (n < 2 || n > 9)
+#define KW(str, k) (memcmp(p, str, n) == 0 ? (k) : SHK__KW_NONE)
+  switch (n) {
+  case 2:
+    return p[0] != 'i' ? SHK__KW_NONE : p[1] == 'f' ? SHK__KW_IF : p[1] == 'n' ? SHK__KW_IN : p[1] == 's' ? SHK__KW_IS : SHK__KW_NONE;
+  case 3:
+    return KW("has", SHK__KW_HAS);
+  case 4:
+    switch (p[0]) {
+    case 't': return p[1] == 'r' ? KW("true", SHK__KW_TRUE) : KW("then", SHK__KW_THEN);
+    case 'e': return KW("else", SHK__KW_ELSE);
+    case 'l': return KW("like", SHK__KW_LIKE);
+    case 'w': return KW("when", SHK__KW_WHEN);
+    default: return SHK__KW_NONE;
+    }
+  case 5:
+    return KW("false", SHK__KW_FALSE);
+  case 6:
+    switch (p[0]) {
+    case 'p': return KW("permit", SHK__KW_PERMIT);
+    case 'f': return KW("forbid", SHK__KW_FORBID);
+    case 'u': return KW("unless", SHK__KW_UNLESS);
+    case 'a': return KW("action", SHK__KW_ACTION);
+    default: return SHK__KW_NONE;
+    }
+  case 7:
+    return KW("context", SHK__KW_CONTEXT);
+  case 8:
+    return KW("resource", SHK__KW_RESOURCE);
+  case 9:
+    return KW("principal", SHK__KW_PRINCIPAL);
+  default:
     return SHK__KW_NONE;
-  for (size_t i = 0; i < sizeof(kws) / sizeof(kws[0]); i++)
-    if (strlen(kws[i].s) == n && memcmp(kws[i].s, p, n) == 0)
-      return kws[i].kw;
-  return SHK__KW_NONE;
+  }
+#undef KW
 }
 
 bool shk__ident_reserved(const char *p, size_t n)

@@ -137,7 +137,7 @@ bool shk__fn_is_constructor(shk__fn fn)
 static int fn_lookup(shk__str name)
 {
   for (int i = 0; i < SHK__FN__COUNT; i++)
-    if (strlen(fns[i].name) == name.n && memcmp(fns[i].name, name.p, name.n) == 0)
+    if (strncmp(fns[i].name, name.p, name.n) == 0 && fns[i].name[name.n] == '\0')
       return i;
   return -1;
 }
@@ -977,9 +977,18 @@ static shk__policy *parse_policy(parser *p, size_t index)
 {
   shk__policy *pol = shk__arena_calloc(p->a, sizeof(*pol));
   pol->loc = p->t.loc;
-  char idbuf[32];
-  int idn = snprintf(idbuf, sizeof(idbuf), "policy%zu", index);
-  pol->id = (shk__str){ shk__arena_strndup(p->a, idbuf, (size_t)idn), (size_t)idn };
+  /* "policy" and the index in decimal, without printf on this hot path. */
+  char digits[24];
+  size_t nd = 0;
+  do
+    digits[nd++] = (char)('0' + index % 10);
+  while ((index /= 10));
+  char *id = shk__arena_alloc(p->a, 6 + nd + 1);
+  memcpy(id, "policy", 6);
+  for (size_t i = 0; i < nd; i++)
+    id[6 + i] = digits[nd - 1 - i];
+  id[6 + nd] = '\0';
+  pol->id = (shk__str){ id, 6 + nd };
 
   size_t acap = 0;
   while (at(p, SHK__TK_AT)) {
