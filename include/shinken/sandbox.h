@@ -211,6 +211,15 @@ int shk_sandbox_drop_caps(void);
  * signals scoped at ABI 6 and later. Returns the ABI applied. */
 int shk_sandbox_landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
                                size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp);
+/* The connect() guard (connect.c): starts the helper that performs the
+ * workload's connect() calls, allowing a pathname unix socket only on a
+ * mount of `allowed` (the writable roots and private temporary
+ * directories); *ctl is kept for arming. Call after Landlock. */
+int shk_sandbox_connect_guard_start(const char *const *allowed, size_t nallowed, int *ctl);
+/* Installs the seccomp filter that routes connect() to the helper. Call
+ * just before shk_sandbox_seccomp_apply, whose filter forbids the workload
+ * to install a listener of its own that could override this one. */
+int shk_sandbox_connect_guard_arm(int ctl);
 /* Installs the precompiled seccomp filter for `net`. Must be the last step
  * before exec: it refuses the syscalls used to set the sandbox up. */
 int shk_sandbox_seccomp_apply(shk_net_mode net);

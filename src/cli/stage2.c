@@ -115,11 +115,17 @@ int shk_cli_stage2(int argc, char **argv)
     if (r < 0)
       shk__die(STAGE2_FAIL, "stage 2: Landlock: %s", strerror(-r));
   }
+  if (seccomp) {
+    int ctl;
+    if ((r = shk_sandbox_connect_guard_start(rw.v, rw.n, &ctl)) < 0 ||
+        (r = shk_sandbox_connect_guard_arm(ctl)) < 0)
+      shk__die(STAGE2_FAIL, "stage 2: connect() guard: %s", strerror(-r));
+    if ((r = shk_sandbox_seccomp_apply(net)) < 0)
+      shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
+  }
   free(ro.v);
   free(rw.v);
   free(dev.v);
-  if (seccomp && (r = shk_sandbox_seccomp_apply(net)) < 0)
-    shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
   if (write(sync_fd, "1", 1) != 1)
     shk__die_errno(STAGE2_FAIL, "stage 2: sync fd");
   execvp(argv[i], argv + i);

@@ -4,6 +4,7 @@
  * start-up. Run as: shk-seccomp-gen OUTPUT.h */
 #include <errno.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,15 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
     struct scmp_arg_cmp cmp = cmp_arg(1, SCMP_CMP_MASKED_EQ, 0xffffffffUL, tty_ioctls[i]);
     rule(ctx, eperm, sys("ioctl"), 1, &cmp);
   }
+  /* A seccomp listener of the workload's own would take precedence over
+   * the connect() guard's (the most recent user-notification filter wins)
+   * and could let connect() through: no new listeners. */
+  struct scmp_arg_cmp listener[2] = {
+    cmp_arg(0, SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER, 0),
+    cmp_arg(1, SCMP_CMP_MASKED_EQ, SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            SECCOMP_FILTER_FLAG_NEW_LISTENER),
+  };
+  rule(ctx, eperm, sys("seccomp"), 2, listener);
   families(ctx, allowed, netlink_route);
 
   FILE *tmp = tmpfile();
