@@ -183,7 +183,10 @@ case $CASE in
     grep -q 'var=present' "$scratch/stdout" || fail "without --env-clean the environment was not passed"
     SHK_TEST_VAR=present PATH="/opt/shk:$PATH" sr --env-clean -- /bin/sh -c 'echo "var=$SHK_TEST_VAR"; echo "path=$PATH"'
     grep -q 'var=present' "$scratch/stdout" && fail "--env-clean passed SHK_TEST_VAR"
-    grep -q '^path=/usr/local/bin:/usr/bin:/bin$' "$scratch/stdout" || fail "--env-clean: PATH is not the minimal one" ;;
+    grep -q '^path=/usr/local/bin:/usr/bin:/bin$' "$scratch/stdout" || fail "--env-clean: PATH is not the minimal one"
+    # Nor through another process of the sandbox (its init, stage 2).
+    SHK_TEST_VAR=present sr --env-clean -- /bin/sh -c 'for f in /proc/[0-9]*/environ; do tr "\0" "\n" <"$f"; done 2>/dev/null'
+    grep -q 'SHK_TEST_VAR' "$scratch/stdout" && fail "--env-clean: the caller's environment is readable in /proc/PID/environ" ;;
   report)
     # Each claim of the report checked against what the command sees.
     mkdir -p "$HOME/.ssh"

@@ -474,6 +474,10 @@ case $CASE in
       RUN_OPTS="--write $ws/cache"; SNAP="$home/.ssh"; snap_take
     }
     args() { echo rc cache/authorized_keys cache/rc; }; effect() { snap_effect; } ;;
+  unix-symlink)
+    # The host's socket through a symlink planted in the workspace.
+    setup() { listener unix "$out/sock"; ln -s "$out/sock" "$ws/sock-link"; }
+    args() { echo unix "$ws/sock-link"; }; effect() { logged; } ;;
   unix-dgram)
     setup() { listener unix-dgram "$out/dgram"; }; args() { echo unix-dgram "$out/dgram"; }; effect() { logged; } ;;
   *) fail "unknown case '$CASE'" ;;

@@ -868,6 +868,20 @@ static int probe_deny_rename(int argc, char **argv)
   return verdict();
 }
 
+/* Whether this process lives in a pid namespace below the initial one. */
+static int in_child_pid_ns(void)
+{
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int nested = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "NSpid:", 6))
+      nested = strchr(line + 6, '\t') != strrchr(line + 6, '\t');
+  if (f)
+    fclose(f);
+  return nested;
+}
+
 struct via {
   int tried, err;
 };
@@ -936,7 +950,23 @@ static int probe_proc(int argc, char **argv)
       closedir(fds);
   }
   closedir(d);
+  /* The memory of the parent (stage 2 or the sandbox's init) and, inside a
+   * pid namespace, of its init: opening it is the power of a debugger. Only
+   * opened, never written; outside a sandbox (the control) pid 1 is the
+   * host's and is left alone. */
   char route[128];
+  pid_t targets[2] = { getppid(), in_child_pid_ns() ? 1 : 0 };
+  for (int i = 0; i < 2; i++) {
+    if (targets[i] <= 0 || (i == 1 && targets[0] == 1))
+      continue;
+    char mem[64];
+    snprintf(mem, sizeof mem, "/proc/%d/mem", (int)targets[i]);
+    int fd = open(mem, O_RDWR | O_CLOEXEC);
+    snprintf(route, sizeof route, "open %s (%s) for writing", mem, i ? "init" : "parent");
+    note(route, fd < 0 ? errno : 0, 1);
+    if (fd >= 0)
+      close(fd);
+  }
   snprintf(route, sizeof route, "open the sentinel through /proc/PID/root of %d processes", roots.tried);
   if (roots.tried)
     note(route, roots.err ? roots.err : EROFS, 1);
