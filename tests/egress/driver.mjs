@@ -46,6 +46,11 @@ const zone = {
   'rebind-connect.test': { seq: [{ A: [OK_ADDR] }, { A: ['127.0.0.1'] }] },
   'rebind-socks.test': { seq: [{ A: [OK_ADDR] }, { A: ['127.0.0.1'] }] },
   'rebind6.test': { seq: [{ A: [OK_ADDR] }, { A: [OK_ADDR], AAAA: ['::1'] }] },
+  // Unreachable addresses of the host namespace's range first (nothing
+  // answers there), the loopback one last: a proxy that checked only the
+  // first few, or only the address it dials first, would reach loopback.
+  'long.test': { A: [...Array.from({ length: 12 }, (_, i) => `10.77.0.${100 + i}`), '127.0.0.1'] },
+  'toolong.test': { A: [...Array.from({ length: 30 }, () => OK_ADDR), '127.0.0.1'] },
 };
 CLASS_ADDRS.forEach((a, i) => { zone[`class${i}.test`] = { A: [a] }; });
 
@@ -382,6 +387,23 @@ async function groupSsrf() {
     ok(o.canary === 0 && o.up.every((l) => l.startsWith(`conn ${OK_ADDR} `)), describe(o));
   });
   await stopChecked(px, 'ssrf');
+  const px3 = await startProxy(allowAll({ allow_private_cidrs: [`${OK_ADDR}/32`, '10.77.0.0/24'] }));
+  for (const n of ['long.test', 'toolong.test']) {
+    await t(`ssrf long answer ${n} with loopback last: blocked`, async () => isBlocked(await observe(canary, () => get(px3, `http://${n}/`))));
+  }
+  await stopChecked(px3, 'ssrf long answers');
+  // An IPv6 test host opted in is reachable by literal, pin and SOCKS5.
+  const px6 = await startProxy(cfg({ domains: { '**.test': 'allow' }, cidrs: { 'fd77::/64': 'allow' },
+    allow_private_cidrs: ['fd77::2/128'], hosts: { 'six.test': ['fd77::2'] } }));
+  await t('ssrf opted-in IPv6 host by literal [fd77::2]: allowed', async () => isAllowed(await observe(canary, () => get(px6, 'http://[fd77::2]/')), 'fd77::2'));
+  await t('ssrf opted-in IPv6 host by pin: allowed', async () => isAllowed(await observe(canary, () => get(px6, 'http://six.test/')), 'fd77::2'));
+  await t('ssrf opted-in IPv6 host over SOCKS5 IPv6: echo', async () => {
+    const o = await observe(canary, () => socks(px6, 4, 'fd77::2', 7));
+    ok(o.r.rep === 0 && o.up.length === 1 && o.up[0].startsWith('conn fd77::2 '), describe(o));
+    await echoCheck(o.r.conn, rnd(5000)); o.r.conn.close();
+  });
+  await t('ssrf IPv6 opt-in does not open the IPv4 host', async () => isBlocked(await observe(canary, () => get(px6, 'http://ok.test/'))));
+  await stopChecked(px6, 'ssrf IPv6');
   // allow_private_cidrs is what opts a range in: without it the same host is blocked.
   const px2 = await startProxy(allowAll({ allow_private_cidrs: [] }));
   await t('ssrf without allow_private_cidrs the test host is blocked (HTTP)', async () => isBlocked(await observe(canary, () => get(px2, 'http://ok.test/'))));
@@ -714,6 +736,25 @@ async function groupOps() {
     for (let i = 0; i < 30; i++) { o = await observe(canary, () => get(pr, 'http://b.test/'), 0); if (o.r.status === 200) break; await sleep(100); }
     isAllowed(o);
     isBlocked(await observe(canary, () => get(pr, 'http://a.test/')));
+  });
+  // A tunnel opened before a reload lives on; a lookup in flight during
+  // one ends cleanly (the sanitizers watch the old policy's teardown).
+  await t('reload: an open tunnel survives a reload that no longer allows it', async () => {
+    fs.writeFileSync(pr.file, JSON.stringify(cfg({ domains: { 'b.test': 'allow', 'tun.test:443': 'allow', 'timeout.test': 'allow' } })));
+    pr.proc.kill('SIGHUP');
+    let o;
+    for (let i = 0; i < 30; i++) { o = await observe(canary, () => connectTunnel(pr, 'tun.test:443'), 0); if (o.r.status === 200) break; await sleep(100); }
+    ok(o.r.status === 200, describe(o));
+    const slow = rawHttp(pr.http, 'GET http://timeout.test/ HTTP/1.1\r\nHost: timeout.test\r\n\r\n', 15000);
+    await sleep(200);
+    fs.writeFileSync(pr.file, JSON.stringify(cfg({ domains: { 'b.test': 'allow' } })));
+    pr.proc.kill('SIGHUP');
+    await sleep(500);
+    await echoCheck(o.r.conn, rnd(20000));
+    o.r.conn.close();
+    const s2 = await slow;
+    ok(s2.status >= 400, `request in flight during the reload: ${s2.status}`);
+    isBlocked(await observe(canary, () => connectTunnel(pr, 'tun.test:443')));
   });
   fs.writeFileSync(pr.file, '{"domains": {"*": "allow"}, "bogus": 1}');
   pr.proc.kill('SIGHUP');
