@@ -121,7 +121,8 @@ typedef struct checker {
   const env *env;
   const vtype *context;
   shk_cedar_validation_result *out;
-  size_t first_error; /* this policy's errors start here (for deduplication) */
+  size_t *seen;       /* this policy's findings by hash: index + 1, 0 empty */
+  size_t seen_cap, seen_n;
   unsigned depth;     /* of the recursion, bounded by MAX_DEPTH */
 } checker;
 
@@ -224,6 +225,30 @@ static void type_name(sbuf *b, const vtype *t)
 
 /* Records one finding, unless this policy already has the same one (the
  * same mistake is usually found once per request environment). */
+static size_t finding_hash(const char *msg, shk__loc loc)
+{
+  size_t h = 1469598103934665603u ^ loc.line ^ ((size_t)loc.col << 20);
+  for (; *msg; msg++)
+    h = (h ^ (unsigned char)*msg) * 1099511628211u;
+  return h;
+}
+
+/* Finds where the finding belongs in the table of this policy's findings:
+ * its slot, or an empty one. */
+static size_t *seen_slot(checker *c, const char *msg, shk__loc loc)
+{
+  const shk_cedar_validation_result *o = c->out;
+  size_t mask = c->seen_cap - 1;
+  for (size_t i = finding_hash(msg, loc) & mask;; i = (i + 1) & mask) {
+    size_t k = c->seen[i];
+    if (!k || (o->errors[k - 1].line == loc.line && o->errors[k - 1].column == loc.col &&
+               !strcmp(o->errors[k - 1].message, msg)))
+      return &c->seen[i];
+  }
+}
+
+/* Records one finding, unless this policy already has the same one (the
+ * same mistake is usually found once per request environment). */
 SHK_NOINLINE SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const char *fmt, ...)
 {
   char msg[512], id[256];
@@ -232,17 +257,31 @@ SHK_NOINLINE SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const c
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   shk_cedar_validation_result *o = c->out;
-  for (size_t i = c->first_error; i < o->n_errors; i++)
-    if (o->errors[i].line == loc.line && o->errors[i].column == loc.col &&
-        !strcmp(o->errors[i].message, msg))
-      return;
-  o->errors = shk__xrealloc(o->errors, (o->n_errors + 1) * sizeof *o->errors);
+  if (2 * (c->seen_n + 1) > c->seen_cap) {
+    /* Grow the table (it lives in the per-policy arena) and rehash. */
+    size_t *old = c->seen, old_cap = c->seen_cap;
+    c->seen_cap = old_cap ? 2 * old_cap : 64;
+    c->seen = shk__arena_calloc(c->a, c->seen_cap * sizeof *c->seen);
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i])
+        *seen_slot(c, o->errors[old[i] - 1].message,
+                   (shk__loc){ o->errors[old[i] - 1].line, o->errors[old[i] - 1].column }) = old[i];
+  }
+  size_t *slot = seen_slot(c, msg, loc);
+  if (*slot)
+    return;
+  /* Capacity doubles at each power of two. */
+  size_t n = o->n_errors;
+  if ((n & (n - 1)) == 0)
+    o->errors = shk__xrealloc(o->errors, (n < 4 ? 8 : 2 * n) * sizeof *o->errors);
   o->errors[o->n_errors++] = (shk_cedar_validation_error){
     .policy_id = shk__xstrdup(esc(id, sizeof id, c->p->id)),
     .message = shk__xstrdup(msg),
     .line = loc.line,
     .column = loc.col,
   };
+  *slot = o->n_errors;
+  c->seen_n++;
 }
 
 /* Formats a type for a message into a buffer of the caller's. */
@@ -1628,7 +1667,7 @@ int shk_cedar_validate(const shk_cedar_policy_set *ps, const shk_cedar_schema *s
   shk__policy *const *pols = shk__policy_set_policies(ps, &n);
   shk__arena *a = shk__arena_new();
   for (size_t i = 0; i < n; i++) {
-    checker c = { .s = &schema->s, .a = a, .p = pols[i], .out = out, .first_error = out->n_errors };
+    checker c = { .s = &schema->s, .a = a, .p = pols[i], .out = out };
     check_names_scope(&c, &pols[i]->principal);
     check_names_scope(&c, &pols[i]->action);
     check_names_scope(&c, &pols[i]->resource);
