@@ -56,7 +56,7 @@ done
 # Peak RSS: the largest of the processes each command waited for, over 20
 # runs (the median is reported).
 peak() {
-  for i in $(seq 20); do
+  for _ in $(seq 20); do
     # shellcheck disable=SC2086
     /usr/bin/time -v $1 2>&1 >/dev/null | awk -F': ' '/Maximum resident set size/ { print $2 }'
   done | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'

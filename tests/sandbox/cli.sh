@@ -220,7 +220,7 @@ case $CASE in
     sr --deny "$ws/absent" -- /bin/sh -c 'mkdir absent/x || echo x >absent; echo done'
     [ -e "$ws/absent/x" ] && fail "a denied missing path was created"
     [ -s "$ws/absent" ] && fail "a denied missing path was written"
-    grep -q done "$scratch/stdout" || fail "the command did not run" ;;
+    grep -q 'done' "$scratch/stdout" || fail "the command did not run" ;;
   symlink-protected)
     # A protected default path that is a symlink inside a writable root.
     echo real >"$scratch/out/rc"
