@@ -183,7 +183,12 @@ struct shk__expr {
   shk__fn fn;            /* CALL */
   shk__pat *pat;         /* LIKE */
   size_t n_pat;
+  /* Front end: the height of this subtree (1 for a leaf). The parser refuses
+   * trees higher than SHK__EXPR_MAX_HEIGHT, so a recursive walk of a parsed
+   * expression never goes deeper than that. */
+  uint32_t height;
 };
+#define SHK__EXPR_MAX_HEIGHT 1000
 
 typedef enum shk__scope_kind {
   SHK__SC_ANY,     /* principal */

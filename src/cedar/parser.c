@@ -168,6 +168,25 @@ static shk__expr *mk(parser *p, shk__expr_kind k, shk__loc loc)
   shk__expr *e = shk__arena_calloc(p->a, sizeof(*e));
   e->kind = k;
   e->loc = loc;
+  e->height = 1;
+  return e;
+}
+
+/* Sets the height of a node whose operands are in place, refusing trees
+ * that a recursive walk could not safely descend. */
+static shk__expr *grown(parser *p, shk__expr *e)
+{
+  uint32_t h = 0;
+  shk__expr *ops[3] = { e->a, e->b, e->c };
+  for (int i = 0; i < 3; i++)
+    if (ops[i] && ops[i]->height > h)
+      h = ops[i]->height;
+  for (size_t i = 0; i < e->n_items; i++)
+    if (e->items[i]->height > h)
+      h = e->items[i]->height;
+  if (h >= SHK__EXPR_MAX_HEIGHT)
+    fail_at(p, e->loc, "expression nested too deeply (more than %d levels)", SHK__EXPR_MAX_HEIGHT);
+  e->height = h + 1;
   return e;
 }
 
@@ -176,7 +195,7 @@ static shk__expr *mk2(parser *p, shk__expr_kind k, shk__loc loc, shk__expr *a, s
   shk__expr *e = mk(p, k, loc);
   e->a = a;
   e->b = b;
-  return e;
+  return grown(p, e);
 }
 
 static int cmp_str(const void *x, const void *y)
@@ -420,7 +439,7 @@ static px parse_primary(parser *p)
     next(p);
     shk__expr *e = mk(p, SHK__E_SET, loc);
     e->items = expr_list(p, SHK__TK_RBRACKET, &e->n_items);
-    return px_expr(e);
+    return px_expr(grown(p, e));
   }
   case SHK__TK_LBRACE: {
     next(p);
@@ -447,7 +466,7 @@ static px parse_primary(parser *p)
         if (shk__str_eq(sorted[i - 1], sorted[i]))
           fail_at(p, loc, "duplicate key `%.*s` in record literal", (int)sorted[i].n, sorted[i].p);
     }
-    return px_expr(e);
+    return px_expr(grown(p, e));
   }
   case SHK__TK_IDENT: {
     shk__kw kw = p->t.kw;
@@ -547,7 +566,7 @@ static shk__expr *method_call(parser *p, shk__expr *recv, shk__str name, shk__lo
   e->items[0] = recv;
   if (n)
     memcpy(e->items + 1, args, n * sizeof(*args));
-  return e;
+  return grown(p, e);
 }
 
 static px parse_member(parser *p)
@@ -571,7 +590,7 @@ static px parse_member(parser *p)
       shk__expr *e = mk(p, SHK__E_GETATTR, recv->loc);
       e->a = recv;
       e->s = (shk__str){ shk__arena_strndup(p->a, name.p, name.n), name.n };
-      x = px_expr(e);
+      x = px_expr(grown(p, e));
     } else if (at(p, SHK__TK_LPAREN)) {
       if (x.k != PX_NAME) {
         if (x.k == PX_VAR)
@@ -588,7 +607,7 @@ static px parse_member(parser *p)
       shk__expr *e = mk(p, SHK__E_CALL, x.loc);
       e->fn = (shk__fn)fn;
       e->items = expr_list(p, SHK__TK_RPAREN, &e->n_items);
-      x = px_expr(e);
+      x = px_expr(grown(p, e));
     } else if (at(p, SHK__TK_LBRACKET)) {
       shk__expr *recv = to_expr(p, x);
       next(p);
@@ -599,7 +618,7 @@ static px parse_member(parser *p)
       shk__expr *e = mk(p, SHK__E_GETATTR, recv->loc);
       e->a = recv;
       e->s = unescape(p, idx.s, idx.loc);
-      x = px_expr(e);
+      x = px_expr(grown(p, e));
     } else {
       return x;
     }
@@ -745,7 +764,7 @@ static shk__expr *parse_has(parser *p, shk__expr *target, shk__loc loc)
     next(p);
     if (at(p, SHK__TK_DOT) || at(p, SHK__TK_LBRACKET) || at(p, SHK__TK_LPAREN))
       fail_at(p, loc, "invalid RHS of a `has` operation");
-    return e;
+    return grown(p, e);
   }
   if (!at(p, SHK__TK_IDENT))
     unexpected(p);
@@ -763,6 +782,7 @@ static shk__expr *parse_has(parser *p, shk__expr *target, shk__loc loc)
     shk__expr *h = mk(p, SHK__E_HAS, loc);
     h->a = obj;
     h->s = name;
+    grown(p, h);
     result = result ? mk2(p, SHK__E_AND, loc, result, h) : h;
     if (!accept(p, SHK__TK_DOT))
       return result;
@@ -771,7 +791,7 @@ static shk__expr *parse_has(parser *p, shk__expr *target, shk__loc loc)
     shk__expr *g = mk(p, SHK__E_GETATTR, loc);
     g->a = obj;
     g->s = name;
-    obj = g;
+    obj = grown(p, g);
   }
 }
 
@@ -804,7 +824,7 @@ static px parse_relation(parser *p)
     const char *why;
     if (shk__unescape(p->a, pat.s.p, pat.s.n, NULL, &e->pat, &e->n_pat, &why) < 0)
       fail_at(p, pat.loc, "invalid pattern \"%.*s\": %s", pat.s.n > 60 ? 60 : (int)pat.s.n, pat.s.p, why);
-    return px_expr(e);
+    return px_expr(grown(p, e));
   }
   if (at_kw(p, SHK__KW_IS)) {
     shk__expr *l = to_expr(p, x);
@@ -812,6 +832,7 @@ static px parse_relation(parser *p)
     shk__expr *e = mk(p, SHK__E_IS, l->loc);
     e->a = l;
     e->s = type_name(p, parse_add(p));
+    grown(p, e);
     if (!at_kw(p, SHK__KW_IN))
       return px_expr(e);
     next(p);
@@ -863,7 +884,7 @@ static px parse_expr(parser *p)
       unexpected(p);
     next(p);
     e->c = expr(p);
-    x = px_expr(e);
+    x = px_expr(grown(p, e));
   } else {
     x = parse_or(p);
   }
