@@ -308,7 +308,7 @@ async function groupSsrf() {
   const exactLiterals = ['127.0.0.1', '127.0.0.2', '127.255.255.254', '0.0.0.0', '10.77.0.3',
     ...CLASS_ADDRS, '224.0.0.1', '255.255.255.255',
     '[::1]', '[::]', '[::ffff:127.0.0.1]', '[::127.0.0.1]', '[64:ff9b::7f00:1]', '[2002:7f00:1::1]',
-    '[fd77::2]', '[::ffff:10.77.0.3]', '[ff02::1]'];
+    '[fd77::2]', '[::ffff:10.77.0.3]', '[ff02::1]', '[fe80::2]'];
   const spellings = ['2130706433', '0177.0.0.1', '0x7f.1', '0x7f.0.0.1', '127.1', '127.0.1', '0x7f000001',
     '017700000001', '0177.1', '0x7F.0x0.0x0.0x1', '0', '0x0', '127.000.000.001', '00000127.0.0.1', '127.0.0.1.',
     '[0:0:0:0:0:0:0:1]', '[0000::0001]', '[::ffff:7f00:1]', '[::ffff:127.1]', '[::1%25lo]', '[::1%lo]',
@@ -330,7 +330,7 @@ async function groupSsrf() {
       ok(o.r.rep === 2, `reply ${o.r.rep}`); ok(o.up.length === 0 && o.canary === 0, describe(o));
     });
   }
-  for (const a of ['::1', '::', '::ffff:127.0.0.1', '::127.0.0.1', '64:ff9b::127.0.0.1', '2002:7f00:1::1', 'fd77::2', '::ffff:10.77.0.3', 'ff02::1']) {
+  for (const a of ['::1', '::', '::ffff:127.0.0.1', '::127.0.0.1', '64:ff9b::127.0.0.1', '2002:7f00:1::1', 'fd77::2', '::ffff:10.77.0.3', 'ff02::1', 'fe80::2']) {
     await t(`ssrf SOCKS5 IPv6 ${a}: reply 2`, async () => {
       const o = await observe(canary, () => socks(px, 4, a, 7));
       ok(o.r.rep === 2, `reply ${o.r.rep}`); ok(o.up.length === 0 && o.canary === 0, describe(o));
@@ -771,7 +771,9 @@ async function groupOps() {
 function procStatus(pid) {
   const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k) => Number((new RegExp(`${k}:\\s+(\\d+)`).exec(s) || [0, 0])[1]);
-  return { rss: kb('VmRSS'), hwm: kb('VmHWM'), fds: fs.readdirSync(`/proc/${pid}/fd`).length };
+  const fds = fs.readdirSync(`/proc/${pid}/fd`);
+  const pipes = fds.filter((f) => { try { return fs.readlinkSync(`/proc/${pid}/fd/${f}`).startsWith('pipe:'); } catch { return false; } }).length;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM'), fds: fds.length, pipes };
 }
 async function groupLoad() {
   const N = Number(process.env.EGRESS_LOAD_TUNNELS || 1000), SIZE = 65536;
@@ -788,9 +790,12 @@ async function groupLoad() {
       const rs = await Promise.all(Array.from({ length: Math.min(batch, N - i) }, () => connectTunnel(px, 'ok.test:443')));
       for (const r of rs) { ok(r.status === 200, `tunnel ${tunnels.length}: status ${r.status}`); tunnels.push(r.conn); }
     }
-    const open = procStatus(px.proc.pid).fds - before.fds;
-    console.log(`#   ${N} tunnels open in ${Date.now() - t0} ms; proxy holds ${open} more descriptors`);
-    ok(open >= N, `only ${open} descriptors for ${N} tunnels: they are not all open at once`);
+    const st = procStatus(px.proc.pid);
+    const open = st.fds - before.fds, pipes = st.pipes - before.pipes;
+    console.log(`#   ${N} tunnels open in ${Date.now() - t0} ms; proxy holds ${open} more descriptors, ${pipes} of them pipes`);
+    ok(open >= 2 * N, `only ${open} descriptors for ${N} tunnels: they are not all open at once`);
+    // splice(2) moves bytes through a pipe: one per direction per tunnel.
+    ok(pipes >= 2 * N, `only ${pipes} pipe ends for ${N} tunnels: not relayed with splice(2)`);
   });
   await t(`load: ${N} x ${SIZE} bytes of random data echoed byte-exact, all at once`, async () => {
     const t0 = Date.now();
