@@ -671,19 +671,6 @@ static bool type_in(shk__str t, const shk__str *list, size_t n)
   return false;
 }
 
-static int load_record_field(loader *L, json_t *j, const shk__type *t, const char *what,
-                             shk__record *out, shk_cedar_error *err)
-{
-  if (!json_is_object(j))
-    return jfail(err, "%s: expected an object, got %s", what, json_kind_name(j));
-  shk__value v;
-  int r = to_value(L->es->arena, j, L->schema, t, what, &v, err);
-  if (r < 0)
-    return r;
-  *out = *v.rec;
-  return 0;
-}
-
 static int load_tags(loader *L, json_t *j, const shk__type *elem, const char *what,
                      shk__record *out, shk_cedar_error *err)
 {
@@ -694,6 +681,32 @@ static int load_tags(loader *L, json_t *j, const shk__type *elem, const char *wh
   return uniform_record(L->es->arena, j, L->schema, elem, what, out, err);
 }
 
+static bool same_record(const shk__record *a, const shk__record *b)
+{
+  shk__value x = { .kind = SHK__V_RECORD, .rec = a }, y = { .kind = SHK__V_RECORD, .rec = b };
+  return shk__value_eq(&x, &y);
+}
+
+static int u32_cmp(const void *x, const void *y)
+{
+  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+  return a < b ? -1 : a > b;
+}
+
+static bool same_parents(uint32_t *a, uint32_t na, uint32_t *b, uint32_t nb)
+{
+  if (na != nb)
+    return false;
+  if (na == 0)
+    return true;
+  qsort(a, na, sizeof *a, u32_cmp);
+  qsort(b, nb, sizeof *b, u32_cmp);
+  return memcmp(a, b, na * sizeof *a) == 0;
+}
+
+/* One entity of the data. Everything is read before the entity joins the
+ * store, because an entity given twice is accepted when both copies are
+ * the same (as the reference does) and is an error otherwise. */
 static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err)
 {
   shk_cedar_entities *es = L->es;
@@ -706,9 +719,10 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
   json_object_foreach(item, k, v)
     if (strcmp(k, "uid") && strcmp(k, "attrs") && strcmp(k, "parents") && strcmp(k, "tags"))
       return jfail(err, "%s: unexpected key \"%.80s\"", what, k);
-  json_t *juid = json_object_get(item, "uid");
-  if (!juid)
-    return jfail(err, "%s: missing \"uid\"", what);
+  json_t *juid = json_object_get(item, "uid"), *jattrs = json_object_get(item, "attrs");
+  json_t *jparents = json_object_get(item, "parents"), *jtags = json_object_get(item, "tags");
+  if (!juid || !jattrs || !jparents)
+    return jfail(err, "%s: missing \"%s\"", what, !juid ? "uid" : !jattrs ? "attrs" : "parents");
   shk__uid uid;
   int r = shk__json_to_uid(es->arena, juid, &uid, what, err);
   if (r < 0)
@@ -731,39 +745,23 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
     }
   }
 
-  uint32_t k_ent = intern(L, &uid);
-  shk__entity *e = &es->ents[k_ent];
-  if (e->present)
-    return jfail(err, "%s: appears more than once", what);
-  e->present = true;
-
-  json_t *jattrs = json_object_get(item, "attrs");
-  if (jattrs) {
-    if (act && json_object_size(jattrs))
-      return jfail(err, "%s: action entities have no attributes", what);
-    if ((r = load_record_field(L, jattrs, et ? et->shape : NULL, what, &es->ents[k_ent].attrs,
-                               err)) < 0)
-      return r;
-  } else if (et && et->shape) {
-    /* No "attrs" is an empty record, which must still satisfy the shape. */
-    json_t *empty = json_object();
-    r = load_record_field(L, empty, et->shape, what, &es->ents[k_ent].attrs, err);
-    json_decref(empty);
-    if (r < 0)
-      return r;
-  }
-  json_t *jtags = json_object_get(item, "tags");
+  if (!json_is_object(jattrs))
+    return jfail(err, "%s: \"attrs\" must be an object, got %s", what, json_kind_name(jattrs));
+  if (act && json_object_size(jattrs))
+    return jfail(err, "%s: action entities have no attributes", what);
+  shk__value attrs;
+  if ((r = to_value(es->arena, jattrs, L->schema, et ? et->shape : NULL, what, &attrs, err)) < 0)
+    return r;
+  shk__record tags = shk__empty_record;
   if (jtags) {
     char sub[300];
     snprintf(sub, sizeof sub, "%s, tag", what);
-    if ((r = load_tags(L, jtags, et ? et->tags : NULL, sub, &es->ents[k_ent].tags, err)) < 0)
+    if ((r = load_tags(L, jtags, et ? et->tags : NULL, sub, &tags, err)) < 0)
       return r;
   }
-
-  json_t *jparents = json_object_get(item, "parents");
-  if (jparents && !json_is_array(jparents))
+  if (!json_is_array(jparents))
     return jfail(err, "%s: \"parents\" must be an array", what);
-  size_t np = jparents ? json_array_size(jparents) : 0;
+  size_t np = json_array_size(jparents);
   uint32_t *ps = np ? shk__xmalloc(np * sizeof *ps) : NULL;
   for (size_t i = 0; i < np; i++) {
     shk__uid pu;
@@ -782,6 +780,18 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
     }
     ps[i] = intern(L, &pu);
   }
+
+  uint32_t k_ent = intern(L, &uid);
+  shk__entity *e = &es->ents[k_ent];
+  if (e->present) {
+    bool same = same_record(&e->attrs, attrs.rec) && same_record(&e->tags, &tags) &&
+                same_parents(L->parents[k_ent], L->n_parents[k_ent], ps, (uint32_t)np);
+    free(ps);
+    return same ? 0 : jfail(err, "%s: given twice, differently", what);
+  }
+  e->present = true;
+  e->attrs = *attrs.rec;
+  e->tags = tags;
   if (act) {
     uint32_t n = (uint32_t)L->n_actions, cap = (uint32_t)L->cap_actions;
     shk__xpush_u32(&L->actions, &n, &cap, k_ent);
@@ -812,8 +822,6 @@ static void add_schema_actions(loader *L)
     L->n_parents[k] = (uint32_t)act->n_member_of;
   }
 }
-
-static int u32_cmp(const void *x, const void *y);
 
 /* An action entity in the data must have exactly the ancestors that the
  * schema declares for it. */
@@ -871,11 +879,6 @@ static int check_actions(loader *L, shk_cedar_error *err)
   return r;
 }
 
-static int u32_cmp(const void *x, const void *y)
-{
-  uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
-  return a < b ? -1 : a > b;
-}
 
 /* Computes every node's ancestor set, parents before children, with an
  * explicit stack so that a deep hierarchy cannot overflow the C stack. A

@@ -365,7 +365,13 @@ static const bad_json BAD_ENTITIES[] = {
   { "[{\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {\"a\": {\"__expr\": \"1\"}}, "
     "\"parents\": []}]", "__expr" },
   { "[{\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {}, \"parents\": []},"
-    " {\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {}, \"parents\": []}]", "more than once" },
+    " {\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {\"a\": 1}, \"parents\": []}]",
+    "given twice" },
+  { "[{\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {}, \"parents\": []},"
+    " {\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {}, \"parents\": [{\"type\": \"A\", "
+    "\"id\": \"y\"}]}]", "given twice" },
+  { "[{\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"parents\": []}]", "missing \"attrs\"" },
+  { "[{\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {}}]", "missing \"parents\"" },
   { "[{\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {}, \"parents\": [{\"type\": \"A\", "
     "\"id\": \"y\"}]}, {\"uid\": {\"type\": \"A\", \"id\": \"y\"}, \"attrs\": {}, \"parents\": "
     "[{\"type\": \"A\", \"id\": \"x\"}]}]", "cycle" },
@@ -389,6 +395,22 @@ static void test_bad_entities(void **state)
       fail_msg("%s: message '%s' lacks '%s'", BAD_ENTITIES[i].json, err.message,
                BAD_ENTITIES[i].why);
   }
+}
+
+/* The same entity given twice, identically, is accepted. */
+static void test_duplicate_entities(void **state)
+{
+  (void)state;
+  static const char *json =
+    "[{\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {\"a\": [1, 2]},"
+    "  \"parents\": [{\"type\": \"G\", \"id\": \"1\"}, {\"type\": \"G\", \"id\": \"2\"}]},"
+    " {\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {\"a\": [2, 1]},"
+    "  \"parents\": [{\"type\": \"G\", \"id\": \"2\"}, {\"type\": \"G\", \"id\": \"1\"}]}]";
+  shk_cedar_entities *es = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_entities_parse(json, strlen(json), NULL, &es, &err) < 0)
+    fail_msg("entities: %s", err.message);
+  shk_cedar_entities_free(es);
 }
 
 /* A deep chain: the closure is complete, and loading is quick. */
@@ -591,6 +613,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(test_combination, setup, teardown),
     cmocka_unit_test_setup_teardown(test_templates, setup, teardown),
     cmocka_unit_test(test_bad_entities),
+    cmocka_unit_test(test_duplicate_entities),
     cmocka_unit_test(test_deep_hierarchy),
     cmocka_unit_test(test_schema_json),
     cmocka_unit_test(test_nul_keys),
