@@ -45,4 +45,16 @@ until port=$(sed -n 's/^listening http 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/out
   sleep 0.1
 done
 echo "shinken proxy on 127.0.0.1:$port; $bytes bytes per bulk run, $n requests per latency run"
+# The proxy's own CPU time over the run (utime + stime, in clock ticks):
+# on a machine where the client, the proxy and the servers share few
+# cores, the throughput ratio is bounded by CPU, and this says by how much.
+cpu() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+c0=$(cpu)
 "$work/egress-bench" "$port" bench.test "$bytes" "$n"
+c1=$(cpu)
+hz=$(getconf CLK_TCK)
+# Through the proxy: one warm-up bulk run of BYTES/8, three of BYTES, and
+# N/10 + N requests.
+awk -v t=$((c1 - c0)) -v hz="$hz" -v b="$bytes" -v n="$n" 'BEGIN {
+  printf "proxy CPU time over the run: %.2f s for %.0f MB of bulk data and %d requests\n", t / hz, 3.125 * b / 1e6, n + int(n / 10) + 1 }'
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
