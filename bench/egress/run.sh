@@ -39,7 +39,7 @@ JSON
 "$SHINKEN" proxy --config "$work/proxy.json" >"$work/out" 2>"$work/err" &
 pid=$!
 i=0
-until port=$(sed -n 's/^listening http 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/out") && [ -n "$port" ]; do
+until port=$(sed -n 's/^listening http 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/out" 2>/dev/null) && [ -n "$port" ]; do
   i=$((i + 1))
   [ $i -lt 100 ] || { cat "$work/err"; echo "proxy did not start" >&2; exit 1; }
   sleep 0.1
