@@ -64,7 +64,7 @@ export async function startProxy(cfg, { wantListen = true } = {}) {
   if (!wantListen) {
     // A configuration that should be refused but is accepted leaves a
     // running proxy: give it a moment, then stop it and report that.
-    const to = sleep(5000).then(() => 'timeout');
+    const to = sleep(8000).then(() => 'timeout');
     if (await Promise.race([px.exited, to]) === 'timeout') { proc.kill('SIGKILL'); await px.exited; px.code = 'still running'; }
     return px;
   }
