@@ -147,10 +147,13 @@ bool shk__entities_in(const shk_cedar_entities *es, const shk__entity *ea, const
 json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar_error *err);
 /* A string of a tree from shk__json_load, decoded, copied into `a`. */
 shk__str shk__json_str(shk__arena *a, json_t *j);
-/* Converts JSON to a value, typed by `type` when it is not NULL (schema-based
- * parsing: implicit entity and extension forms, required and unexpected
- * attributes, type mismatches). `what` names the place for messages. Returns
- * 0 or -EINVAL with err filled. */
+/* Converts JSON to a value, read as `type` says when it is not NULL
+ * (implicit entity and extension forms, required and unexpected
+ * attributes, sets and records where they belong). With `schema` the value
+ * must also have the type, as entity data must; without it, leaves are
+ * taken as written, as the reference reads a context before validating the
+ * request. `what` names the place for messages. Returns 0 or -EINVAL with
+ * err filled. */
 int shk__json_to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
                        const char *what, shk__value *out, shk_cedar_error *err);
 /* Reads an entity reference {"type","id"} or {"__entity": {...}}. */

@@ -418,6 +418,8 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
       return r;
     out->kind = SHK__V_ENTITY;
     out->uid = u;
+    if (!schema)
+      return 0;
     if (!shk__str_eq(u->type, t->name))
       return mismatch(t, out, what, err);
     if (!enum_ok(schema, u))
@@ -443,7 +445,7 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
     }
     if (r < 0)
       return r;
-    return out->kind == want ? 0 : mismatch(t, out, what, err);
+    return !schema || out->kind == want ? 0 : mismatch(t, out, what, err);
   }
   case SHK__T_SET: {
     if (!json_is_array(j)) {
@@ -472,7 +474,7 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
   case SHK__T_STRING:
     if ((r = untyped(a, j, schema, what, out, err)) < 0)
       return r;
-    if (out->kind != (t->kind == SHK__T_BOOL ? SHK__V_BOOL
+    if (schema && out->kind != (t->kind == SHK__T_BOOL ? SHK__V_BOOL
                       : t->kind == SHK__T_LONG ? SHK__V_LONG : SHK__V_STRING))
       return mismatch(t, out, what, err);
     return 0;

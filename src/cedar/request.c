@@ -47,9 +47,6 @@ static bool enum_member(const shk__schema *s, const shk__uid *u)
 static int validate(const shk__schema *s, const shk_cedar_request *r, const shk__action *act,
                     shk_cedar_error *err)
 {
-  if (!act)
-    return rfail(err, "request's action %.*s::\"%.*s\" is not declared in the schema",
-                 Q(r->action.type), Q(r->action.id));
   if (!act->has_applies_to ||
       !type_listed(r->principal.type, act->principals, act->n_principals))
     return rfail(err, "principal type %.*s is not valid for action %.*s::\"%.*s\"",
@@ -78,6 +75,11 @@ static int finish(shk_cedar_request *r, json_t *context, const shk_cedar_schema 
   r->hash[SHK__VAR_RESOURCE] = shk__uid_hash(&r->resource);
   const shk__schema *s = schema ? &schema->s : NULL;
   const shk__action *act = s ? shk__schema_action(s, r->action) : NULL;
+  /* With a schema the context is read as the action's context type, so
+   * the action must be declared even when the request is not validated. */
+  if (s && !act)
+    return rfail(err, "request's action %.*s::\"%.*s\" is not declared in the schema",
+                 Q(r->action.type), Q(r->action.id));
   json_t *empty = NULL;
   if (!context)
     context = empty = json_object();
@@ -85,7 +87,7 @@ static int finish(shk_cedar_request *r, json_t *context, const shk_cedar_schema 
   if (!json_is_object(context))
     rc = rfail(err, "context: expected a JSON object");
   else
-    rc = shk__json_to_value(r->arena, context, s, act ? act->context : NULL, "context",
+    rc = shk__json_to_value(r->arena, context, NULL, act ? act->context : NULL, "context",
                             &r->context, err);
   json_decref(empty);
   if (rc == 0 && r->context.kind != SHK__V_RECORD)
