@@ -541,6 +541,21 @@ static void test_schema_json(void **state)
     if (!strstr(err.message, badreq[i].why))
       fail_msg("request #%zu: message '%s' lacks '%s'", i, err.message, badreq[i].why);
   }
+  /* Without validation the context keeps the schema's parsing rules but
+   * not its leaf types, as in the reference; the action must still be
+   * declared, since its context type is needed to read the context. */
+  req = NULL;
+  assert_int_equal(shk_cedar_request_new("Doc::\"a\"", "Action::\"view\"", "Doc::\"d\"",
+                                         "{\"ip\": \"1.2.3.4\", \"who\": {\"type\": \"Doc\", \"id\": \"x\"}}",
+                                         s, false, &req, &err), 0);
+  shk_cedar_request_free(req);
+  req = NULL;
+  assert_true(shk_cedar_request_new("User::\"a\"", "Action::\"view\"", "Doc::\"d\"", "{}", s, false,
+                                    &req, &err) < 0);
+  assert_non_null(strstr(err.message, "required"));
+  assert_true(shk_cedar_request_new("User::\"a\"", "Action::\"edit\"", "Doc::\"d\"", "{}", s, false,
+                                    &req, &err) < 0);
+  assert_non_null(strstr(err.message, "not declared"));
   shk_cedar_schema_free(s);
 }
 
