@@ -47,6 +47,8 @@ struct helper {
   char paths[L_COUNT][PATH_MAX];
 };
 
+/* Safe: it only raises the flags of "lo" in the caller's own, fresh network
+ * namespace, which holds no other interface. */
 static int lo_up(void)
 {
   shk_autoclose int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -244,6 +246,9 @@ SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], p
   _exit(0);
 }
 
+/* Safe to run with the sandbox's capabilities: it binds loopback addresses
+ * only, in the sandbox's own namespace, and everything it forks drops them
+ * at once (see helper_main); the workload inherits no descriptor of it. */
 int shk_egress_bridge_start(const char *dir)
 {
   struct helper h = { 0 };

@@ -62,7 +62,6 @@ struct conn {
   shk__host host;
   uint16_t port;
   shk__http_req req;
-  bool have_req;
   size_t consumed; /* bytes of buf that the handshake used */
   const char *rule;
   shk__ip addrs[MAX_ADDRS];
@@ -605,7 +604,6 @@ static void handle_http(struct conn *c)
     deny(c, ref.reason, ref.status, 0);
     return;
   }
-  c->have_req = true;
   c->host = c->req.host;
   c->port = c->req.port;
   c->consumed = c->req.head_len;
