@@ -474,6 +474,17 @@ case $CASE in
       RUN_OPTS="--write $ws/cache"; SNAP="$home/.ssh"; snap_take
     }
     args() { echo rc cache/authorized_keys cache/rc; }; effect() { snap_effect; } ;;
+  root-secret)
+    # A root-only file of the host (mode 0600, like /etc/shadow or an SSH
+    # host key), outside every rule: dropping capabilities leaves a root
+    # caller the owner of such files.
+    SECRET=SHKROOT-$$-$(date +%s%N)
+    setup() {
+      echo "$SECRET" >"$out/root-secret"; chown root:root "$out/root-secret"; chmod 600 "$out/root-secret"
+      CONTROL_AS=root
+    }
+    args() { echo read "$ws/stolen" "$out/root-secret"; }
+    effect() { [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen" && echo "read a root-only host file"; } ;;
   unix-symlink)
     # The host's socket through a symlink planted in the workspace.
     setup() { listener unix "$out/sock"; ln -s "$out/sock" "$ws/sock-link"; }
