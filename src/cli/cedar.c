@@ -345,12 +345,13 @@ static char *read_rel(const conformance *c, const char *rel, size_t *len, char *
   return buf;
 }
 
+/* Whether the JSON array of strings `want` and `got` hold the same set of
+ * ids: every wanted id is present, and the counts of distinct ids agree. */
 static bool json_strings_as_set_equal(json_t *want, const char **got, size_t n)
 {
   if (!json_is_array(want))
     return false;
   size_t nw = json_array_size(want);
-  /* Sets: every wanted id is present, and the counts of distinct ids agree. */
   size_t distinct = 0;
   for (size_t i = 0; i < n; i++) {
     bool dup = false;
