@@ -673,6 +673,35 @@ static bool type_in(shk__str t, const shk__str *list, size_t n)
   return false;
 }
 
+/* May an entity of type `et` have an ancestor of type `t`? Any type
+ * reachable through memberOf may be given as a parent directly, as the
+ * reference allows (data often lists the whole closure). */
+static bool ancestor_type_ok(const shk__schema *s, const shk__entity_type *et, shk__str t)
+{
+  if (type_in(t, et->member_of, et->n_member_of))
+    return true;
+  const shk__entity_type **seen = shk__xmalloc(sizeof *seen);
+  size_t n = 1, cap = 1;
+  seen[0] = et;
+  bool ok = false;
+  for (size_t i = 0; i < n && !ok; i++) {
+    for (size_t m = 0; m < seen[i]->n_member_of && !ok; m++) {
+      const shk__entity_type *up = shk__schema_entity_type(s, seen[i]->member_of[m]);
+      bool dup = !up;
+      for (size_t k = 0; k < n && !dup; k++)
+        dup = seen[k] == up;
+      if (dup)
+        continue;
+      ok = type_in(t, up->member_of, up->n_member_of);
+      if (n == cap)
+        seen = shk__xrealloc(seen, (cap *= 2) * sizeof *seen);
+      seen[n++] = up;
+    }
+  }
+  free(seen);
+  return ok;
+}
+
 static int load_tags(loader *L, json_t *j, const shk__type *elem, const char *what,
                      shk__record *out, shk_cedar_error *err)
 {
@@ -775,7 +804,7 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
     }
     /* An action's parents are checked against the schema once the
      * closure is known (data may list ancestors, not just parents). */
-    if (et && !type_in(pu.type, et->member_of, et->n_member_of)) {
+    if (et && !ancestor_type_ok(L->schema, et, pu.type)) {
       free(ps);
       return jfail(err, "%s: parent %.*s::\"%.*s\" is not allowed by the schema", what,
                    Q(pu.type), Q(pu.id));

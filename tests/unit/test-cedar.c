@@ -559,6 +559,31 @@ static void test_schema_json(void **state)
   shk_cedar_schema_free(s);
 }
 
+/* With a schema, a parent may be of any type reachable through memberOf
+ * (data often lists the whole closure), and of no other. */
+static void test_schema_ancestors(void **state)
+{
+  (void)state;
+  static const char *text = "entity Org; entity Group in [Org]; entity User in [Group]; entity Doc;";
+  shk_cedar_schema *s = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_schema_parse(text, strlen(text), SHK_CEDAR_SCHEMA_TEXT, &s, &err) < 0)
+    fail_msg("schema: %s", err.message);
+  static const char *good = "[{\"uid\": {\"type\": \"User\", \"id\": \"a\"}, \"attrs\": {},"
+                            " \"parents\": [{\"type\": \"Org\", \"id\": \"o\"}]}]";
+  static const char *bad = "[{\"uid\": {\"type\": \"Group\", \"id\": \"g\"}, \"attrs\": {},"
+                           " \"parents\": [{\"type\": \"User\", \"id\": \"a\"}]}]";
+  shk_cedar_entities *es = NULL;
+  if (shk_cedar_entities_parse(good, strlen(good), s, &es, &err) < 0)
+    fail_msg("entities: %s", err.message);
+  shk_cedar_entities_free(es);
+  es = NULL;
+  assert_true(shk_cedar_entities_parse(bad, strlen(bad), s, &es, &err) < 0);
+  assert_null(es);
+  assert_non_null(strstr(err.message, "not allowed"));
+  shk_cedar_schema_free(s);
+}
+
 /* NUL and U+0001 in attribute names and ids survive the JSON reader, which
  * escapes them around jansson's refusal of NUL in keys. */
 static void test_nul_keys(void **state)
@@ -631,6 +656,7 @@ int main(void)
     cmocka_unit_test(test_duplicate_entities),
     cmocka_unit_test(test_deep_hierarchy),
     cmocka_unit_test(test_schema_json),
+    cmocka_unit_test(test_schema_ancestors),
     cmocka_unit_test(test_nul_keys),
     cmocka_unit_test(test_request_json),
   };
