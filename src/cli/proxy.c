@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define EXIT_CONFIG 125
 
@@ -94,6 +95,13 @@ int shk_cli_proxy(int argc, char **argv)
   }
   /* A peer that goes away mid-splice must be an EPIPE, not a signal. */
   signal(SIGPIPE, SIG_IGN);
+  /* Each tunnel holds six descriptors (two sockets, two pipes): take all
+   * the descriptors the hard limit allows. */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   p.base = event_base_new();
   if (!p.base)
     shk__die(1, "proxy: cannot create the event loop");
