@@ -144,7 +144,8 @@ typedef struct shk_sandbox_launch {
   const char *chdir;      /* working directory inside, or NULL */
   shk_net_mode net;
   bool landlock, seccomp; /* false only when degraded mode was allowed */
-  int sync_fd;            /* stage 2 writes one byte here just before exec */
+  int sync_fd;            /* a unix socket: stage 2 sends one byte here just before
+                           * exec, with the connect() guard's listener */
   char *const *command;
   size_t ncommand;
 } shk_sandbox_launch;
@@ -211,15 +212,20 @@ int shk_sandbox_drop_caps(void);
  * signals scoped at ABI 6 and later. Returns the ABI applied. */
 int shk_sandbox_landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
                                size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp);
-/* The connect() guard (connect.c): starts the helper that performs the
- * workload's connect() calls, allowing a pathname unix socket only on a
- * mount of `allowed` (the writable roots and private temporary
- * directories); *ctl is kept for arming. Call after Landlock. */
-int shk_sandbox_connect_guard_start(const char *const *allowed, size_t nallowed, int *ctl);
-/* Installs the seccomp filter that routes connect() to the helper. Call
- * just before shk_sandbox_seccomp_apply, whose filter forbids the workload
- * to install a listener of its own that could override this one. */
-int shk_sandbox_connect_guard_arm(int ctl);
+/* The connect() guard (connect.c). Stage 2 installs a filter that hands
+ * every connect() of the workload to a listener (returned, or -errno) and
+ * passes that listener to the launcher; call it just before
+ * shk_sandbox_seccomp_apply, whose filter forbids the workload a listener of
+ * its own (which would take precedence). */
+int shk_sandbox_guard_install(void);
+/* The launcher's side: `allowed` are the paths (as inside) on whose mounts
+ * a pathname unix socket may be connected, the writable ones; with
+ * `deny_abstract` (--net host) abstract sockets are refused. serve() handles
+ * one pending request: call it when the listener is readable. */
+typedef struct shk_sandbox_guard shk_sandbox_guard;
+shk_sandbox_guard *shk_sandbox_guard_new(const char *const *allowed, size_t n, bool deny_abstract);
+int shk_sandbox_guard_serve(shk_sandbox_guard *g, int listener);
+void shk_sandbox_guard_free(shk_sandbox_guard *g);
 /* Installs the precompiled seccomp filter for `net`. Must be the last step
  * before exec: it refuses the syscalls used to set the sandbox up. */
 int shk_sandbox_seccomp_apply(shk_net_mode net);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -186,7 +188,7 @@ static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
       "cpu.max", cg_on && o->cpu_milli ? json_string(cpumax) : json_null());
   json_t *enforced = json_pack(
       "{s:o, s:b, s:[sssssss], s:{s:s, s:o}, s:{s:i, s:b, s:b, s:b, s:b}, s:{s:b, s:s},"
-      " s:o, s:s, s:b, s:s, s:b, s:b}",
+      " s:o, s:s, s:b, s:s, s:b, s:b, s:s}",
       "rules", rules, "read-restricted", p->read_restricted,
       "namespaces", "user", "pid", "mount", "ipc", "uts", "cgroup",
       o->net == SHK_NET_HOST ? "net (not used: --net host)" : "net",
@@ -198,12 +200,82 @@ static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
       "cgroup", cgroup,
       "capabilities", "all dropped (effective, permitted, inheritable, ambient, bounding)",
       "no-new-privs", 1, "keyring", "fresh session keyring", "new-session", 1,
-      "die-with-parent", 1);
+      "die-with-parent", 1,
+      "unix-connect", f->seccomp ? "connect() mediated by the launcher (seccomp user "
+                                   "notification): pathname sockets only on writable mounts"
+                                 : "not mediated");
   json_t *report = json_pack("{s:i, s:o, s:o, s:o}", "version", 1, "asked", asked,
                              "enforced", enforced, "degraded", strv_json((char *const *)d->lines, d->n));
   bool ok = report && json_dump_file(report, o->report, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
   json_decref(report);
   return ok;
+}
+
+/* Receives stage 2's one byte (and the connect() guard's listener) on
+ * `sock`. Returns whether it came. */
+static bool receive_ready(int sock, int *listener)
+{
+  char b;
+  struct iovec iov = { &b, 1 };
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf };
+  if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1)
+    return false;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+    memcpy(listener, CMSG_DATA(c), sizeof *listener);
+  return true;
+}
+
+/* Until bwrap exits: takes stage 2's word that the sandbox is complete, and
+ * serves the workload's connect() calls (connect.c). Returns whether the
+ * sandbox was complete, that is whether the command ran. */
+static bool supervise(pid_t pid, int sync, const shk_sandbox_plan *plan, bool host_net)
+{
+  shk_autoclose int exited = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (exited < 0)
+    shk__die_errno(RUN_FAIL, "run: pidfd_open");
+  /* Where a pathname unix socket may be connected: the writable mounts. */
+  const char **allowed = shk__xcalloc(plan->n + 3, sizeof *allowed);
+  size_t n = 0;
+  for (size_t i = 0; i < plan->n; i++)
+    if (plan->rules[i].access == SHK_ACCESS_WRITE)
+      allowed[n++] = plan->rules[i].path;
+  allowed[n++] = "/tmp";
+  allowed[n++] = "/var/tmp";
+  allowed[n++] = "/dev/shm";
+  shk_sandbox_guard *g = shk_sandbox_guard_new(allowed, n, host_net);
+  free(allowed);
+  bool started = false;
+  int listener = -1;
+  struct pollfd fds[3] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 }, { exited, POLLIN, 0 } };
+  while (!(fds[2].revents & (POLLIN | POLLHUP))) {
+    if (poll(fds, 3, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      shk__die_errno(RUN_FAIL, "run: poll");
+    }
+    if (fds[0].revents) {
+      started = receive_ready(sync, &listener);
+      fds[0].fd = -1;
+      fds[1].fd = listener;
+    }
+    /* Without a listener every connect() inside fails (ENOSYS): the guard
+     * fails closed. A hang-up means no process is left under the filter. */
+    if (((fds[1].revents & POLLIN) && shk_sandbox_guard_serve(g, listener) < 0) ||
+        (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
+      close(listener);
+      listener = fds[1].fd = -1;
+    }
+  }
+  if (listener >= 0)
+    close(listener);
+  shk_sandbox_guard_free(g);
+  return started;
 }
 
 /* The minimal environment of --env-clean. */
@@ -303,8 +375,8 @@ int shk_cli_run(int argc, char **argv)
   }
 
   int sync[2];
-  if (pipe2(sync, O_CLOEXEC) < 0)
-    shk__die_errno(RUN_FAIL, "run: pipe");
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0)
+    shk__die_errno(RUN_FAIL, "run: socketpair");
   shk_autofree char *resolv = o.net == SHK_NET_HOST ? host_resolver() : NULL;
   bool visible;
   shk_sandbox_plan_access(&plan, cwd, &visible);
@@ -350,7 +422,7 @@ int shk_cli_run(int argc, char **argv)
       _exit(RUN_FAIL);
     if (cg.path && shk_sandbox_cgroup_join(&cg) < 0)
       shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
-    /* Only stdin, stdout, stderr and the sync pipe reach the sandbox: any
+    /* Only stdin, stdout, stderr and the sync socket reach the sandbox: any
      * other descriptor the caller left open would be authority the command
      * was not given. */
     if (sync[1] < 3 ||
@@ -365,15 +437,12 @@ int shk_cli_run(int argc, char **argv)
   close(sync[1]);
   close(go[0]);
   close(go[1]);
+  bool started = supervise(pid, sync[0], &plan, o.net == SHK_NET_HOST);
   int status;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR)
       shk__die_errno(RUN_FAIL, "run: waitpid");
   child_pid = 0;
-  char byte;
-  int fl = fcntl(sync[0], F_GETFL);
-  fcntl(sync[0], F_SETFL, fl | O_NONBLOCK);
-  bool started = read(sync[0], &byte, 1) == 1;
   close(sync[0]);
 
   shk_sandbox_cgroup_destroy(&cg);

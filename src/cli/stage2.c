@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -37,6 +39,30 @@ static void fresh_keyring(void)
 {
   if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0)
     shk__die_errno(STAGE2_FAIL, "stage 2: a fresh session keyring");
+}
+
+/* The one byte that tells the launcher the sandbox is complete, with the
+ * connect() guard's listener when there is one. */
+static int send_ready(int sock, int listener)
+{
+  char b = '1';
+  struct iovec iov = { &b, 1 };
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  memset(&u, 0, sizeof u);
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+  if (listener >= 0) {
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof u.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &listener, sizeof listener);
+  }
+  return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
 int shk_cli_stage2(int argc, char **argv)
@@ -82,7 +108,7 @@ int shk_cli_stage2(int argc, char **argv)
   }
   if (i >= argc || !net_given || sync_fd < 3)
     shk__die(STAGE2_FAIL, "stage 2 is run by 'shinken run' only");
-  /* The workload must never inherit the pipe that tells the launcher it
+  /* The workload must never inherit the socket that tells the launcher it
    * started. */
   if (fcntl(sync_fd, F_SETFD, FD_CLOEXEC) < 0)
     shk__die_errno(STAGE2_FAIL, "stage 2: sync fd");
@@ -115,19 +141,20 @@ int shk_cli_stage2(int argc, char **argv)
     if (r < 0)
       shk__die(STAGE2_FAIL, "stage 2: Landlock: %s", strerror(-r));
   }
-  if (seccomp) {
-    int ctl;
-    if ((r = shk_sandbox_connect_guard_start(rw.v, rw.n, &ctl)) < 0 ||
-        (r = shk_sandbox_connect_guard_arm(ctl)) < 0)
-      shk__die(STAGE2_FAIL, "stage 2: connect() guard: %s", strerror(-r));
-    if ((r = shk_sandbox_seccomp_apply(net)) < 0)
-      shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
-  }
   free(ro.v);
   free(rw.v);
   free(dev.v);
-  if (write(sync_fd, "1", 1) != 1)
-    shk__die_errno(STAGE2_FAIL, "stage 2: sync fd");
+  int listener = -1;
+  if (seccomp) {
+    if ((listener = shk_sandbox_guard_install()) < 0)
+      shk__die(STAGE2_FAIL, "stage 2: connect() guard: %s", strerror(-listener));
+    if ((r = shk_sandbox_seccomp_apply(net)) < 0)
+      shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
+  }
+  if (send_ready(sync_fd, listener) < 0)
+    shk__die_errno(STAGE2_FAIL, "stage 2: sync socket");
+  if (listener >= 0)
+    close(listener);
   execvp(argv[i], argv + i);
   int err = errno;
   shk__warn("%s: %s", argv[i], strerror(err));

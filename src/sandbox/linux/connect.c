@@ -1,26 +1,28 @@
 /* The connect() guard. A read-only mount does not stop connect() on a
  * unix socket of the host, Landlock (up to ABI 7) does not govern it, and a
  * seccomp filter cannot read the address. So stage 2 routes every connect()
- * of the workload to a helper through a seccomp user notification. The
- * helper reads the address once, opens a pathname socket with O_PATH and
- * checks which mount it lies on (a writable root or a private tmpfs: yes;
- * the read-only view of the host: no), then connects a duplicate of the
+ * of the workload to the launcher (`shinken run`, outside the sandbox)
+ * through a seccomp user notification. The launcher reads the address once;
+ * a pathname socket is opened with O_PATH through the caller's
+ * /proc/PID/root or /proc/PID/cwd and allowed only on a mount the sandbox
+ * grants writing to; then the launcher connects a duplicate of the
  * workload's own socket (pidfd_getfd) through /proc/self/fd, so that what
  * was checked is what gets connected: no SECCOMP_USER_NOTIF_FLAG_CONTINUE,
- * no window between check and use. */
+ * no window between check and use. A socket keeps the network namespace it
+ * was made in, so a network address is reached from the sandbox's. */
 #include "shinken/sandbox.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -39,10 +41,34 @@
 
 #define MAX_ALLOWED 64
 
-typedef struct guard {
-  uint64_t mnt[MAX_ALLOWED];
+struct shk_sandbox_guard {
+  char **paths; /* where connect() may reach a pathname socket, as seen inside */
+  size_t npaths;
+  uint64_t mnt[MAX_ALLOWED]; /* their mounts, resolved at the first request */
   size_t nmnt;
-} guard;
+  bool resolved;
+  bool deny_abstract;
+};
+
+shk_sandbox_guard *shk_sandbox_guard_new(const char *const *allowed, size_t n, bool deny_abstract)
+{
+  shk_sandbox_guard *g = shk__xcalloc(1, sizeof *g);
+  g->paths = shk__xcalloc(n, sizeof *g->paths);
+  for (size_t i = 0; i < n; i++)
+    g->paths[g->npaths++] = shk__xstrdup(allowed[i]);
+  g->deny_abstract = deny_abstract;
+  return g;
+}
+
+void shk_sandbox_guard_free(shk_sandbox_guard *g)
+{
+  if (!g)
+    return;
+  for (size_t i = 0; i < g->npaths; i++)
+    free(g->paths[i]);
+  free(g->paths);
+  free(g);
+}
 
 static int mount_id(int dirfd, const char *path, int flags, uint64_t *id)
 {
@@ -55,7 +81,17 @@ static int mount_id(int dirfd, const char *path, int flags, uint64_t *id)
   return 0;
 }
 
-static bool allowed_mount(const guard *g, uint64_t id)
+/* The allowed mounts as the sandbox has them: through the root of a
+ * process inside, which all share one mount namespace. */
+static void resolve_allowed(shk_sandbox_guard *g, int root)
+{
+  for (size_t i = 0; i < g->npaths && g->nmnt < MAX_ALLOWED; i++)
+    if (mount_id(root, g->paths[i][1] ? g->paths[i] + 1 : ".", 0, &g->mnt[g->nmnt]) == 0)
+      g->nmnt++;
+  g->resolved = true;
+}
+
+static bool allowed_mount(const shk_sandbox_guard *g, uint64_t id)
 {
   for (size_t i = 0; i < g->nmnt; i++)
     if (g->mnt[i] == id)
@@ -66,30 +102,50 @@ static bool allowed_mount(const guard *g, uint64_t id)
 /* Connects `sock` (the workload's socket, duplicated) to the address the
  * workload gave, after the checks above. Returns 0 or a negative errno for
  * the workload. */
-static int connect_for(const guard *g, pid_t pid, int sock, struct sockaddr_storage *ss,
+static int connect_for(shk_sandbox_guard *g, pid_t pid, int sock, struct sockaddr_storage *ss,
                        socklen_t len)
 {
   if (len < sizeof(sa_family_t) || ss->ss_family != AF_UNIX)
     return connect(sock, (struct sockaddr *)ss, len) < 0 ? -errno : 0;
   struct sockaddr_un *un = (struct sockaddr_un *)ss;
   size_t plen = len - offsetof(struct sockaddr_un, sun_path);
-  /* Unnamed or abstract: the helper shares the workload's Landlock domain,
-   * so the kernel scopes this connect as it would have the workload's. */
-  if (plen == 0 || un->sun_path[0] == '\0')
+  if (plen == 0 || un->sun_path[0] == '\0') {
+    /* Unnamed, or abstract: the namespace of the socket's network
+     * namespace, the sandbox's own unless --net host. There it is the
+     * host's, and the workload's Landlock scoping would not apply to a
+     * connect made from here. */
+    if (plen > 0 && g->deny_abstract)
+      return -EPERM;
     return connect(sock, (struct sockaddr *)ss, len) < 0 ? -errno : 0;
-  char path[sizeof un->sun_path + 1];
-  memcpy(path, un->sun_path, plen < sizeof un->sun_path ? plen : sizeof un->sun_path);
-  path[plen < sizeof un->sun_path ? plen : sizeof un->sun_path] = '\0';
-  /* A relative path is the workload's, from its working directory. */
-  shk_autoclose int dir = -1;
-  if (path[0] != '/') {
-    char cwd[64];
-    snprintf(cwd, sizeof cwd, "/proc/%d/cwd", (int)pid);
-    dir = open(cwd, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0)
-      return -ENOENT;
   }
-  shk_autoclose int target = openat(path[0] == '/' ? AT_FDCWD : dir, path, O_PATH | O_CLOEXEC);
+  size_t n = plen < sizeof un->sun_path ? plen : sizeof un->sun_path;
+  char path[sizeof un->sun_path + 1];
+  memcpy(path, un->sun_path, n);
+  path[n] = '\0';
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/%d/root", (int)pid);
+  shk_autoclose int root = open(proc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0)
+    return -ENOENT;
+  if (!g->resolved)
+    resolve_allowed(g, root);
+  /* The path as the caller sees it: a relative one from its working
+   * directory (as its root shows it). RESOLVE_IN_ROOT resolves it, symlinks
+   * included, as the kernel would for the caller. */
+  char full[PATH_MAX + sizeof path + 1];
+  if (path[0] == '/') {
+    snprintf(full, sizeof full, "%s", path);
+  } else {
+    char cwd[PATH_MAX];
+    snprintf(proc, sizeof proc, "/proc/%d/cwd", (int)pid);
+    ssize_t cl = readlink(proc, cwd, sizeof cwd - 1);
+    if (cl <= 0 || cwd[0] != '/')
+      return -ENOENT;
+    cwd[cl] = '\0';
+    snprintf(full, sizeof full, "%s/%s", cwd, path);
+  }
+  struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT };
+  shk_autoclose int target = (int)syscall(SYS_openat2, root, full, &how, sizeof how);
   if (target < 0)
     return -errno;
   uint64_t id = 0;
@@ -103,7 +159,11 @@ static int connect_for(const guard *g, pid_t pid, int sock, struct sockaddr_stor
   return connect(sock, (struct sockaddr *)&via, sizeof via) < 0 ? -errno : 0;
 }
 
-static int serve_one(const guard *g, int listener)
+/* Safe because it only ever performs, on the workload's own socket, a
+ * connect the workload asked for, and only to a socket on a mount the
+ * sandbox already grants writing to, or to a network address, which the
+ * socket's network namespace and the allowed socket families confine. */
+int shk_sandbox_guard_serve(shk_sandbox_guard *g, int listener)
 {
   struct seccomp_notif req;
   struct seccomp_notif_resp resp;
@@ -116,10 +176,10 @@ static int serve_one(const guard *g, int listener)
   socklen_t len = (socklen_t)req.data.args[2];
   struct sockaddr_storage ss;
   memset(&ss, 0, sizeof ss);
-  int r;
-  if (len > sizeof ss) {
+  int r = 0;
+  if (req.data.args[2] > sizeof ss) {
     r = -EINVAL;
-  } else {
+  } else if (len > 0) {
     struct iovec local = { &ss, len }, remote = { (void *)(uintptr_t)req.data.args[1], len };
     r = process_vm_readv(req.pid, &local, 1, &remote, 1, 0) == (ssize_t)len ? 0 : -EFAULT;
   }
@@ -129,80 +189,18 @@ static int serve_one(const guard *g, int listener)
     r = -ESRCH;
   shk_autoclose int sock = r == 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0) : -1;
   if (r == 0 && sock < 0)
-    r = errno == EBADF ? -EBADF : -ENOTSOCK;
+    r = -EBADF;
   if (r == 0)
     r = connect_for(g, req.pid, sock, &ss, len);
   resp.error = r;
-  resp.val = 0;
   if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
     return -errno;
   return 0;
 }
 
-SHK_NORETURN static void helper(guard *g, int ctl)
-{
-  /* Receive the listener once the filter is installed. */
-  char b;
-  struct iovec iov = { &b, 1 };
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf };
-  if (recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC) != 1)
-    _exit(0);
-  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-  if (!c || c->cmsg_type != SCM_RIGHTS)
-    _exit(1);
-  int listener;
-  memcpy(&listener, CMSG_DATA(c), sizeof listener);
-  close(ctl);
-  for (;;)
-    if (serve_one(g, listener) < 0)
-      _exit(1);
-}
-
-/* Safe because the helper only ever performs, on the workload's own
- * socket, a connect the workload asked for, and only to a socket on a mount
- * the sandbox already grants writing to (or to a network address, which
- * the namespace and the socket families already confine). It is started
- * after Landlock, so it is in the workload's domain; it is not dumpable,
- * dies with stage 2, and keeps no other descriptor. */
-int shk_sandbox_connect_guard_start(const char *const *allowed, size_t nallowed, int *ctl)
-{
-  static guard g;
-  memset(&g, 0, sizeof g);
-  for (size_t i = 0; i < nallowed && g.nmnt < MAX_ALLOWED; i++)
-    if (mount_id(AT_FDCWD, allowed[i], 0, &g.mnt[g.nmnt]) == 0)
-      g.nmnt++;
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-    return -errno;
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = -errno;
-    close(sv[0]);
-    close(sv[1]);
-    return e;
-  }
-  if (pid == 0) {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent ||
-        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-      _exit(1);
-    /* Nothing but the control socket: the sync pipe in particular must
-     * close when the workload's exec does. */
-    if (dup2(sv[1], 3) < 0 || close_range(4, ~0U, 0) < 0)
-      _exit(1);
-    helper(&g, 3);
-  }
-  close(sv[1]);
-  *ctl = sv[0];
-  return 0;
-}
-
-int shk_sandbox_connect_guard_arm(int ctl)
+/* Safe because a seccomp filter only narrows what this process and its
+ * children may do; this one hands their connect() calls to the launcher. */
+int shk_sandbox_guard_install(void)
 {
   struct sock_filter f[] = {
     BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -216,28 +214,5 @@ int shk_sandbox_connect_guard_arm(int ctl)
   struct sock_fprog prog = { sizeof f / sizeof f[0], f };
   int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
                               SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-  if (listener < 0) {
-    int e = -errno;
-    close(ctl);
-    return e;
-  }
-  char b = 'L';
-  struct iovec iov = { &b, 1 };
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  memset(&u, 0, sizeof u);
-  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf };
-  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &listener, sizeof listener);
-  ssize_t n = sendmsg(ctl, &mh, 0);
-  int e = n == 1 ? 0 : -errno;
-  close(listener);
-  close(ctl);
-  return e;
+  return listener < 0 ? -errno : listener;
 }

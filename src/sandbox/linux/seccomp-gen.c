@@ -91,6 +91,13 @@ static void families(scmp_filter_ctx ctx, const int *allowed, int netlink_route)
     }
     struct scmp_arg_cmp high = cmp_arg(0, SCMP_CMP_GE, AF_MAX, 0);
     rule(ctx, act, nr, 1, &high);
+    /* A unix datagram carries its own address (sendto, sendmsg), which no
+     * filter can read and the connect() guard never sees: it could reach a
+     * host socket in the read-only view. Unix datagram sockets are refused;
+     * stream and seqpacket ones ignore a destination address. */
+    struct scmp_arg_cmp dgram[2] = { cmp_arg(0, SCMP_CMP_EQ, AF_UNIX, 0),
+                                     cmp_arg(1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM) };
+    rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2, dgram);
   }
 }
 
