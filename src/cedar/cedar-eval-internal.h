@@ -214,6 +214,8 @@ struct shk_cedar_policy_set {
   shk__policy **pols;    /* policies, templates and links, in order */
   const char **ids;      /* their ids, NUL-terminated, parallel to pols */
   shk__scope_hash *hashes; /* parallel to pols */
+  uint32_t *id_table;    /* pols by id: index + 1, 0 empty */
+  size_t id_mask;
   size_t n, cap;
   shk__anchor *anchors;
   size_t n_anchors, cap_anchors;

@@ -118,6 +118,48 @@ void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval 
   }
 }
 
+/* Policy ids are looked up on every link (the template, and that the new
+ * id is free), so they are hashed. */
+static uint64_t id_hash(const char *id)
+{
+  shk__uid u = { { "", 0 }, { id, strlen(id) } };
+  return shk__uid_hash(&u);
+}
+
+static int64_t id_find(const shk_cedar_policy_set *ps, const char *id)
+{
+  if (!ps->id_table)
+    return -1;
+  for (size_t i = id_hash(id) & ps->id_mask;; i = (i + 1) & ps->id_mask) {
+    uint32_t x = ps->id_table[i];
+    if (!x)
+      return -1;
+    if (strcmp(ps->ids[x - 1], id) == 0)
+      return x - 1;
+  }
+}
+
+static void id_insert(uint32_t *table, size_t mask, const char *id, uint32_t k)
+{
+  size_t i = id_hash(id) & mask;
+  while (table[i])
+    i = (i + 1) & mask;
+  table[i] = k + 1;
+}
+
+static void id_add(shk_cedar_policy_set *ps, uint32_t k)
+{
+  if (!ps->id_table || (ps->n + 1) * 2 > ps->id_mask + 1) {
+    size_t size = ps->id_table ? (ps->id_mask + 1) * 2 : 64;
+    free(ps->id_table);
+    ps->id_table = shk__xcalloc(size, sizeof *ps->id_table);
+    ps->id_mask = size - 1;
+    for (uint32_t i = 0; i < k; i++)
+      id_insert(ps->id_table, ps->id_mask, ps->ids[i], i);
+  }
+  id_insert(ps->id_table, ps->id_mask, ps->ids[k], k);
+}
+
 static void append(shk_cedar_policy_set *ps, shk__policy *p)
 {
   if (ps->n == ps->cap) {
@@ -136,6 +178,7 @@ static void append(shk_cedar_policy_set *ps, shk__policy *p)
     h->action_list[k] = shk__uid_hash(&p->action.uids[k]);
   ps->pols[ps->n] = p;
   ps->ids[ps->n] = shk__arena_strndup(ps->arena, p->id.p, p->id.n);
+  id_add(ps, (uint32_t)ps->n);
   ps->n++;
   index_policy(ps, (uint32_t)ps->n - 1);
 }
@@ -171,6 +214,7 @@ void shk_cedar_policy_set_free(shk_cedar_policy_set *ps)
   free(ps->pols);
   free(ps->ids);
   free(ps->hashes);
+  free(ps->id_table);
   shk__arena_free(ps->arena);
   free(ps);
 }
@@ -199,13 +243,10 @@ int shk_cedar_policy_set_link(shk_cedar_policy_set *ps, const char *template_id,
                               const char *new_id, const char *principal,
                               const char *resource, shk_cedar_error *err)
 {
-  const shk__policy *tmpl = NULL;
-  for (size_t i = 0; i < ps->n; i++) {
-    if (strcmp(ps->ids[i], new_id) == 0)
-      return set_err(err, "a policy with this id already exists", new_id);
-    if (strcmp(ps->ids[i], template_id) == 0)
-      tmpl = ps->pols[i];
-  }
+  if (id_find(ps, new_id) >= 0)
+    return set_err(err, "a policy with this id already exists", new_id);
+  int64_t t = id_find(ps, template_id);
+  const shk__policy *tmpl = t >= 0 ? ps->pols[t] : NULL;
   if (!tmpl || !tmpl->is_template)
     return set_err(err, "no template with this id", template_id);
   shk__uid pu, ru;
