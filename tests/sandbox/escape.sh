@@ -474,6 +474,14 @@ case $CASE in
       RUN_OPTS="--write $ws/cache"; SNAP="$home/.ssh"; snap_take
     }
     args() { echo rc cache/authorized_keys cache/rc; }; effect() { snap_effect; } ;;
+  git-write-root)
+    # A repository that is a --write root of its own, not the working
+    # directory.
+    setup() {
+      git init -q "$out/repo" && printf '#!/bin/sh\nexit 0\n' >"$out/repo/.git/hooks/pre-commit" || fail "git init"
+      own "$out"; RUN_OPTS="--write $out/repo"; SNAP="$out/repo"; snap_take
+    }
+    args() { echo git "$out/repo"; }; effect() { snap_effect; } ;;
   root-secret)
     # A root-only file of the host (mode 0600, like /etc/shadow or an SSH
     # host key), outside every rule: dropping capabilities leaves a root
