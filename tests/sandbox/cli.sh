@@ -32,6 +32,7 @@ mkdir -p "$ws" "$scratch/out" "$scratch/home"
 if [ -n "$AS" ]; then
   chmod 755 "$scratch"
   chown -R 65534:65534 "$ws" "$scratch/home"
+  programs_for 65534 65534
 fi
 export HOME="$scratch/home"
 cd "$ws" || fail "cd"

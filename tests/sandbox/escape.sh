@@ -37,14 +37,7 @@ esac
 scratch=$(scratch_dir shk-escape) || fail "mktemp"
 chmod 755 "$scratch"
 
-# The build tree may sit where the test user cannot reach (a clone under
-# /root): then it runs copies of the two programs.
-if [ "$WHO" = user ] && ! setpriv --reuid="$uid" --regid="$gid" --clear-groups \
-    sh -c 'test -x "$1" && test -x "$2"' sh "$SHINKEN" "$PROBE"; then
-  mkdir "$scratch/bin" && cp "$SHINKEN" "$PROBE" "$scratch/bin/" || fail "cannot copy the programs"
-  chmod 755 "$scratch/bin"
-  SHINKEN=$scratch/bin/$(basename "$SHINKEN") PROBE=$scratch/bin/$(basename "$PROBE")
-fi
+[ "$WHO" = user ] && programs_for "$uid" "$gid"
 pids=""
 cleanup() {
   for p in $pids; do kill "$p" 2>/dev/null; done

@@ -30,3 +30,14 @@ listen_stop() {
   wait "$LPID" 2>/dev/null
   LPID=""
 }
+
+# programs_for UID GID: the build tree may sit where that user cannot reach
+# (a clone under /root); then SHINKEN and PROBE become copies in $scratch.
+programs_for() {
+  if ! setpriv --reuid="$1" --regid="$2" --clear-groups \
+      sh -c 'test -x "$1" && test -x "$2"' sh "$SHINKEN" "$PROBE"; then
+    mkdir -p "$scratch/bin" && cp "$SHINKEN" "$PROBE" "$scratch/bin/" || fail "cannot copy the programs"
+    chmod 755 "$scratch" "$scratch/bin"
+    SHINKEN=$scratch/bin/$(basename "$SHINKEN") PROBE=$scratch/bin/$(basename "$PROBE")
+  fi
+}
