@@ -20,9 +20,10 @@
  * bounds that in strict mode require equal entity types and records with
  * the same attributes. Errors are deduplicated across environments.
  *
- * Why this is safe: the checker only reads the policy and schema; every
- * allocation is in a scratch arena freed before returning, and a construct
- * it does not recognise is reported as an error, never passed. */
+ * Why this is safe: the checker only reads the policy and schema; its
+ * working memory is in two scratch arenas freed before returning (only the
+ * findings are malloc'd, for the caller), its recursion is bounded, and a
+ * construct it does not recognise is reported as an error, never passed. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,10 +100,10 @@ static bool is_action_type(shk__str name)
 /* What the checker has learned is safe to access: `e.attr` after `e has
  * attr`, or `e.getTag(k)` after `e.hasTag(k)`. */
 typedef struct cap {
-  const shk__expr *e;
+  const shk__expr *e;    /* NULL for a union of l and r */
   shk__str attr;         /* attribute capability */
   const shk__expr *key;  /* tag capability when non-NULL */
-  struct cap *next;
+  struct cap *l, *r;
 } cap;
 
 /* One request environment. A slot type is empty when the policy has no
@@ -116,7 +117,8 @@ typedef struct env {
 
 typedef struct checker {
   const shk__schema *s;
-  shk__arena *a;
+  shk__arena *a;      /* scratch for one request environment */
+  shk__arena *pa;     /* for the whole policy: its condition, its findings table */
   const shk__policy *p;
   const env *env;
   const vtype *context;
@@ -261,7 +263,7 @@ SHK_NOINLINE SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const c
     /* Grow the table (it lives in the per-policy arena) and rehash. */
     size_t *old = c->seen, old_cap = c->seen_cap;
     c->seen_cap = old_cap ? 2 * old_cap : 64;
-    c->seen = shk__arena_calloc(c->a, c->seen_cap * sizeof *c->seen);
+    c->seen = shk__arena_calloc(c->pa, c->seen_cap * sizeof *c->seen);
     for (size_t i = 0; i < old_cap; i++)
       if (old[i])
         *seen_slot(c, o->errors[old[i] - 1].message,
@@ -317,13 +319,21 @@ SHK_NOINLINE static void err_incompatible(checker *c, shk__loc loc, const char *
 
 /* ---------------------------------------------------------------- schema lookups */
 
+/* The checker's type for a schema type. */
 static const vtype *conv(checker *c, const shk__type *st)
 {
+  if (st->kind == SHK__T_BOOL)
+    return &T_BOOL;
+  if (st->kind == SHK__T_LONG)
+    return &T_LONG;
+  if (st->kind == SHK__T_STRING)
+    return &T_STRING;
   vtype *t = shk__arena_calloc(c->a, sizeof *t);
   switch (st->kind) {
-  case SHK__T_BOOL: return &T_BOOL;
-  case SHK__T_LONG: return &T_LONG;
-  case SHK__T_STRING: return &T_STRING;
+  case SHK__T_BOOL:
+  case SHK__T_LONG:
+  case SHK__T_STRING:
+    break;
   case SHK__T_SET:
     t->k = VT_SET;
     t->elem = conv(c, st->elem);
@@ -614,13 +624,21 @@ static bool expr_eq(const shk__expr *x, const shk__expr *y)
   return false;
 }
 
+/* Sets of capabilities are trees whose inner nodes are unions, so that a
+ * union costs one node however large its sides: a chain of n `has` tests
+ * then needs n nodes, not n * n. */
 static bool has_cap(const cap *cs, const shk__expr *e, shk__str attr, const shk__expr *key)
 {
-  for (; cs; cs = cs->next) {
-    if (!!cs->key != !!key || !expr_eq(cs->e, e))
+  while (cs) {
+    if (!cs->e) {
+      if (has_cap(cs->l, e, attr, key))
+        return true;
+      cs = cs->r;
       continue;
-    if (key ? expr_eq(cs->key, key) : shk__str_eq(cs->attr, attr))
-      return true;
+    }
+    if (!!cs->key != !!key || !expr_eq(cs->e, e))
+      return false;
+    return key ? expr_eq(cs->key, key) : shk__str_eq(cs->attr, attr);
   }
   return false;
 }
@@ -628,7 +646,9 @@ static bool has_cap(const cap *cs, const shk__expr *e, shk__str attr, const shk_
 static cap *one_cap(checker *c, const shk__expr *e, shk__str attr, const shk__expr *key)
 {
   cap *k = shk__arena_calloc(c->a, sizeof *k);
-  *k = (cap){ e, attr, key, NULL };
+  k->e = e;
+  k->attr = attr;
+  k->key = key;
   return k;
 }
 
@@ -638,25 +658,26 @@ static cap *cap_union(checker *c, cap *x, cap *y)
     return y;
   if (!y)
     return x;
-  cap *r = y;
-  for (cap *k = x; k; k = k->next) {
-    cap *n = one_cap(c, k->e, k->attr, k->key);
-    n->next = r;
-    r = n;
-  }
-  return r;
+  cap *u = shk__arena_calloc(c->a, sizeof *u);
+  u->l = x;
+  u->r = y;
+  return u;
 }
 
-static cap *cap_intersect(checker *c, cap *x, cap *y)
+/* The capabilities of `x` that are also in `y`. */
+static cap *cap_intersect(checker *c, const cap *x, cap *y, cap *acc)
 {
-  cap *r = NULL;
-  for (cap *k = x; k; k = k->next)
-    if (has_cap(y, k->e, k->attr, k->key)) {
-      cap *n = one_cap(c, k->e, k->attr, k->key);
-      n->next = r;
-      r = n;
+  while (x) {
+    if (!x->e) {
+      acc = cap_intersect(c, x->l, y, acc);
+      x = x->r;
+      continue;
     }
-  return r;
+    if (has_cap(y, x->e, x->attr, x->key))
+      acc = cap_union(c, one_cap(c, x->e, x->attr, x->key), acc);
+    break;
+  }
+  return acc;
 }
 
 /* ---------------------------------------------------------------- expressions */
@@ -1243,7 +1264,7 @@ SHK_NOINLINE static ans tc_if(checker *c, cap *prior, const shk__expr *e)
     err_incompatible(c, e->loc, "in the branches of if", t.t, f.t);
     return fail_ans(NULL);
   }
-  return (ans){ l, g.ok && t.ok && f.ok, cap_intersect(c, f.caps, t.caps) };
+  return (ans){ l, g.ok && t.ok && f.ok, cap_intersect(c, f.caps, t.caps, NULL) };
 }
 
 SHK_NOINLINE static ans tc_and(checker *c, cap *prior, const shk__expr *e)
@@ -1279,7 +1300,7 @@ SHK_NOINLINE static ans tc_or(checker *c, cap *prior, const shk__expr *e)
     return (ans){ l.t, ok, l.caps };
   if (l.t->k == VT_FALSE)
     return (ans){ r.t, ok, r.caps };
-  return (ans){ &T_BOOL, ok, cap_intersect(c, r.caps, l.caps) };
+  return (ans){ &T_BOOL, ok, cap_intersect(c, r.caps, l.caps, NULL) };
 }
 
 static const vtype *negate(const vtype *t)
@@ -1385,7 +1406,7 @@ static ans tc(checker *c, cap *prior, const shk__expr *e)
 
 static shk__expr *mk(checker *c, shk__expr_kind k, shk__loc loc)
 {
-  shk__expr *e = shk__arena_calloc(c->a, sizeof *e);
+  shk__expr *e = shk__arena_calloc(c->pa, sizeof *e);
   e->kind = k;
   e->loc = loc;
   return e;
@@ -1441,7 +1462,7 @@ static shk__expr *scope_expr(checker *c, const shk__scope *sc, shk__var v, shk__
     if (v == SHK__VAR_ACTION) {
       /* action in A is action in [A]. */
       shk__expr *set = mk(c, SHK__E_SET, loc);
-      set->items = shk__arena_alloc(c->a, sizeof *set->items);
+      set->items = shk__arena_alloc(c->pa, sizeof *set->items);
       set->items[0] = ent;
       set->n_items = 1;
       ent = set;
@@ -1457,7 +1478,7 @@ static shk__expr *scope_expr(checker *c, const shk__scope *sc, shk__var v, shk__
   }
   case SHK__SC_IN_LIST: {
     shk__expr *set = mk(c, SHK__E_SET, loc);
-    set->items = shk__arena_alloc(c->a, (sc->n_uids ? sc->n_uids : 1) * sizeof *set->items);
+    set->items = shk__arena_alloc(c->pa, (sc->n_uids ? sc->n_uids : 1) * sizeof *set->items);
     for (size_t i = 0; i < sc->n_uids; i++)
       set->items[i] = mk_uid(c, sc->uids[i], loc);
     set->n_items = sc->n_uids;
@@ -1610,11 +1631,10 @@ static void check_applies(checker *c, const shk__policy *p)
 /* The entity types a template slot may be linked to in an environment
  * where the variable has type `var`: for `== ?slot` that type, for
  * `in ?slot` that type and every type it may be a member of. */
-static size_t slot_links(checker *c, const shk__scope *sc, shk__str var, shk__str **out)
+static size_t slot_links(checker *c, const shk__scope *sc, shk__str var, shk__str *r)
 {
   bool has_slot = (sc->kind == SHK__SC_EQ || sc->kind == SHK__SC_IN || sc->kind == SHK__SC_IS_IN) &&
                   sc->slot;
-  shk__str *r = shk__arena_alloc(c->a, (c->s->n_etypes + 1) * sizeof *r);
   size_t n = 0;
   if (!has_slot) {
     r[n++] = (shk__str){ 0 };
@@ -1627,29 +1647,33 @@ static size_t slot_links(checker *c, const shk__scope *sc, shk__str var, shk__st
         r[n++] = c->s->etypes[i].name;
     r[n++] = var;
   }
-  *out = r;
   return n;
 }
 
+/* Everything one environment allocates (types, capabilities) is released
+ * before the next, so memory stays proportional to one policy, not to the
+ * number of environments. */
 static void check_types(checker *c, const shk__policy *p)
 {
   const shk__expr *cond = condition(c, p);
+  shk__str *ps = shk__arena_alloc(c->pa, (c->s->n_etypes + 1) * sizeof *ps);
+  shk__str *rs = shk__arena_alloc(c->pa, (c->s->n_etypes + 1) * sizeof *rs);
   for (size_t i = 0; i < c->s->n_actions; i++) {
     const shk__action *a = &c->s->actions[i];
     if (!a->has_applies_to)
       continue;
-    c->context = a->context ? conv(c, a->context) : &T_EMPTY_RECORD;
     for (size_t j = 0; j < a->n_principals; j++)
       for (size_t k = 0; k < a->n_resources; k++) {
-        shk__str *ps, *rs;
-        size_t np = slot_links(c, &p->principal, a->principals[j], &ps);
-        size_t nr = slot_links(c, &p->resource, a->resources[k], &rs);
+        size_t np = slot_links(c, &p->principal, a->principals[j], ps);
+        size_t nr = slot_links(c, &p->resource, a->resources[k], rs);
         for (size_t x = 0; x < np; x++)
           for (size_t y = 0; y < nr; y++) {
             env ev = { a->principals[j], a->resources[k], a, ps[x], rs[y] };
             c->env = &ev;
+            c->context = a->context ? conv(c, a->context) : &T_EMPTY_RECORD;
             tc(c, NULL, cond);
             c->env = NULL;
+            shk__arena_reset(c->a);
           }
       }
   }
@@ -1665,9 +1689,9 @@ int shk_cedar_validate(const shk_cedar_policy_set *ps, const shk_cedar_schema *s
   *out = (shk_cedar_validation_result){ 0 };
   size_t n = 0;
   shk__policy *const *pols = shk__policy_set_policies(ps, &n);
-  shk__arena *a = shk__arena_new();
+  shk__arena *a = shk__arena_new(), *pa = shk__arena_new();
   for (size_t i = 0; i < n; i++) {
-    checker c = { .s = &schema->s, .a = a, .p = pols[i], .out = out };
+    checker c = { .s = &schema->s, .a = a, .pa = pa, .p = pols[i], .out = out };
     check_names_scope(&c, &pols[i]->principal);
     check_names_scope(&c, &pols[i]->action);
     check_names_scope(&c, &pols[i]->resource);
@@ -1675,8 +1699,9 @@ int shk_cedar_validate(const shk_cedar_policy_set *ps, const shk_cedar_schema *s
       check_names_expr(&c, pols[i]->conds[j].body, 0);
     check_applies(&c, pols[i]);
     check_types(&c, pols[i]);
-    shk__arena_reset(a);
+    shk__arena_reset(pa);
   }
+  shk__arena_free(pa);
   shk__arena_free(a);
   return 0;
 }
