@@ -144,6 +144,7 @@ typedef struct shk_sandbox_launch {
   const char *chdir;      /* working directory inside, or NULL */
   shk_net_mode net;
   bool landlock, seccomp; /* false only when degraded mode was allowed */
+  bool guard;             /* the connect() guard; likewise */
   int sync_fd;            /* a unix socket: stage 2 sends one byte here just before
                            * exec, with the connect() guard's listener */
   char *const *command;
@@ -170,6 +171,7 @@ typedef struct shk_sandbox_features {
   char *userns_detail; /* why not, or how */
   int landlock_abi;    /* 0: no Landlock */
   bool seccomp;
+  bool connect_guard;  /* seccomp listeners, pidfd_getfd, openat2, STATX_MNT_ID */
   bool cgroup_v2;
   char *cgroup_mount;  /* the cgroup2 mount, NULL when none */
   char *cgroup_parent; /* where session cgroups go, NULL when none usable */

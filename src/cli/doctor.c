@@ -101,11 +101,17 @@ static void classify(const shk_sandbox_features *f, klass c[6])
   else
     c[2].missing = shk__xstrdup(nons);
 
-  c[3] = (klass){ "syscalls", f->seccomp ? LEVEL_FULL : LEVEL_NONE, NULL, NULL };
+  c[3] = (klass){ "syscalls", !f->seccomp ? LEVEL_NONE : f->connect_guard ? LEVEL_FULL
+                                                                         : LEVEL_PARTIAL,
+                  NULL, NULL };
   if (f->seccomp)
-    c[3].mechanism = shk__xstrdup("seccomp filter (libseccomp, precompiled)");
-  else
+    c[3].mechanism = shk__xstrdup(f->connect_guard
+        ? "seccomp filter (libseccomp, precompiled); connect() guard (seccomp user notification)"
+        : "seccomp filter (libseccomp, precompiled)");
+  if (!f->seccomp)
     c[3].missing = shk__xstrdup("seccomp");
+  else if (!f->connect_guard)
+    c[3].missing = shk__xstrdup("connect() guard (needs Linux 5.8)");
 
   c[4] = (klass){ "privileges", ns ? LEVEL_FULL : LEVEL_NONE, NULL, NULL };
   if (ns)
@@ -141,7 +147,7 @@ int shk_cli_doctor(int argc, char **argv)
   shk_autofree char *version = bwrap_version(f.bwrap);
   klass c[6];
   classify(&f, c);
-  bool can_run = f.bwrap && f.userns && f.landlock_abi > 0 && f.seccomp;
+  bool can_run = f.bwrap && f.userns && f.landlock_abi > 0 && f.seccomp && f.connect_guard;
 
   if (json) {
     json_t *classes = json_array();
@@ -154,12 +160,12 @@ int shk_cli_doctor(int argc, char **argv)
       if (f.cgroup_controllers & (1u << i))
         json_array_append_new(ctl, json_string(names[i]));
     json_t *root = json_pack(
-        "{s:{s:s?, s:s?, s:b}, s:{s:b, s:s?}, s:{s:i}, s:{s:b},"
+        "{s:{s:s?, s:s?, s:b}, s:{s:b, s:s?}, s:{s:i}, s:{s:b, s:b},"
         " s:{s:b, s:s?, s:s?, s:o, s:s?}, s:o, s:b}",
         "bwrap", "path", f.bwrap, "version", version, "setuid", f.bwrap_setuid,
         "userns", "available", f.userns, "detail", f.userns_detail,
         "landlock", "abi", f.landlock_abi,
-        "seccomp", "available", f.seccomp,
+        "seccomp", "available", f.seccomp, "connect_guard", f.connect_guard,
         "cgroup", "v2", f.cgroup_v2, "mount", f.cgroup_mount, "parent", f.cgroup_parent,
         "controllers", ctl, "detail", f.cgroup_detail,
         "classes", classes, "can_run", can_run);

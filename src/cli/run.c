@@ -99,7 +99,7 @@ static pid_t fork_bwrap(const shk_sandbox_features *f, int go)
 }
 
 typedef struct degraded {
-  const char *lines[4];
+  const char *lines[5];
   size_t n;
 } degraded;
 
@@ -122,6 +122,10 @@ static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *
                        "TCP is not refused by Landlock";
   if (!f->seccomp)
     d->lines[d->n++] = "seccomp unavailable: no syscall filter";
+  else if (!f->connect_guard)
+    d->lines[d->n++] = "the connect() guard needs Linux 5.8 (seccomp listener, pidfd_getfd, "
+                       "openat2, statx mount id): host unix sockets in the read-only view "
+                       "stay connectable";
   if ((o->mem || o->pids || o->cpu_milli) && !cgroup_usable(f, o))
     d->lines[d->n++] = "cgroup v2 limits unavailable: --mem, --pids and --cpu are not enforced";
   if (d->n && !o->allow_degraded)
@@ -201,7 +205,7 @@ static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
       "capabilities", "all dropped (effective, permitted, inheritable, ambient, bounding)",
       "no-new-privs", 1, "keyring", "fresh session keyring", "new-session", 1,
       "die-with-parent", 1,
-      "unix-connect", f->seccomp ? "connect() mediated by the launcher (seccomp user "
+      "unix-connect", f->connect_guard ? "connect() mediated by the launcher (seccomp user "
                                    "notification): pathname sockets only on writable mounts"
                                  : "not mediated");
   json_t *report = json_pack("{s:i, s:o, s:o, s:o}", "version", 1, "asked", asked,
@@ -391,6 +395,7 @@ int shk_cli_run(int argc, char **argv)
     .net = o.net,
     .landlock = f.landlock_abi > 0,
     .seccomp = f.seccomp,
+    .guard = f.connect_guard,
     .sync_fd = sync[1],
     .command = o.command,
     .ncommand = o.ncommand,

@@ -68,7 +68,7 @@ static int send_ready(int sock, int listener)
 int shk_cli_stage2(int argc, char **argv)
 {
   shk_net_mode net = SHK_NET_NONE;
-  bool net_given = false, landlock = true, seccomp = true;
+  bool net_given = false, landlock = true, seccomp = true, guard = true;
   int sync_fd = -1;
   list ro = { 0 }, rw = { 0 }, dev = { 0 };
   int i = 1;
@@ -82,6 +82,8 @@ int shk_cli_stage2(int argc, char **argv)
       landlock = false;
     } else if (!strcmp(a, "--no-seccomp")) {
       seccomp = false;
+    } else if (!strcmp(a, "--no-guard")) {
+      guard = false;
     } else if (v && !strcmp(a, "--net")) {
       net_given = true;
       if (!strcmp(v, "none"))
@@ -145,12 +147,10 @@ int shk_cli_stage2(int argc, char **argv)
   free(rw.v);
   free(dev.v);
   int listener = -1;
-  if (seccomp) {
-    if ((listener = shk_sandbox_guard_install()) < 0)
-      shk__die(STAGE2_FAIL, "stage 2: connect() guard: %s", strerror(-listener));
-    if ((r = shk_sandbox_seccomp_apply(net)) < 0)
-      shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
-  }
+  if (seccomp && guard && (listener = shk_sandbox_guard_install()) < 0)
+    shk__die(STAGE2_FAIL, "stage 2: connect() guard: %s", strerror(-listener));
+  if (seccomp && (r = shk_sandbox_seccomp_apply(net)) < 0)
+    shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
   if (send_ready(sync_fd, listener) < 0)
     shk__die_errno(STAGE2_FAIL, "stage 2: sync socket");
   if (listener >= 0)

@@ -163,6 +163,8 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     push(&s, "--no-landlock");
   if (!l->seccomp)
     push(&s, "--no-seccomp");
+  if (!l->guard)
+    push(&s, "--no-guard");
   if (p->read_restricted) {
     for (const char *const *d = shk_sandbox_system_dirs; *d; d++)
       push2(&s, "--ll-ro", *d);

@@ -190,6 +190,22 @@ static void detect_cgroup(shk_sandbox_features *f)
                                       f->cgroup_controllers & SHK_CG_CPU ? "" : " cpu");
 }
 
+/* The connect() guard needs a seccomp listener (5.0), pidfd_getfd and
+ * openat2 (5.6) and the mount id from statx (5.8). Each probe below fails
+ * with EBADF or EFAULT where the call exists, ENOSYS where it does not. */
+static bool connect_guard_works(void)
+{
+  unsigned action = SECCOMP_RET_USER_NOTIF;
+  if (syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) < 0)
+    return false;
+  if (syscall(SYS_pidfd_getfd, -1, 0, 0) == 0 || errno == ENOSYS)
+    return false;
+  if (syscall(SYS_openat2, -1, NULL, NULL, 0) == 0 || errno == ENOSYS)
+    return false;
+  struct statx stx;
+  return statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID);
+}
+
 void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what)
 {
   memset(f, 0, sizeof *f);
@@ -205,6 +221,7 @@ void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what)
   f->landlock_abi = abi > 0 ? (int)abi : 0;
   unsigned action = SECCOMP_RET_KILL_PROCESS;
   f->seccomp = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
+  f->connect_guard = f->seccomp && connect_guard_works();
   if (what & SHK_DETECT_CGROUP)
     detect_cgroup(f);
 }
