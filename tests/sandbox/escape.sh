@@ -193,6 +193,10 @@ snap_take() { BEFORE=$(snapshot $SNAP); touch "$scratch/stamp"; }
 
 case $CASE in
   tcp) setup() { listener tcp; }; args() { echo tcp "$PORT"; }; effect() { logged; } ;;
+  tcp-proxy)
+    # Under --net proxy the command's loopback carries Shinken's bridges
+    # (3128, 1080, 53) and no other port of the host's.
+    setup() { listener tcp; RUN_OPTS="--net proxy"; }; args() { echo tcp "$PORT"; }; effect() { logged; } ;;
   udp) setup() { listener udp; }; args() { echo udp "$PORT"; }; effect() { logged; } ;;
   dns)
     # 127.0.0.1:53 is one port for the whole host: one dns case at a time.
