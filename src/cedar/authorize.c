@@ -58,7 +58,7 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
   resp->n_reasons = 0;
   resp->n_errors = 0;
 
-  shk__eval ev = { .es = es ? es : &empty_store, .scratch = pv->scratch };
+  shk__eval ev = { .es = es ? es : &empty_store, .folds = &ps->folds, .scratch = pv->scratch };
   ev.vars[SHK__VAR_PRINCIPAL] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->principal };
   ev.vars[SHK__VAR_ACTION] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->action };
   ev.vars[SHK__VAR_RESOURCE] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->resource };

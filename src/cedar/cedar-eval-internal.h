@@ -173,8 +173,25 @@ struct shk_cedar_request {
 
 /* ---------------------------------------------------------------- evaluation */
 
+/* Extension values built from literals (ip("10.0.0.0/8")), computed once
+ * per policy set rather than on every decision: an open-addressing table
+ * keyed by the call's node. */
+typedef struct shk__fold {
+  const shk__expr *call;
+  shk__value value;
+} shk__fold;
+
+typedef struct shk__folds {
+  shk__fold *slots;
+  size_t mask, n;
+} shk__folds;
+
+/* The folded value of a constructor call node, or NULL. */
+const shk__value *shk__folded(const shk__folds *f, const shk__expr *call);
+
 typedef struct shk__eval {
   const shk_cedar_entities *es;
+  const shk__folds *folds; /* may be NULL */
   shk__value vars[4];    /* indexed by shk__var */
   uint64_t var_hash[3];  /* of the principal, action and resource uids */
   const shk__entity *var_ent[3]; /* their entities, NULL when absent */
@@ -216,6 +233,7 @@ struct shk_cedar_policy_set {
   shk__scope_hash *hashes; /* parallel to pols */
   uint32_t *id_table;    /* pols by id: index + 1, 0 empty */
   size_t id_mask;
+  shk__folds folds;
   size_t n, cap;
   shk__anchor *anchors;
   size_t n_anchors, cap_anchors;

@@ -236,6 +236,11 @@ static int eval_bool(shk__eval *ev, const shk__expr *e, const char *op, bool *ou
 
 static int eval_call(shk__eval *ev, const shk__expr *e, shk__value *out)
 {
+  const shk__value *k = shk__fn_is_constructor(e->fn) ? shk__folded(ev->folds, e) : NULL;
+  if (k) {
+    *out = *k;
+    return 0;
+  }
   shk__value local[4];
   shk__value *args = e->n_items <= 4 ? local
                                      : shk__arena_alloc(ev->scratch, e->n_items * sizeof *args);

@@ -160,6 +160,63 @@ static void id_add(shk_cedar_policy_set *ps, uint32_t k)
   id_insert(ps->id_table, ps->id_mask, ps->ids[k], k);
 }
 
+const shk__value *shk__folded(const shk__folds *f, const shk__expr *call)
+{
+  if (!f || !f->n)
+    return NULL;
+  for (size_t i = ((uintptr_t)call >> 4) & f->mask;; i = (i + 1) & f->mask) {
+    if (f->slots[i].call == call)
+      return &f->slots[i].value;
+    if (!f->slots[i].call)
+      return NULL;
+  }
+}
+
+static void fold_insert(shk__folds *f, const shk__expr *call, shk__value v)
+{
+  size_t i = ((uintptr_t)call >> 4) & f->mask;
+  while (f->slots[i].call)
+    i = (i + 1) & f->mask;
+  f->slots[i] = (shk__fold){ call, v };
+}
+
+/* Computes, once, each extension constructor applied to a string literal.
+ * A literal the constructor refuses is left alone, so that the error still
+ * arises where the policy is evaluated. */
+static void fold(shk_cedar_policy_set *ps, const shk__expr *e)
+{
+  if (!e)
+    return;
+  fold(ps, e->a);
+  fold(ps, e->b);
+  fold(ps, e->c);
+  for (size_t i = 0; i < e->n_items; i++)
+    fold(ps, e->items[i]);
+  shk__value v;
+  shk__eval_error err;
+  /* A link shares its template's conditions: each node is folded once. */
+  if (e->kind != SHK__E_CALL || !shk__fn_is_constructor(e->fn) || e->n_items != 1 ||
+      e->items[0]->kind != SHK__E_STRING || shk__folded(&ps->folds, e))
+    return;
+  shk__value arg = { .kind = SHK__V_STRING, .s = e->items[0]->s };
+  if (shk__call_ext(e->fn, &arg, 1, ps->arena, &v, &err) < 0)
+    return;
+  shk__folds *f = &ps->folds;
+  if ((f->n + 1) * 2 > (f->slots ? f->mask + 1 : 0)) {
+    size_t size = f->slots ? (f->mask + 1) * 2 : 64;
+    shk__fold *old = f->slots;
+    size_t old_size = f->slots ? f->mask + 1 : 0;
+    f->slots = shk__xcalloc(size, sizeof *f->slots);
+    f->mask = size - 1;
+    for (size_t i = 0; i < old_size; i++)
+      if (old[i].call)
+        fold_insert(f, old[i].call, old[i].value);
+    free(old);
+  }
+  fold_insert(f, e, v);
+  f->n++;
+}
+
 static void append(shk_cedar_policy_set *ps, shk__policy *p)
 {
   if (ps->n == ps->cap) {
@@ -180,6 +237,8 @@ static void append(shk_cedar_policy_set *ps, shk__policy *p)
   ps->ids[ps->n] = shk__arena_strndup(ps->arena, p->id.p, p->id.n);
   id_add(ps, (uint32_t)ps->n);
   ps->n++;
+  for (size_t i = 0; !p->is_template && i < p->n_conds; i++)
+    fold(ps, p->conds[i].body);
   index_policy(ps, (uint32_t)ps->n - 1);
 }
 
@@ -215,6 +274,7 @@ void shk_cedar_policy_set_free(shk_cedar_policy_set *ps)
   free(ps->ids);
   free(ps->hashes);
   free(ps->id_table);
+  free(ps->folds.slots);
   shk__arena_free(ps->arena);
   free(ps);
 }

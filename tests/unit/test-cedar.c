@@ -397,6 +397,46 @@ static void test_bad_entities(void **state)
   }
 }
 
+/* A large set: only the policies whose scope can match are evaluated, yet
+ * every one that applies is found, including template links and policies
+ * anchored on an ancestor; literals are folded once per set. */
+static void test_many_policies(void **state)
+{
+  ctx *c = *state;
+  enum { N = 3000 };
+  size_t cap = (size_t)N * 200, n = 0;
+  char *text = malloc(cap);
+  for (int i = 0; i < N; i++)
+    n += (size_t)snprintf(text + n, cap - n,
+                          "permit(principal == User::\"u%d\", action, resource) when "
+                          "{ ip(\"10.0.0.%d\").isIpv4() };\n", i, i % 256);
+  n += (size_t)snprintf(text + n, cap - n,
+                        "permit(principal in Group::\"all\", action, resource) when "
+                        "{ principal.home.isInRange(ip(\"10.0.0.0/8\")) };\n"
+                        "permit(principal == ?principal, action, resource);\n");
+  shk_cedar_policy_set *ps = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_policy_set_parse(text, n, &ps, &err) < 0)
+    fail_msg("parse: %s", err.message);
+  free(text);
+  char id[32], tmpl[32];
+  snprintf(tmpl, sizeof tmpl, "policy%d", N + 1);
+  for (int i = 0; i < 500; i++) {
+    snprintf(id, sizeof id, "link%d", i);
+    assert_int_equal(shk_cedar_policy_set_link(ps, tmpl, id, i == 499 ? "User::\"alice\"" : "User::\"x\"",
+                                               NULL, &err), 0);
+  }
+  shk_cedar_response resp = { 0 };
+  assert_int_equal(shk_cedar_is_authorized(ps, c->es, c->req, &resp), 0);
+  assert_int_equal(resp.decision, SHK_CEDAR_ALLOW);
+  assert_int_equal(resp.n_reasons, 2);
+  snprintf(id, sizeof id, "policy%d", N);
+  assert_string_equal(resp.reasons[0], id);
+  assert_string_equal(resp.reasons[1], "link499");
+  shk_cedar_response_clear(&resp);
+  shk_cedar_policy_set_free(ps);
+}
+
 /* The same entity given twice, identically, is accepted. */
 static void test_duplicate_entities(void **state)
 {
@@ -653,6 +693,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(test_combination, setup, teardown),
     cmocka_unit_test_setup_teardown(test_templates, setup, teardown),
     cmocka_unit_test(test_bad_entities),
+    cmocka_unit_test_setup_teardown(test_many_policies, setup, teardown),
     cmocka_unit_test(test_duplicate_entities),
     cmocka_unit_test(test_deep_hierarchy),
     cmocka_unit_test(test_schema_json),
