@@ -193,6 +193,12 @@ snap_take() { BEFORE=$(snapshot $SNAP); touch "$scratch/stamp"; }
 
 case $CASE in
   tcp) setup() { listener tcp; }; args() { echo tcp "$PORT"; }; effect() { logged; } ;;
+  proxy-loopback)
+    # Shinken's own proxies, asked for the host's loopback. The control
+    # shows the listener reachable directly (no proxy runs outside).
+    setup() { listener tcp; RUN_OPTS="--net proxy"; }
+    args() { if [ "$phase" = control ]; then echo tcp "$PORT"; else echo proxy-loopback "$PORT"; fi; }
+    effect() { logged; } ;;
   tcp-proxy)
     # Under --net proxy the command's loopback carries Shinken's bridges
     # (3128, 1080, 53) and no other port of the host's.

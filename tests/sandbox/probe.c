@@ -230,6 +230,61 @@ static int probe_egress(int argc, char **argv)
   return verdict();
 }
 
+/* Sends REQ over a TCP connection to 127.0.0.1:PORT and prints the first
+ * line of the answer. */
+static void ask_loopback(const char *route, int port, const void *req, size_t len,
+                         const void *req2, size_t len2)
+{
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sin = loopback(port);
+  if (s < 0 || connect(s, (struct sockaddr *)&sin, sizeof sin) < 0) {
+    note(route, errno, 0);
+    if (s >= 0)
+      close(s);
+    return;
+  }
+  struct timeval tv = { 3, 0 };
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  unsigned char buf[256];
+  ssize_t n = send(s, req, len, MSG_NOSIGNAL);
+  if (n >= 0 && req2) {
+    /* SOCKS5: the method answer first, then the request. */
+    n = recv(s, buf, 2, 0);
+    if (n == 2)
+      n = send(s, req2, len2, MSG_NOSIGNAL);
+  }
+  n = n < 0 ? n : recv(s, buf, sizeof buf - 1, 0);
+  if (n > 0) {
+    buf[n] = 0;
+    printf("  answer: %.60s\n", req2 ? (buf[1] == 0 ? "SOCKS5 granted" : "SOCKS5 refused") : (char *)buf);
+  }
+  note(route, n < 0 ? errno : 0, 0);
+  close(s);
+}
+
+/* Asks Shinken's proxies inside the sandbox (HTTP 127.0.0.1:3128, SOCKS5
+ * 127.0.0.1:1080) for the host's loopback listener at PORT: nothing was
+ * granted, and loopback is never a destination. */
+static int probe_proxy_loopback(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: proxy-loopback PORT");
+  int port = (int)num(argv[0]);
+  char req[256];
+  int n = snprintf(req, sizeof req, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port, port);
+  ask_loopback("HTTP CONNECT 127.0.0.1:PORT through 127.0.0.1:3128", 3128, req, (size_t)n, NULL, 0);
+  n = snprintf(req, sizeof req, "GET http://localhost:%d/ HTTP/1.1\r\nHost: localhost:%d\r\n\r\n", port, port);
+  ask_loopback("HTTP GET http://localhost:PORT/ through 127.0.0.1:3128", 3128, req, (size_t)n, NULL, 0);
+  static const unsigned char hello[] = { 5, 1, 0 };
+  unsigned char ip4[10] = { 5, 1, 0, 1, 127, 0, 0, 1, (unsigned char)(port >> 8), (unsigned char)port };
+  ask_loopback("SOCKS5 CONNECT 127.0.0.1:PORT through 127.0.0.1:1080", 1080, hello, sizeof hello, ip4, sizeof ip4);
+  unsigned char dom[32] = { 5, 1, 0, 3, 9, 'l', 'o', 'c', 'a', 'l', 'h', 'o', 's', 't' };
+  dom[14] = (unsigned char)(port >> 8);
+  dom[15] = (unsigned char)port;
+  ask_loopback("SOCKS5 CONNECT localhost:PORT through 127.0.0.1:1080", 1080, hello, sizeof hello, dom, 16);
+  return verdict();
+}
+
 static int probe_tcp(int argc, char **argv)
 {
   if (argc != 1)
@@ -1921,6 +1976,7 @@ struct entry {
 static const struct entry entries[] = {
   { "tcp", probe_tcp },
   { "egress", probe_egress },
+  { "proxy-loopback", probe_proxy_loopback },
   { "udp", probe_udp },
   { "dns", probe_dns },
   { "packet", probe_packet },
