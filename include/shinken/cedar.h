@@ -130,6 +130,25 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
 void shk_cedar_response_clear(shk_cedar_response *resp);
 
 
+/* ---- formats ---- */
+
+/* The set's policies and templates as formatted Cedar text (malloc'd);
+ * parsing it gives the same policies. Links are not part of the text. */
+char *shk_cedar_policy_set_to_text(const shk_cedar_policy_set *ps);
+/* The set in the reference's JSON policy format (EST): {"staticPolicies",
+ * "templates", "templateLinks"} (malloc'd). */
+char *shk_cedar_policy_set_to_json(const shk_cedar_policy_set *ps);
+/* Reads one policy or a policy set in the JSON policy format. Policies get
+ * the ids policy0, policy1, ... in the order they appear. */
+int shk_cedar_policy_set_parse_json(const char *json, size_t len, shk_cedar_policy_set **out,
+                                    shk_cedar_error *err);
+
+/* The schema in the JSON form and in the .cedarschema form (malloc'd),
+ * written from its resolved form: names fully qualified, common types
+ * inlined. Either parses back to the same entity types and actions. */
+char *shk_cedar_schema_to_json(const shk_cedar_schema *s);
+char *shk_cedar_schema_to_text(const shk_cedar_schema *s);
+
 /* ---- policy metadata ---- */
 
 /* The id of the i-th policy, template or link of the set (file order). */
