@@ -67,9 +67,8 @@ static inline bool shk__value_eq(const shk__value *a, const shk__value *b)
 {
   return shk__value_cmp(a, b) == 0;
 }
-/* Sorts and deduplicates items[0..n) in place; returns the new count. */
-size_t shk__value_canon(shk__value *items, size_t n);
-/* Builds a set in `a` from items (which it sorts in place). */
+/* Builds a set in `a` from items, which it sorts and deduplicates in
+ * place. */
 const shk__set *shk__set_make(shk__arena *a, shk__value *items, size_t n);
 /* Looks `key` up; NULL when absent. */
 const shk__value *shk__record_get(const shk__record *r, shk__str key);
@@ -199,9 +198,6 @@ typedef struct shk__eval {
   shk__eval_error err;
 } shk__eval;
 
-/* Evaluates a policy condition or any expression; returns 0 or -1 with
- * ev->err filled. */
-int shk__eval_expr(shk__eval *ev, const shk__expr *e, shk__value *out);
 /* The shk__uid_hash of each entity in a policy's scope, computed once. */
 typedef struct shk__scope_hash {
   uint64_t principal, action, resource;

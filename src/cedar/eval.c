@@ -433,12 +433,6 @@ static int eval(shk__eval *ev, const shk__expr *e, shk__value *out)
   return shk__fail(&ev->err, SHK__ERR_TYPE, "unknown expression");
 }
 
-int shk__eval_expr(shk__eval *ev, const shk__expr *e, shk__value *out)
-{
-  ev->err.kind = SHK__ERR_NONE;
-  return eval(ev, e, out);
-}
-
 /* One scope constraint on request variable `v`; never an error (an entity
  * missing from the store is `in` only itself). `h` is the hash of the
  * scope's entity, `hl` those of an action list. */

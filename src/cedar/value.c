@@ -120,7 +120,7 @@ static int qsort_cmp(const void *a, const void *b)
   return shk__value_cmp(a, b);
 }
 
-size_t shk__value_canon(shk__value *items, size_t n)
+static size_t canon(shk__value *items, size_t n)
 {
   if (n < 2)
     return n;
@@ -142,7 +142,7 @@ size_t shk__value_canon(shk__value *items, size_t n)
 const shk__set *shk__set_make(shk__arena *a, shk__value *items, size_t n)
 {
   shk__set *s = shk__arena_alloc(a, sizeof *s);
-  s->n = shk__value_canon(items, n);
+  s->n = canon(items, n);
   s->items = items;
   return s;
 }
