@@ -233,7 +233,7 @@ case $CASE in
     # shellcheck disable=SC2086
     $AS "$SHINKEN" run -- /bin/sh -c 'touch started; exec sleep 60' "shk-dwp-$$" &
     bgpid=$!
-    i=0; while [ ! -e "$ws/started" ]; do i=$((i + 1)); [ $i -gt 200 ] && fail "did not start"; sleep 0.05; done
+    i=0; while [ ! -e "$ws/started" ]; do i=$((i + 1)); [ $i -gt 400 ] && fail "did not start"; sleep 0.05; done
     kill -KILL "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
     survivors "shk-dwp-$$" ;;
   dies-with-parent-early)

@@ -86,7 +86,7 @@ wait_file() {
   i=0
   while [ ! -s "$1" ]; do
     i=$((i + 1))
-    [ $i -gt 100 ] && fail "fixture did not start ($1)"
+    [ $i -gt 400 ] && fail "fixture did not start ($1)"
     sleep 0.05
   done
 }

@@ -20,7 +20,7 @@ listen_start() {
   LPID=$!
   i=0
   while [ ! -s "$scratch/ready" ]; do
-    i=$((i + 1)); [ $i -gt 100 ] && fail "the listener did not start"
+    i=$((i + 1)); [ $i -gt 400 ] && fail "the listener did not start"
     sleep 0.05
   done
   LPORT=$(cat "$scratch/ready")
