@@ -484,7 +484,7 @@ static px parse_primary(parser *p)
       e->uid = finish_ref(p, &x);
       return px_expr(e);
     }
-    if (!x.qualified && x.s.n != 0) {
+    if (!x.qualified) {
       switch (kw) {
       case SHK__KW_PRINCIPAL:
         return (px){ .k = PX_VAR, .loc = loc, .var = SHK__VAR_PRINCIPAL };

@@ -179,11 +179,16 @@ static shk__type *entity_type(resolver *r, shk__str fq)
   return t;
 }
 
-/* A name that may be a common type (when `common`), an entity type (when
- * `entity`; in a type, which is when `common` is also set, the action
- * entity types count, as in the reference) or a built-in; NULL when it is
- * none of those. */
-static shk__type *lookup_type(resolver *r, shk__str name, shk__str ns, bool common, bool entity)
+/* What a name may denote where it is written. */
+enum {
+  LK_COMMON = 1, /* a common type, or a built-in type */
+  LK_ENTITY = 2, /* a declared entity type */
+  LK_ACTION = 4, /* an action entity type ("NS::Action"), valid in types */
+};
+
+/* Looks a name up among the kinds in `what`, trying NS::name and then name
+ * for an unqualified name, common types first; NULL when it is none of them. */
+static shk__type *lookup_type(resolver *r, shk__str name, shk__str ns, unsigned what)
 {
   shk__str cand[2];
   size_t nc = 0;
@@ -196,14 +201,14 @@ static shk__type *lookup_type(resolver *r, shk__str name, shk__str ns, bool comm
   }
   for (size_t i = 0; i < nc; i++) {
     const hentry *e;
-    if (common && (e = hmap_get(&r->com, cand[i], NONE)))
+    if ((what & LK_COMMON) && (e = hmap_get(&r->com, cand[i], NONE)))
       return resolve_common(r, e->val);
-    if (entity && (e = hmap_get(&r->ent, cand[i], NONE)))
+    if ((what & LK_ENTITY) && (e = hmap_get(&r->ent, cand[i], NONE)))
       return entity_type(r, r->ent_fq[e->val]);
-    if (entity && common && (e = hmap_get(r->action_types, cand[i], NONE)))
+    if ((what & LK_ACTION) && (e = hmap_get(r->action_types, cand[i], NONE)))
       return entity_type(r, e->a);
   }
-  if (!common)
+  if (!(what & LK_COMMON))
     return NULL;
   if (!qualified(name))
     return builtin(r, name);
@@ -215,7 +220,7 @@ static shk__type *lookup_type(resolver *r, shk__str name, shk__str ns, bool comm
 /* An entity type name as written in namespace ns, fully qualified. */
 static shk__str resolve_etype_name(resolver *r, shk__str name, shk__str ns, shk__loc loc)
 {
-  shk__type *t = lookup_type(r, name, ns, false, true);
+  shk__type *t = lookup_type(r, name, ns, LK_ENTITY);
   if (!t)
     rfail(r, loc, "failed to resolve type: %.*s", (int)name.n, name.p);
   return t->name;
@@ -280,14 +285,12 @@ static shk__type *resolve(resolver *r, const shk__st *st, shk__str ns)
   }
   case SHK__ST_REF:
   case SHK__ST_COMMON:
-    t = lookup_type(r, st->name, ns, true, st->kind == SHK__ST_REF);
+    t = lookup_type(r, st->name, ns, st->kind == SHK__ST_REF ? LK_COMMON | LK_ENTITY | LK_ACTION : LK_COMMON);
     if (!t)
       rfail(r, st->loc, "failed to resolve type: %.*s", (int)st->name.n, st->name.p);
     break;
   case SHK__ST_ENTITY:
-    t = lookup_type(r, st->name, ns, false, true);
-    if (!t && (t = lookup_type(r, st->name, ns, true, true)) && t->kind != SHK__T_ENTITY)
-      t = NULL; /* an action entity type, but not a common type */
+    t = lookup_type(r, st->name, ns, LK_ENTITY | LK_ACTION);
     if (!t)
       rfail(r, st->loc, "failed to resolve type: %.*s", (int)st->name.n, st->name.p);
     break;
