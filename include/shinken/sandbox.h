@@ -98,6 +98,7 @@ typedef struct shk_sandbox_env {
   const char *cwd;      /* resolved */
   const char *homes[2]; /* $HOME and the password database's; NULL when absent */
   const char *path;     /* $PATH; may be NULL */
+  bool root;            /* the caller is root outside */
 } shk_sandbox_env;
 
 typedef struct shk_sandbox_plan {

@@ -336,7 +336,8 @@ int shk_cli_run(int argc, char **argv)
   if (!getcwd(cwd, sizeof cwd))
     shk__die_errno(RUN_FAIL, "run: current directory");
   struct passwd *pw = getpwuid(getuid());
-  shk_sandbox_env env = { cwd, { getenv("HOME"), pw ? pw->pw_dir : NULL }, getenv("PATH") };
+  shk_sandbox_env env = { cwd, { getenv("HOME"), pw ? pw->pw_dir : NULL }, getenv("PATH"),
+                          geteuid() == 0 };
   shk_sandbox_plan plan;
   if (shk_sandbox_plan_build(&o, &env, &plan, &err) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "bad paths");

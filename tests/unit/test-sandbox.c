@@ -358,6 +358,18 @@ static void test_defaults(void **state)
   assert_null(find(&p, at("cwd")));
   shk_sandbox_plan_free(&p);
   shk_sandbox_opts o;
+  /* A root caller gets the host's password hashes masked. */
+  struct stat st;
+  if (stat("/etc/shadow", &st) == 0) {
+    shk_sandbox_opts_init(&o);
+    char *targv[] = { (char *)"true" }, *terr = NULL;
+    assert_int_equal(shk_sandbox_opts_parse(&o, 1, targv, &terr), 0);
+    shk_sandbox_env renv = { at("cwd"), { NULL, NULL }, NULL, true };
+    assert_int_equal(shk_sandbox_plan_build(&o, &renv, &p, &terr), 0);
+    assert_int_equal(find(&p, "/etc/shadow")->kind, SHK_MOUNT_DEV_NULL);
+    shk_sandbox_plan_free(&p);
+    shk_sandbox_opts_free(&o);
+  }
   shk_sandbox_opts_init(&o);
   char *argv[] = { (char *)"--read-only", (char *)"true" }, *err = NULL;
   assert_int_equal(shk_sandbox_opts_parse(&o, 2, argv, &err), 0);

@@ -35,6 +35,15 @@ static const char *const home_readonly[] = {
   ".zprofile", ".zlogin", ".config/fish/", ".config/shinken/", NULL,
 };
 
+/* For a caller that is root outside, who stays the owner of root's files
+ * inside (kuid 0, no capability needed for that): the usual owner-only
+ * secrets of the host. Any other such file is readable (docs/sandbox.md). */
+static const char *const root_masked[] = {
+  "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+  "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key",
+  "/etc/ssh/ssh_host_dsa_key", NULL,
+};
+
 /* Inside every writable root: what git would run or obey later. */
 static const char *const git_readonly[] = { ".git/hooks/", ".git/config", NULL };
 
@@ -551,6 +560,8 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
       r = protect_home(&b, env->homes[i]);
   if (r == 0)
     r = protect_path_dirs(&b, env->path);
+  for (const char *const *m = root_masked; env->root && *m && r == 0; m++)
+    r = protect(&b, *m, SHK_ACCESS_DENY, false);
   if (r == 0)
     r = protect_git(&b);
   if (r < 0)
