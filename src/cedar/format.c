@@ -310,6 +310,46 @@ static void scope(shk__buf *b, const char *var, const shk__scope *s, const char 
     shk__buf_uid(b, s->uid);
 }
 
+/* A condition on one line when it is short; otherwise a chain of || (or of
+ * &&) at its top is split with one operand per line, which is how people
+ * write long conditions and what keeps a diff of one operand one line. */
+static void condition(shk__buf *b, const shk__expr *body)
+{
+  shk__buf one = { 0 };
+  expr(&one, body, P_IF);
+  if (one.len <= 72 || (body->kind != SHK__E_OR && body->kind != SHK__E_AND)) {
+    shk__buf_puts(b, " ");
+    shk__buf_put(b, one.p, one.len);
+    shk__buf_puts(b, " ");
+    free(one.p);
+    return;
+  }
+  free(one.p);
+  /* Left-associative: the chain's operands are the left spine's right
+   * children, in reverse. */
+  shk__expr_kind k = body->kind;
+  size_t n = 1;
+  for (const shk__expr *e = body; e->kind == k; e = e->a)
+    n++;
+  const shk__expr **ops = shk__xcalloc(n, sizeof *ops);
+  size_t i = n;
+  const shk__expr *e = body;
+  for (; e->kind == k; e = e->a)
+    ops[--i] = e->b;
+  ops[--i] = e;
+  int level = k == SHK__E_OR ? P_OR : P_AND;
+  for (i = 0; i < n; i++) {
+    shk__buf_puts(b, i ? "\n  " : "\n  ");
+    if (i)
+      shk__buf_puts(b, k == SHK__E_OR ? "|| " : "&& ");
+    /* The first operand sits on the spine (left side), the others on the
+     * right side, which binds one level tighter. */
+    sub(b, ops[i], i ? level + 1 : level);
+  }
+  shk__buf_puts(b, "\n");
+  free(ops);
+}
+
 void shk__format_policy(shk__buf *b, const shk__policy *p)
 {
   for (size_t i = 0; i < p->n_annots; i++) {
@@ -327,9 +367,9 @@ void shk__format_policy(shk__buf *b, const shk__policy *p)
   scope(b, "resource", &p->resource, "?resource");
   shk__buf_puts(b, "\n)");
   for (size_t i = 0; i < p->n_conds; i++) {
-    shk__buf_puts(b, p->conds[i].is_when ? "\nwhen { " : "\nunless { ");
-    expr(b, p->conds[i].body, P_IF);
-    shk__buf_puts(b, " }");
+    shk__buf_puts(b, p->conds[i].is_when ? "\nwhen {" : "\nunless {");
+    condition(b, p->conds[i].body);
+    shk__buf_puts(b, "}");
   }
   shk__buf_puts(b, ";\n");
 }
