@@ -90,6 +90,43 @@ static shk_cedar_policy_set *load_policies(const char *path)
   return ps;
 }
 
+/* Links templates as the official CLI's --template-linked file says: an
+ * array of {"template_id", "link_id", "args": {"?principal": "T::\"id\"",
+ * "?resource": ...}}. Any bad entry is bad input: nothing is half-linked
+ * into a decision. */
+static void load_links(shk_cedar_policy_set *ps, const char *path)
+{
+  json_error_t jerr;
+  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+  if (!root)
+    shk__die(EXIT_BAD_INPUT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
+  if (!json_is_array(root))
+    shk__die(EXIT_BAD_INPUT, "%s: expected an array of template links", path);
+  size_t i;
+  json_t *l;
+  json_array_foreach(root, i, l) {
+    const char *tid = json_string_value(json_object_get(l, "template_id"));
+    const char *lid = json_string_value(json_object_get(l, "link_id"));
+    json_t *args = json_object_get(l, "args");
+    if (!tid || !lid || (args && !json_is_object(args)) || json_object_size(l) != (args ? 3u : 2u))
+      shk__die(EXIT_BAD_INPUT, "%s: link %zu: expected {\"template_id\", \"link_id\", \"args\"}", path, i);
+    const char *slot[2] = { NULL, NULL };
+    const char *key;
+    json_t *v;
+    json_object_foreach(args, key, v) {
+      int k = !strcmp(key, "?principal") ? 0 : !strcmp(key, "?resource") ? 1 : -1;
+      if (k < 0 || !json_is_string(v))
+        shk__die(EXIT_BAD_INPUT, "%s: link %zu: args take \"?principal\" and \"?resource\", each an entity "
+                                 "like User::\"alice\"", path, i);
+      slot[k] = json_string_value(v);
+    }
+    shk_cedar_error err = { 0 };
+    if (shk_cedar_policy_set_link(ps, tid, lid, slot[0], slot[1], &err) < 0)
+      shk__die(EXIT_BAD_INPUT, "%s: link %zu (%s): %s", path, i, lid, err.message);
+  }
+  json_decref(root);
+}
+
 static shk_cedar_entities *load_entities(const char *path, const shk_cedar_schema *schema)
 {
   size_t len;
@@ -175,7 +212,7 @@ static void put_text_response(FILE *f, const shk_cedar_policy_set *ps, const shk
 static const char authorize_usage[] =
   "usage: shinken cedar authorize -p|--policies FILE -e|--entities FILE [-s|--schema FILE]\n"
   "         (--request-json FILE | -l|--principal P -a|--action A -r|--resource R\n"
-  "          [-c|--context FILE] | --requests FILE.jsonl) [--json]\n";
+  "          [-c|--context FILE] | --requests FILE.jsonl) [-k|--template-linked FILE] [--json]\n";
 
 /* Reports an unknown option or a missing argument in one line. getopt's
  * own messages are turned off so that every complaint has the same form. */
@@ -239,19 +276,20 @@ static int cmd_authorize(int argc, char **argv)
     { "context", required_argument, NULL, 'c' },
     { "request-json", required_argument, NULL, 'j' },
     { "requests", required_argument, NULL, 'b' },
+    { "template-linked", required_argument, NULL, 'k' },
     { "json", no_argument, NULL, 'J' },
     { "help", no_argument, NULL, 'h' },
     { 0 },
   };
   const char *policies = NULL, *entities = NULL, *schema_path = NULL, *schema_fmt = NULL;
   const char *principal = NULL, *action = NULL, *resource = NULL, *context = NULL;
-  const char *request_json = NULL, *requests = NULL;
+  const char *request_json = NULL, *requests = NULL, *links = NULL;
   bool json = false;
   int opt;
   optind = 1;
   opterr = 0;
   /* The short options are the official CLI's (-l for the principal). */
-  while ((opt = getopt_long(argc, argv, ":p:e:s:l:a:r:c:", opts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":p:e:s:l:a:r:c:k:", opts, NULL)) != -1) {
     switch (opt) {
     case 'p': policies = optarg; break;
     case 'e': entities = optarg; break;
@@ -263,6 +301,7 @@ static int cmd_authorize(int argc, char **argv)
     case 'c': context = optarg; break;
     case 'j': request_json = optarg; break;
     case 'b': requests = optarg; break;
+    case 'k': links = optarg; break;
     case 'J': json = true; break;
     case 'h': fputs(authorize_usage, stdout); return 0;
     default: die_usage("authorize", argc, argv, opt);
@@ -285,6 +324,8 @@ static int cmd_authorize(int argc, char **argv)
 
   shk_cedar_schema *schema = load_schema(schema_path, schema_fmt);
   shk_cedar_policy_set *ps = load_policies(policies);
+  if (links)
+    load_links(ps, links);
   shk_cedar_entities *es = load_entities(entities, schema);
   int status;
   if (requests) {

@@ -131,4 +131,18 @@ expect 0 $SHINKEN cedar conformance --root "$tmp/conf" "$tmp/conf/allow.json"
 expect 1 $SHINKEN cedar conformance --root "$tmp/conf" "$tmp/conf/deny.json" "$tmp/conf/allow.json"
 [ "$(tail -n 1 "$tmp/out")" = "1 passed, 1 failed" ] || fail "conformance failure not counted: $(cat "$tmp/out")"
 grep -q '^FAIL .*deny.json: alice reads d: expected deny' "$tmp/out" || fail "failure not described: $(cat "$tmp/out")"
+# Template links: the linked policy decides, under its link id; a link to
+# a missing template, or with a slot the template lacks, is bad input.
+printf 'permit (principal == ?principal, action, resource in ?resource);\n' >"$tmp/t.cedar"
+printf '[{"uid":{"type":"Doc","id":"d1"},"attrs":{},"parents":[{"type":"Folder","id":"docs"}]}]' >"$tmp/te.json"
+printf '[{"template_id":"policy0","link_id":"alice-docs","args":{"?principal":"User::\\"alice\\"","?resource":"Folder::\\"docs\\""}}]' >"$tmp/links.json"
+tauth="$SHINKEN cedar authorize --policies $tmp/t.cedar --entities $tmp/te.json --template-linked $tmp/links.json --action Action::\"read\" --resource Doc::\"d1\""
+expect 0 $tauth --principal 'User::"alice"' --json
+grep -q '"alice-docs"' "$tmp/out" || fail "link id not the reason: $(cat "$tmp/out")"
+expect 2 $tauth --principal 'User::"bob"'
+expect 2 $SHINKEN cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d1"'
+printf '[{"template_id":"nope","link_id":"x","args":{}}]' >"$tmp/l2.json"
+bad_input "no template" $SHINKEN cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --template-linked "$tmp/l2.json" --principal 'User::"a"' --action 'Action::"r"' --resource 'Doc::"d1"'
+printf '[{"template_id":"policy0","link_id":"y","args":{"?principal":"User::\\"a\\"","?other":"X::\\"1\\""}}]' >"$tmp/l3.json"
+bad_input "?principal" $SHINKEN cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --template-linked "$tmp/l3.json" --principal 'User::"a"' --action 'Action::"r"' --resource 'Doc::"d1"'
 echo "cedar CLI: all checks passed"
