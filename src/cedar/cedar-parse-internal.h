@@ -112,6 +112,9 @@ void shk__set_error(shk_cedar_error *err, shk__loc loc, const char *fmt, ...)
 /* Names a token for messages: "`foo`", "end of input". Uses buf. */
 const char *shk__tok_describe(const shk__tok *t, char *buf, size_t n);
 
+/* How a token kind is written in messages ("`;`", "a string"). */
+const char *shk__tk_spelling(shk__tk k);
+
 /* A growable array in an arena: doubles, so the total copy cost is linear. */
 void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem);
 #define SHK__PUSH(a, arr, n, cap)                                              \

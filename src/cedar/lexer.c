@@ -595,6 +595,47 @@ const char *shk__tok_describe(const shk__tok *t, char *buf, size_t n)
   return buf;
 }
 
+const char *shk__tk_spelling(shk__tk k)
+{
+  switch (k) {
+  case SHK__TK_EOF: return "end of input";
+  case SHK__TK_IDENT: return "an identifier";
+  case SHK__TK_NUMBER: return "a number";
+  case SHK__TK_STRING: return "a string";
+  case SHK__TK_SLOT: return "a template slot";
+  case SHK__TK_AT: return "`@`";
+  case SHK__TK_DOT: return "`.`";
+  case SHK__TK_COMMA: return "`,`";
+  case SHK__TK_SEMI: return "`;`";
+  case SHK__TK_COLON: return "`:`";
+  case SHK__TK_COLONCOLON: return "`::`";
+  case SHK__TK_LPAREN: return "`(`";
+  case SHK__TK_RPAREN: return "`)`";
+  case SHK__TK_LBRACE: return "`{`";
+  case SHK__TK_RBRACE: return "`}`";
+  case SHK__TK_LBRACKET: return "`[`";
+  case SHK__TK_RBRACKET: return "`]`";
+  case SHK__TK_EQEQ: return "`==`";
+  case SHK__TK_NE: return "`!=`";
+  case SHK__TK_LT: return "`<`";
+  case SHK__TK_LE: return "`<=`";
+  case SHK__TK_GE: return "`>=`";
+  case SHK__TK_GT: return "`>`";
+  case SHK__TK_OROR: return "`||`";
+  case SHK__TK_ANDAND: return "`&&`";
+  case SHK__TK_PLUS: return "`+`";
+  case SHK__TK_MINUS: return "`-`";
+  case SHK__TK_STAR: return "`*`";
+  case SHK__TK_SLASH: return "`/`";
+  case SHK__TK_PERCENT: return "`%`";
+  case SHK__TK_BANG: return "`!`";
+  case SHK__TK_EQ: return "`=`";
+  case SHK__TK_QUESTION: return "`?`";
+  case SHK__TK_ERROR: break;
+  }
+  return "a token";
+}
+
 void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem)
 {
   size_t nc = *cap ? *cap * 2 : 4;

@@ -68,8 +68,13 @@ static inline bool accept(parser *p, shk__tk k)
 
 static void expect(parser *p, shk__tk k)
 {
-  if (!accept(p, k))
-    unexpected(p);
+  if (accept(p, k))
+    return;
+  char buf[64];
+  if (p->t.kind == SHK__TK_ERROR)
+    fail_at(p, p->t.loc, "%s", p->lx.error);
+  fail_at(p, p->t.loc, "unexpected token %s, expected %s", shk__tok_describe(&p->t, buf, sizeof(buf)),
+          shk__tk_spelling(k));
 }
 
 static inline bool at_kw(parser *p, shk__kw kw)

@@ -65,8 +65,13 @@ static bool saccept(sparser *p, shk__tk k)
 
 static void sexpect(sparser *p, shk__tk k)
 {
-  if (!saccept(p, k))
-    sunexpected(p);
+  if (saccept(p, k))
+    return;
+  char buf[64];
+  if (p->t.kind == SHK__TK_ERROR)
+    sfail(p, p->t.loc, "%s", p->lx.error);
+  sfail(p, p->t.loc, "unexpected token %s, expected %s", shk__tok_describe(&p->t, buf, sizeof(buf)),
+        shk__tk_spelling(k));
 }
 
 /* The current token is the identifier `word` (schema keywords are
