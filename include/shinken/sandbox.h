@@ -165,6 +165,10 @@ enum {
   SHK_CG_CPU = 1 << 2,
 };
 
+/* The cgroup v1 hierarchies used (index i < SHK_CG1_FREEZER is SHK_CG_* bit
+ * i); the freezer stops a session before it is killed. */
+enum { SHK_CG1_MEMORY, SHK_CG1_PIDS, SHK_CG1_CPU, SHK_CG1_FREEZER, SHK_CG1_N };
+
 typedef struct shk_sandbox_features {
   char *bwrap;         /* path of bwrap, NULL when not found */
   bool bwrap_setuid;
@@ -178,6 +182,12 @@ typedef struct shk_sandbox_features {
   char *cgroup_parent; /* where session cgroups go, NULL when none usable */
   unsigned cgroup_controllers; /* SHK_CG_* available at cgroup_parent */
   char *cgroup_detail;
+  /* The fallback where cgroup v2 lacks the controllers (a hybrid host):
+   * cgroup_parent is then NULL, cgroup_controllers are those of the v1
+   * hierarchies, and cgroup_v1_parent holds where session cgroups go in each
+   * hierarchy (SHK_CG1_*), NULL where none is usable by this caller. */
+  bool cgroup_v1;
+  char *cgroup_v1_parent[SHK_CG1_N];
 } shk_sandbox_features;
 
 enum {
@@ -194,6 +204,11 @@ void shk_sandbox_features_free(shk_sandbox_features *f);
 typedef struct shk_sandbox_cgroup {
   char *path;  /* the session cgroup */
   int procs_fd; /* its cgroup.procs, open for a child to join */
+  /* With cgroup v1: the session cgroup in each hierarchy (SHK_CG1_*), NULL
+   * where none, each with its cgroup.procs open; `path` then repeats the
+   * first of them. */
+  char *v1[SHK_CG1_N];
+  int v1_procs[SHK_CG1_N];
 } shk_sandbox_cgroup;
 
 /* Creates a session cgroup under f->cgroup_parent with the limits of `o`. */

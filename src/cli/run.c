@@ -108,7 +108,7 @@ static bool cgroup_usable(const shk_sandbox_features *f, const shk_sandbox_opts 
 {
   unsigned need = (o->mem ? SHK_CG_MEMORY : 0) | (o->pids ? SHK_CG_PIDS : 0) |
                   (o->cpu_milli ? SHK_CG_CPU : 0);
-  return f->cgroup_parent && (f->cgroup_controllers & need) == need;
+  return (f->cgroup_parent || f->cgroup_v1) && (f->cgroup_controllers & need) == need;
 }
 
 static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *o, degraded *d)
@@ -127,7 +127,7 @@ static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *
                        "openat2, statx mount id): host unix sockets in the read-only view "
                        "stay connectable";
   if ((o->mem || o->pids || o->cpu_milli) && !cgroup_usable(f, o))
-    d->lines[d->n++] = "cgroup v2 limits unavailable: --mem, --pids and --cpu are not enforced";
+    d->lines[d->n++] = "cgroup limits unavailable: --mem, --pids and --cpu are not enforced";
   if (d->n && !o->allow_degraded)
     shk__die(RUN_FAIL, "%s (see 'shinken doctor'; --allow-degraded runs without it); "
              "nothing was run", d->lines[0]);
@@ -185,7 +185,16 @@ static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
   if (o->cpu_milli)
     snprintf(cpumax, sizeof cpumax, "%u 100000", o->cpu_milli * 100);
   bool cg_on = cg->path != NULL;
-  json_t *cgroup = json_pack("{s:b, s:o, s:o, s:o, s:o}", "enforced", cg_on,
+  /* With cgroup v1 the limits sit in one cgroup per hierarchy. */
+  json_t *cgpaths = json_array();
+  for (int i = 0; i < SHK_CG1_N; i++)
+    if (cg->v1[i])
+      json_array_append_new(cgpaths, json_string(cg->v1[i]));
+  if (cg_on && cg->procs_fd >= 0)
+    json_array_append_new(cgpaths, json_string(cg->path));
+  json_t *cgroup = json_pack("{s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "enforced", cg_on,
+      "mechanism", !cg_on ? json_null() : json_string(cg->procs_fd < 0 ? "cgroup v1" : "cgroup v2"),
+      "paths", cgpaths,
       "path", cg_on ? json_string(cg->path) : json_null(),
       "memory.max", cg_on ? num_or_null(o->mem) : json_null(),
       "pids.max", cg_on ? num_or_null(o->pids) : json_null(),

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cgroup-internal.h"
 #include "common/common.h"
 
 static int write_file(const char *dir, const char *name, const char *value)
@@ -64,6 +65,8 @@ int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_o
 {
   cg->path = NULL;
   cg->procs_fd = -1;
+  if (f->cgroup_v1)
+    return shk__cgroup_v1_create(f, o, cg, err);
   unsigned need = (o->mem ? SHK_CG_MEMORY : 0) | (o->pids ? SHK_CG_PIDS : 0) |
                   (o->cpu_milli ? SHK_CG_CPU : 0);
   if (!f->cgroup_parent) {
@@ -124,6 +127,8 @@ fail_limit:
 
 int shk_sandbox_cgroup_join(const shk_sandbox_cgroup *cg)
 {
+  if (cg->procs_fd < 0)
+    return shk__cgroup_v1_join(cg);
   return write(cg->procs_fd, "0", 1) == 1 ? 0 : -errno;
 }
 
@@ -143,6 +148,7 @@ static bool populated(const char *path)
  * by process until the cgroup is empty; then removes it. */
 void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg)
 {
+  shk__cgroup_v1_destroy(cg); /* nothing unless the session has v1 cgroups */
   if (cg->procs_fd >= 0)
     close(cg->procs_fd);
   cg->procs_fd = -1;

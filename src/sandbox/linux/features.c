@@ -17,6 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "cgroup-internal.h"
 #include "common/common.h"
 
 static const char *const bwrap_paths[] = { "/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap", NULL };
@@ -252,8 +253,10 @@ void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what)
   unsigned action = SECCOMP_RET_KILL_PROCESS;
   f->seccomp = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
   f->connect_guard = f->seccomp && connect_guard_works();
-  if (what & SHK_DETECT_CGROUP)
+  if (what & SHK_DETECT_CGROUP) {
     detect_cgroup(f);
+    shk__cgroup_v1_detect(f);
+  }
 }
 
 void shk_sandbox_features_free(shk_sandbox_features *f)
@@ -263,5 +266,6 @@ void shk_sandbox_features_free(shk_sandbox_features *f)
   free(f->cgroup_mount);
   free(f->cgroup_parent);
   free(f->cgroup_detail);
+  shk__cgroup_v1_features_free(f);
   memset(f, 0, sizeof *f);
 }

@@ -1,0 +1,15 @@
+/* Between the cgroup code and host detection: the cgroup v1 fallback
+ * (cgroup-v1.c), used where cgroup v2 lacks the controllers. */
+#pragma once
+
+#include "shinken/sandbox.h"
+
+/* After cgroup v2 detection: when v1 hierarchies give more of the memory,
+ * pids and cpu controllers than v2 does, switches `f` to them. */
+void shk__cgroup_v1_detect(shk_sandbox_features *f);
+void shk__cgroup_v1_features_free(shk_sandbox_features *f);
+/* The v1 halves of shk_sandbox_cgroup_create, _join and _destroy. */
+int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts *o,
+                          shk_sandbox_cgroup *cg, char **err);
+int shk__cgroup_v1_join(const shk_sandbox_cgroup *cg);
+void shk__cgroup_v1_destroy(shk_sandbox_cgroup *cg);
