@@ -10,7 +10,8 @@
 
 void shk__lexer_init(shk__lexer *lx, const char *text, size_t len, bool schema)
 {
-  *lx = (shk__lexer){ .text = text, .len = len, .line = 1, .schema = schema };
+  /* An empty text may come as NULL; token pointers are offsets into it. */
+  *lx = (shk__lexer){ .text = text ? text : "", .len = text ? len : 0, .line = 1, .schema = schema };
 }
 
 static inline bool is_ident_start(unsigned char c)

@@ -394,7 +394,7 @@ static void parse_root(jparser *p, const json_t *root)
 
 int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err)
 {
-  json_t *root = shk__json_load(text, len, "JSON schema", err);
+  json_t *root = shk__json_load(text ? text : "", text ? len : 0, "JSON schema", err);
   if (!root)
     return -EINVAL;
   jparser p = { .sc = sc, .a = sc->a, .err = err };

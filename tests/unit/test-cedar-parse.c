@@ -274,6 +274,12 @@ static void entity_refs_and_names(void **state)
       fail_msg("accepted entity reference: %s", refs_bad[i]);
   assert_int_equal(shk__parse_entity_ref(a, "A::B::\"\"", 8, &u, &err), 0);
   assert_int_equal(u.id.n, 0);
+  /* An empty text may be NULL. */
+  shk__policy **ps;
+  size_t n;
+  assert_int_equal(shk__parse_policies(a, NULL, 0, &ps, &n, &err), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(shk__parse_entity_ref(a, NULL, 0, &u, &err), -EINVAL);
 
   static const char *const names_ok[] = { "User", "A::B::C", "_x9", "principal", "permit" };
   static const char *const names_bad[] = { "", "A:B", "A::", "::A", "A ::B", "9a", "in", "A::if", "__cedar",

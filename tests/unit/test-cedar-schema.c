@@ -486,6 +486,11 @@ static void resolution(void **state)
   check_resolved(s);
   shk_cedar_schema_free(s);
   shk_cedar_schema_free(NULL);
+  /* An empty text may be NULL: an empty schema, or a JSON syntax error. */
+  assert_int_equal(shk_cedar_schema_parse(NULL, 0, SHK_CEDAR_SCHEMA_TEXT, &s, &err), 0);
+  assert_int_equal(s->s.n_etypes + s->s.n_actions, 0);
+  shk_cedar_schema_free(s);
+  assert_int_equal(shk_cedar_schema_parse(NULL, 0, SHK_CEDAR_SCHEMA_JSON, &s, &err), -EINVAL);
 }
 
 /* NUL may appear in names (attribute names, action ids) in both forms. */
