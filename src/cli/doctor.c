@@ -121,10 +121,16 @@ static void classify(const shk_sandbox_features *f, klass c[6])
     c[4].missing = shk__xstrdup(nons);
 
   unsigned all = SHK_CG_MEMORY | SHK_CG_PIDS | SHK_CG_CPU;
-  unsigned have = f->cgroup_parent ? f->cgroup_controllers & all : 0;
+  unsigned have = f->cgroup_parent || f->cgroup_v1 ? f->cgroup_controllers & all : 0;
   c[5] = (klass){ "resources", have == all ? LEVEL_FULL : have ? LEVEL_PARTIAL : LEVEL_NONE,
                   NULL, NULL };
-  if (have)
+  if (have && f->cgroup_v1)
+    c[5].mechanism = shk__xasprintf("cgroup v1 hierarchies%s:%s%s%s",
+                                    geteuid() == 0 ? "" : " delegated to this user",
+                                    have & SHK_CG_MEMORY ? " memory.limit_in_bytes" : "",
+                                    have & SHK_CG_PIDS ? " pids.max" : "",
+                                    have & SHK_CG_CPU ? " cpu.cfs_quota_us" : "");
+  else if (have)
     c[5].mechanism = shk__xasprintf("cgroup v2 at %s:%s%s%s", f->cgroup_parent,
                                     have & SHK_CG_MEMORY ? " memory.max" : "",
                                     have & SHK_CG_PIDS ? " pids.max" : "",
@@ -159,15 +165,24 @@ int shk_cli_doctor(int argc, char **argv)
     for (int i = 0; i < 3; i++)
       if (f.cgroup_controllers & (1u << i))
         json_array_append_new(ctl, json_string(names[i]));
+    size_t ctl_n = json_array_size(ctl);
+    /* With the v1 fallback: where session cgroups go in each hierarchy. */
+    json_t *v1 = json_object();
+    static const char *const v1_names[SHK_CG1_N] = { "memory", "pids", "cpu", "freezer" };
+    for (int i = 0; i < SHK_CG1_N; i++)
+      if (f.cgroup_v1_parent[i])
+        json_object_set_new(v1, v1_names[i], json_string(f.cgroup_v1_parent[i]));
     json_t *root = json_pack(
         "{s:{s:s?, s:s?, s:b}, s:{s:b, s:s?}, s:{s:i}, s:{s:b, s:b},"
-        " s:{s:b, s:s?, s:s?, s:o, s:s?}, s:o, s:b}",
+        " s:{s:b, s:s?, s:s?, s:o, s:s?, s:s?, s:b, s:o}, s:o, s:b}",
         "bwrap", "path", f.bwrap, "version", version, "setuid", f.bwrap_setuid,
         "userns", "available", f.userns, "detail", f.userns_detail,
         "landlock", "abi", f.landlock_abi,
         "seccomp", "available", f.seccomp, "connect_guard", f.connect_guard,
         "cgroup", "v2", f.cgroup_v2, "mount", f.cgroup_mount, "parent", f.cgroup_parent,
         "controllers", ctl, "detail", f.cgroup_detail,
+        "mechanism", !ctl_n ? NULL : f.cgroup_v1 ? "cgroup v1" : "cgroup v2",
+        "delegated", ctl_n && geteuid() != 0, "v1", v1,
         "classes", classes, "can_run", can_run);
     char *s = json_dumps(root, JSON_INDENT(2));
     puts(s);
@@ -183,7 +198,7 @@ int shk_cli_doctor(int argc, char **argv)
     else
       puts("Landlock         unavailable");
     printf("seccomp          %s\n", f.seccomp ? "available" : "unavailable");
-    printf("cgroup v2        %s\n\n", f.cgroup_detail);
+    printf("cgroups          %s\n\n", f.cgroup_detail);
     printf("%-11s  %-7s  %s\n", "class", "level", "mechanism");
     for (int i = 0; i < 6; i++) {
       printf("%-11s  %-7s  %s", c[i].name, level_name(c[i].lvl),
