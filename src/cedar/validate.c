@@ -367,32 +367,63 @@ static const vtype *entity_type(checker *c, shk__str name)
   return t;
 }
 
-/* True when `d` is `t` or may be a member (transitively) of `t` in the
- * entity type hierarchy. `depth` bounds a cyclic schema. */
-static bool etype_descends(const shk__schema *s, shk__str d, shk__str t, unsigned depth)
+/* True when entity type `d` is `t` or may be a member (transitively) of
+ * `t`. A search that visits each type once: hierarchies may have cycles
+ * (`entity G in [G]`), and following every path of a dense one would take
+ * exponential time. */
+static bool etype_descends(checker *c, shk__str d, shk__str t)
 {
   if (shk__str_eq(d, t))
     return true;
+  const shk__schema *s = c->s;
   const shk__entity_type *et = shk__schema_entity_type(s, d);
-  if (!et || depth > 64)
+  if (!et)
     return false;
-  for (size_t i = 0; i < et->n_member_of; i++)
-    if (etype_descends(s, et->member_of[i], t, depth + 1))
-      return true;
+  bool *seen = shk__arena_calloc(c->a, s->n_etypes);
+  size_t *stack = shk__arena_alloc(c->a, s->n_etypes * sizeof *stack), n = 0;
+  seen[et - s->etypes] = true;
+  stack[n++] = (size_t)(et - s->etypes);
+  while (n) {
+    const shk__entity_type *cur = &s->etypes[stack[--n]];
+    for (size_t i = 0; i < cur->n_member_of; i++) {
+      if (shk__str_eq(cur->member_of[i], t))
+        return true;
+      const shk__entity_type *up = shk__schema_entity_type(s, cur->member_of[i]);
+      if (up && !seen[up - s->etypes]) {
+        seen[up - s->etypes] = true;
+        stack[n++] = (size_t)(up - s->etypes);
+      }
+    }
+  }
   return false;
 }
 
-/* True when action `d` is `t` or a member (transitively) of `t`. */
-static bool action_descends(const shk__schema *s, shk__uid d, shk__uid t, unsigned depth)
+/* True when action `d` is `t` or a member (transitively) of `t`; the same
+ * search over the action hierarchy. */
+static bool action_descends(checker *c, shk__uid d, shk__uid t)
 {
   if (shk__uid_eq(d, t))
     return true;
+  const shk__schema *s = c->s;
   const shk__action *ac = shk__schema_action(s, d);
-  if (!ac || depth > 64)
+  if (!ac)
     return false;
-  for (size_t i = 0; i < ac->n_member_of; i++)
-    if (action_descends(s, ac->member_of[i], t, depth + 1))
-      return true;
+  bool *seen = shk__arena_calloc(c->a, s->n_actions);
+  size_t *stack = shk__arena_alloc(c->a, s->n_actions * sizeof *stack), n = 0;
+  seen[ac - s->actions] = true;
+  stack[n++] = (size_t)(ac - s->actions);
+  while (n) {
+    const shk__action *cur = &s->actions[stack[--n]];
+    for (size_t i = 0; i < cur->n_member_of; i++) {
+      if (shk__uid_eq(cur->member_of[i], t))
+        return true;
+      const shk__action *up = shk__schema_action(s, cur->member_of[i]);
+      if (up && !seen[up - s->actions]) {
+        seen[up - s->actions] = true;
+        stack[n++] = (size_t)(up - s->actions);
+      }
+    }
+  }
   return false;
 }
 
@@ -857,7 +888,7 @@ SHK_NOINLINE static ans tc_in(checker *c, cap *prior, const shk__expr *e)
         any_action = true;
         if (!shk__schema_action(c->s, u))
           return fail_ans(&T_BOOL);
-        if (action_descends(c->s, lu, u, 0))
+        if (action_descends(c, lu, u))
           found = true;
       }
       if (!any_action)
@@ -871,7 +902,7 @@ SHK_NOINLINE static ans tc_in(checker *c, cap *prior, const shk__expr *e)
     rt = rt->elem;
   if (l.t->k == VT_ENTITY && rt && rt->k == VT_ENTITY) {
     shk__str ln = l.t->name, rn = rt->name;
-    bool may = etype_descends(c->s, ln, rn, 0);
+    bool may = etype_descends(c, ln, rn);
     /* An action type may be in an action group of another action type. */
     for (size_t i = 0; !may && i < c->s->n_actions; i++) {
       const shk__action *ac = &c->s->actions[i];
@@ -879,7 +910,7 @@ SHK_NOINLINE static ans tc_in(checker *c, cap *prior, const shk__expr *e)
         continue;
       for (size_t j = 0; !may && j < c->s->n_actions; j++)
         may = shk__str_eq(c->s->actions[j].uid.type, ln) &&
-              action_descends(c->s, c->s->actions[j].uid, ac->uid, 0) &&
+              action_descends(c, c->s->actions[j].uid, ac->uid) &&
               !shk__uid_eq(c->s->actions[j].uid, ac->uid);
     }
     if (!may)
@@ -1570,14 +1601,14 @@ static bool scope_allows(checker *c, const shk__scope *sc, shk__str t)
   switch (sc->kind) {
   case SHK__SC_ANY: return true;
   case SHK__SC_EQ: return sc->slot || shk__str_eq(sc->uid.type, t);
-  case SHK__SC_IN: return sc->slot || etype_descends(c->s, t, sc->uid.type, 0);
+  case SHK__SC_IN: return sc->slot || etype_descends(c, t, sc->uid.type);
   case SHK__SC_IS:
     return shk__str_eq(sc->is_type, t) && shk__schema_entity_type(c->s, t);
   case SHK__SC_IS_IN:
     if (!shk__str_eq(sc->is_type, t))
       return false;
     return sc->slot ? shk__schema_entity_type(c->s, t) != NULL
-                    : etype_descends(c->s, t, sc->uid.type, 0);
+                    : etype_descends(c, t, sc->uid.type);
   case SHK__SC_IN_LIST: return false;
   }
   return false;
@@ -1590,13 +1621,13 @@ static bool action_allowed(checker *c, const shk__scope *sc, const shk__action *
   switch (sc->kind) {
   case SHK__SC_ANY: return true;
   case SHK__SC_EQ: return shk__uid_eq(sc->uid, a->uid);
-  case SHK__SC_IN: return shk__schema_action(c->s, sc->uid) && action_descends(c->s, a->uid, sc->uid, 0);
+  case SHK__SC_IN: return shk__schema_action(c->s, sc->uid) && action_descends(c, a->uid, sc->uid);
   case SHK__SC_IN_LIST: {
     bool hit = false;
     for (size_t i = 0; i < sc->n_uids; i++) {
       if (!shk__schema_action(c->s, sc->uids[i]))
         return false;
-      hit = hit || action_descends(c->s, a->uid, sc->uids[i], 0);
+      hit = hit || action_descends(c, a->uid, sc->uids[i]);
     }
     return hit;
   }
@@ -1643,7 +1674,7 @@ static size_t slot_links(checker *c, const shk__scope *sc, shk__str var, shk__st
   } else {
     for (size_t i = 0; i < c->s->n_etypes; i++)
       if (!shk__str_eq(c->s->etypes[i].name, var) &&
-          etype_descends(c->s, var, c->s->etypes[i].name, 0))
+          etype_descends(c, var, c->s->etypes[i].name))
         r[n++] = c->s->etypes[i].name;
     r[n++] = var;
   }

@@ -176,6 +176,33 @@ static void json_schema(void **state)
   shk_cedar_schema_free(schema);
 }
 
+/* Entity type hierarchies may have cycles; a dense one (every type a member
+ * of every other) must be searched in linear time, not path by path. */
+static void cyclic_hierarchy(void **state)
+{
+  (void)state;
+  char schema_text[4096], *p = schema_text;
+  const char *names = "ABCDEFGHIJKLMNOPQRST";
+  for (const char *x = names; *x; x++) {
+    p += sprintf(p, "entity %c in [", *x);
+    for (const char *y = names; *y; y++)
+      p += sprintf(p, "%s%c", y == names ? "" : ", ", *y);
+    p += sprintf(p, "];\n");
+  }
+  strcpy(p, "entity Z; action go appliesTo { principal: A, resource: Z };\n");
+  shk_cedar_schema *schema = NULL;
+  shk_cedar_error err = { 0 };
+  if (shk_cedar_schema_parse(schema_text, strlen(schema_text), SHK_CEDAR_SCHEMA_TEXT, &schema, &err) < 0)
+    fail_msg("schema: %s", err.message);
+  const vcase reach = { "permit(principal in T::\"t\", action, resource);", NULL };
+  const vcase never = { "permit(principal in Z::\"z\", action, resource);", "never apply" };
+  const vcase cond = { "permit(principal, action, resource) when { principal in Z::\"z\" || principal in T::\"t\" };", NULL };
+  run_case(&reach, schema);
+  run_case(&never, schema);
+  run_case(&cond, schema);
+  shk_cedar_schema_free(schema);
+}
+
 /* A template-linked policy is checked with its slots filled: a link to an
  * undeclared type, or to a type no action applies to, is refused under the
  * link's id while the template itself validates. */
@@ -251,6 +278,7 @@ int main(void)
     cmocka_unit_test(table),
     cmocka_unit_test(deep_chain),
     cmocka_unit_test(links),
+    cmocka_unit_test(cyclic_hierarchy),
     cmocka_unit_test(json_schema),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
