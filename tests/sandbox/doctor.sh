@@ -73,7 +73,24 @@ case $CASE in
       awk -v m="$mnt" '$2 == m && $3 == "cgroup2" { f = 1 } END { exit !f }' /proc/self/mounts ||
         fail "claims cgroup2 at $mnt, which is not a cgroup2 mount"
     fi
-    if [ -n "$ctl" ]; then
+    mech=$(j 'd["cgroup"]["mechanism"]')
+    claim "resource limits through: $mech"
+    if [ -n "$ctl" ] && [ "$mech" = "cgroup v1" ]; then
+      # Each claimed controller: a writable directory in a v1 hierarchy
+      # mounted with that controller, holding its limit file.
+      for c in $ctl; do
+        dir=$(j "d['cgroup']['v1'].get('$c', '')")
+        [ -d "$dir" ] && [ -w "$dir" ] || fail "claims $c through cgroup v1 at '$dir', not a writable directory"
+        [ "$(stat -f -c %T "$dir")" = cgroupfs ] || fail "$dir is not on a cgroup v1 mount"
+        awk -v d="$dir" -v c="$c" '$3 == "cgroup" && index(d "/", $2 "/") == 1 && ("," $4 ",") ~ ("," c ",") { f = 1 }
+          END { exit !f }' /proc/self/mounts || fail "$dir is not in a hierarchy mounted with $c"
+        case $c in memory) f=memory.limit_in_bytes ;; pids) f=pids.max ;; cpu) f=cpu.cfs_quota_us ;; esac
+        # A hierarchy's root cgroup has no limit files; its children do.
+        awk -v d="$dir" '$2 == d && $3 == "cgroup" { f = 1 } END { exit !f }' /proc/self/mounts ||
+          [ -f "$dir/$f" ] || fail "claims $c, but $dir has no $f"
+      done
+    elif [ -n "$ctl" ]; then
+      [ "$mech" = "cgroup v2" ] || fail "controllers claimed with mechanism '$mech'"
       [ -d "$parent" ] || fail "controllers claimed without a parent directory"
       for c in $ctl; do
         grep -qw "$c" "$parent/cgroup.controllers" || fail "claims $c, not in $parent/cgroup.controllers"
