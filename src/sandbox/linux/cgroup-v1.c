@@ -174,7 +174,7 @@ void shk__cgroup_v1_detect(shk_sandbox_features *f)
           "%s; cgroup v1 hierarchies%s%s%s: no usable parent%s", old,
           lost & SHK_CG_MEMORY ? " memory" : "", lost & SHK_CG_PIDS ? " pids" : "",
           lost & SHK_CG_CPU ? " cpu" : "",
-          geteuid() == 0 ? "" : env ? " (SHINKEN_CGROUP_PARENT is not writable by this user)"
+          geteuid() == 0 ? "" : env ? " (SHINKEN_CGROUP_PARENT is not a directory this user can write)"
                                     : " (none delegated to this user: SHINKEN_CGROUP_PARENT "
                                       "names a delegated parent)");
     if (f->cgroup_detail != old)
