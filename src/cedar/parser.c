@@ -13,8 +13,9 @@
 
 #include "cedar/cedar-parse-internal.h"
 
-/* Nesting deeper than this is refused rather than risking the stack; the
- * evaluator and validator recurse over the same tree. */
+/* Syntactic nesting (parentheses, sets, records, calls) deeper than this is
+ * refused rather than risking the parser's own stack; the tree's height is
+ * bounded separately by SHK__EXPR_MAX_HEIGHT for those who walk it. */
 #define MAX_DEPTH 400
 
 typedef struct parser {
