@@ -249,8 +249,14 @@ def main():
         # Events: one JSON line each, with the fields the audit needs.
         # The manager's events carry an actor; the proxy's audit lines (same
         # file) carry a protocol and never a path, query or header value.
-        with open(events) as f:
-            lines = [json.loads(l) for l in f if l.startswith("{")]
+        # The session-closed event follows the socket's removal: wait for it.
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            with open(events) as f:
+                lines = [json.loads(l) for l in f if l.startswith("{")]
+            if any(e.get("decision") == "session-closed" for e in lines):
+                break
+            time.sleep(0.05)
         evs = [e for e in lines if "actor" in e]
         audit = [e for e in lines if "protocol" in e]
         check(len(evs) + len(audit) == len(lines), "every line is an event or an audit line")
