@@ -43,6 +43,9 @@ typedef struct shk_sandbox_opts {
   /* --net proxy: domain patterns for the egress proxy (host, *.host,
    * **.host, each with an optional :port). */
   shk_sandbox_paths allow_domains, deny_domains;
+  /* --net proxy: the egress proxy's JSON configuration (shinken-proxy(1));
+   * its policy is joined with the patterns above. */
+  char *proxy_config;
   bool read_only, env_clean, allow_degraded;
   shk_net_mode net;
   uint64_t mem;       /* bytes; 0: no limit asked */
@@ -141,7 +144,9 @@ typedef struct shk_sandbox_launch {
   const char *bwrap;      /* host path of bwrap */
   const char *exe;        /* host path of the shinken binary (stage 2) */
   const char *egress_dir; /* host directory of the egress sockets, or NULL */
-  const char *resolv;     /* a resolver file under /run to show (host mode), or NULL */
+  const char *resolv;     /* where the sandbox's resolver file goes, or NULL */
+  const char *resolv_src; /* what is shown there: NULL for the host's own file
+                           * (host mode), the egress stub's in proxy mode */
   const char *chdir;      /* working directory inside, or NULL */
   shk_net_mode net;
   bool landlock, seccomp; /* false only when degraded mode was allowed */

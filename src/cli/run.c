@@ -21,7 +21,8 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
-#include "sandbox/egress-seam.h"
+#include "shinken/daemon.h"
+#include "shinken/egress.h"
 #include "shinken/sandbox.h"
 
 #define RUN_FAIL 125
@@ -117,6 +118,10 @@ static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *
     shk__die(RUN_FAIL, "bwrap not found (install bubblewrap); nothing was run");
   if (!f->userns)
     shk__die(RUN_FAIL, "user namespaces unavailable: %s; nothing was run", f->userns_detail);
+  /* Capabilities are dropped, but file ownership stays: as root, the
+   * workload can read any 0600 root file outside the masked paths. */
+  if (geteuid() == 0)
+    d->lines[d->n++] = SHK_CLI_ROOT_CALLER_DEGRADED;
   if (f->landlock_abi == 0)
     d->lines[d->n++] = "Landlock unavailable: files are confined by the mount namespace only, "
                        "TCP is not refused by Landlock";
@@ -321,6 +326,105 @@ static char *host_resolver(void)
   return NULL;
 }
 
+/* The capability manager of a --net proxy session: a running `shinken
+ * daemon` when there is one (this connection stays open for the life of
+ * the command; closing it ends the session and its grants), otherwise one
+ * embedded in this process for the life of the command. Either way the
+ * manager hosts the session's egress proxy and answers it on every new
+ * connection from the session's live handles, so `shinken grant` reaches
+ * the running sandbox. */
+typedef struct run_session {
+  int fd;                /* to a running daemon, or -1 */
+  shk_manager *embedded; /* the manager in this process, or NULL */
+  char *id, *dir, *socket;
+} run_session;
+
+static void session_close(run_session *rs)
+{
+  if (rs->fd >= 0)
+    close(rs->fd);
+  shk_manager_free(rs->embedded);
+  if (rs->socket)
+    unlink(rs->socket);
+  free(rs->id);
+  free(rs->dir);
+  free(rs->socket);
+  memset(rs, 0, sizeof *rs);
+  rs->fd = -1;
+}
+
+/* Returns NULL, or one line saying why the session could not be opened. */
+static char *session_open(const shk_sandbox_opts *o, run_session *rs)
+{
+  json_t *allow = json_array(), *deny = json_array();
+  for (size_t i = 0; i < o->allow_domains.n; i++)
+    json_array_append_new(allow, json_string(o->allow_domains.v[i]));
+  for (size_t i = 0; i < o->deny_domains.n; i++)
+    json_array_append_new(deny, json_string(o->deny_domains.v[i]));
+  json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o}", "op", "open_session", "name", "run", "egress", 1,
+                          "allow_domains", allow, "deny_domains", deny);
+  if (o->proxy_config) {
+    /* The daemon has its own working directory: give it the real path. */
+    char real[PATH_MAX];
+    if (!realpath(o->proxy_config, real)) {
+      json_decref(req);
+      return shk__xasprintf("--proxy-config %s: %s", o->proxy_config, strerror(errno));
+    }
+    json_object_set_new(req, "proxy_config", json_string(real));
+  }
+  json_t *ans = NULL;
+  char err[1024] = "";
+  rs->fd = shk_manager_connect(shk_manager_socket_path());
+  if (rs->fd >= 0) {
+    if (shk_manager_rpc(rs->fd, req, &ans, err, sizeof err) < 0) {
+      json_decref(req);
+      return shk__xasprintf("the manager at %s: %s", shk_manager_socket_path(), err);
+    }
+  } else {
+    /* Embedded: events go where SHINKEN_EVENT_LOG says (a daemon keeps a
+     * log of its own); the workload never sees them. */
+    shk_manager_config mc;
+    if (shk_manager_config_load(NULL, &mc, err, sizeof err) < 0) {
+      json_decref(req);
+      return shk__xasprintf("capability manager: %s", err);
+    }
+    const char *log = getenv("SHINKEN_EVENT_LOG");
+    mc.opts.event_log = log && *log ? log : "/dev/null";
+    int r = shk_manager_new(&mc.opts, &rs->embedded, err, sizeof err);
+    shk_manager_config_clear(&mc);
+    if (r < 0) {
+      json_decref(req);
+      return shk__xasprintf("capability manager: %s", err);
+    }
+    ans = shk_manager_call(rs->embedded, req);
+  }
+  json_decref(req);
+  char *why = NULL;
+  if (!json_is_true(json_object_get(ans, "ok"))) {
+    const char *e = json_string_value(json_object_get(ans, "error"));
+    why = shk__xasprintf("%s", e ? e : "the manager refused the session");
+  } else {
+    rs->id = shk__xstrdup(json_string_value(json_object_get(ans, "session")));
+    rs->dir = shk__xstrdup(json_string_value(json_object_get(ans, "egress_dir")));
+  }
+  json_decref(ans);
+  if (why || !rs->embedded)
+    return why;
+  /* An embedded manager takes grants for this session on a socket of its
+   * own (not the daemon's path, which a later `shinken run` would take for
+   * a daemon's): said on a terminal, where a person can use it. */
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  rs->socket = shk__xasprintf("%s/shinken/run-%d.sock", xdg && *xdg ? xdg : "/run", (int)getpid());
+  if (shk_manager_serve(rs->embedded, rs->socket, err, sizeof err) < 0) {
+    free(rs->socket);
+    rs->socket = NULL;
+  } else if (isatty(STDERR_FILENO)) {
+    fprintf(stderr, "shinken: session %s; grant egress with: SHINKEN_SOCKET=%s shinken grant %s net.egress "
+                    "--scope '{\"domains\":[\"HOST\"]}'\n", rs->id, rs->socket, rs->id);
+  }
+  return NULL;
+}
+
 int shk_cli_run(int argc, char **argv)
 {
   shk_sandbox_opts o;
@@ -328,10 +432,8 @@ int shk_cli_run(int argc, char **argv)
   char *err = NULL;
   if (shk_sandbox_opts_parse(&o, argc - 1, argv + 1, &err) < 0)
     shk__die(RUN_FAIL, "run: %s", err ? err : "bad options");
-  if (o.net == SHK_NET_PROXY && !SHK_HAVE_EGRESS)
-    shk__die(RUN_FAIL, "egress proxy not available in this build");
-  if (o.net != SHK_NET_PROXY && (o.allow_domains.n || o.deny_domains.n))
-    shk__die(RUN_FAIL, "run: --allow-domain and --deny-domain need --net proxy");
+  if (o.net != SHK_NET_PROXY && (o.allow_domains.n || o.deny_domains.n || o.proxy_config))
+    shk__die(RUN_FAIL, "run: --allow-domain, --deny-domain and --proxy-config need --net proxy");
 
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
@@ -361,46 +463,38 @@ int shk_cli_run(int argc, char **argv)
   if (limits && cgroup_usable(&f, &o) && shk_sandbox_cgroup_create(&f, &o, &cg, &err) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "cgroup");
 
-#if SHK_HAVE_EGRESS
-  shk_egress_session *egress = NULL;
+  run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
-    shk_egress_session_opts eo = {
-      .name = "run",
-      .allow_domains = (const char *const *)o.allow_domains.v,
-      .n_allow_domains = o.allow_domains.n,
-      .deny_domains = (const char *const *)o.deny_domains.v,
-      .n_deny_domains = o.deny_domains.n,
-      .audit_fd = -1,
-    };
-    char eerr[512];
-    if (shk_egress_session_open(&eo, &egress, eerr, sizeof eerr) < 0) {
+    char *why = session_open(&o, &rs);
+    if (why) {
+      session_close(&rs);
       shk_sandbox_cgroup_destroy(&cg);
-      shk__die(RUN_FAIL, "run: egress proxy: %s; nothing was run", eerr);
+      shk__die(RUN_FAIL, "run: egress: %s; nothing was run", why);
     }
   }
-#endif
 
   if (o.report && !write_report(&o, &plan, &f, &cg, &d)) {
     shk_sandbox_cgroup_destroy(&cg);
-#if SHK_HAVE_EGRESS
-    shk_egress_session_close(egress);
-#endif
+    session_close(&rs);
     shk__die(RUN_FAIL, "--report %s: cannot write the report; nothing was run", o.report);
   }
 
   int sync[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0)
     shk__die_errno(RUN_FAIL, "run: socketpair");
-  shk_autofree char *resolv = o.net == SHK_NET_HOST ? host_resolver() : NULL;
+  /* Host mode shows the host's resolver file where it really is; proxy mode
+   * puts the session's own (nameserver 127.0.0.1, the DNS stub) where the
+   * host's is, so resolvers inside ask the stub. */
+  shk_autofree char *resolv = o.net == SHK_NET_HOST || o.net == SHK_NET_PROXY ? host_resolver() : NULL;
+  shk_autofree char *resolv_src = o.net == SHK_NET_PROXY ? shk__xasprintf("%s/resolv.conf", rs.dir) : NULL;
   bool visible;
   shk_sandbox_plan_access(&plan, cwd, &visible);
   shk_sandbox_launch l = {
     .bwrap = f.bwrap,
     .exe = exe,
-#if SHK_HAVE_EGRESS
-    .egress_dir = egress ? shk_egress_session_dir(egress) : NULL,
-#endif
-    .resolv = resolv,
+    .egress_dir = rs.dir,
+    .resolv = resolv_src && !resolv ? "/etc/resolv.conf" : resolv,
+    .resolv_src = resolv_src,
     .chdir = visible ? cwd : NULL,
     .net = o.net,
     .landlock = f.landlock_abi > 0,
@@ -462,9 +556,7 @@ int shk_cli_run(int argc, char **argv)
 
   shk_sandbox_cgroup_destroy(&cg);
   shk_sandbox_plan_cleanup(&plan);
-#if SHK_HAVE_EGRESS
-  shk_egress_session_close(egress);
-#endif
+  session_close(&rs);
   shk_sandbox_strv_free(bargv);
   if (benv != environ)
     shk_sandbox_strv_free(benv);

@@ -17,7 +17,7 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
-#include "sandbox/egress-seam.h"
+#include "shinken/egress.h"
 #include "shinken/sandbox.h"
 
 #define STAGE2_FAIL 125
@@ -119,7 +119,6 @@ int shk_cli_stage2(int argc, char **argv)
 
   fresh_keyring();
   if (net == SHK_NET_PROXY) {
-#if SHK_HAVE_EGRESS
     /* The bridge helper keeps running beside the workload: nothing inside
      * may ptrace it or read its memory. */
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
@@ -129,9 +128,6 @@ int shk_cli_stage2(int argc, char **argv)
       shk__die(STAGE2_FAIL, "stage 2: egress bridge: %s", strerror(-r));
     if ((r = shk_egress_apply_env()) < 0)
       shk__die(STAGE2_FAIL, "stage 2: proxy environment: %s", strerror(-r));
-#else
-    shk__die(STAGE2_FAIL, "egress proxy not available in this build");
-#endif
   }
   int r = shk_sandbox_drop_caps();
   if (r < 0)

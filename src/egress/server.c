@@ -478,9 +478,15 @@ static void resolved_cb(int result, struct evutil_addrinfo *res, void *arg)
       evutil_freeaddrinfo(res);
     return;
   }
-  if (result == EVUTIL_EAI_NODATA && c->kind == SHK__LISTEN_DNS) {
-    /* The name exists without an address of this family: an empty
-     * answer, so the client goes on with the other family. */
+  if (c->kind == SHK__LISTEN_DNS && c->dq.qtype == 28 && result != 0) {
+    /* No IPv6 address for an allowed name: an empty answer, so the client
+     * goes on with IPv4. libevent reports a name without AAAA records as a
+     * failure (EAI_FAIL), indistinguishable from other failures, so every
+     * failed AAAA lookup is answered this way. An empty answer carries no
+     * address, so nothing is let through by it; A queries keep their
+     * refusal, which is what tells a client the name failed. */
+    if (res)
+      evutil_freeaddrinfo(res);
     audit(c, "allow", "allowed");
     dns_reply(c, c->addrs, 0);
     return;

@@ -134,7 +134,7 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   if (l->egress_dir)
     push3(&s, "--bind", l->egress_dir, SHK_SANDBOX_EGRESS_DIR);
   if (l->resolv)
-    push3(&s, "--ro-bind", l->resolv, l->resolv);
+    push3(&s, "--ro-bind", l->resolv_src ? l->resolv_src : l->resolv, l->resolv);
   for (size_t i = 0; i < p->n; i++) {
     const shk_sandbox_rule *r = &p->rules[i];
     switch (r->kind) {

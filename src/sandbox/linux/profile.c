@@ -55,6 +55,7 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o)
   paths_free(&o->allow_domains);
   paths_free(&o->deny_domains);
   free(o->report);
+  free(o->proxy_config);
   shk_sandbox_opts_init(o);
 }
 
@@ -198,7 +199,8 @@ static int apply_profile_file(shk_sandbox_opts *o, const char *file, char **err)
  * command line and the profile keys, so the two cannot drift apart. */
 typedef enum opt_id {
   OPT_WRITE, OPT_READ, OPT_DENY, OPT_NET, OPT_MEM, OPT_PIDS, OPT_CPU, OPT_REPORT,
-  OPT_PROFILE, OPT_ALLOW_DOMAIN, OPT_DENY_DOMAIN, OPT_READ_ONLY, OPT_ENV_CLEAN, OPT_ALLOW_DEGRADED,
+  OPT_PROFILE, OPT_ALLOW_DOMAIN, OPT_DENY_DOMAIN, OPT_PROXY_CONFIG, OPT_READ_ONLY, OPT_ENV_CLEAN,
+  OPT_ALLOW_DEGRADED,
 } opt_id;
 
 static const struct opt {
@@ -217,6 +219,7 @@ static const struct opt {
   { "profile", OPT_PROFILE, true },
   { "allow-domain", OPT_ALLOW_DOMAIN, true },
   { "deny-domain", OPT_DENY_DOMAIN, true },
+  { "proxy-config", OPT_PROXY_CONFIG, true },
   { "read-only", OPT_READ_ONLY, false },
   { "env-clean", OPT_ENV_CLEAN, false },
   { "allow-degraded", OPT_ALLOW_DEGRADED, false },
@@ -241,6 +244,10 @@ static int apply_value(shk_sandbox_opts *o, opt_id id, const char *v, char **err
   case OPT_PIDS: return set_pids(o, v, err);
   case OPT_CPU: return set_cpu(o, v, err);
   case OPT_REPORT: set_report(o, v); return 0;
+  case OPT_PROXY_CONFIG:
+    free(o->proxy_config);
+    o->proxy_config = shk__xstrdup(v);
+    return 0;
   case OPT_PROFILE: return apply_profile_file(o, v, err);
   case OPT_ALLOW_DOMAIN: return add_path(&o->allow_domains, "--allow-domain", v, err);
   case OPT_DENY_DOMAIN: return add_path(&o->deny_domains, "--deny-domain", v, err);
@@ -261,6 +268,7 @@ static void apply_flag(shk_sandbox_opts *o, opt_id id, bool on)
   case OPT_ALLOW_DEGRADED: o->allow_degraded = on; return;
   case OPT_WRITE: case OPT_READ: case OPT_DENY: case OPT_NET: case OPT_MEM: case OPT_PIDS:
   case OPT_CPU: case OPT_REPORT: case OPT_PROFILE: case OPT_ALLOW_DOMAIN: case OPT_DENY_DOMAIN:
+  case OPT_PROXY_CONFIG:
     break;
   }
   (void)NEVER(1);
@@ -353,6 +361,7 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
   }
   case OPT_NET:
   case OPT_REPORT:
+  case OPT_PROXY_CONFIG:
     if (!json_is_string(v))
       return fail(err, "%s: \"%s\" must be a string", what, opt->name);
     return apply_value(o, opt->id, json_string_value(v), err);
