@@ -103,6 +103,40 @@ def cli(*args, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
+# Runs inside the sandbox: tries the proxy until the grant lets it through,
+# then waits for the test's word and tries once more.
+CLIENT = r"""
+import os, socket, sys, time
+port = sys.argv[1]
+def attempt():
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    s.sendall(f"CONNECT api.test:{port} HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d:
+            break
+        head += d
+    if not head.startswith(b"HTTP/1.1 200"):
+        s.close()
+        return "refused"
+    s.sendall(b"ping")
+    got = s.recv(4)
+    s.close()
+    return "echoed" if got == b"ping" else "broken"
+deadline = time.time() + 15
+while time.time() < deadline:
+    r = attempt()
+    if r != "refused":
+        break
+    time.sleep(0.1)
+open("first", "w").write(r)
+while not os.path.exists("go") and time.time() < deadline + 15:
+    time.sleep(0.05)
+open("second", "w").write(attempt())
+"""
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="shk-e2e-")
     sock = os.path.join(tmp, "run", "manager.sock")
@@ -269,6 +303,51 @@ def main():
               f"event kinds: {kinds}")
         check(all("time" in e and "actor" in e for e in evs), "events carry time and actor")
         check(any(e["decision"] == "granted" and e.get("handle") == handle for e in evs), "grant event names the handle")
+
+        # A live grant reaches a running sandbox: `shinken run --net proxy`
+        # registers with this daemon; a client inside keeps trying until the
+        # grant arrives, and after the revoke its next try is refused.
+        work = os.path.join(tmp, "work")
+        os.makedirs(work)
+        os.chmod(tmp, 0o755)
+        client = os.path.join(work, "client.py")
+        with open(client, "w") as f:
+            f.write(CLIENT)
+        n_before = len(accepted)
+        run = subprocess.Popen([SHINKEN, "run", "--allow-degraded", "--net", "proxy", "--proxy-config", proxy_cfg,
+                                "--write", work, "--", "/usr/bin/python3", client, str(port)],
+                               cwd=work, env=dict(env, ASAN_OPTIONS="detect_leaks=0"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rsid = None
+        deadline = time.time() + 15
+        while not rsid and time.time() < deadline:
+            rc, out, _ = cli("sessions", "--json", env=env)
+            rsid = next((x["session"] for x in json.loads(out)["sessions"] if x["session"].startswith("run-")),
+                        None) if rc == 0 else None
+            time.sleep(0.1)
+        check(rsid is not None, "shinken run registered its session with the daemon")
+        time.sleep(0.5)
+        check(not os.path.exists(os.path.join(work, "first")), "inside, nothing gets out before the grant")
+        rc, out, err = cli("grant", rsid or "none", "net.egress", "--scope", '{"domains":["api.test"]}',
+                           "--approve", "--json", env=env)
+        h = json.loads(out).get("handle", "") if rc == 0 else ""
+        check(rc == 0, f"grant to the running sandbox's session ({err!r})")
+        deadline = time.time() + 10
+        while not os.path.exists(os.path.join(work, "first")) and time.time() < deadline:
+            time.sleep(0.05)
+        first = open(os.path.join(work, "first")).read() if os.path.exists(os.path.join(work, "first")) else ""
+        check(first == "echoed", f"inside, the granted connection echoes ({first!r})")
+        check(len(accepted) == n_before + 1, "the upstream saw the sandbox's one connection")
+        rc, _, _ = cli("revoke", h, env=env)
+        open(os.path.join(work, "go"), "w").close()
+        _, run_err = run.communicate(timeout=20)
+        second = open(os.path.join(work, "second")).read() if os.path.exists(os.path.join(work, "second")) else ""
+        check(second == "refused", f"inside, the next connection after revoke is refused ({second!r})")
+        check(len(accepted) == n_before + 1, "after revoke the upstream saw nothing new")
+        check(run.returncode == 0, f"shinken run exits with the client's status ({run.returncode}: {run_err[-300:]!r})")
+        rc, out, _ = cli("sessions", "--json", env=env)
+        check(not any(x["session"] == rsid for x in json.loads(out)["sessions"]),
+              "the run's session ended with the command")
 
         # A new session, then the manager dies: the session has no network.
         ctl = Control(sock)
