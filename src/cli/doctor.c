@@ -66,13 +66,16 @@ static void classify(const shk_sandbox_features *f, klass c[6])
   const char *nons = !f->bwrap ? "bwrap not found" : "user namespaces unavailable";
   int abi = f->landlock_abi;
 
+  /* A root caller's sandbox runs as the host's root (see `shinken run`). */
+  bool root = geteuid() == 0;
   c[0] = (klass){ "filesystem", LEVEL_NONE, NULL, NULL };
   if (ns) {
-    c[0].lvl = abi > 0 ? LEVEL_FULL : LEVEL_PARTIAL;
+    c[0].lvl = abi > 0 && !root ? LEVEL_FULL : LEVEL_PARTIAL;
     c[0].mechanism = abi > 0 ? shk__xasprintf("bwrap mount namespace + Landlock ABI %d", abi)
                              : shk__xstrdup("bwrap mount namespace");
-    if (!abi)
-      c[0].missing = shk__xstrdup("Landlock");
+    if (!abi || root)
+      c[0].missing = shk__xasprintf("%s%s%s", abi ? "" : "Landlock", !abi && root ? "; " : "",
+                                    root ? SHK_CLI_ROOT_CALLER_DEGRADED : "");
   } else {
     c[0].missing = shk__xstrdup(nons);
   }
@@ -153,7 +156,8 @@ int shk_cli_doctor(int argc, char **argv)
   shk_autofree char *version = bwrap_version(f.bwrap);
   klass c[6];
   classify(&f, c);
-  bool can_run = f.bwrap && f.userns && f.landlock_abi > 0 && f.seccomp && f.connect_guard;
+  bool can_run = f.bwrap && f.userns && f.landlock_abi > 0 && f.seccomp && f.connect_guard &&
+                 geteuid() != 0;
 
   if (json) {
     json_t *classes = json_array();
