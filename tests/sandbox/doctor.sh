@@ -19,6 +19,10 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1]))' doctor.json || fail "
 # j EXPR: a python expression over the report, d.
 j() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" doctor.json; }
 claim() { echo "claim: $*" >&2; }
+# As root, shinken run needs --allow-degraded to start at all (root's files
+# stay root's inside); the case root checks that claim.
+ALLOW=""
+[ "$(id -u)" = 0 ] && ALLOW=--allow-degraded
 
 case $CASE in
   exit)
@@ -37,6 +41,29 @@ case $CASE in
     fi
     "$SHINKEN" doctor --bogus >/dev/null 2>&1
     [ $? = 125 ] || fail "a usage error did not exit 125" ;;
+  root)
+    # The root caller's claim, both ways, against a root-only file: as
+    # root, the filesystem class names it missing and the file is readable
+    # inside (with --allow-degraded, after a refusal without it); as nobody,
+    # neither.
+    fs() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=[c for c in d['classes'] if c['class']=='filesystem'][0]; print(c['level'], d['can_run'], c['missing'] or '')" "$1"; }
+    [ "$(id -u)" = 0 ] || skip "needs root to check both callers"
+    echo "root-only $$" >root-secret; chmod 600 root-secret
+    claim "as root, filesystem: $(fs doctor.json)"
+    case $(fs doctor.json) in
+      "partial False "*"the caller is root"*) ;;
+      *) fail "as root, the filesystem class does not say root's files are readable" ;;
+    esac
+    "$SHINKEN" run -- cat "$scratch/root-secret" >inside.out 2>run.err
+    [ $? = 125 ] && [ ! -s inside.out ] || fail "as root without --allow-degraded, shinken run did not refuse"
+    "$SHINKEN" run --allow-degraded -- cat "$scratch/root-secret" >inside.out 2>run.err
+    grep -q "root-only $$" inside.out || fail "the claim is wrong: a root-only file is not readable inside as root"
+    chmod 755 "$scratch"; programs_for 65534 65534
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$SHINKEN" doctor --json >user.json 2>/dev/null
+    claim "as nobody, filesystem: $(fs user.json)"
+    fs user.json | grep -q "caller is root" && fail "as nobody, the doctor claims the caller is root"
+    setpriv --reuid=65534 --regid=65534 --clear-groups "$SHINKEN" run -- cat "$scratch/root-secret" >inside.out 2>run.err
+    grep -q "root-only $$" inside.out && fail "as nobody, a root-only file was readable inside" ;;
   bwrap)
     path=$(j 'd["bwrap"]["path"]')
     real=$(command -v bwrap || { [ -x /usr/bin/bwrap ] && echo /usr/bin/bwrap; })
@@ -98,14 +125,21 @@ case $CASE in
       done
     fi
     # The refusal follows the claim: --mem needs the memory controller.
-    "$SHINKEN" run --mem 64M -- /bin/true 2>run.err
+    # As root, which needs --allow-degraded anyway, the warning says it.
+    "$SHINKEN" run $ALLOW --mem 64M -- /bin/true 2>run.err
     rrc=$?
     case " $ctl " in
-      *" memory "*) [ $rrc = 0 ] || fail "memory claimed but --mem 64M exited $rrc: $(cat run.err)" ;;
-      *) [ $rrc = 125 ] || fail "memory not claimed but --mem 64M did not refuse (status $rrc)"
-         "$SHINKEN" run --allow-degraded --mem 64M -- /bin/true 2>run.err
-         [ $? = 0 ] || fail "--allow-degraded --mem 64M did not run"
-         grep -q degraded run.err || fail "--allow-degraded printed no warning" ;;
+      *" memory "*) [ $rrc = 0 ] || fail "memory claimed but --mem 64M exited $rrc: $(cat run.err)"
+         grep -q 'cgroup limits unavailable' run.err && fail "memory claimed but --mem 64M is degraded" ;;
+      *) if [ -n "$ALLOW" ]; then
+           [ $rrc = 0 ] || fail "--allow-degraded --mem 64M did not run"
+           grep -q 'degraded: cgroup limits unavailable' run.err || fail "memory not claimed but --mem 64M is not degraded"
+         else
+           [ $rrc = 125 ] || fail "memory not claimed but --mem 64M did not refuse (status $rrc)"
+           "$SHINKEN" run --allow-degraded --mem 64M -- /bin/true 2>run.err
+           [ $? = 0 ] || fail "--allow-degraded --mem 64M did not run"
+           grep -q degraded run.err || fail "--allow-degraded printed no warning"
+         fi ;;
     esac ;;
   classes)
     # Six classes, each with a level consistent with the detections.
@@ -139,7 +173,7 @@ case $CASE in
     mech() { j "[c['mechanism'] or '' for c in d['classes'] if c['class']=='$1'][0]"; }
     inside() { # EXPECTED-STATUS WHAT ARGS...: runs shinken run ARGS
       want=$1 what=$2; shift 2
-      "$SHINKEN" run "$@" >inside.out 2>inside.err
+      "$SHINKEN" run $ALLOW "$@" >inside.out 2>inside.err
       st=$?
       sed 's/^/    /' inside.out inside.err >&2
       [ $st = "$want" ] || fail "claims $what, but inside: status $st"
@@ -168,7 +202,7 @@ case $CASE in
         "$PROBE" abstract "shk-doctor-$$" >/dev/null; listen_stop
         [ -s "$scratch/log" ] || fail "the control did not reach the listener"
         listen_start abstract "shk-doctor-$$"
-        "$SHINKEN" run --net host -- "$PROBE" abstract "shk-doctor-$$" >&2 2>&1; listen_stop
+        "$SHINKEN" run $ALLOW --net host -- "$PROBE" abstract "shk-doctor-$$" >&2 2>&1; listen_stop
         [ -s "$scratch/log" ] && fail "claims abstract-socket scoping, but --net host reached the host's abstract socket" ;;
     esac
     case $(mech syscalls) in

@@ -34,6 +34,13 @@ case $WHO in
   *) fail "WHO must be root or user, not '$WHO'" ;;
 esac
 
+# As root, shinken run refuses to start without --allow-degraded (root's
+# files stay root's inside; see docs/sandbox.md). Every root case but
+# root-secret, which checks that refusal, passes it; the root caller's must
+# then be the only layer degraded (checked after the run).
+ALLOW=""
+[ "$WHO" = root ] && [ "$CASE" != root-secret ] && ALLOW=--allow-degraded
+
 scratch=$(scratch_dir shk-escape) || fail "mktemp"
 chmod 755 "$scratch"
 
@@ -128,7 +135,7 @@ run_probe() {
   if [ "$phase" = sandbox ]; then
     who=$WHO
     # shellcheck disable=SC2086
-    set -- "$SHINKEN" run $RUN_OPTS -- "$PROBE" "$@"
+    set -- "$SHINKEN" run $ALLOW $RUN_OPTS -- "$PROBE" "$@"
   else
     who=$CONTROL_AS
     # shellcheck disable=SC2086
@@ -547,6 +554,23 @@ phase=sandbox
 fresh; setup
 # shellcheck disable=SC2046
 run_probe sandbox $(args)
+if [ "$CASE" = root-secret ] && [ "$WHO" = root ]; then
+  # The sandbox cannot keep root's files from a root caller, so without
+  # --allow-degraded nothing may run: one line naming root, no copy.
+  [ $rc = 125 ] || fail "as root without --allow-degraded, shinken run did not refuse (status $rc)"
+  [ "$(wc -l <"$scratch/probe.err")" = 1 ] || fail "the refusal is not exactly one line"
+  grep -qF "the caller is root" "$scratch/probe.err" || fail "the refusal does not name root: $(cat "$scratch/probe.err")"
+  if what=$(effect); then fail "ESCAPE ($CASE as $WHO) although shinken run refused: $what"; fi
+  grep -q '^attempted ' "$scratch/probe.out" && fail "the probe ran although shinken run refused"
+  echo "refused: $CASE as $WHO"
+  exit 0
+fi
+if [ -n "$ALLOW" ]; then
+  grep -qF "$ROOT_DEGRADED" "$scratch/probe.err" || fail "as root, shinken run did not warn that root's files are readable"
+  if line=$(other_degraded "$scratch/probe.err"); then
+    skip "a layer other than the root caller's is degraded here: $line"
+  fi
+fi
 if [ $rc = 125 ]; then
   line=$(head -1 "$scratch/probe.err")
   case $line in
