@@ -187,6 +187,10 @@ const shk_cap_scope *shk_cap_scope_of(shk_cap_table *t, const char *id);
 /* The lifecycle of a handle; -ENOENT when unknown. */
 int shk_cap_lifecycle_of(shk_cap_table *t, const char *id, shk_cap_lifecycle *out);
 
+/* True when the handle or one it derives from was revoked (not merely
+ * used up or expired); unknown handles count as revoked. */
+bool shk_cap_is_revoked(shk_cap_table *t, const char *id);
+
 /* Calls fn for each handle (of `session`, or all when NULL). */
 void shk_cap_foreach(shk_cap_table *t, const char *session,
                      void (*fn)(const shk_cap_info *info, void *ud), void *ud);

@@ -344,3 +344,14 @@ int shk_cap_lifecycle_of(shk_cap_table *t, const char *id, shk_cap_lifecycle *ou
   pthread_rwlock_unlock(&t->lock);
   return h ? 0 : -ENOENT;
 }
+
+bool shk_cap_is_revoked(shk_cap_table *t, const char *id)
+{
+  pthread_rwlock_rdlock(&t->lock);
+  handle *h = find(t, id);
+  bool revoked = !h;
+  for (; h && !revoked; h = h->parent)
+    revoked = atomic_load(&h->revoked);
+  pthread_rwlock_unlock(&t->lock);
+  return revoked;
+}

@@ -27,6 +27,7 @@ typedef struct grant {
   char rule[32];          /* "handle:" and the first hex digits, for audit lines */
   uint64_t tag;           /* binds egress tunnels to this handle */
   shk_cap_class cls;
+  bool torn_down;         /* dead, and its tunnels closed: nothing left to do */
 } grant;
 
 typedef struct session {
@@ -507,10 +508,16 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const char *actor)
   const char *cls = s ? shk_cap_class_name(s->grants[idx].cls) : NULL;
   if (s)
     snprintf(sid, sizeof sid, "%s", s->id);
-  int64_t now = now_ms();
-  for (size_t i = 0; eg && i < s->n_grants; i++)
-    if (s->grants[i].cls == SHK_CAP_NET_EGRESS && shk_cap_check(m->table, s->grants[i].id, now))
-      tags[n_tags++] = s->grants[i].tag;
+  /* A revoked handle admits no new tunnel (the hook checks liveness), so
+   * its tunnels need closing once; later revokes skip it. A once handle
+   * that was merely used keeps the tunnel that was its one use. */
+  for (size_t i = 0; eg && i < s->n_grants; i++) {
+    grant *g = &s->grants[i];
+    if (g->cls == SHK_CAP_NET_EGRESS && !g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
+      tags[n_tags++] = g->tag;
+      g->torn_down = true;
+    }
+  }
   pthread_mutex_unlock(&m->mu);
   int closed = 0;
   for (size_t i = 0; i < n_tags; i++) {

@@ -220,6 +220,8 @@ static void membrane_revokes_descendants(void **state)
   assert_int_equal(shk_cap_use(t, l, 5), -EACCES);
   assert_int_equal(shk_cap_use(t, r, 5), 0);
   assert_int_equal(shk_cap_use(t, sib, 5), 0);
+  assert_true(shk_cap_is_revoked(t, l));
+  assert_false(shk_cap_is_revoked(t, sib));
   /* Idempotent; a revoked handle cannot be attenuated. */
   assert_int_equal(shk_cap_revoke(t, m), 0);
   assert_int_equal(shk_cap_attenuate(t, m, &leaf, 0, w, why, sizeof why), -EACCES);
@@ -245,6 +247,8 @@ static void lifecycles(void **state)
   assert_int_equal(shk_cap_check(t, once, 1), 0);
   assert_int_equal(shk_cap_use(t, once, 1), 0);
   assert_int_equal(shk_cap_use(t, once, 1), -EACCES);
+  /* Used up is not revoked: its one use (an open tunnel) stands. */
+  assert_false(shk_cap_is_revoked(t, once));
   /* Expiry, inherited by children: a child asking for more time gets the parent's. */
   assert_int_equal(shk_cap_issue(t, "s", &s, SHK_CAP_SESSION, 1000, timed), 0);
   assert_int_equal(shk_cap_attenuate(t, timed, &s, 5000, child, why, sizeof why), 0);
