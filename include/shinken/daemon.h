@@ -48,7 +48,8 @@ void shk_manager_free(shk_manager *m);
 /* Handles one control request (a JSON object with "op") and returns the
  * answer object, which always has "ok" and, on refusal, "error". The
  * operations: open_session, close_session, sessions, grant, grants, revoke,
- * attenuate. The caller owns the answer. */
+ * attenuate, taint (a session's exposure: ingested_external,
+ * touched_sensitive). The caller owns the answer. */
 json_t *shk_manager_call(shk_manager *m, json_t *req);
 
 /* Serves the control API on a unix socket at `path` (created 0600; its

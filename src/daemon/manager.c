@@ -610,6 +610,37 @@ static json_t *op_grants(shk_manager *m, json_t *req)
   return json_pack("{s:b, s:o}", "ok", 1, "grants", c.arr);
 }
 
+/* What a session has been exposed to, as its runtime reports it; exposure
+ * only ever grows. It feeds tier promotion: a data-leaving grant of a
+ * session that ingested external content and touched sensitive data needs
+ * a human (shk_cap_effective_tier). */
+static json_t *op_taint(shk_manager *m, json_t *req, const char *actor)
+{
+  static const char *const keys[] = { "op", "session", "ingested_external", "touched_sensitive", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("taint: unknown field '%s'", bad);
+  json_t *ext = json_object_get(req, "ingested_external"), *sens = json_object_get(req, "touched_sensitive");
+  if ((ext && !json_is_boolean(ext)) || (sens && !json_is_boolean(sens)))
+    return refuse("taint: ingested_external and touched_sensitive are true or false");
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, str_or(req, "session", NULL));
+  json_t *ans;
+  if (!s) {
+    ans = refuse("taint: no such session");
+  } else {
+    s->taint.ingested_external |= json_is_true(ext);
+    s->taint.touched_sensitive |= json_is_true(sens);
+    emit(m, actor, s->id, NULL, NULL, "tainted", NULL, NULL,
+         s->taint.ingested_external && s->taint.touched_sensitive ? "external and sensitive"
+         : s->taint.ingested_external ? "external" : s->taint.touched_sensitive ? "sensitive" : "none");
+    ans = json_pack("{s:b, s:b, s:b}", "ok", 1, "ingested_external", s->taint.ingested_external,
+                    "touched_sensitive", s->taint.touched_sensitive);
+  }
+  pthread_mutex_unlock(&m->mu);
+  return ans;
+}
+
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
 {
   const char *op = json_is_object(req) ? str_or(req, "op", NULL) : NULL;
@@ -630,6 +661,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
     return op_revoke(m, req, actor);
   if (!strcmp(op, "attenuate"))
     return op_attenuate(m, req, actor);
+  if (!strcmp(op, "taint"))
+    return op_taint(m, req, actor);
   return refuse("unknown op '%s'", op);
 }
 

@@ -151,6 +151,17 @@ def main():
     with open(cfg, "w") as f:
         json.dump({"socket": sock, "event_log": events, "policy_dir": os.path.join(SRC, "policies")}, f)
     env = dict(os.environ, SHINKEN_SOCKET=sock)
+    # The session tier may only narrow: a permit there stops the daemon.
+    sess_pol = os.path.join(tmp, "session.cedar")
+    with open(sess_pol, "w") as f:
+        f.write('permit(principal, action, resource);\n')
+    bad_cfg = os.path.join(tmp, "bad.json")
+    with open(bad_cfg, "w") as f:
+        json.dump({"socket": sock, "session_policy": sess_pol, "policy_dir": os.path.join(SRC, "policies")}, f)
+    p = subprocess.run([SHINKEN, "daemon", "--config", bad_cfg], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 1 and "may only narrow" in p.stderr and p.stderr.count("\n") == 1,
+          f"a permit in the session tier is refused ({p.returncode}, {p.stderr!r})")
+    check(not os.path.exists(sock), "no manager started on a refused configuration")
     daemon = subprocess.Popen([SHINKEN, "daemon", "--config", cfg], stdout=subprocess.PIPE, text=True)
     try:
         line = daemon.stdout.readline()
@@ -272,6 +283,27 @@ def main():
 
         rc, out, _ = cli("sessions", "--json", env=env)
         check(rc == 0 and any(x["session"] == sid for x in json.loads(out)["sessions"]), "sessions lists it")
+
+        # The exfiltration shape: a session that ingested external content
+        # and touched sensitive data never gets egress at Auto. The manifest
+        # has **.npmjs.org at Auto: granted before, Ask (refused without a
+        # human) after.
+        scope = '{"domains":["registry.npmjs.org"],"ports":[443]}'
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", scope, "--json", env=env)
+        check(rc == 0 and json.loads(out).get("tier") == "Auto", f"Auto egress before taint ({out!r} {err!r})")
+        ans = ctl.call(op="taint", session=sid, ingested_external=True)
+        check(ans.get("ok") is True, f"taint recorded: {ans}")
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", scope, env=env)
+        check(rc == 0, "external alone does not stop Auto egress")
+        ctl.call(op="taint", session=sid, touched_sensitive=True)
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", scope, "--json", env=env)
+        a = json.loads(out) if out.strip() else {}
+        check(rc == 2 and a.get("tier") == "Ask", f"external + sensitive: egress promoted to Ask ({out!r})")
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", scope, "--external", "--json", env=env)
+        a = json.loads(out) if out.strip() else {}
+        check(rc == 2 and a.get("tier") == "Ask", f"external provenance promotes Auto at least one tier ({out!r})")
+        bad = ctl.call(op="taint", session=sid, bogus=True)
+        check(bad.get("ok") is False and "unknown field" in bad.get("error", ""), "taint refuses unknown fields")
 
         # Closing the launcher's connection ends the session: its proxy is gone.
         ctl.close()
