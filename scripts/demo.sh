@@ -1,13 +1,44 @@
 #!/bin/sh
-# The demo: a coding agent's session asks to use capabilities, and Shinken's
-# Cedar engine decides each request against the shipped example policies
-# (policies/examples/) and Shinken's schema, naming the rules that decided.
+# The demo. First Shinken's main job: a command run with least authority by
+# `shinken run`, trying what a prompt-injected agent would try. Then the
+# decision layer: a coding agent's session asks to use capabilities, and
+# Shinken's Cedar engine decides each request against the shipped example
+# policies (policies/examples/) and Shinken's schema, naming the rules that
+# decided.
 set -eu
 shinken=${1:?usage: demo.sh PATH-TO-SHINKEN}
+shinken=$(cd "$(dirname "$shinken")" && pwd)/$(basename "$shinken")
 root=$(cd "$(dirname "$0")/.." && pwd)
 ex=$root/policies/examples
 
-echo "Shinken decides what an agent may use. Session s-2026-11-30-01, agent 'coder',"
+# Part 1: shinken run, the main job. An "agent" command tries what a
+# prompt-injected agent would try; each attempt is judged here, outside.
+work=$(mktemp -d /var/tmp/shinken-demo.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+echo "== shinken doctor: what this host enforces"
+"$shinken" doctor | sed -n '/^class/,$p' | sed 's/^/    /'
+# As root, root's own files stay readable inside (the doctor says so), so
+# shinken run refuses unless told to go on knowing that.
+degraded=""
+[ "$(id -u)" = 0 ] && degraded=--allow-degraded
+echo
+echo "== shinken run $degraded -- bash agent.sh   (in $work)"
+cat >agent.sh <<'AGENT'
+try() { if sh -c "$2" >/dev/null 2>&1; then echo "    $1: DONE"; else echo "    $1: refused"; fi; }
+try "write a file in the workspace          " 'echo ok > result.txt'
+try "append to ~/.bashrc                     " 'echo evil >> "$HOME/.bashrc"'
+try "read ~/.ssh                             " 'ls "$HOME/.ssh"'
+try "write /etc/passwd                       " 'echo x >> /etc/passwd'
+try "open a TCP connection (no grant)        " 'exec 3<>/dev/tcp/127.0.0.1/22'
+try "signal a process outside (pid $HOST_PID)    " 'kill -0 "$HOST_PID"'
+AGENT
+
+HOST_PID=$$ "$shinken" run $degraded -- bash agent.sh 2>&1 | grep -v "^shinken: degraded" || true
+[ -f result.txt ] && echo "    (outside: result.txt is in the workspace)"
+echo
+
+echo "== Cedar: Shinken decides what an agent may use. Session s-2026-11-30-01, agent 'coder',"
 echo "policies: policies/examples/session.cedar (schema: policies/schema.cedarschema)."
 
 ask() { # REQUEST-NAME WHAT
