@@ -16,6 +16,7 @@ typedef struct resp_priv {
   size_t cap_reasons, cap_errors;
   const char **forbids;  /* satisfied forbids; the reasons hold permits */
   size_t n_forbids, cap_forbids;
+  shk__cands cands;
 } resp_priv;
 
 static void push_id(const char ***v, size_t *n, size_t *cap, const char *id)
@@ -68,20 +69,16 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
     ev.var_ent[v] = shk__entities_find(ev.es, ev.vars[v].uid, ev.var_hash[v]);
 
   pv->n_forbids = 0;
-  size_t words = (ps->n + 63) / 64;
-  uint64_t *cand = shk__arena_calloc(pv->scratch, (words ? words : 1) * sizeof *cand);
-  shk__policy_set_candidates(ps, &ev, cand);
-  for (size_t w = 0; w < words; w++) {
-    for (uint64_t bits = cand[w]; bits; bits &= bits - 1) {
-      size_t i = w * 64 + (size_t)__builtin_ctzll(bits);
-      int r = shk__eval_policy(&ev, ps->pols[i], &ps->hashes[i]);
-      if (r == 1 && ps->pols[i]->is_forbid)
-        push_id(&pv->forbids, &pv->n_forbids, &pv->cap_forbids, ps->ids[i]);
-      else if (r == 1)
-        push_id(&resp->reasons, &resp->n_reasons, &pv->cap_reasons, ps->ids[i]);
-      else if (r < 0)
-        add_error(resp, pv, ps->ids[i], ev.err.msg);
-    }
+  shk__policy_set_candidates(ps, &ev, &pv->cands);
+  for (uint32_t k = 0; k < pv->cands.n; k++) {
+    uint32_t i = pv->cands.v[k];
+    int r = shk__eval_policy(&ev, ps->pols[i], &ps->hashes[i]);
+    if (r == 1 && ps->pols[i]->is_forbid)
+      push_id(&pv->forbids, &pv->n_forbids, &pv->cap_forbids, ps->ids[i]);
+    else if (r == 1)
+      push_id(&resp->reasons, &resp->n_reasons, &pv->cap_reasons, ps->ids[i]);
+    else if (r < 0)
+      add_error(resp, pv, ps->ids[i], ev.err.msg);
   }
 
   /* A satisfied forbid decides, and the forbids are then the reasons. */
@@ -100,6 +97,7 @@ void shk_cedar_response_clear(shk_cedar_response *resp)
   if (pv) {
     shk__arena_free(pv->scratch);
     free(pv->forbids);
+    free(pv->cands.v);
   }
   free(pv);
   free(resp->reasons);

@@ -239,8 +239,14 @@ struct shk_cedar_policy_set {
   size_t n_always, cap_always;
 };
 
-/* Sets in `bits` (ps->n bits, cleared by the caller) the policies that may
- * apply to the request. A bitmap keeps them in policy order, each once,
- * without sorting. */
+/* The policies that may apply to a request, as indices into the set. */
+typedef struct shk__cands {
+  uint32_t *v;
+  uint32_t n, cap;
+} shk__cands;
+
+/* Fills `c` (its vector reused between calls) with the policies that may
+ * apply to the request, in policy order, each once, so that responses list
+ * reasons and errors in the order of the set. */
 void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval *ev,
-                                uint64_t *bits);
+                                shk__cands *c);

@@ -2,6 +2,7 @@
  * NUL-terminated ids ready for responses. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cedar/cedar-eval-internal.h"
@@ -86,36 +87,69 @@ static void index_policy(shk_cedar_policy_set *ps, uint32_t i)
   }
 }
 
-static void mark(const uint32_t *pols, size_t n, uint64_t *bits)
+static void collect(const uint32_t *pols, uint32_t n, shk__cands *c)
 {
-  for (size_t i = 0; i < n; i++)
-    bits[pols[i] / 64] |= 1ULL << (pols[i] % 64);
+  if (c->n + n > c->cap) {
+    c->cap = c->n + n > 2 * c->cap ? c->n + n : 2 * c->cap;
+    c->v = shk__xrealloc(c->v, c->cap * sizeof *c->v);
+  }
+  if (n)
+    memcpy(c->v + c->n, pols, n * sizeof *pols);
+  c->n += n;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Puts the candidates in policy order, each once. They are the union of a
+ * few ascending lists, so a short run is sorted by insertion; the work is
+ * that of the candidates, whatever the size of the set. */
+static void sort_unique(shk__cands *c)
+{
+  if (c->n > 64) {
+    qsort(c->v, c->n, sizeof *c->v, cmp_u32);
+  } else {
+    for (uint32_t i = 1; i < c->n; i++) {
+      uint32_t x = c->v[i], j = i;
+      for (; j && c->v[j - 1] > x; j--)
+        c->v[j] = c->v[j - 1];
+      c->v[j] = x;
+    }
+  }
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (!k || c->v[k - 1] != c->v[i])
+      c->v[k++] = c->v[i];
+  c->n = k;
 }
 
 void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval *ev,
-                                uint64_t *bits)
+                                shk__cands *c)
 {
-  mark(ps->always, ps->n_always, bits);
-  if (!ps->n_anchors)
-    return;
+  c->n = 0;
+  collect(ps->always, (uint32_t)ps->n_always, c);
   const shk_cedar_entities *es = ev->es;
-  for (int v = SHK__VAR_PRINCIPAL; v <= SHK__VAR_RESOURCE; v++) {
+  for (int v = SHK__VAR_PRINCIPAL; ps->n_anchors && v <= SHK__VAR_RESOURCE; v++) {
     const shk__entity *e = ev->var_ent[v];
     const shk__anchor *an = anchor_find(ps, (shk__var)v, ev->vars[v].uid, ev->var_hash[v]);
     if (an)
-      mark(an->pols, an->n, bits);
+      collect(an->pols, an->n, c);
     for (uint32_t k = 0; e && k < e->n_anc; k++) {
       const shk__entity *a = &es->ents[e->anc[k]];
       if ((an = anchor_find(ps, (shk__var)v, &a->uid, a->hash)))
-        mark(an->pols, an->n, bits);
+        collect(an->pols, an->n, c);
       /* A leaf lists its parents only; theirs hold the rest. */
       for (uint32_t j = 0; e->anc_direct && j < a->n_anc; j++) {
         const shk__entity *g = &es->ents[a->anc[j]];
         if ((an = anchor_find(ps, (shk__var)v, &g->uid, g->hash)))
-          mark(an->pols, an->n, bits);
+          collect(an->pols, an->n, c);
       }
     }
   }
+  sort_unique(c);
 }
 
 /* Policy ids are looked up on every link (the template, and that the new
