@@ -213,12 +213,12 @@ int shk__eval_policy(shk__eval *ev, const shk__policy *p, const shk__scope_hash 
 /* Policies are indexed by one entity of their scope (principal, else
  * resource, else action), so that a request only evaluates the policies
  * whose anchor is its own principal, action or resource or one of their
- * ancestors, plus the few that constrain no entity at all. */
+ * ancestors, plus the few that constrain no entity at all. An anchor is
+ * keyed by the hash of (var, uid) and sits in the table itself, so a lookup
+ * touches one slot and no id strings. */
 typedef struct shk__anchor {
-  shk__var var;
-  shk__uid uid;
-  uint64_t hash;
-  uint32_t *pols;        /* policy indices, ascending */
+  uint64_t key;
+  uint32_t *pols;        /* policy indices, ascending; NULL: empty slot */
   uint32_t n, cap;
 } shk__anchor;
 
@@ -231,10 +231,8 @@ struct shk_cedar_policy_set {
   size_t id_mask;
   shk__folds folds;
   size_t n, cap;
-  shk__anchor *anchors;
-  size_t n_anchors, cap_anchors;
-  uint32_t *table;       /* anchors by (var, uid): index + 1, 0 empty */
-  size_t mask;
+  shk__anchor *anchors;  /* open addressing by key */
+  size_t n_anchors, mask;
   uint32_t *always;      /* policies with no entity in their scope */
   size_t n_always, cap_always;
 };

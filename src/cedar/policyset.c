@@ -7,54 +7,50 @@
 
 #include "cedar/cedar-eval-internal.h"
 
-static uint64_t anchor_hash(shk__var var, uint64_t uid_hash)
+static uint64_t anchor_key(shk__var var, uint64_t uid_hash)
 {
   return uid_hash ^ ((uint64_t)(var + 1) * 0x9E3779B97F4A7C15ULL);
 }
 
-static const shk__anchor *anchor_find(const shk_cedar_policy_set *ps, shk__var var,
-                                      const shk__uid *u, uint64_t uid_hash)
+/* The slot of `key`: its anchor, or the empty slot where it belongs. */
+static shk__anchor *anchor_slot(shk__anchor *slots, size_t mask, uint64_t key)
 {
-  if (!ps->table)
-    return NULL;
-  uint64_t h = anchor_hash(var, uid_hash);
-  for (size_t i = h & ps->mask;; i = (i + 1) & ps->mask) {
-    uint32_t x = ps->table[i];
-    if (!x)
-      return NULL;
-    const shk__anchor *an = &ps->anchors[x - 1];
-    if (an->hash == h && an->var == var && shk__uid_eq(an->uid, *u))
-      return an;
-  }
+  size_t i = key & mask;
+  while (slots[i].pols && slots[i].key != key)
+    i = (i + 1) & mask;
+  return &slots[i];
+}
+
+/* Anchors are found by their key alone, with no compare of entity ids:
+ * uids whose keys collide share one anchor, so a lookup yields a superset
+ * of the policies anchored at its uid, and shk__eval_policy checks every
+ * candidate's whole scope. A collision can thus only add a candidate,
+ * never lose one, and the hot path touches no id strings. */
+static const shk__anchor *anchor_find(const shk_cedar_policy_set *ps, shk__var var,
+                                      uint64_t uid_hash)
+{
+  const shk__anchor *an = anchor_slot(ps->anchors, ps->mask, anchor_key(var, uid_hash));
+  return an->pols ? an : NULL;
 }
 
 static void anchor_add(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u, uint32_t pol)
 {
-  uint64_t uh = shk__uid_hash(u);
-  shk__anchor *an = (shk__anchor *)anchor_find(ps, var, u, uh);
-  if (!an) {
-    if (ps->n_anchors == ps->cap_anchors) {
-      ps->cap_anchors = ps->cap_anchors ? ps->cap_anchors * 2 : 16;
-      ps->anchors = shk__xrealloc(ps->anchors, ps->cap_anchors * sizeof *ps->anchors);
-    }
-    if (!ps->table || (ps->n_anchors + 1) * 2 > ps->mask + 1) {
-      size_t size = ps->table ? (ps->mask + 1) * 2 : 64;
-      free(ps->table);
-      ps->table = shk__xcalloc(size, sizeof *ps->table);
-      ps->mask = size - 1;
-      for (size_t k = 0; k < ps->n_anchors; k++) {
-        size_t i = ps->anchors[k].hash & ps->mask;
-        while (ps->table[i])
-          i = (i + 1) & ps->mask;
-        ps->table[i] = (uint32_t)k + 1;
-      }
-    }
-    an = &ps->anchors[ps->n_anchors];
-    *an = (shk__anchor){ .var = var, .uid = *u, .hash = anchor_hash(var, uh) };
-    size_t i = an->hash & ps->mask;
-    while (ps->table[i])
-      i = (i + 1) & ps->mask;
-    ps->table[i] = (uint32_t)++ps->n_anchors;
+  uint64_t key = anchor_key(var, shk__uid_hash(u));
+  if (!ps->anchors || (ps->n_anchors + 1) * 2 > ps->mask + 1) {
+    size_t old_size = ps->anchors ? ps->mask + 1 : 0;
+    size_t size = old_size ? old_size * 2 : 64;
+    shk__anchor *old = ps->anchors;
+    ps->anchors = shk__xcalloc(size, sizeof *ps->anchors);
+    ps->mask = size - 1;
+    for (size_t k = 0; k < old_size; k++)
+      if (old[k].pols)
+        *anchor_slot(ps->anchors, ps->mask, old[k].key) = old[k];
+    free(old);
+  }
+  shk__anchor *an = anchor_slot(ps->anchors, ps->mask, key);
+  if (!an->pols) {
+    an->key = key;
+    ps->n_anchors++;
   }
   shk__xpush_u32(&an->pols, &an->n, &an->cap, pol);
 }
@@ -134,17 +130,17 @@ void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval 
   const shk_cedar_entities *es = ev->es;
   for (int v = SHK__VAR_PRINCIPAL; ps->n_anchors && v <= SHK__VAR_RESOURCE; v++) {
     const shk__entity *e = ev->var_ent[v];
-    const shk__anchor *an = anchor_find(ps, (shk__var)v, ev->vars[v].uid, ev->var_hash[v]);
+    const shk__anchor *an = anchor_find(ps, (shk__var)v, ev->var_hash[v]);
     if (an)
       collect(an->pols, an->n, c);
     for (uint32_t k = 0; e && k < e->n_anc; k++) {
       const shk__entity *a = &es->ents[e->anc[k]];
-      if ((an = anchor_find(ps, (shk__var)v, &a->uid, a->hash)))
+      if ((an = anchor_find(ps, (shk__var)v, a->hash)))
         collect(an->pols, an->n, c);
       /* A leaf lists its parents only; theirs hold the rest. */
       for (uint32_t j = 0; e->anc_direct && j < a->n_anc; j++) {
         const shk__entity *g = &es->ents[a->anc[j]];
-        if ((an = anchor_find(ps, (shk__var)v, &g->uid, g->hash)))
+        if ((an = anchor_find(ps, (shk__var)v, g->hash)))
           collect(an->pols, an->n, c);
       }
     }
@@ -299,10 +295,9 @@ void shk_cedar_policy_set_free(shk_cedar_policy_set *ps)
 {
   if (!ps)
     return;
-  for (size_t i = 0; i < ps->n_anchors; i++)
+  for (size_t i = 0; ps->anchors && i <= ps->mask; i++)
     free(ps->anchors[i].pols);
   free(ps->anchors);
-  free(ps->table);
   free(ps->always);
   free(ps->pols);
   free(ps->ids);
