@@ -248,3 +248,10 @@ typedef struct shk__cands {
  * reasons and errors in the order of the set. */
 void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval *ev,
                                 shk__cands *c);
+
+/* Fills err (when given) with one message and no position; returns
+ * -EINVAL. */
+__attribute__((format(printf, 2, 3))) int shk__cedar_fail(shk_cedar_error *err, const char *fmt, ...);
+
+/* The longest excerpt of a user string that messages quote: for "%.*s". */
+#define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p

@@ -14,7 +14,7 @@
 
 #include "cedar/cedar-eval-internal.h"
 
-SHK_PRINTF(2, 3) static int jfail(shk_cedar_error *err, const char *fmt, ...)
+int shk__cedar_fail(shk_cedar_error *err, const char *fmt, ...)
 {
   if (err) {
     va_list ap;
@@ -26,8 +26,6 @@ SHK_PRINTF(2, 3) static int jfail(shk_cedar_error *err, const char *fmt, ...)
   return -EINVAL;
 }
 
-/* Longest excerpt of a user string that messages quote. */
-#define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p
 
 /* jansson refuses NUL in object keys, which Cedar allows (attribute and tag
  * names are any string). So before parsing, the escapes \u0000 and \u0001
@@ -72,7 +70,7 @@ json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar
                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
   free(copy);
   if (!root) {
-    jfail(err, "%s: %s", what, jerr.text);
+    shk__cedar_fail(err, "%s: %s", what, jerr.text);
     if (err) {
       err->line = jerr.line > 0 ? (unsigned)jerr.line : 0;
       err->column = jerr.column > 0 ? (unsigned)jerr.column : 0;
@@ -126,9 +124,9 @@ static int type_and_id(shk__arena *a, json_t *o, shk__uid *out, const char *what
 {
   json_t *t = json_object_get(o, "type"), *id = json_object_get(o, "id");
   if (!json_is_string(t) || !json_is_string(id))
-    return jfail(err, "%s: an entity reference needs string \"type\" and \"id\"", what);
+    return shk__cedar_fail(err, "%s: an entity reference needs string \"type\" and \"id\"", what);
   if (!shk__is_valid_name(json_string_value(t), json_string_length(t)))
-    return jfail(err, "%s: \"%.80s\" is not a valid entity type name", what, json_string_value(t));
+    return shk__cedar_fail(err, "%s: \"%.80s\" is not a valid entity type name", what, json_string_value(t));
   out->type = shk__json_str(a, t);
   out->id = shk__json_str(a, id);
   return 0;
@@ -138,15 +136,15 @@ int shk__json_to_uid(shk__arena *a, json_t *j, shk__uid *out, const char *what,
                      shk_cedar_error *err)
 {
   if (!json_is_object(j))
-    return jfail(err, "%s: expected an entity reference, got %s", what, json_kind_name(j));
+    return shk__cedar_fail(err, "%s: expected an entity reference, got %s", what, json_kind_name(j));
   json_t *esc = json_object_get(j, "__entity");
   if (esc) {
     if (json_object_size(j) != 1 || !json_is_object(esc))
-      return jfail(err, "%s: malformed __entity escape", what);
+      return shk__cedar_fail(err, "%s: malformed __entity escape", what);
     return type_and_id(a, esc, out, what, err);
   }
   if (json_object_get(j, "__expr"))
-    return jfail(err, "%s: the __expr escape is no longer supported", what);
+    return shk__cedar_fail(err, "%s: the __expr escape is no longer supported", what);
   return type_and_id(a, j, out, what, err);
 }
 
@@ -159,16 +157,16 @@ static int extn_call(shk__arena *a, json_t *fn, json_t *arg, json_t *args, const
                      shk__value *out, shk_cedar_error *err)
 {
   if (!json_is_string(fn))
-    return jfail(err, "%s: __extn needs a string \"fn\"", what);
+    return shk__cedar_fail(err, "%s: __extn needs a string \"fn\"", what);
   shk__str name = { json_string_value(fn), json_string_length(fn) };
   int f = shk__ext_fn_lookup(name);
   if (f < 0)
-    return jfail(err, "%s: unknown extension function \"%.*s\"", what, Q(name));
+    return shk__cedar_fail(err, "%s: unknown extension function \"%.*s\"", what, Q(name));
   if (!arg == !args)
-    return jfail(err, "%s: __extn needs exactly one of \"arg\" and \"args\"", what);
+    return shk__cedar_fail(err, "%s: __extn needs exactly one of \"arg\" and \"args\"", what);
   size_t n = args ? json_array_size(args) : 1;
   if (args && !json_is_array(args))
-    return jfail(err, "%s: __extn \"args\" must be an array", what);
+    return shk__cedar_fail(err, "%s: __extn \"args\" must be an array", what);
   shk__value *vals = shk__arena_alloc(a, (n ? n : 1) * sizeof *vals);
   for (size_t i = 0; i < n; i++) {
     int r = to_value(a, args ? json_array_get(args, i) : arg, NULL, NULL, what, &vals[i], err);
@@ -177,7 +175,7 @@ static int extn_call(shk__arena *a, json_t *fn, json_t *arg, json_t *args, const
   }
   shk__eval_error e;
   if (shk__call_ext((shk__fn)f, vals, n, a, out, &e) < 0)
-    return jfail(err, "%s: %s", what, e.msg);
+    return shk__cedar_fail(err, "%s: %s", what, e.msg);
   return 0;
 }
 
@@ -185,12 +183,12 @@ static int extn_escape(shk__arena *a, json_t *body, const char *what, shk__value
                        shk_cedar_error *err)
 {
   if (!json_is_object(body))
-    return jfail(err, "%s: malformed __extn escape", what);
+    return shk__cedar_fail(err, "%s: malformed __extn escape", what);
   const char *k;
   json_t *v;
   json_object_foreach(body, k, v)
     if (strcmp(k, "fn") && strcmp(k, "arg") && strcmp(k, "args"))
-      return jfail(err, "%s: unexpected key \"%.80s\" in __extn escape", what, k);
+      return shk__cedar_fail(err, "%s: unexpected key \"%.80s\" in __extn escape", what, k);
   return extn_call(a, json_object_get(body, "fn"), json_object_get(body, "arg"),
                    json_object_get(body, "args"), what, out, err);
 }
@@ -214,9 +212,9 @@ static int untyped(shk__arena *a, json_t *j, const shk__schema *schema, const ch
     out->l = json_integer_value(j);
     return 0;
   case JSON_REAL:
-    return jfail(err, "%s: floating-point numbers are not Cedar values", what);
+    return shk__cedar_fail(err, "%s: floating-point numbers are not Cedar values", what);
   case JSON_NULL:
-    return jfail(err, "%s: null is not a Cedar value", what);
+    return shk__cedar_fail(err, "%s: null is not a Cedar value", what);
   case JSON_STRING:
     out->kind = SHK__V_STRING;
     out->s = shk__json_str(a, j);
@@ -246,15 +244,15 @@ static int untyped(shk__arena *a, json_t *j, const shk__schema *schema, const ch
     json_t *ext = json_object_get(j, "__extn");
     if (ext) {
       if (json_object_size(j) != 1)
-        return jfail(err, "%s: malformed __extn escape", what);
+        return shk__cedar_fail(err, "%s: malformed __extn escape", what);
       return extn_escape(a, ext, what, out, err);
     }
     if (json_object_get(j, "__expr"))
-      return jfail(err, "%s: the __expr escape is no longer supported", what);
+      return shk__cedar_fail(err, "%s: the __expr escape is no longer supported", what);
     return record_from_object(a, j, schema, what, out, err);
   }
   }
-  return jfail(err, "%s: unsupported JSON value", what);
+  return shk__cedar_fail(err, "%s: unsupported JSON value", what);
 }
 
 /* An object's members with their keys decoded, sorted by key. */
@@ -346,8 +344,8 @@ static int mismatch(const shk__type *t, const shk__value *v, const char *what,
   char tn[128];
   type_name(t, tn, sizeof tn);
   if (v->kind == SHK__V_ENTITY)
-    return jfail(err, "%s: expected %s, got an entity of type %.*s", what, tn, Q(v->uid->type));
-  return jfail(err, "%s: expected %s, got a %s", what, tn, shk__vkind_name(v->kind));
+    return shk__cedar_fail(err, "%s: expected %s, got an entity of type %.*s", what, tn, Q(v->uid->type));
+  return shk__cedar_fail(err, "%s: expected %s, got a %s", what, tn, shk__vkind_name(v->kind));
 }
 
 static bool enum_ok(const shk__schema *schema, const shk__uid *u)
@@ -372,7 +370,7 @@ static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, con
     for (size_t i = 0; i < t->n_attrs && !known; i++)
       known = shk__str_eq(t->attrs[i].name, ps[k].key);
     if (!known)
-      return jfail(err, "%s: attribute \"%.*s\" is not declared in the schema", what,
+      return shk__cedar_fail(err, "%s: attribute \"%.*s\" is not declared in the schema", what,
                    Q(ps[k].key));
   }
   shk__str *keys = shk__arena_alloc(a, (t->n_attrs ? t->n_attrs : 1) * sizeof *keys);
@@ -386,7 +384,7 @@ static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, con
         jv = ps[k].val;
     if (!jv) {
       if (at->required)
-        return jfail(err, "%s: required attribute \"%.*s\" is missing", what, Q(at->name));
+        return shk__cedar_fail(err, "%s: required attribute \"%.*s\" is missing", what, Q(at->name));
       continue;
     }
     char sub[384];
@@ -423,7 +421,7 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
     if (!shk__str_eq(u->type, t->name))
       return mismatch(t, out, what, err);
     if (!enum_ok(schema, u))
-      return jfail(err, "%s: \"%.*s\" is not a member of the enumerated type %.*s", what, Q(u->id),
+      return shk__cedar_fail(err, "%s: \"%.*s\" is not a member of the enumerated type %.*s", what, Q(u->id),
                    Q(u->type));
     return 0;
   }
@@ -441,7 +439,7 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
       shk__eval_error e;
       if ((r = untyped(a, j, schema, what, &arg, err)) < 0)
         return r;
-      r = shk__call_ext(ctor, &arg, 1, a, out, &e) < 0 ? jfail(err, "%s: %s", what, e.msg) : 0;
+      r = shk__call_ext(ctor, &arg, 1, a, out, &e) < 0 ? shk__cedar_fail(err, "%s: %s", what, e.msg) : 0;
     }
     if (r < 0)
       return r;
@@ -479,7 +477,7 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
       return mismatch(t, out, what, err);
     return 0;
   }
-  return jfail(err, "%s: unsupported schema type", what);
+  return shk__cedar_fail(err, "%s: unsupported schema type", what);
 }
 
 int shk__json_to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
@@ -706,9 +704,9 @@ static int load_tags(loader *L, json_t *j, const shk__type *elem, const char *wh
                      shk__record *out, shk_cedar_error *err)
 {
   if (!json_is_object(j))
-    return jfail(err, "%s: expected an object, got %s", what, json_kind_name(j));
+    return shk__cedar_fail(err, "%s: expected an object, got %s", what, json_kind_name(j));
   if (!elem && L->schema && json_object_size(j))
-    return jfail(err, "%s: the entity's type declares no tags", what);
+    return shk__cedar_fail(err, "%s: the entity's type declares no tags", what);
   return uniform_record(L->es->arena, j, L->schema, elem, what, out, err);
 }
 
@@ -744,16 +742,16 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
   char what[256];
   snprintf(what, sizeof what, "entity #%zu", pos);
   if (!json_is_object(item))
-    return jfail(err, "%s: expected an object, got %s", what, json_kind_name(item));
+    return shk__cedar_fail(err, "%s: expected an object, got %s", what, json_kind_name(item));
   const char *k;
   json_t *v;
   json_object_foreach(item, k, v)
     if (strcmp(k, "uid") && strcmp(k, "attrs") && strcmp(k, "parents") && strcmp(k, "tags"))
-      return jfail(err, "%s: unexpected key \"%.80s\"", what, k);
+      return shk__cedar_fail(err, "%s: unexpected key \"%.80s\"", what, k);
   json_t *juid = json_object_get(item, "uid"), *jattrs = json_object_get(item, "attrs");
   json_t *jparents = json_object_get(item, "parents"), *jtags = json_object_get(item, "tags");
   if (!juid || !jattrs || !jparents)
-    return jfail(err, "%s: missing \"%s\"", what, !juid ? "uid" : !jattrs ? "attrs" : "parents");
+    return shk__cedar_fail(err, "%s: missing \"%s\"", what, !juid ? "uid" : !jattrs ? "attrs" : "parents");
   shk__uid uid;
   int r = shk__json_to_uid(es->arena, juid, &uid, what, err);
   if (r < 0)
@@ -766,20 +764,20 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
     if (shk__schema_is_action_type(L->schema, uid.type)) {
       act = shk__schema_action(L->schema, uid);
       if (!act)
-        return jfail(err, "%s: action is not declared in the schema", what);
+        return shk__cedar_fail(err, "%s: action is not declared in the schema", what);
     } else {
       et = shk__schema_entity_type(L->schema, uid.type);
       if (!et)
-        return jfail(err, "%s: entity type %.*s is not declared in the schema", what, Q(uid.type));
+        return shk__cedar_fail(err, "%s: entity type %.*s is not declared in the schema", what, Q(uid.type));
       if (!enum_ok(L->schema, &uid))
-        return jfail(err, "%s: id is not a member of the enumerated type", what);
+        return shk__cedar_fail(err, "%s: id is not a member of the enumerated type", what);
     }
   }
 
   if (!json_is_object(jattrs))
-    return jfail(err, "%s: \"attrs\" must be an object, got %s", what, json_kind_name(jattrs));
+    return shk__cedar_fail(err, "%s: \"attrs\" must be an object, got %s", what, json_kind_name(jattrs));
   if (act && json_object_size(jattrs))
-    return jfail(err, "%s: action entities have no attributes", what);
+    return shk__cedar_fail(err, "%s: action entities have no attributes", what);
   shk__value attrs;
   if ((r = to_value(es->arena, jattrs, L->schema, et ? et->shape : NULL, what, &attrs, err)) < 0)
     return r;
@@ -791,7 +789,7 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
       return r;
   }
   if (!json_is_array(jparents))
-    return jfail(err, "%s: \"parents\" must be an array", what);
+    return shk__cedar_fail(err, "%s: \"parents\" must be an array", what);
   size_t np = json_array_size(jparents);
   uint32_t *ps = np ? shk__xmalloc(np * sizeof *ps) : NULL;
   for (size_t i = 0; i < np; i++) {
@@ -806,7 +804,7 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
      * closure is known (data may list ancestors, not just parents). */
     if (et && !ancestor_type_ok(L->schema, et, pu.type)) {
       free(ps);
-      return jfail(err, "%s: parent %.*s::\"%.*s\" is not allowed by the schema", what,
+      return shk__cedar_fail(err, "%s: parent %.*s::\"%.*s\" is not allowed by the schema", what,
                    Q(pu.type), Q(pu.id));
     }
     ps[i] = intern(L, &pu);
@@ -818,7 +816,7 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
     bool same = same_record(&e->attrs, attrs.rec) && same_record(&e->tags, &tags) &&
                 same_parents(L->parents[k_ent], L->n_parents[k_ent], ps, (uint32_t)np);
     free(ps);
-    return same ? 0 : jfail(err, "%s: given twice, differently", what);
+    return same ? 0 : shk__cedar_fail(err, "%s: given twice, differently", what);
   }
   e->present = true;
   e->attrs = *attrs.rec;
@@ -903,7 +901,7 @@ static int check_actions(loader *L, shk_cedar_error *err)
       }
     }
     if (!same)
-      r = jfail(err, "entity %.*s::\"%.*s\": ancestors differ from the action's declaration in the schema",
+      r = shk__cedar_fail(err, "entity %.*s::\"%.*s\": ancestors differ from the action's declaration in the schema",
                 Q(e->uid.type), Q(e->uid.id));
   }
   free(want);
@@ -939,7 +937,7 @@ static int closure(loader *L, shk_cedar_error *err)
       if (next[x] < L->n_parents[x]) {
         uint32_t p = L->parents[x][next[x]++];
         if (state[p] == 1) {
-          r = jfail(err, "entity %.*s::\"%.*s\" is its own ancestor: the parents form a cycle",
+          r = shk__cedar_fail(err, "entity %.*s::\"%.*s\" is its own ancestor: the parents form a cycle",
                     Q(es->ents[p].uid.type), Q(es->ents[p].uid.id));
           break;
         }
@@ -999,7 +997,7 @@ int shk_cedar_entities_parse(const char *json, size_t len, const shk_cedar_schem
   loader L = { .es = es, .schema = schema ? &schema->s : NULL };
   int r = 0;
   if (!json_is_array(root))
-    r = jfail(err, "entities JSON: expected an array of entities, got %s", json_kind_name(root));
+    r = shk__cedar_fail(err, "entities JSON: expected an array of entities, got %s", json_kind_name(root));
   for (size_t i = 0; r == 0 && i < json_array_size(root); i++)
     r = load_entity(&L, json_array_get(root, i), i, err);
   if (r == 0 && L.schema)

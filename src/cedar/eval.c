@@ -7,7 +7,6 @@
 
 #include "cedar/cedar-eval-internal.h"
 
-#define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p
 
 static int type_err(shk__eval *ev, const char *op, const char *want, const shk__value *got)
 {

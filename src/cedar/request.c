@@ -8,19 +8,7 @@
 
 #include "cedar/cedar-eval-internal.h"
 
-SHK_PRINTF(2, 3) static int rfail(shk_cedar_error *err, const char *fmt, ...)
-{
-  if (err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    err->line = err->column = 0;
-  }
-  return -EINVAL;
-}
 
-#define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p
 
 static bool type_listed(shk__str t, const shk__str *list, size_t n)
 {
@@ -49,19 +37,19 @@ static int validate(const shk__schema *s, const shk_cedar_request *r, const shk_
 {
   if (!act->has_applies_to ||
       !type_listed(r->principal.type, act->principals, act->n_principals))
-    return rfail(err, "principal type %.*s is not valid for action %.*s::\"%.*s\"",
+    return shk__cedar_fail(err, "principal type %.*s is not valid for action %.*s::\"%.*s\"",
                  Q(r->principal.type), Q(r->action.type), Q(r->action.id));
   if (!type_listed(r->resource.type, act->resources, act->n_resources))
-    return rfail(err, "resource type %.*s is not valid for action %.*s::\"%.*s\"",
+    return shk__cedar_fail(err, "resource type %.*s is not valid for action %.*s::\"%.*s\"",
                  Q(r->resource.type), Q(r->action.type), Q(r->action.id));
   if (!enum_member(s, &r->principal))
-    return rfail(err, "principal %.*s::\"%.*s\" is not a member of its enumerated type",
+    return shk__cedar_fail(err, "principal %.*s::\"%.*s\" is not a member of its enumerated type",
                  Q(r->principal.type), Q(r->principal.id));
   if (!enum_member(s, &r->resource))
-    return rfail(err, "resource %.*s::\"%.*s\" is not a member of its enumerated type",
+    return shk__cedar_fail(err, "resource %.*s::\"%.*s\" is not a member of its enumerated type",
                  Q(r->resource.type), Q(r->resource.id));
   if (!shk__value_has_type(s, &r->context, act->context))
-    return rfail(err, "context does not conform to the context type of action %.*s::\"%.*s\"",
+    return shk__cedar_fail(err, "context does not conform to the context type of action %.*s::\"%.*s\"",
                  Q(r->action.type), Q(r->action.id));
   return 0;
 }
@@ -78,20 +66,20 @@ static int finish(shk_cedar_request *r, json_t *context, const shk_cedar_schema 
   /* With a schema the context is read as the action's context type, so
    * the action must be declared even when the request is not validated. */
   if (s && !act)
-    return rfail(err, "request's action %.*s::\"%.*s\" is not declared in the schema",
+    return shk__cedar_fail(err, "request's action %.*s::\"%.*s\" is not declared in the schema",
                  Q(r->action.type), Q(r->action.id));
   json_t *empty = NULL;
   if (!context)
     context = empty = json_object();
   int rc;
   if (!json_is_object(context))
-    rc = rfail(err, "context: expected a JSON object");
+    rc = shk__cedar_fail(err, "context: expected a JSON object");
   else
     rc = shk__json_to_value(r->arena, context, NULL, act ? act->context : NULL, "context",
                             &r->context, err);
   json_decref(empty);
   if (rc == 0 && r->context.kind != SHK__V_RECORD)
-    rc = rfail(err, "context: expected a record, got a %s", shk__vkind_name(r->context.kind));
+    rc = shk__cedar_fail(err, "context: expected a record, got a %s", shk__vkind_name(r->context.kind));
   if (rc == 0 && s && do_validate)
     rc = validate(s, r, act, err);
   return rc;
@@ -136,7 +124,7 @@ static int json_entity(shk__arena *a, json_t *j, const char *what, shk__uid *out
                        shk_cedar_error *err)
 {
   if (!j)
-    return rfail(err, "request: missing \"%s\"", what);
+    return shk__cedar_fail(err, "request: missing \"%s\"", what);
   if (json_is_string(j)) {
     shk__str s = shk__json_str(a, j);
     return shk__parse_entity_ref(a, s.p, s.n, out, err);
@@ -151,13 +139,13 @@ int shk_cedar_request_from_json_value(const struct json_t *req, const shk_cedar_
   *out = NULL;
   json_t *root = (json_t *)req;
   if (!json_is_object(root))
-    return rfail(err, "request JSON: expected an object");
+    return shk__cedar_fail(err, "request JSON: expected an object");
   const char *k;
   json_t *v;
   json_object_foreach(root, k, v)
     if (strcmp(k, "principal") && strcmp(k, "action") && strcmp(k, "resource") &&
         strcmp(k, "context"))
-      return rfail(err, "request JSON: unexpected key \"%.80s\"", k);
+      return shk__cedar_fail(err, "request JSON: unexpected key \"%.80s\"", k);
   shk_cedar_request *r = request_alloc();
   static const char *names[3] = { "principal", "action", "resource" };
   shk__uid *uids[3] = { &r->principal, &r->action, &r->resource };

@@ -46,11 +46,7 @@ static int write_proc(pid_t pid, const char *name, const char *text)
 {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-  shk_autoclose int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  ssize_t n = write(fd, text, strlen(text));
-  return n == (ssize_t)strlen(text) ? 0 : -errno;
+  return shk__write_at(AT_FDCWD, path, text);
 }
 
 /* fork(), except that bwrap 0.8 leaves its sandbox's pid 1 waiting

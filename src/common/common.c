@@ -140,3 +140,27 @@ int shk__read_file(const char *path, char **out, size_t *len)
     *len = n;
   return 0;
 }
+
+int shk__write_at(int dirfd, const char *name, const char *value)
+{
+  int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  size_t len = strlen(value);
+  ssize_t n = write(fd, value, len);
+  int e = errno;
+  close(fd);
+  if (n < 0)
+    return -e;
+  return (size_t)n == len ? 0 : -EIO;
+}
+
+int shk__errf(char **err, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(err, fmt, ap) < 0)
+    *err = NULL;
+  va_end(ap);
+  return -EINVAL;
+}

@@ -46,5 +46,14 @@ void *shk__xrealloc(void *p, size_t n);
 char *shk__xstrdup(const char *s);
 SHK_PRINTF(1, 2) char *shk__xasprintf(const char *fmt, ...);
 
+/* Writes `value` (a C string) to the file `name`, relative to `dirfd` (or
+ * AT_FDCWD), in one write: for kernel files (cgroup, /proc) where a short
+ * write means the value was not taken. Returns 0, -errno, or -EIO. */
+int shk__write_at(int dirfd, const char *name, const char *value);
+
+/* Formats one line into a malloc'd *err (NULL when out of memory) and
+ * returns -EINVAL, for functions that report errors as text. */
+SHK_PRINTF(2, 3) int shk__errf(char **err, const char *fmt, ...);
+
 /* Reads a whole file into a NUL-terminated buffer. Returns 0 or -errno. */
 int shk__read_file(const char *path, char **out, size_t *len);

@@ -217,6 +217,19 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
   return v;
 }
 
+/* Caller holds m->mu. Registers an issued handle with its session: from
+ * here on the egress hook sees it. */
+static void add_grant(shk_manager *m, session *s, grant *g)
+{
+  g->tag = m->next_tag++;
+  snprintf(g->rule, sizeof g->rule, "handle:%.12s", g->id);
+  if (s->n_grants == s->cap_grants) {
+    s->cap_grants = s->cap_grants ? s->cap_grants * 2 : 8;
+    s->grants = shk__xrealloc(s->grants, s->cap_grants * sizeof *s->grants);
+  }
+  s->grants[s->n_grants++] = *g;
+}
+
 static json_t *refuse(const char *fmt, ...) SHK_PRINTF(1, 2);
 static json_t *refuse(const char *fmt, ...)
 {
@@ -454,13 +467,7 @@ static json_t *op_grant(shk_manager *m, json_t *req, const char *actor)
   }
   /* 4. The OS delta: registering the handle with its session is what the
    * egress hook reads, so from here on it is live. */
-  g.tag = m->next_tag++;
-  snprintf(g.rule, sizeof g.rule, "handle:%.12s", g.id);
-  if (s->n_grants == s->cap_grants) {
-    s->cap_grants = s->cap_grants ? s->cap_grants * 2 : 8;
-    s->grants = shk__xrealloc(s->grants, s->cap_grants * sizeof *s->grants);
-  }
-  s->grants[s->n_grants++] = g;
+  add_grant(m, s, &g);
   /* 5. The event. */
   emit(m, actor, s->id, cname, jscope, "granted", pa.policy, g.id, NULL);
   ans = json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
@@ -568,13 +575,7 @@ static json_t *op_attenuate(shk_manager *m, json_t *req, const char *actor)
     ans = refuse("attenuate: %s", err);
     goto out;
   }
-  g.tag = m->next_tag++;
-  snprintf(g.rule, sizeof g.rule, "handle:%.12s", g.id);
-  if (s->n_grants == s->cap_grants) {
-    s->cap_grants = s->cap_grants ? s->cap_grants * 2 : 8;
-    s->grants = shk__xrealloc(s->grants, s->cap_grants * sizeof *s->grants);
-  }
-  s->grants[s->n_grants++] = g;
+  add_grant(m, s, &g);
   emit(m, actor, s->id, shk_cap_class_name(g.cls), jscope, "attenuated", NULL, g.id, NULL);
   ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "handle", g.id, "parent", id, "session", s->id);
 out:

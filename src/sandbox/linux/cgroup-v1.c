@@ -214,14 +214,7 @@ void shk__cgroup_v1_features_free(shk_sandbox_features *f)
 /* Writes `value` to the file `name` of the cgroup directory `dir`. */
 static int put(int dir, const char *name, const char *value)
 {
-  shk_autoclose int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  size_t len = strlen(value);
-  ssize_t n = write(fd, value, len);
-  if (n < 0)
-    return -errno;
-  return (size_t)n == len ? 0 : -EIO;
+  return shk__write_at(dir, name, value);
 }
 
 /* The limit of hierarchy `i`. A file the kernel does not have (swap not

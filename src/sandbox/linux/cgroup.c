@@ -17,14 +17,7 @@
 static int write_file(const char *dir, const char *name, const char *value)
 {
   shk_autofree char *path = shk__xasprintf("%s/%s", dir, name);
-  shk_autoclose int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  size_t len = strlen(value);
-  ssize_t n = write(fd, value, len);
-  if (n < 0)
-    return -errno;
-  return (size_t)n == len ? 0 : -EIO;
+  return shk__write_at(AT_FDCWD, path, value);
 }
 
 static int fail(char **err, int r, const char *fmt, ...) SHK_PRINTF(3, 4);

@@ -65,16 +65,7 @@ typedef struct builder {
   char **err;
 } builder;
 
-static int fail(char **err, const char *fmt, ...) SHK_PRINTF(2, 3);
-static int fail(char **err, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  if (vasprintf(err, fmt, ap) < 0)
-    *err = NULL;
-  va_end(ap);
-  return -EINVAL;
-}
+#define fail shk__errf
 
 /* Is `path` equal to `root` or beneath it? Both absolute and normalized. */
 static bool is_under(const char *path, const char *root)

@@ -59,16 +59,7 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o)
   shk_sandbox_opts_init(o);
 }
 
-static int fail(char **err, const char *fmt, ...) SHK_PRINTF(2, 3);
-static int fail(char **err, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  if (vasprintf(err, fmt, ap) < 0)
-    *err = NULL;
-  va_end(ap);
-  return -EINVAL;
-}
+#define fail shk__errf
 
 static int add_path(shk_sandbox_paths *p, const char *opt, const char *s, char **err)
 {
