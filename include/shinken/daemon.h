@@ -23,12 +23,15 @@ typedef struct shk_manager shk_manager;
 typedef struct shk_manager_opts {
   const char *policy_dir;     /* schema.cedarschema, admin.cedar, project.cedar */
   const char *session_policy; /* optional file of session-tier (forbid) policies */
+  const char *standing;       /* optional file of standing grants (admin): a JSON
+                               * array of {"class", "scope"} every session gets,
+                               * each still decided by Cedar */
   const char *manifest;       /* the image manifest (JSON file) */
   const char *event_log;      /* JSON lines; NULL: stderr */
 } shk_manager_opts;
 
 /* The manager's configuration file (JSON): {"policy_dir", "manifest",
- * "session_policy", "event_log", "socket"}, every key optional and an
+ * "session_policy", "standing", "event_log", "socket"}, every key optional and an
  * unknown key an error. Defaults: $SHINKEN_POLICY_DIR or the shipped
  * policies/, its manifests/default.json, events on stderr, and
  * shk_manager_socket_path(). path NULL: the defaults alone. */

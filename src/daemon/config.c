@@ -9,7 +9,7 @@
 #include "shinken/daemon.h"
 
 typedef struct priv {
-  char *policy_dir, *manifest, *session_policy, *event_log, *socket;
+  char *policy_dir, *manifest, *session_policy, *standing, *event_log, *socket;
 } priv;
 
 void shk_manager_config_clear(shk_manager_config *c)
@@ -19,6 +19,7 @@ void shk_manager_config_clear(shk_manager_config *c)
     free(p->policy_dir);
     free(p->manifest);
     free(p->session_policy);
+    free(p->standing);
     free(p->event_log);
     free(p->socket);
     free(p);
@@ -46,6 +47,7 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, char *err, 
       char **slot = !strcmp(key, "policy_dir") ? &p->policy_dir
                   : !strcmp(key, "manifest") ? &p->manifest
                   : !strcmp(key, "session_policy") ? &p->session_policy
+                  : !strcmp(key, "standing") ? &p->standing
                   : !strcmp(key, "event_log") ? &p->event_log
                   : !strcmp(key, "socket") ? &p->socket : NULL;
       if (!slot || !json_is_string(v)) {
@@ -69,6 +71,7 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, char *err, 
   c->opts.policy_dir = p->policy_dir;
   c->opts.manifest = p->manifest;
   c->opts.session_policy = p->session_policy;
+  c->opts.standing = p->standing;
   c->opts.event_log = p->event_log;
   c->socket = p->socket;
   return 0;

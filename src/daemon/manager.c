@@ -47,6 +47,8 @@ struct shk_manager {
   pthread_mutex_t end_mu;  /* held while a session's proxy may be touched outside mu */
   shk_policy *policy;
   shk_cap_manifest *manifest;
+  shk_cap_scope *standing;  /* admin's standing grants, each session gets them */
+  size_t n_standing;
   shk_cap_table *table;
   session *sessions;
   uint64_t next_tag;
@@ -79,6 +81,45 @@ static void emit(shk_manager *m, const char *actor, const char *sess, const char
   free(line);
 }
 
+/* The admin's standing grants: [{"class": C, "scope": {...}}, ...]. Any
+ * malformed entry stops the manager: a half-read list would grant less or
+ * more than the admin wrote. */
+static int load_standing(shk_manager *m, const char *path, char *err, size_t errlen)
+{
+  json_error_t jerr;
+  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+  if (!json_is_array(root)) {
+    snprintf(err, errlen, "%s: %s", path, root ? "expected an array of {\"class\", \"scope\"}" : jerr.text);
+    json_decref(root);
+    return -EINVAL;
+  }
+  m->standing = shk__xcalloc(json_array_size(root) + 1, sizeof *m->standing);
+  size_t i;
+  json_t *e;
+  int r = 0;
+  json_array_foreach(root, i, e) {
+    const char *cname = json_string_value(json_object_get(e, "class"));
+    json_t *scope = json_object_get(e, "scope");
+    shk_cap_class cls;
+    if (!json_is_object(e) || json_object_size(e) != 2 || !cname || shk_cap_class_parse(cname, &cls) ||
+        !json_is_object(scope)) {
+      snprintf(err, errlen, "%s: entry %zu: expected {\"class\": one of the eight classes, \"scope\": {...}}", path, i);
+      r = -EINVAL;
+      break;
+    }
+    char *text = json_dumps(scope, JSON_COMPACT), serr[256];
+    r = shk_cap_scope_parse(cls, text, &m->standing[m->n_standing], serr, sizeof serr);
+    free(text);
+    if (r) {
+      snprintf(err, errlen, "%s: entry %zu: %s", path, i, serr);
+      break;
+    }
+    m->n_standing++;
+  }
+  json_decref(root);
+  return r;
+}
+
 int shk_manager_new(const shk_manager_opts *o, shk_manager **out, char *err, size_t errlen)
 {
   *out = NULL;
@@ -106,6 +147,8 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, char *err, siz
     snprintf(err, errlen, "%s: %s", o->manifest, merr);
     goto fail;
   }
+  if (o->standing && (r = load_standing(m, o->standing, err, errlen)))
+    goto fail;
   if (o->event_log) {
     m->events = fopen(o->event_log, "ae");
     if (!m->events) {
@@ -176,6 +219,9 @@ void shk_manager_free(shk_manager *m)
   }
   shk_cap_table_free(m->table);
   shk_cap_manifest_free(m->manifest);
+  for (size_t i = 0; i < m->n_standing; i++)
+    shk_cap_scope_clear(&m->standing[i]);
+  free(m->standing);
   shk_policy_free(m->policy);
   if (m->own_events)
     fclose(m->events);
@@ -283,6 +329,32 @@ static bool known_keys(json_t *req, const char *const *keys, const char **bad)
   return true;
 }
 
+/* Caller holds m->mu. The admin's standing grants, for a new session:
+ * still decided by Cedar (an admin forbid, such as privileged installs at
+ * low trust, holds against them too), with no expiry of their own; they
+ * end with the session like every grant, and can be revoked like any. */
+static void issue_standing(shk_manager *m, session *s)
+{
+  int64_t now = now_ms();
+  for (size_t i = 0; i < m->n_standing; i++) {
+    const char *cname = shk_cap_class_name(m->standing[i].cls);
+    char *text = shk_cap_scope_to_json(&m->standing[i]);
+    json_t *jscope = json_loads(text, 0, NULL);
+    free(text);
+    shk_policy_session ps = { s->id, s->trust_tier, s->model, s->expires_ms };
+    shk_policy_grant pg = { &m->standing[i], SHK_CAP_AUTO, "approved", false, now };
+    shk_policy_answer pa;
+    grant g = { .cls = m->standing[i].cls };
+    if (shk_policy_decide(m->policy, &ps, &pg, &pa) || !pa.allow) {
+      emit(m, "admin", s->id, cname, jscope, "refused", pa.policy, NULL, pa.why);
+    } else if (shk_cap_issue(m->table, s->id, &m->standing[i], SHK_CAP_STANDING, 0, g.id) == 0) {
+      add_grant(m, s, &g);
+      emit(m, "admin", s->id, cname, jscope, "granted", pa.policy, g.id, "standing");
+    }
+    json_decref(jscope);
+  }
+}
+
 static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn)
 {
   static const char *const keys[] = { "op", "name", "trust_tier", "model", "ttl_ms", "egress",
@@ -339,6 +411,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn)
   pthread_mutex_lock(&m->mu);
   s->next = m->sessions;
   m->sessions = s;
+  issue_standing(m, s);
   pthread_mutex_unlock(&m->mu);
   if (conn)
     shk__conn_own_session(conn, s->id);

@@ -146,10 +146,18 @@ def main():
     proxy_cfg = os.path.join(tmp, "proxy.json")
     with open(proxy_cfg, "w") as f:
         json.dump({"allow_private_cidrs": ["127.0.0.1/32"], "hosts": {"api.test": ["127.0.0.1"],
-                   "other.test": ["127.0.0.1"]}}, f)
+                   "other.test": ["127.0.0.1"], "standing.test": ["127.0.0.1"]}}, f)
+    # The admin's standing grants: every session gets egress to
+    # standing.test; a standing privileged install is still subject to the
+    # admin forbid at low trust.
+    standing = os.path.join(tmp, "standing.json")
+    with open(standing, "w") as f:
+        json.dump([{"class": "net.egress", "scope": {"domains": ["standing.test"]}},
+                   {"class": "install.privileged", "scope": {"scope": "pkg"}}], f)
     cfg = os.path.join(tmp, "daemon.json")
     with open(cfg, "w") as f:
-        json.dump({"socket": sock, "event_log": events, "policy_dir": os.path.join(SRC, "policies")}, f)
+        json.dump({"socket": sock, "event_log": events, "policy_dir": os.path.join(SRC, "policies"),
+                   "standing": standing}, f)
     env = dict(os.environ, SHINKEN_SOCKET=sock)
     # The session tier may only narrow: a permit there stops the daemon.
     sess_pol = os.path.join(tmp, "session.cedar")
@@ -175,11 +183,27 @@ def main():
         check(ans.get("ok") is True, f"open_session: {ans}")
         sid, edir = ans["session"], ans["egress_dir"]
 
+        # The standing grant is there from the start, as a standing handle.
+        rc, out, _ = cli("grants", sid, "--json", env=env)
+        st = [g for g in json.loads(out)["grants"] if g["lifecycle"] == "standing"] if rc == 0 else []
+        check(len(st) == 2 and all(g["live"] for g in st), f"standing grants issued to the new session ({out!r})")
+        s, code, _ = connect_via(edir, "standing.test", port)
+        s.close()
+        check(code == 200, f"a standing grant admits its destination without a grant call (got {code})")
+        low = ctl.call(op="open_session", name="low", trust_tier="low", egress=False)
+        rc, out, _ = cli("grants", low.get("session", "x"), "--json", env=env)
+        classes = sorted(g["class"] for g in json.loads(out)["grants"]) if rc == 0 else []
+        check(classes == ["net.egress"], f"at low trust the admin forbid keeps the standing install out ({classes})")
+        ctl.call(op="close_session", session=low.get("session", "x"))
+        for g in st:
+            cli("revoke", g["handle"], env=env)
+        n_seen = len(accepted)
+
         # Before any grant: deny by default, and the upstream saw nothing.
         s, st, _ = connect_via(edir, "api.test", port)
         s.close()
         check(st == 403, f"no grant: CONNECT refused with 403 (got {st})")
-        check(len(accepted) == 0, "no grant: the upstream got no connection")
+        check(len(accepted) == n_seen, "no grant: the upstream got no connection")
 
         # The manifest puts **.test at Ask: without a human's approval, refused.
         rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}', env=env)
@@ -207,7 +231,7 @@ def main():
                 break
             got += d
         check(got == payload, "tunnel echoes bytes exactly")
-        check(len(accepted) == 1, "upstream got exactly one connection")
+        check(len(accepted) == n_seen + 1, "upstream got exactly one connection")
 
         # Other names stay refused.
         s2, st, _ = connect_via(edir, "other.test", port)
