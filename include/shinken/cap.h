@@ -168,6 +168,11 @@ int shk_cap_issue(shk_cap_table *t, const char *session, const shk_cap_scope *sc
  * parent: it expires no later and dies with it. */
 int shk_cap_attenuate(shk_cap_table *t, const char *parent_id, const shk_cap_scope *scope,
                       int64_t expires_ms, char id_out[SHK_CAP_ID_HEX], char *why, size_t whylen);
+/* Removes a handle that was just issued and has no children, as if it had
+ * never been: the undo of a grant whose later step failed. -ENOENT if
+ * unknown, -EBUSY if something derives from it. */
+int shk_cap_remove(shk_cap_table *t, const char *id);
+
 /* Flips the handle's revoked bit: O(1), synchronous, idempotent. Every
  * handle derived from it fails from its next use on. -ENOENT if unknown. */
 int shk_cap_revoke(shk_cap_table *t, const char *id);

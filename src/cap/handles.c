@@ -355,3 +355,33 @@ bool shk_cap_is_revoked(shk_cap_table *t, const char *id)
   pthread_rwlock_unlock(&t->lock);
   return revoked;
 }
+
+int shk_cap_remove(shk_cap_table *t, const char *id)
+{
+  uint8_t raw[SHK_CAP_ID_BYTES];
+  if (hex_to_id(id, raw))
+    return -ENOENT;
+  pthread_rwlock_wrlock(&t->lock);
+  int r = -ENOENT;
+  handle **pp = &t->buckets[bucket_of(t, raw)];
+  for (; *pp; pp = &(*pp)->next_in_bucket)
+    if (ct_equal((*pp)->id, raw))
+      break;
+  handle *h = *pp;
+  if (h) {
+    r = 0;
+    for (size_t i = 0; i < t->n_buckets && !r; i++)
+      for (handle *c = t->buckets[i]; c && !r; c = c->next_in_bucket)
+        if (c->parent == h)
+          r = -EBUSY;
+  }
+  if (h && !r) {
+    *pp = h->next_in_bucket;
+    t->count--;
+    shk_cap_scope_clear(&h->scope);
+    free(h->session);
+    free(h);
+  }
+  pthread_rwlock_unlock(&t->lock);
+  return r;
+}

@@ -345,7 +345,9 @@ static void issue_standing(shk_manager *m, session *s)
     shk_policy_grant pg = { &m->standing[i], SHK_CAP_AUTO, "approved", false, now };
     shk_policy_answer pa;
     grant g = { .cls = m->standing[i].cls };
-    if (shk_policy_decide(m->policy, &ps, &pg, &pa) || !pa.allow) {
+    if (m->standing[i].cls == SHK_CAP_NET_EGRESS && !s->egress) {
+      emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, "the session has no egress proxy");
+    } else if (shk_policy_decide(m->policy, &ps, &pg, &pa) || !pa.allow) {
       emit(m, "admin", s->id, cname, jscope, "refused", pa.policy, NULL, pa.why);
     } else if (shk_cap_issue(m->table, s->id, &m->standing[i], SHK_CAP_STANDING, 0, g.id) == 0) {
       add_grant(m, s, &g);
@@ -447,12 +449,11 @@ static json_t *op_sessions(shk_manager *m)
 }
 
 /* Where the grant takes effect: said plainly, never implied. */
-static const char *enforced_by(shk_cap_class c, bool egress)
+static const char *enforced_by(shk_cap_class c)
 {
   switch (c) {
   case SHK_CAP_NET_EGRESS:
-    return egress ? "egress proxy, checked live on every new connection"
-                  : "not enforced now: this session has no egress proxy";
+    return "egress proxy, checked live on every new connection";
   case SHK_CAP_FS_SCOPE:
     return "the next sandbox started for this session (not mounted into a running one)";
   case SHK_CAP_CLIPBOARD: case SHK_CAP_GPU: case SHK_CAP_INSTALL_PRIVILEGED:
@@ -539,14 +540,30 @@ static json_t *op_grant(shk_manager *m, json_t *req, const char *actor)
     goto out;
   }
   /* 4. The OS delta: registering the handle with its session is what the
-   * egress hook reads, so from here on it is live. */
+   * egress hook reads, so from here on it is live. A net.egress grant to a
+   * session without an egress proxy has nowhere to go; that, or an
+   * injected fault (SHINKEN_FAULT=grant-delta, for the tests), undoes the
+   * handle: nothing remains, and the event says why. */
+  const char *fault = getenv("SHINKEN_FAULT");
+  const char *delta_err = fault && !strcmp(fault, "grant-delta") ? "injected fault"
+                        : cls == SHK_CAP_NET_EGRESS && !s->egress ? "the session has no egress proxy" : NULL;
+  if (delta_err) {
+    if (shk_cap_remove(m->table, g.id))
+      shk_cap_revoke(m->table, g.id); /* cannot happen for a fresh handle; fail closed anyway */
+    char why[256];
+    snprintf(why, sizeof why, "the OS delta failed (%s); nothing was granted", delta_err);
+    emit(m, actor, s->id, cname, jscope, "refused", pa.policy, NULL, why);
+    ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
+                    "error", why);
+    goto out;
+  }
   add_grant(m, s, &g);
   /* 5. The event. */
   emit(m, actor, s->id, cname, jscope, "granted", pa.policy, g.id, NULL);
   ans = json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
                   "handle", g.id, "policy", pa.policy, "tier", shk_cap_tier_name(tier), "manifest_entry",
                   entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", once,
-                  "enforced_by", enforced_by(cls, s->egress != NULL));
+                  "enforced_by", enforced_by(cls));
 out:
   pthread_mutex_unlock(&m->mu);
   shk_cap_scope_clear(&scope);

@@ -190,7 +190,7 @@ def main():
         s, code, _ = connect_via(edir, "standing.test", port)
         s.close()
         check(code == 200, f"a standing grant admits its destination without a grant call (got {code})")
-        low = ctl.call(op="open_session", name="low", trust_tier="low", egress=False)
+        low = ctl.call(op="open_session", name="low", trust_tier="low", egress=True, proxy_config=proxy_cfg)
         rc, out, _ = cli("grants", low.get("session", "x"), "--json", env=env)
         classes = sorted(g["class"] for g in json.loads(out)["grants"]) if rc == 0 else []
         check(classes == ["net.egress"], f"at low trust the admin forbid keeps the standing install out ({classes})")
@@ -308,6 +308,41 @@ def main():
         rc, out, _ = cli("sessions", "--json", env=env)
         check(rc == 0 and any(x["session"] == sid for x in json.loads(out)["sessions"]), "sessions lists it")
 
+        # A grant whose OS delta cannot be pushed leaves nothing: a session
+        # without an egress proxy gets no net.egress handle, and says why.
+        bare = ctl.call(op="open_session", name="bare", egress=False).get("session", "x")
+        rc, out, err = cli("grant", bare, "net.egress", "--scope", '{"domains":["api.test"]}', "--approve", env=env)
+        check(rc == 2 and "OS delta failed" in err, f"a failed OS delta refuses the grant ({err!r})")
+        rc, out, _ = cli("grants", bare, "--json", env=env)
+        check(rc == 0 and not any(g["class"] == "net.egress" for g in json.loads(out)["grants"]),
+              "a failed OS delta leaves no handle")
+        ctl.call(op="close_session", session=bare)
+        # The same with a fault injected into the push on a session that has
+        # a proxy: no handle, no proxy entry (the destination stays refused).
+        fsock = os.path.join(tmp, "fault", "manager.sock")
+        fcfg = os.path.join(tmp, "fault.json")
+        with open(fcfg, "w") as f:
+            json.dump({"socket": fsock, "event_log": events, "policy_dir": os.path.join(SRC, "policies")}, f)
+        fenv = dict(env, SHINKEN_SOCKET=fsock, SHINKEN_FAULT="grant-delta")
+        fd = subprocess.Popen([SHINKEN, "daemon", "--config", fcfg], stdout=subprocess.PIPE, text=True, env=fenv)
+        try:
+            fd.stdout.readline()
+            fctl = Control(fsock)
+            fa = fctl.call(op="open_session", egress=True, proxy_config=proxy_cfg)
+            rc, out, err = cli("grant", fa["session"], "net.egress", "--scope", '{"domains":["api.test"]}',
+                               "--approve", env=fenv)
+            check(rc == 2 and "injected fault" in err, f"an injected delta fault refuses the grant ({err!r})")
+            rc, out, _ = cli("grants", fa["session"], "--json", env=fenv)
+            check(rc == 0 and json.loads(out)["grants"] == [], "after the injected fault no handle remains")
+            n0 = len(accepted)
+            s2, code, _ = connect_via(fa["egress_dir"], "api.test", port)
+            s2.close()
+            check(code == 403 and len(accepted) == n0, "after the injected fault the proxy admits nothing")
+            fctl.close()
+        finally:
+            fd.terminate()
+            fd.wait(timeout=10)
+
         # The exfiltration shape: a session that ingested external content
         # and touched sensitive data never gets egress at Auto. The manifest
         # has **.npmjs.org at Auto: granted before, Ask (refused without a
@@ -357,6 +392,8 @@ def main():
         kinds = {e["decision"] for e in evs}
         check({"granted", "refused", "revoked", "attenuated", "session-opened", "session-closed"} <= kinds,
               f"event kinds: {kinds}")
+        check(any(e["decision"] == "refused" and "OS delta failed" in e.get("reason", "") and not e.get("handle")
+                  for e in evs), "the failed OS delta has an event saying so, naming no handle")
         check(all("time" in e and "actor" in e for e in evs), "events carry time and actor")
         check(any(e["decision"] == "granted" and e.get("handle") == handle for e in evs), "grant event names the handle")
 

@@ -225,6 +225,13 @@ static void membrane_revokes_descendants(void **state)
   /* Idempotent; a revoked handle cannot be attenuated. */
   assert_int_equal(shk_cap_revoke(t, m), 0);
   assert_int_equal(shk_cap_attenuate(t, m, &leaf, 0, w, why, sizeof why), -EACCES);
+  /* Removing: only a handle nothing derives from, as the undo of a grant. */
+  assert_int_equal(shk_cap_remove(t, r), -EBUSY);
+  char fresh[SHK_CAP_ID_HEX];
+  assert_int_equal(shk_cap_issue(t, "s", &leaf, SHK_CAP_SESSION, 0, fresh), 0);
+  assert_int_equal(shk_cap_remove(t, fresh), 0);
+  assert_int_equal(shk_cap_use(t, fresh, 5), -ENOENT);
+  assert_int_equal(shk_cap_remove(t, fresh), -ENOENT);
   /* Revoking the root kills everything. */
   assert_int_equal(shk_cap_revoke(t, r), 0);
   assert_int_equal(shk_cap_use(t, sib, 5), -EACCES);
