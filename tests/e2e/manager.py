@@ -108,7 +108,7 @@ def cli(*args, env=None):
 CLIENT = r"""
 import os, socket, sys, time
 port = sys.argv[1]
-def attempt():
+def tunnel():
     s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
     s.sendall(f"CONNECT api.test:{port} HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n".encode())
     head = b""
@@ -119,6 +119,11 @@ def attempt():
         head += d
     if not head.startswith(b"HTTP/1.1 200"):
         s.close()
+        return None
+    return s
+def attempt():
+    s = tunnel()
+    if not s:
         return "refused"
     s.sendall(b"ping")
     got = s.recv(4)
@@ -130,10 +135,20 @@ while time.time() < deadline:
     if r != "refused":
         break
     time.sleep(0.1)
+kept = tunnel() if r == "echoed" else None
 open("first", "w").write(r)
 while not os.path.exists("go") and time.time() < deadline + 15:
     time.sleep(0.05)
 open("second", "w").write(attempt())
+state = "none"
+if kept:
+    kept.settimeout(3)
+    try:
+        kept.sendall(b"x")
+        state = "open" if kept.recv(1) == b"x" else "cut"
+    except OSError:
+        state = "cut"
+open("third", "w").write(state)
 """
 
 
@@ -430,13 +445,15 @@ def main():
             time.sleep(0.05)
         first = open(os.path.join(work, "first")).read() if os.path.exists(os.path.join(work, "first")) else ""
         check(first == "echoed", f"inside, the granted connection echoes ({first!r})")
-        check(len(accepted) == n_before + 1, "the upstream saw the sandbox's one connection")
+        check(len(accepted) == n_before + 2, "the upstream saw the sandbox's two connections")
         rc, _, _ = cli("revoke", h, env=env)
         open(os.path.join(work, "go"), "w").close()
         _, run_err = run.communicate(timeout=20)
         second = open(os.path.join(work, "second")).read() if os.path.exists(os.path.join(work, "second")) else ""
         check(second == "refused", f"inside, the next connection after revoke is refused ({second!r})")
-        check(len(accepted) == n_before + 1, "after revoke the upstream saw nothing new")
+        check(len(accepted) == n_before + 2, "after revoke the upstream saw nothing new")
+        third = open(os.path.join(work, "third")).read() if os.path.exists(os.path.join(work, "third")) else ""
+        check(third == "cut", f"inside, the tunnel already open under the handle is cut by the revoke ({third!r})")
         check(run.returncode == 0, f"shinken run exits with the client's status ({run.returncode}: {run_err[-300:]!r})")
         rc, out, _ = cli("sessions", "--json", env=env)
         check(not any(x["session"] == rsid for x in json.loads(out)["sessions"]),
