@@ -12,7 +12,7 @@ deps:
 	@sh scripts/install-deps.sh
 
 build: deps
-	@[ -f build/release/build.ninja ] || meson setup build/release -Dbuildtype=release >/dev/null
+	@[ -f build/release/build.ninja ] || meson setup build/release -Dbuildtype=release -Dtests=false >/dev/null
 	@ninja -C build/release >/dev/null
 
 demo: build
