@@ -37,6 +37,8 @@ if [ -n "$AS" ]; then
   chmod 755 "$scratch"
   chown -R 65534:65534 "$ws" "$scratch/home"
   programs_for 65534 65534
+else
+  programs_for "$(id -u)" "$(id -g)"
 fi
 export HOME="$scratch/home"
 cd "$ws" || fail "cd"

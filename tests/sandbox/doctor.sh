@@ -10,6 +10,7 @@ scratch=$(scratch_dir shk-doctor) || fail "mktemp"
 LPID=""
 trap '[ -n "$LPID" ] && kill "$LPID" 2>/dev/null; rm -rf "$scratch"' EXIT
 cd "$scratch" || fail "cd"
+programs_for "$(id -u)" "$(id -g)"
 
 "$SHINKEN" doctor --json >doctor.json 2>doctor.err
 drc=$?

@@ -44,7 +44,7 @@ ALLOW=""
 scratch=$(scratch_dir shk-escape) || fail "mktemp"
 chmod 755 "$scratch"
 
-[ "$WHO" = user ] && programs_for "$uid" "$gid"
+if [ "$WHO" = user ]; then programs_for "$uid" "$gid"; else programs_for 0 0; fi
 pids=""
 cleanup() {
   for p in $pids; do kill "$p" 2>/dev/null; done

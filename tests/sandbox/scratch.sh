@@ -32,9 +32,15 @@ listen_stop() {
 }
 
 # programs_for UID GID: the build tree may sit where that user cannot reach
-# (a clone under /root); then SHINKEN and PROBE become copies in $scratch.
+# (a clone under /root), or where the sandbox shows a private directory
+# instead (a clone under /tmp); then SHINKEN and PROBE become copies in
+# $scratch.
 programs_for() {
-  if ! setpriv --reuid="$1" --regid="$2" --clear-groups \
+  hidden=""
+  for p in "$SHINKEN" "$PROBE"; do
+    case "$p" in /tmp/*|/var/tmp/*|/run/*|/dev/shm/*) hidden=1 ;; esac
+  done
+  if [ -n "$hidden" ] || ! setpriv --reuid="$1" --regid="$2" --clear-groups \
       sh -c 'test -x "$1" && test -x "$2"' sh "$SHINKEN" "$PROBE"; then
     mkdir -p "$scratch/bin" && cp "$SHINKEN" "$PROBE" "$scratch/bin/" || fail "cannot copy the programs"
     chmod 755 "$scratch" "$scratch/bin"

@@ -221,9 +221,22 @@ static char *at(const char *rel)
 static int setup_tree(void **state)
 {
   (void)state;
-  /* Not under /tmp: that is private inside the sandbox, and the plan
-   * treats it so. meson runs tests in the build directory. */
-  char tmpl[] = "shk-test-tree-XXXXXX";
+  /* Not under /tmp (or /var/tmp, /run, /dev/shm): those are private inside
+   * the sandbox, and the plan treats them so. meson runs tests in the build
+   * directory; when that lies in one of them, use the suite's scratch
+   * place instead. */
+  char cwd[PATH_MAX], tmpl[PATH_MAX + 32];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  const char *base = cwd;
+  static const char *const private_dirs[] = { "/tmp", "/var/tmp", "/run", "/dev/shm" };
+  for (size_t i = 0; i < sizeof private_dirs / sizeof private_dirs[0]; i++) {
+    size_t n = strlen(private_dirs[i]);
+    if (!strncmp(cwd, private_dirs[i], n) && (cwd[n] == '/' || cwd[n] == '\0')) {
+      base = "/var/lib/shinken-tests";
+      (void)mkdir("/var/lib/shinken-tests", 0755);
+    }
+  }
+  snprintf(tmpl, sizeof tmpl, "%s/shk-test-tree-XXXXXX", base);
   assert_non_null(mkdtemp(tmpl));
   assert_non_null(realpath(tmpl, root));
   mk("w", true);
