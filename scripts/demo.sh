@@ -52,7 +52,7 @@ ask() { # REQUEST-NAME WHAT
   printf '%s\n' "$out" | sed 's/^/    /'
 }
 
-ask egress-pypi "1. net.egress to files.pythonhosted.org:443 (to pip install a dependency)"
+ask egress-pypi "1. net.egress to files.pypi.example:443 (to pip install a dependency)"
 ask egress-metadata "2. net.egress to 169.254.169.254:80, a URL it found in a README (external provenance)"
 ask install-unapproved "3. install.privileged, scope pkg, not yet approved by a human"
 ask install-approved "4. the same, after the human approved it"

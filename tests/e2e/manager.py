@@ -360,9 +360,9 @@ def main():
 
         # The exfiltration shape: a session that ingested external content
         # and touched sensitive data never gets egress at Auto. The manifest
-        # has **.npmjs.org at Auto: granted before, Ask (refused without a
+        # has **.npm.example at Auto: granted before, Ask (refused without a
         # human) after.
-        scope = '{"domains":["registry.npmjs.org"],"ports":[443]}'
+        scope = '{"domains":["registry.npm.example"],"ports":[443]}'
         rc, out, err = cli("grant", sid, "net.egress", "--scope", scope, "--json", env=env)
         check(rc == 0 and json.loads(out).get("tier") == "Auto", f"Auto egress before taint ({out!r} {err!r})")
         ans = ctl.call(op="taint", session=sid, ingested_external=True)

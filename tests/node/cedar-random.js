@@ -32,7 +32,7 @@ const TYPES = ['User', 'Group', 'Doc', 'Folder'];
 const ACTIONS = ['read', 'write', 'delete', 'share'];
 const ACTION_GROUPS = ['all', 'edit'];
 const ATTRS = ['age', 'name', 'level', 'tags', 'flag', 'owner', 'addr', 'score', 'created', 'ttl', 'info'];
-const STRINGS = ['', 'a', 'alice', 'bob', 'a*b', 'x y', 'caf\u00e9', '\u{1F600}', 'admin', 'pypi.org', 'files.pypi.org'];
+const STRINGS = ['', 'a', 'alice', 'bob', 'a*b', 'x y', 'caf\u00e9', '\u{1F600}', 'admin', 'pypi.example', 'files.pypi.example'];
 const IPS = ['10.0.0.1', '10.0.0.0/8', '192.168.1.7', '127.0.0.1', '::1', 'ff02::1', '224.0.0.1',
   '2001:db8::/32', '2001:db8::5', '0.0.0.0/0', '1.2.3', '::ffff:1.2.3.4', '10.1.2.3/33'];
 const DECIMALS = ['1.0', '-1.5', '0.0001', '123.4567', '-0.5', '922337203685477.5807', '1.23456', 'x'];
@@ -184,7 +184,7 @@ function makeExprGen(r) {
       case 4: return cmp(r.pick(['long', 'long', 'datetime', 'duration', 'decimal', 'string']), d);
       case 5: return `(${gen('entity', d)}) in (${r.chance(0.6) ? anyUid() : `[${anyUid()}, ${anyUid()}]`})`;
       case 6: return `(${gen(r.pick(['entity', 'record', 'entity']), d)}) has ${r.chance(0.8) ? attrName() : '"x y"'}`;
-      case 7: return `(${gen('string', d)}) like ${cedarString(r.pick(['*', 'a*', '*b', 'al*ce', '\\*', '', '*.pypi.org', '*o*']))}`;
+      case 7: return `(${gen('string', d)}) like ${cedarString(r.pick(['*', 'a*', '*b', 'al*ce', '\\*', '', '*.pypi.example', '*o*']))}`;
       case 8: return `(${gen('entity', d)}) is ${r.pick(TYPES)}${r.chance(0.3) ? ` in ${anyUid()}` : ''}`;
       case 9: return `(${gen('set', d)}).contains(${gen(r.pick(['long', 'string', 'entity']), d)})`;
       case 10: return `(${gen('set', d)}).${r.pick(['containsAll', 'containsAny'])}(${gen('set', d)})`;

@@ -317,11 +317,11 @@ static void manifests(void **state)
   shk_cap_manifest *m;
   char err[256];
   const char *good = "{\"image\":\"dev\",\"capabilities\":["
-                     "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.npmjs.org\"],\"ports\":[443]},\"tier\":\"Auto\"},"
+                     "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.npm.example\"],\"ports\":[443]},\"tier\":\"Auto\"},"
                      "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.test\"]},\"tier\":\"Ask\"},"
                      "{\"class\":\"fs.scope\",\"scope\":{\"write\":[\"/work\"]},\"tier\":\"Notify\"}]}";
   assert_int_equal(shk_cap_manifest_parse(good, &m, err, sizeof err), 0);
-  shk_cap_scope req = parse_ok(SHK_CAP_NET_EGRESS, "{\"domains\":[\"registry.npmjs.org\"],\"ports\":[443]}");
+  shk_cap_scope req = parse_ok(SHK_CAP_NET_EGRESS, "{\"domains\":[\"registry.npm.example\"],\"ports\":[443]}");
   shk_cap_tier tier;
   assert_int_equal(shk_cap_manifest_check(m, &req, &tier, err, sizeof err), 0);
   assert_int_equal(tier, SHK_CAP_AUTO);
