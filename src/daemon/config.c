@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "shinken/daemon.h"
@@ -61,8 +62,13 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, char *err, 
     json_decref(root);
   }
   if (!p->policy_dir) {
+    /* The source tree's policies when this binary was built there and can
+     * read them, else the installed copy. */
     const char *env = getenv("SHINKEN_POLICY_DIR");
-    p->policy_dir = shk__xstrdup(env && *env ? env : SHK_POLICY_DIR);
+    const char *dir = env && *env ? env
+                    : access(SHK_POLICY_DIR "/schema.cedarschema", R_OK) == 0 ? SHK_POLICY_DIR
+                    : SHK_POLICY_DIR_INSTALLED;
+    p->policy_dir = shk__xstrdup(dir);
   }
   if (!p->manifest)
     p->manifest = shk__xasprintf("%s/manifests/default.json", p->policy_dir);

@@ -148,9 +148,18 @@ run_probe() {
   echo "--- $phase as $who (status $rc): $*" >&2
   sed 's/^/    /' "$scratch/probe.out" "$scratch/probe.err" >&2
   # Whether the host process survived is read before the fixtures stop.
+  # A SIGKILL is delivered asynchronously: give a dying process a moment
+  # (up to a second) before calling it alive.
   if [ -n "$HPID" ]; then
-    HALIVE=1
-    if ! kill -0 "$HPID" 2>/dev/null || grep -q '^State:.*Z' "/proc/$HPID/status" 2>/dev/null; then HALIVE=0; fi
+    HALIVE=1 i=0
+    while [ $i -lt 20 ]; do
+      if ! kill -0 "$HPID" 2>/dev/null || grep -q '^State:.*[ZX]' "/proc/$HPID/status" 2>/dev/null; then
+        HALIVE=0
+        break
+      fi
+      i=$((i + 1))
+      sleep 0.05
+    done
   fi
   settle
 }

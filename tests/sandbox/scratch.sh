@@ -43,8 +43,13 @@ programs_for() {
   if [ -n "$hidden" ] || ! setpriv --reuid="$1" --regid="$2" --clear-groups \
       sh -c 'test -x "$1" && test -x "$2"' sh "$SHINKEN" "$PROBE"; then
     mkdir -p "$scratch/bin" && cp "$SHINKEN" "$PROBE" "$scratch/bin/" || fail "cannot copy the programs"
+    # The policies the capability manager loads live in the same tree.
+    cp -r "$SHINKEN_SRCDIR/policies" "$scratch/policies" || fail "cannot copy the policies"
+    chmod -R a+rX "$scratch/policies"
     chmod 755 "$scratch" "$scratch/bin"
     SHINKEN=$scratch/bin/$(basename "$SHINKEN") PROBE=$scratch/bin/$(basename "$PROBE")
+    SHINKEN_POLICY_DIR=$scratch/policies
+    export SHINKEN_POLICY_DIR
   fi
 }
 
