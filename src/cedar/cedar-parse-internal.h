@@ -3,6 +3,7 @@
  * outside lexer.c, parser.c and schema*.c uses this file. */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -106,7 +107,9 @@ int shk__unescape(shk__arena *a, const char *s, size_t n, shk__str *out,
  * false, if, then, else, in, is, has, like). */
 bool shk__ident_reserved(const char *p, size_t n);
 
-/* Fills err with a message at loc. */
+/* Fills err (when given) with a message at loc. */
+void shk__vset_error(shk_cedar_error *err, shk__loc loc, const char *fmt, va_list ap)
+  __attribute__((format(printf, 3, 0)));
 void shk__set_error(shk_cedar_error *err, shk__loc loc, const char *fmt, ...)
   __attribute__((format(printf, 3, 4)));
 /* Names a token for messages: "`foo`", "end of input". Uses buf. */

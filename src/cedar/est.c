@@ -253,6 +253,36 @@ static int rd_uid(rd *r, json_t *j, const char *what)
   return 0;
 }
 
+/* A JSON array as a Cedar set, or a JSON object as a Cedar record, each
+ * element written by `item` (a literal value, or an expression). */
+static int rd_items(rd *r, json_t *v, int (*item)(rd *, json_t *))
+{
+  bool rec = json_is_object(v), first = true;
+  shk__buf_puts(&r->b, rec ? "{" : "[");
+  if (rec) {
+    const char *k;
+    json_t *e;
+    json_object_foreach(v, k, e) {
+      shk__buf_puts(&r->b, first ? "" : ", ");
+      first = false;
+      quote_dec(&r->b, k, strlen(k), false);
+      shk__buf_puts(&r->b, ": ");
+      if (item(r, e))
+        return -EINVAL;
+    }
+  } else {
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+      shk__buf_puts(&r->b, i ? ", " : "");
+      if (item(r, e))
+        return -EINVAL;
+    }
+  }
+  shk__buf_puts(&r->b, rec ? "}" : "]");
+  return 0;
+}
+
 /* A literal in {"Value": X}: the JSON forms of Cedar values. */
 static int rd_value(rd *r, json_t *v)
 {
@@ -263,16 +293,7 @@ static int rd_value(rd *r, json_t *v)
   } else if (json_is_string(v)) {
     quote_dec(&r->b, json_string_value(v), json_string_length(v), false);
   } else if (json_is_array(v)) {
-    shk__buf_puts(&r->b, "[");
-    size_t i;
-    json_t *e;
-    json_array_foreach(v, i, e) {
-      if (i)
-        shk__buf_puts(&r->b, ", ");
-      if (rd_value(r, e))
-        return -EINVAL;
-    }
-    shk__buf_puts(&r->b, "]");
+    return rd_items(r, v, rd_value);
   } else if (json_object_get(v, "__entity")) {
     return rd_uid(r, v, "Value");
   } else if (json_object_get(v, "__extn")) {
@@ -285,20 +306,7 @@ static int rd_value(rd *r, json_t *v)
       return -EINVAL;
     shk__buf_puts(&r->b, ")");
   } else if (json_is_object(v)) {
-    shk__buf_puts(&r->b, "{");
-    const char *k;
-    json_t *e;
-    bool first = true;
-    json_object_foreach(v, k, e) {
-      if (!first)
-        shk__buf_puts(&r->b, ", ");
-      first = false;
-      quote_dec(&r->b, k, strlen(k), false);
-      shk__buf_puts(&r->b, ": ");
-      if (rd_value(r, e))
-        return -EINVAL;
-    }
-    shk__buf_puts(&r->b, "}");
+    return rd_items(r, v, rd_value);
   } else {
     return FAIL(r, "Value: unsupported JSON value");
   }
@@ -451,35 +459,13 @@ static int rd_expr(rd *r, json_t *j)
       rc = FAIL(r, "Set: expected an array");
       goto out;
     }
-    shk__buf_puts(&r->b, "[");
-    size_t i;
-    json_t *e;
-    json_array_foreach(v, i, e) {
-      if (i)
-        shk__buf_puts(&r->b, ", ");
-      if ((rc = rd_expr(r, e)))
-        goto out;
-    }
-    shk__buf_puts(&r->b, "]");
+    rc = rd_items(r, v, rd_expr);
   } else if (!strcmp(op, "Record")) {
     if (!json_is_object(v)) {
       rc = FAIL(r, "Record: expected an object");
       goto out;
     }
-    shk__buf_puts(&r->b, "{");
-    const char *k;
-    json_t *e;
-    bool first = true;
-    json_object_foreach(v, k, e) {
-      if (!first)
-        shk__buf_puts(&r->b, ", ");
-      first = false;
-      quote_dec(&r->b, k, strlen(k), false);
-      shk__buf_puts(&r->b, ": ");
-      if ((rc = rd_expr(r, e)))
-        goto out;
-    }
-    shk__buf_puts(&r->b, "}");
+    rc = rd_items(r, v, rd_expr);
   } else if (json_is_array(v)) {
     /* An extension function or method call: {"name": [args]}. The parser
      * decides whether the name exists and in which style it is called. */

@@ -536,16 +536,21 @@ int shk__unescape(shk__arena *a, const char *str, size_t n, shk__str *out,
   return 0;
 }
 
-void shk__set_error(shk_cedar_error *err, shk__loc loc, const char *fmt, ...)
+void shk__vset_error(shk_cedar_error *err, shk__loc loc, const char *fmt, va_list ap)
 {
   if (!err)
     return;
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(err->message, sizeof(err->message), fmt, ap);
-  va_end(ap);
   err->line = loc.line;
   err->column = loc.col;
+}
+
+void shk__set_error(shk_cedar_error *err, shk__loc loc, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  shk__vset_error(err, loc, fmt, ap);
+  va_end(ap);
 }
 
 const char *shk__tok_describe(const shk__tok *t, char *buf, size_t n)

@@ -26,14 +26,10 @@ typedef struct sparser {
 
 __attribute__((noreturn, format(printf, 3, 4))) static void sfail(sparser *p, shk__loc loc, const char *fmt, ...)
 {
-  if (p->err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->err->message, sizeof(p->err->message), fmt, ap);
-    va_end(ap);
-    p->err->line = loc.line;
-    p->err->column = loc.col;
-  }
+  va_list ap;
+  va_start(ap, fmt);
+  shk__vset_error(p->err, loc, fmt, ap);
+  va_end(ap);
   longjmp(p->fail, 1);
 }
 
