@@ -247,7 +247,8 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
   session *s = find_session(m, req->session);
   for (size_t i = 0; s && i < s->n_grants && v == SHK_EGRESS_NONE; i++) {
     grant *g = &s->grants[i];
-    if (g->cls != SHK_CAP_NET_EGRESS || shk_cap_check(m->table, g->id, now))
+    /* A torn-down grant is revoked for good: skip it without the lookup. */
+    if (g->cls != SHK_CAP_NET_EGRESS || g->torn_down || shk_cap_check(m->table, g->id, now))
       continue;
     const shk_cap_scope *sc = shk_cap_scope_of(m->table, g->id);
     if (!sc || !shk_cap_scope_allows_host(sc, req->host, req->port))
