@@ -116,9 +116,14 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   push2(&s, "--proc", "/proc");
   /* bwrap 0.8 covers only /proc/irq and /proc/bus. A caller that is root
    * outside is kuid 0 inside, which the sysctl files' owner check lets write
-   * without any capability: the mount makes them read-only. */
-  push3(&s, "--ro-bind", "/proc/sys", "/proc/sys");
-  push3(&s, "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
+   * without any capability. Landlock refuses those writes already (stage 2
+   * grants /proc nothing but reading, in both modes), so the read-only
+   * mounts are made only where Landlock is missing: each bind costs bwrap
+   * a reread of the mount table at every start. */
+  if (!l->landlock) {
+    push3(&s, "--ro-bind", "/proc/sys", "/proc/sys");
+    push3(&s, "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger");
+  }
   /* Private /tmp, /var/tmp and /run: a read-only bind does not stop
    * connect() on a unix socket, and these hold the host's (docker, dbus,
    * systemd, X11, ssh-agent, ...). */
