@@ -42,13 +42,6 @@ static void forward(int sig)
     kill((pid_t)child_pid, SIGKILL);
 }
 
-static int write_proc(pid_t pid, const char *name, const char *text)
-{
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
-  return shk__write_at(AT_FDCWD, path, text);
-}
-
 /* fork(), except that bwrap 0.8 leaves its sandbox's pid 1 waiting
  * forever when bwrap itself dies during set-up (as it does, through
  * PR_SET_PDEATHSIG, when `shinken run` is killed then). So the child is pid
@@ -57,42 +50,46 @@ static int write_proc(pid_t pid, const char *name, const char *text)
  * themselves (bwrap then nests its own in it, as unprivileged as before),
  * except where AppArmor would leave that namespace powerless. clone()
  * rather than unshare(), which would stop this process (and the egress
- * proxy) from creating threads. The child waits for one byte on `go` before
- * it goes on. */
-static pid_t fork_bwrap(const shk_sandbox_features *f, int go)
+ * proxy) from creating threads. *MAPPED says whether the child must map
+ * itself (child_start). */
+static pid_t fork_bwrap(const shk_sandbox_features *f, bool *mapped)
 {
-  pid_t pid;
-  bool mapped = false;
-  if (geteuid() == 0) {
-    pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
-  } else if (!f->bwrap_setuid && f->userns &&
-             access("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", F_OK) < 0) {
-    pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL,
-                         NULL);
-    mapped = pid >= 0;
-    if (pid < 0)
-      pid = fork();
-  } else {
-    pid = fork();
-  }
-  if (pid <= 0)
-    return pid;
-  if (mapped) {
-    char uid[64], gid[64];
-    snprintf(uid, sizeof uid, "%u %u 1", (unsigned)getuid(), (unsigned)getuid());
-    snprintf(gid, sizeof gid, "%u %u 1", (unsigned)getgid(), (unsigned)getgid());
-    int r;
-    if ((r = write_proc(pid, "uid_map", uid)) < 0 ||
-        (r = write_proc(pid, "setgroups", "deny")) < 0 ||
-        (r = write_proc(pid, "gid_map", gid)) < 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, NULL, 0);
-      shk__die(RUN_FAIL, "run: mapping the caller in bwrap's user namespace: %s", strerror(-r));
+  *mapped = false;
+  if (geteuid() == 0)
+    return (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (!f->bwrap_setuid && f->userns &&
+      access("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", F_OK) < 0) {
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD, NULL, NULL,
+                               NULL, NULL);
+    if (pid >= 0) {
+      *mapped = true;
+      return pid;
     }
   }
-  if (write(go, "1", 1) != 1)
-    shk__die_errno(RUN_FAIL, "run: starting bwrap");
-  return pid;
+  return fork();
+}
+
+/* The child's first steps, before it runs bwrap. Nothing outlives this
+ * process: PR_SET_PDEATHSIG is armed first, then the parent's pidfd says
+ * whether it died before that (getppid() cannot tell across a pid
+ * namespace). The child writes its own user namespace's maps, UID and GID
+ * being the caller's effective ids outside (a process may map exactly those
+ * there, and nothing else), so neither side waits for the other. */
+static void child_start(int parent, bool mapped, uid_t uid, gid_t gid)
+{
+  struct pollfd p = { parent, POLLIN, 0 };
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&p, 1, 0) != 0)
+    _exit(RUN_FAIL);
+  if (!mapped)
+    return;
+  char umap[64], gmap[64];
+  snprintf(umap, sizeof umap, "%u %u 1", (unsigned)uid, (unsigned)uid);
+  snprintf(gmap, sizeof gmap, "%u %u 1", (unsigned)gid, (unsigned)gid);
+  int r;
+  if ((r = shk__write_at(AT_FDCWD, "/proc/self/uid_map", umap)) < 0 ||
+      (r = shk__write_at(AT_FDCWD, "/proc/self/setgroups", "deny")) < 0 ||
+      (r = shk__write_at(AT_FDCWD, "/proc/self/gid_map", gmap)) < 0)
+    shk__die(RUN_FAIL, "run: mapping the caller in bwrap's user namespace: %s", strerror(-r));
 }
 
 typedef struct degraded {
@@ -509,22 +506,19 @@ int shk_cli_run(int argc, char **argv)
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaction(sigs[i], &sa, NULL);
 
-  /* The child goes on only after one byte from here: it reads EOF instead
-   * if this process died before PR_SET_PDEATHSIG was armed in the child
-   * (getppid() cannot tell across a pid namespace). */
-  int go[2];
-  if (pipe2(go, O_CLOEXEC) < 0)
-    shk__die_errno(RUN_FAIL, "run: pipe");
-  pid_t pid = fork_bwrap(&f, go[1]);
+  shk_autoclose int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+  if (self < 0)
+    shk__die_errno(RUN_FAIL, "run: pidfd_open");
+  bool mapped;
+  uid_t euid = geteuid();
+  gid_t egid = getegid();
+  pid_t pid = fork_bwrap(&f, &mapped);
   if (pid < 0)
     shk__die_errno(RUN_FAIL, "run: fork");
   if (pid == 0) {
     /* bwrap dies with us, and --die-with-parent chains that to the
      * sandbox's pid 1, whose death ends every process inside. */
-    close(go[1]);
-    char byte;
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || read(go[0], &byte, 1) != 1)
-      _exit(RUN_FAIL);
+    child_start(self, mapped, euid, egid);
     if (cg.path && shk_sandbox_cgroup_join(&cg) < 0)
       shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
     /* Only stdin, stdout, stderr and the sync socket reach the sandbox: any
@@ -540,8 +534,6 @@ int shk_cli_run(int argc, char **argv)
   }
   child_pid = pid;
   close(sync[1]);
-  close(go[0]);
-  close(go[1]);
   bool started = supervise(pid, sync[0], &plan, o.net == SHK_NET_HOST);
   int status;
   while (waitpid(pid, &status, 0) < 0)
