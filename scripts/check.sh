@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds Shinken under ASan and UBSan, builds the libFuzzer targets with
-# clang, runs every test, and ends with the line 'N passed, N failed'.
+# clang, runs every test (those that run the binary also against the
+# release build's static one), and ends with the line 'N passed, N failed'.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -22,6 +23,15 @@ if build build/check -Db_sanitize=address,undefined -Db_lundef=false; then
   [ -f build/check/meson-logs/testlog.json ] && logs="$logs build/check/meson-logs/testlog.json"
 else
   echo "build failed: build/check"; status=1
+fi
+# The binary people run is the release build's static PIE, which the
+# sanitizers cannot build: the suites that run it run again against it.
+if build build/static -Dbuildtype=release; then
+  meson test -C build/static --no-rebuild --print-errorlogs --num-processes 2 \
+    --suite sandbox --suite egress --suite e2e || status=1
+  [ -f build/static/meson-logs/testlog.json ] && logs="$logs build/static/meson-logs/testlog.json"
+else
+  echo "build failed: build/static"; status=1
 fi
 if [ "${SHINKEN_NO_FUZZ:-0}" != 1 ]; then
   if CC=clang build build/fuzz -Dfuzz=true -Dtests=false -Db_sanitize=address,undefined \
