@@ -63,6 +63,10 @@ typedef struct builder {
   shk_sandbox_plan *p;
   size_t nroots; /* the rules that defaults are judged against */
   char **err;
+  /* The last directory first_missing resolved, and what it resolved to:
+   * most protected paths are missing names in the same home directory,
+   * and each resolution costs a system call per component. */
+  char *memo_dir, *memo_real;
 } builder;
 
 #define fail shk__errf
@@ -184,18 +188,26 @@ static char *parent_of(const char *path)
 /* For a path that does not exist: the first missing component, made of the
  * resolved existing prefix and one more name. NULL when no prefix resolves to
  * a directory (nothing could be created there either). */
-static char *first_missing(const char *path)
+static char *first_missing(builder *b, const char *path)
 {
   char *cur = shk__xstrdup(path);
   for (;;) {
     char *par = parent_of(cur);
     struct stat st;
-    if (lstat(par, &st) == 0) {
+    bool known = b->memo_dir && !strcmp(par, b->memo_dir);
+    if (known || lstat(par, &st) == 0) {
       char real[PATH_MAX];
+      if (!known) {
+        free(b->memo_dir);
+        free(b->memo_real);
+        b->memo_dir = shk__xstrdup(par);
+        b->memo_real = realpath(par, real) && stat(real, &st) == 0 && S_ISDIR(st.st_mode)
+                           ? shk__xstrdup(real) : NULL;
+      }
       char *res = NULL;
-      if (realpath(par, real) && stat(real, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (b->memo_real) {
         const char *base = strrchr(cur, '/') + 1;
-        res = shk__xasprintf("%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
+        res = shk__xasprintf("%s%s%s", b->memo_real, strcmp(b->memo_real, "/") ? "/" : "", base);
       }
       free(par);
       free(cur);
@@ -225,7 +237,7 @@ static int add_option(builder *b, const char *arg, const char *cwd, shk_access a
   }
   if (a != SHK_ACCESS_DENY)
     return fail(b->err, "--%s %s: %s", shk_access_name(a), arg, strerror(errno));
-  shk_autofree char *miss = first_missing(abs);
+  shk_autofree char *miss = first_missing(b, abs);
   if (miss)
     add_created(b->p, miss, a, SHK_MOUNT_DEV_NULL, false);
   return 0;
@@ -263,7 +275,7 @@ static int protect(builder *b, const char *path, shk_access a, bool dir)
       add(p, path, a, kind_for(a, &st), true);
     return 0;
   }
-  shk_autofree char *miss = first_missing(path);
+  shk_autofree char *miss = first_missing(b, path);
   if (!miss)
     return 0;
   shk_autofree char *par = parent_of(miss);
@@ -524,7 +536,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
                            shk_sandbox_plan *p, char **err)
 {
   memset(p, 0, sizeof *p);
-  builder b = { p, 0, err };
+  builder b = { p, 0, err, NULL, NULL };
   p->read_restricted = o->read.n > 0;
   int r = 0;
   if (o->read_only && o->write.n > 0) {
@@ -560,9 +572,11 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
   drop_symlinked_grants(p);
   pin_parents(p);
   finish(p);
-  return 0;
 out:
-  shk_sandbox_plan_free(p);
+  free(b.memo_dir);
+  free(b.memo_real);
+  if (r < 0)
+    shk_sandbox_plan_free(p);
   return r;
 }
 
