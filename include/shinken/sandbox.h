@@ -226,6 +226,10 @@ void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg);
 
 /* ---- stage 2 (inside the sandbox) ---- */
 
+/* Stage 2, caller root only: binds /dev/null read-only over the existing
+ * file PATH (see bwrap.c for when a mask is made here instead of by bwrap).
+ * Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
+int shk_sandbox_mask_file(const char *path);
 /* Drops every capability: bounding set, ambient, effective, permitted,
  * inheritable. Returns 0 only when none is left. */
 int shk_sandbox_drop_caps(void);

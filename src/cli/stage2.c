@@ -70,7 +70,7 @@ int shk_cli_stage2(int argc, char **argv)
   shk_net_mode net = SHK_NET_NONE;
   bool net_given = false, landlock = true, seccomp = true, guard = true;
   int sync_fd = -1;
-  list ro = { 0 }, rw = { 0 }, dev = { 0 };
+  list ro = { 0 }, rw = { 0 }, dev = { 0 }, mask = { 0 };
   int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i];
@@ -104,6 +104,8 @@ int shk_cli_stage2(int argc, char **argv)
       list_add(&rw, argv[++i]);
     } else if (v && !strcmp(a, "--ll-dev")) {
       list_add(&dev, argv[++i]);
+    } else if (v && !strcmp(a, "--mask")) {
+      list_add(&mask, argv[++i]);
     } else {
       shk__die(STAGE2_FAIL, "stage 2 is run by 'shinken run' only (unexpected '%s')", a);
     }
@@ -117,6 +119,13 @@ int shk_cli_stage2(int argc, char **argv)
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
     shk__die_errno(STAGE2_FAIL, "stage 2: PR_SET_PDEATHSIG");
 
+  /* The masks bwrap left to stage 2 (bwrap.c), while it still may mount. */
+  for (size_t m = 0; m < mask.n; m++) {
+    int r = shk_sandbox_mask_file(mask.v[m]);
+    if (r < 0)
+      shk__die(STAGE2_FAIL, "stage 2: masking %s: %s", mask.v[m], strerror(-r));
+  }
+  free(mask.v);
   fresh_keyring();
   if (net == SHK_NET_PROXY) {
     /* The bridge helper keeps running beside the workload: nothing inside

@@ -281,6 +281,25 @@ case $CASE in
       [ $rc = 0 ] && [ -e "$marker" ] || fail "as a user: the command did not run (status $rc)"
       grep -q 'caller is root' "$scratch/err" && fail "as a user: warned about root"
     fi ;;
+  root-masks)
+    # A root caller's sandbox hides the host's password hashes. Stage 2
+    # mounts these masks itself, holding CAP_SYS_ADMIN only until it drops
+    # every capability: what the command reads there is empty, its write is
+    # refused and the file unchanged, and it runs with no capability left.
+    [ -z "$AS" ] && [ "$(id -u)" = 0 ] || skip "the masks are a root caller's"
+    files=""
+    for f in /etc/shadow /etc/shadow- /etc/gshadow /etc/gshadow-; do
+      [ -s "$f" ] && [ ! -L "$f" ] && files="$files $f"
+    done
+    [ -n "$files" ] || fail "control: no password hash file on this host, so this test cannot fail"
+    before=$(sha256sum /etc/shadow)
+    sr -- /bin/sh -c "cat $files >$ws/read; echo x 2>/dev/null >>/etc/shadow; echo \$? >$ws/wrote; grep '^Cap' /proc/self/status >$ws/caps"
+    [ $rc = 0 ] || fail "the command did not run (status $rc)"
+    [ -f "$ws/read" ] && [ ! -s "$ws/read" ] || fail "the command read $(wc -c <"$ws/read") bytes of$files"
+    [ "$(cat "$ws/wrote")" != 0 ] || fail "the command's write to /etc/shadow succeeded"
+    [ "$(sha256sum /etc/shadow)" = "$before" ] || fail "/etc/shadow changed"
+    [ "$(grep -c ':[[:space:]]*0000000000000000$' "$ws/caps")" = 5 ] ||
+      fail "the command kept capabilities: $(tr '\n' ' ' <"$ws/caps")" ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 echo "ok: $CASE"

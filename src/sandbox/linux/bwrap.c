@@ -76,9 +76,33 @@ static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
   return exe;
 }
 
+/* Whether stage 2 makes this mask instead of bwrap. For bwrap 0.8 each bind
+ * means a reread of the whole mount table (about 0.12 ms at every start on
+ * the development VM); stage 2 binds with two mount calls. It can only for a
+ * caller that is root, whose stage 2 may keep CAP_SYS_ADMIN over the
+ * sandbox's mount namespace until it drops every capability, and only over
+ * a file that is there to bind onto: not a mount point bwrap would have to
+ * create, nor one inside a directory that is itself masked. */
+static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r)
+{
+  if (geteuid() != 0 || r->kind != SHK_MOUNT_DEV_NULL || r->created)
+    return false;
+  shk_autofree char *par = shk__xstrdup(r->path);
+  char *slash = strrchr(par, '/');
+  if (slash == par)
+    slash[1] = '\0';
+  else
+    *slash = '\0';
+  bool visible;
+  return shk_sandbox_plan_access(p, par, &visible) != SHK_ACCESS_DENY && visible;
+}
+
 char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l)
 {
   strv s = { NULL, 0 };
+  bool stage2_masks = false;
+  for (size_t i = 0; i < p->n; i++)
+    stage2_masks |= mask_in_stage2(p, &p->rules[i]);
   push(&s, l->bwrap);
   push(&s, "--unshare-user");
   push(&s, "--unshare-ipc");
@@ -107,6 +131,12 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     push2(&s, "--cap-add", "CAP_SETPCAP");
   } else {
     push2(&s, "--cap-drop", "ALL");
+    /* And CAP_SETPCAP, without which stage 2 could not empty the bounding
+     * set (caps.c). */
+    if (stage2_masks) {
+      push2(&s, "--cap-add", "CAP_SYS_ADMIN");
+      push2(&s, "--cap-add", "CAP_SETPCAP");
+    }
   }
   if (p->read_restricted)
     system_dirs(&s);
@@ -147,7 +177,10 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     case SHK_MOUNT_PIN: push3(&s, "--bind", r->path, r->path); break;
     case SHK_MOUNT_BIND_RO: push3(&s, "--ro-bind", r->path, r->path); break;
     case SHK_MOUNT_TMPFS: push2(&s, "--tmpfs", r->path); break;
-    case SHK_MOUNT_DEV_NULL: push3(&s, "--ro-bind", "/dev/null", r->path); break;
+    case SHK_MOUNT_DEV_NULL:
+      if (!mask_in_stage2(p, r))
+        push3(&s, "--ro-bind", "/dev/null", r->path);
+      break;
     }
   }
   /* Made read-only last, once the rules nested inside have their mount
@@ -170,6 +203,9 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     push(&s, "--no-seccomp");
   if (!l->guard)
     push(&s, "--no-guard");
+  for (size_t i = 0; i < p->n; i++)
+    if (mask_in_stage2(p, &p->rules[i]))
+      push2(&s, "--mask", p->rules[i].path);
   if (p->read_restricted) {
     for (const char *const *d = shk_sandbox_system_dirs; *d; d++)
       push2(&s, "--ll-ro", *d);
