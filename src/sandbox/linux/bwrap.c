@@ -3,6 +3,7 @@
  * makes the most specific rule win. */
 #include "shinken/sandbox.h"
 
+#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,14 +88,9 @@ static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r)
 {
   if (geteuid() != 0 || r->kind != SHK_MOUNT_DEV_NULL || r->created)
     return false;
-  shk_autofree char *par = shk__xstrdup(r->path);
-  char *slash = strrchr(par, '/');
-  if (slash == par)
-    slash[1] = '\0';
-  else
-    *slash = '\0';
+  shk_autofree char *path = shk__xstrdup(r->path);
   bool visible;
-  return shk_sandbox_plan_access(p, par, &visible) != SHK_ACCESS_DENY && visible;
+  return shk_sandbox_plan_access(p, dirname(path), &visible) != SHK_ACCESS_DENY && visible;
 }
 
 char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l)
@@ -131,8 +127,8 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     push2(&s, "--cap-add", "CAP_SETPCAP");
   } else {
     push2(&s, "--cap-drop", "ALL");
-    /* And CAP_SETPCAP, without which stage 2 could not empty the bounding
-     * set (caps.c). */
+    /* A root caller's stage 2 makes file masks (mask_in_stage2), and then
+     * needs CAP_SETPCAP to empty the bounding set (caps.c). */
     if (stage2_masks) {
       push2(&s, "--cap-add", "CAP_SYS_ADMIN");
       push2(&s, "--cap-add", "CAP_SETPCAP");
