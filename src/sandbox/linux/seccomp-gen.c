@@ -111,6 +111,13 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
   int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
   if (r < 0)
     die("badarch", r);
+  /* Syscall numbers in a binary tree rather than a list. Loading a filter
+   * makes the kernel run it once per syscall number to cache the ones it
+   * always allows, which walks the whole list for most numbers: the tree
+   * loads in 65 us instead of 111 us here, and every syscall of the
+   * workload takes a few comparisons instead of up to a hundred. */
+  if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+    die("optimize", r);
   /* Stage 2 sets NO_NEW_PRIVS itself, before Landlock. */
   if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
     die("nnp", r);
