@@ -46,6 +46,7 @@ static inline bool shk__str_eq(shk__str a, shk__str b)
   return a.n == b.n && (a.n == 0 || __builtin_memcmp(a.p, b.p, a.n) == 0);
 }
 int shk__str_cmp(shk__str a, shk__str b); /* bytewise, shorter first on a tie */
+int shk__hex_value(unsigned char c);      /* 0-15, or -1 for a non-hex digit */
 
 /* An entity reference. `type` is the fully qualified type name with "::"
  * separators and no spaces ("NS::Sub::User"); `id` is the unescaped id. */
@@ -302,6 +303,9 @@ struct shk__schema {
 
 const shk__entity_type *shk__schema_entity_type(const shk__schema *s, shk__str name);
 const shk__action *shk__schema_action(const shk__schema *s, shk__uid uid);
+/* False only when U's type is an enumerated entity type of the schema and
+ * U's id is not one of its members. */
+bool shk__schema_enum_member(const shk__schema *s, const shk__uid *u);
 /* True when `name` is an action entity type of the schema ("NS::Action"). */
 bool shk__schema_is_action_type(const shk__schema *s, shk__str name);
 

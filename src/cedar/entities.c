@@ -348,17 +348,6 @@ static int mismatch(const shk__type *t, const shk__value *v, const char *what,
   return shk__cedar_fail(err, "%s: expected %s, got a %s", what, tn, shk__vkind_name(v->kind));
 }
 
-static bool enum_ok(const shk__schema *schema, const shk__uid *u)
-{
-  const shk__entity_type *et = shk__schema_entity_type(schema, u->type);
-  if (!et || !et->is_enum)
-    return true;
-  for (size_t i = 0; i < et->n_enum_ids; i++)
-    if (shk__str_eq(et->enum_ids[i], u->id))
-      return true;
-  return false;
-}
-
 static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *t,
                         const char *what, shk__value *out, shk_cedar_error *err)
 {
@@ -420,7 +409,7 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
       return 0;
     if (!shk__str_eq(u->type, t->name))
       return mismatch(t, out, what, err);
-    if (!enum_ok(schema, u))
+    if (!shk__schema_enum_member(schema, u))
       return shk__cedar_fail(err, "%s: \"%.*s\" is not a member of the enumerated type %.*s", what, Q(u->id),
                    Q(u->type));
     return 0;
@@ -493,7 +482,7 @@ bool shk__value_has_type(const shk__schema *schema, const shk__value *v, const s
   case SHK__T_LONG: return v->kind == SHK__V_LONG;
   case SHK__T_STRING: return v->kind == SHK__V_STRING;
   case SHK__T_ENTITY:
-    return v->kind == SHK__V_ENTITY && shk__str_eq(v->uid->type, t->name) && enum_ok(schema, v->uid);
+    return v->kind == SHK__V_ENTITY && shk__str_eq(v->uid->type, t->name) && shk__schema_enum_member(schema, v->uid);
   case SHK__T_EXT: {
     shk__fn ctor;
     return v->kind == ext_kind(t->name, &ctor);
@@ -769,7 +758,7 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
       et = shk__schema_entity_type(L->schema, uid.type);
       if (!et)
         return shk__cedar_fail(err, "%s: entity type %.*s is not declared in the schema", what, Q(uid.type));
-      if (!enum_ok(L->schema, &uid))
+      if (!shk__schema_enum_member(L->schema, &uid))
         return shk__cedar_fail(err, "%s: id is not a member of the enumerated type", what);
     }
   }

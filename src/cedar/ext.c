@@ -18,17 +18,6 @@ static bool is_digit(char c)
   return c >= '0' && c <= '9';
 }
 
-static int hex_value(char c)
-{
-  if (is_digit(c))
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /* ---------------------------------------------------------------- ipaddr */
 
 /* The longest address with a prefix the reference accepts:
@@ -86,7 +75,7 @@ static bool read_v6_group(cursor *c, uint16_t *out)
   const char *p = c->p;
   unsigned v = 0, n = 0;
   int h;
-  while (p < c->end && (h = hex_value(*p)) >= 0) {
+  while (p < c->end && (h = shk__hex_value((unsigned char)*p)) >= 0) {
     if (++n > 4)
       return false;
     v = v * 16 + (unsigned)h;

@@ -92,7 +92,11 @@ static shk__kw keyword(const char *p, size_t n)
 #define KW(str, k) (memcmp(p, str, n) == 0 ? (k) : SHK__KW_NONE)
   switch (n) {
   case 2:
-    return p[0] != 'i' ? SHK__KW_NONE : p[1] == 'f' ? SHK__KW_IF : p[1] == 'n' ? SHK__KW_IN : p[1] == 's' ? SHK__KW_IS : SHK__KW_NONE;
+    return p[0] != 'i'   ? SHK__KW_NONE
+           : p[1] == 'f' ? SHK__KW_IF
+           : p[1] == 'n' ? SHK__KW_IN
+           : p[1] == 's' ? SHK__KW_IS
+                         : SHK__KW_NONE;
   case 3:
     return KW("has", SHK__KW_HAS);
   case 4:
@@ -348,14 +352,15 @@ bool shk__utf8_valid(const char *str, size_t n)
         return false;
       cp = (cp << 6) | (s[i + j] & 0x3F);
     }
-    if ((k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+    if ((k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
       return false;
     i += k + 1;
   }
   return true;
 }
 
-static int hexval(unsigned char c)
+int shk__hex_value(unsigned char c)
 {
   if (c >= '0' && c <= '9')
     return c - '0';
@@ -399,11 +404,11 @@ static int unicode_escape(const unsigned char *s, size_t n, size_t *i, uint32_t 
     return -EINVAL;
   }
   (*i)++;
-  if (*i >= n || s[*i] == '_' || s[*i] == '}' || hexval(s[*i]) < 0) {
+  if (*i >= n || s[*i] == '_' || s[*i] == '}' || shk__hex_value(s[*i]) < 0) {
     *why = *i < n && s[*i] == '}' ? "invalid escape: empty \\u{}" : "invalid character in \\u{...} escape";
     return -EINVAL;
   }
-  uint32_t v = (uint32_t)hexval(s[(*i)++]);
+  uint32_t v = (uint32_t)shk__hex_value(s[(*i)++]);
   unsigned digits = 1;
   for (;;) {
     if (*i >= n) {
@@ -415,7 +420,7 @@ static int unicode_escape(const unsigned char *s, size_t n, size_t *i, uint32_t 
       continue;
     if (c == '}')
       break;
-    int h = hexval(c);
+    int h = shk__hex_value(c);
     if (h < 0) {
       *why = "invalid character in \\u{...} escape";
       return -EINVAL;
@@ -485,8 +490,8 @@ int shk__unescape(shk__arena *a, const char *str, size_t n, shk__str *out,
       case 't': buf[0] = '\t'; break;
       case '0': buf[0] = '\0'; break;
       case 'x': {
-        int hi = i < n ? hexval(s[i]) : -1;
-        int lo = i + 1 < n ? hexval(s[i + 1]) : -1;
+        int hi = i < n ? shk__hex_value(s[i]) : -1;
+        int lo = i + 1 < n ? shk__hex_value(s[i + 1]) : -1;
         if (hi < 0 || lo < 0) {
           *why = "invalid \\x escape: two hex digits needed";
           return -EINVAL;

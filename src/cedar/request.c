@@ -18,17 +18,6 @@ static bool type_listed(shk__str t, const shk__str *list, size_t n)
   return false;
 }
 
-static bool enum_member(const shk__schema *s, const shk__uid *u)
-{
-  const shk__entity_type *et = shk__schema_entity_type(s, u->type);
-  if (!et || !et->is_enum)
-    return true;
-  for (size_t i = 0; i < et->n_enum_ids; i++)
-    if (shk__str_eq(et->enum_ids[i], u->id))
-      return true;
-  return false;
-}
-
 /* The reference's request validation: the action is declared, the
  * principal and resource types are among those it applies to, and the
  * context has the declared type. */
@@ -42,10 +31,10 @@ static int validate(const shk__schema *s, const shk_cedar_request *r, const shk_
   if (!type_listed(r->resource.type, act->resources, act->n_resources))
     return shk__cedar_fail(err, "resource type %.*s is not valid for action %.*s::\"%.*s\"",
                  Q(r->resource.type), Q(r->action.type), Q(r->action.id));
-  if (!enum_member(s, &r->principal))
+  if (!shk__schema_enum_member(s, &r->principal))
     return shk__cedar_fail(err, "principal %.*s::\"%.*s\" is not a member of its enumerated type",
                  Q(r->principal.type), Q(r->principal.id));
-  if (!enum_member(s, &r->resource))
+  if (!shk__schema_enum_member(s, &r->resource))
     return shk__cedar_fail(err, "resource %.*s::\"%.*s\" is not a member of its enumerated type",
                  Q(r->resource.type), Q(r->resource.id));
   if (!shk__value_has_type(s, &r->context, act->context))

@@ -570,6 +570,17 @@ const shk__entity_type *shk__schema_entity_type(const shk__schema *s, shk__str n
   return e ? &s->etypes[e->val] : NULL;
 }
 
+bool shk__schema_enum_member(const shk__schema *s, const shk__uid *u)
+{
+  const shk__entity_type *et = shk__schema_entity_type(s, u->type);
+  if (!et || !et->is_enum)
+    return true;
+  for (size_t i = 0; i < et->n_enum_ids; i++)
+    if (shk__str_eq(et->enum_ids[i], u->id))
+      return true;
+  return false;
+}
+
 const shk__action *shk__schema_action(const shk__schema *s, shk__uid uid)
 {
   const schema_priv *priv = s->priv;
