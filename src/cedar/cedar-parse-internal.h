@@ -3,6 +3,7 @@
  * outside lexer.c, parser.c and schema*.c uses this file. */
 #pragma once
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -117,6 +118,45 @@ const char *shk__tok_describe(const shk__tok *t, char *buf, size_t n);
 
 /* How a token kind is written in messages ("`;`", "a string"). */
 const char *shk__tk_spelling(shk__tk k);
+
+/* Where both recursive-descent parsers (policies, .cedarschema) stand: the
+ * lexer, its current token, where an error is written, and where it
+ * unwinds to. The unwinding leaks nothing: both parsers allocate only in
+ * their arena. */
+typedef struct shk__cursor {
+  shk__lexer lx;
+  shk__tok t;
+  shk_cedar_error *err;
+  jmp_buf fail;
+} shk__cursor;
+
+/* Writes the message at LOC and unwinds to the cursor's setjmp. */
+__attribute__((noreturn, format(printf, 3, 4))) void shk__cur_fail(shk__cursor *c, shk__loc loc,
+                                                                    const char *fmt, ...);
+/* Fails on the current token: the lexer's reason for an ERROR token, else
+ * "unexpected token ...". */
+__attribute__((noreturn)) void shk__cur_unexpected(shk__cursor *c);
+/* Takes a token of kind K or fails, naming K. */
+void shk__cur_expect(shk__cursor *c, shk__tk k);
+
+static inline void shk__cur_next(shk__cursor *c)
+{
+  shk__lex(&c->lx, &c->t);
+}
+
+static inline bool shk__cur_at(const shk__cursor *c, shk__tk k)
+{
+  return c->t.kind == k;
+}
+
+/* Takes a token of kind K if it is the current one. */
+static inline bool shk__cur_accept(shk__cursor *c, shk__tk k)
+{
+  if (c->t.kind != k)
+    return false;
+  shk__cur_next(c);
+  return true;
+}
 
 /* A growable array in an arena: doubles, so the total copy cost is linear. */
 void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem);

@@ -656,3 +656,31 @@ void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem)
   *cap = nc;
   return np;
 }
+
+void shk__cur_fail(shk__cursor *c, shk__loc loc, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  shk__vset_error(c->err, loc, fmt, ap);
+  va_end(ap);
+  longjmp(c->fail, 1);
+}
+
+void shk__cur_unexpected(shk__cursor *c)
+{
+  char buf[64];
+  if (c->t.kind == SHK__TK_ERROR)
+    shk__cur_fail(c, c->t.loc, "%s", c->lx.error);
+  shk__cur_fail(c, c->t.loc, "unexpected token %s", shk__tok_describe(&c->t, buf, sizeof(buf)));
+}
+
+void shk__cur_expect(shk__cursor *c, shk__tk k)
+{
+  if (shk__cur_accept(c, k))
+    return;
+  char buf[64];
+  if (c->t.kind == SHK__TK_ERROR)
+    shk__cur_fail(c, c->t.loc, "%s", c->lx.error);
+  shk__cur_fail(c, c->t.loc, "unexpected token %s, expected %s", shk__tok_describe(&c->t, buf, sizeof(buf)),
+                shk__tk_spelling(k));
+}

@@ -19,69 +19,20 @@
 #define MAX_DEPTH 400
 
 typedef struct parser {
+  shk__cursor c;
   shk__arena *a;
-  shk__lexer lx;
-  shk__tok t;
-  shk_cedar_error *err;
-  jmp_buf fail;
   unsigned depth;
   bool in_scope; /* slots are allowed only in the scope */
 } parser;
 
-__attribute__((noreturn, format(printf, 3, 4))) static void fail_at(parser *p, shk__loc loc, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  shk__vset_error(p->err, loc, fmt, ap);
-  va_end(ap);
-  longjmp(p->fail, 1);
-}
-
-__attribute__((noreturn)) static void unexpected(parser *p)
-{
-  char buf[64];
-  if (p->t.kind == SHK__TK_ERROR)
-    fail_at(p, p->t.loc, "%s", p->lx.error);
-  fail_at(p, p->t.loc, "unexpected token %s", shk__tok_describe(&p->t, buf, sizeof(buf)));
-}
-
-static inline void next(parser *p)
-{
-  shk__lex(&p->lx, &p->t);
-}
-
-static inline bool at(parser *p, shk__tk k)
-{
-  return p->t.kind == k;
-}
-
-static inline bool accept(parser *p, shk__tk k)
-{
-  if (p->t.kind != k)
-    return false;
-  next(p);
-  return true;
-}
-
-static void expect(parser *p, shk__tk k)
-{
-  if (accept(p, k))
-    return;
-  char buf[64];
-  if (p->t.kind == SHK__TK_ERROR)
-    fail_at(p, p->t.loc, "%s", p->lx.error);
-  fail_at(p, p->t.loc, "unexpected token %s, expected %s", shk__tok_describe(&p->t, buf, sizeof(buf)),
-          shk__tk_spelling(k));
-}
-
 static inline bool at_kw(parser *p, shk__kw kw)
 {
-  return p->t.kind == SHK__TK_IDENT && p->t.kw == kw;
+  return p->c.t.kind == SHK__TK_IDENT && p->c.t.kw == kw;
 }
 
 static shk__str tok_str(parser *p)
 {
-  return (shk__str){ shk__arena_strndup(p->a, p->t.p, p->t.n), p->t.n };
+  return (shk__str){ shk__arena_strndup(p->a, p->c.t.p, p->c.t.n), p->c.t.n };
 }
 
 static bool is_cedar_reserved(shk__str s)
@@ -187,7 +138,7 @@ static shk__expr *grown(parser *p, shk__expr *e)
     if (e->items[i]->height > h)
       h = e->items[i]->height;
   if (h >= SHK__EXPR_MAX_HEIGHT)
-    fail_at(p, e->loc, "expression nested too deeply (more than %d levels)", SHK__EXPR_MAX_HEIGHT);
+    shk__cur_fail(&p->c, e->loc, "expression nested too deeply (more than %d levels)", SHK__EXPR_MAX_HEIGHT);
   e->height = h + 1;
   return e;
 }
@@ -215,7 +166,8 @@ static shk__str unescape(parser *p, shk__str raw, shk__loc loc)
   shk__str out;
   const char *why;
   if (shk__unescape(p->a, raw.p, raw.n, &out, NULL, NULL, &why) < 0)
-    fail_at(p, loc, "invalid string literal \"%.*s\": %s", raw.n > 60 ? 60 : (int)raw.n, raw.p, why);
+    shk__cur_fail(&p->c, loc, "invalid string literal \"%.*s\": %s", raw.n > 60 ? 60 : (int)raw.n, raw.p,
+                  why);
   return out;
 }
 
@@ -238,8 +190,10 @@ static void check_name(parser *p, const px *x)
 {
   if (x->bad.n) {
     if (is_cedar_reserved(x->bad))
-      fail_at(p, x->loc, "the name `%.*s` contains `__cedar`, which is reserved", (int)x->s.n, x->s.p);
-    fail_at(p, x->loc, "this identifier is reserved and cannot be used: %.*s", (int)x->bad.n, x->bad.p);
+      shk__cur_fail(&p->c, x->loc, "the name `%.*s` contains `__cedar`, which is reserved", (int)x->s.n,
+                    x->s.p);
+    shk__cur_fail(&p->c, x->loc, "this identifier is reserved and cannot be used: %.*s", (int)x->bad.n,
+                  x->bad.p);
   }
 }
 
@@ -255,7 +209,7 @@ static shk__expr *to_expr(parser *p, px x)
   }
   case PX_NAME:
     check_name(p, &x);
-    fail_at(p, x.loc, "invalid variable: %.*s", (int)x.s.n, x.s.p);
+    shk__cur_fail(&p->c, x.loc, "invalid variable: %.*s", (int)x.s.n, x.s.p);
   case PX_STR: {
     shk__expr *e = mk(p, SHK__E_STRING, x.loc);
     e->s = unescape(p, x.s, x.loc);
@@ -263,7 +217,7 @@ static shk__expr *to_expr(parser *p, px x)
   }
   case PX_NUM: {
     if (x.num > (uint64_t)INT64_MAX)
-      fail_at(p, x.loc, "integer literal `%llu` is too large", (unsigned long long)x.num);
+      shk__cur_fail(&p->c, x.loc, "integer literal `%llu` is too large", (unsigned long long)x.num);
     shk__expr *e = mk(p, SHK__E_LONG, x.loc);
     e->lval = (int64_t)x.num;
     return e;
@@ -274,16 +228,16 @@ static shk__expr *to_expr(parser *p, px x)
     return e;
   }
   }
-  fail_at(p, x.loc, "invalid expression");
+  shk__cur_fail(&p->c, x.loc, "invalid expression");
 }
 
 /* An attribute name as an identifier: reserved words and __cedar are not. */
 static void check_attr_ident(parser *p, shk__str s, shk__loc loc)
 {
   if (shk__ident_reserved(s.p, s.n))
-    fail_at(p, loc, "this identifier is reserved and cannot be used: %.*s", (int)s.n, s.p);
+    shk__cur_fail(&p->c, loc, "this identifier is reserved and cannot be used: %.*s", (int)s.n, s.p);
   if (is_cedar_reserved(s))
-    fail_at(p, loc, "the name `__cedar` contains `__cedar`, which is reserved");
+    shk__cur_fail(&p->c, loc, "the name `__cedar` contains `__cedar`, which is reserved");
 }
 
 /* The key of a record literal: an identifier or a string literal. */
@@ -298,16 +252,18 @@ static shk__str to_attr(parser *p, px x)
   }
   case PX_NAME:
     if (x.qualified)
-      fail_at(p, x.loc, "`%.*s` cannot be used as an attribute as it contains a namespace", (int)x.s.n, x.s.p);
+      shk__cur_fail(&p->c, x.loc, "`%.*s` cannot be used as an attribute as it contains a namespace",
+                    (int)x.s.n, x.s.p);
     check_attr_ident(p, x.s, x.loc);
     return x.s;
   case PX_BOOL:
-    fail_at(p, x.loc, "this identifier is reserved and cannot be used: %s", x.bval ? "true" : "false");
+    shk__cur_fail(&p->c, x.loc, "this identifier is reserved and cannot be used: %s",
+                  x.bval ? "true" : "false");
   case PX_EXPR:
   case PX_NUM:
     break;
   }
-  fail_at(p, x.loc, "invalid attribute name");
+  shk__cur_fail(&p->c, x.loc, "invalid attribute name");
 }
 
 /* ---------------------------------------------------------------- expressions */
@@ -325,12 +281,12 @@ static shk__expr **expr_list(parser *p, shk__tk close, size_t *n)
   shk__expr **v = NULL;
   size_t cap = 0;
   *n = 0;
-  while (!at(p, close)) {
+  while (!shk__cur_at(&p->c, close)) {
     *SHK__PUSH(p->a, v, *n, cap) = expr(p);
-    if (!accept(p, SHK__TK_COMMA))
+    if (!shk__cur_accept(&p->c, SHK__TK_COMMA))
       break;
   }
-  expect(p, close);
+  shk__cur_expect(&p->c, close);
   return v;
 }
 
@@ -367,16 +323,16 @@ static px parse_path(parser *p, shk__tok first)
     memcpy(out + len, s.p, s.n);
     len += s.n;
     out[len] = '\0';
-    if (!at(p, SHK__TK_COLONCOLON))
+    if (!shk__cur_at(&p->c, SHK__TK_COLONCOLON))
       break;
-    next(p);
-    if (!at(p, SHK__TK_IDENT)) {
+    shk__cur_next(&p->c);
+    if (!shk__cur_at(&p->c, SHK__TK_IDENT)) {
       x.trailing = true;
       break;
     }
     x.qualified = true;
-    part = p->t;
-    next(p);
+    part = p->c.t;
+    shk__cur_next(&p->c);
   }
   x.s = (shk__str){ out, len };
   return x;
@@ -386,78 +342,78 @@ static px parse_path(parser *p, shk__tok first)
  * what followed "::". */
 static shk__uid finish_ref(parser *p, px *path)
 {
-  if (at(p, SHK__TK_LBRACE))
-    fail_at(p, path->loc, "invalid entity literal: %.*s::{...}", (int)path->s.n, path->s.p);
-  if (!at(p, SHK__TK_STRING))
-    unexpected(p);
+  if (shk__cur_at(&p->c, SHK__TK_LBRACE))
+    shk__cur_fail(&p->c, path->loc, "invalid entity literal: %.*s::{...}", (int)path->s.n, path->s.p);
+  if (!shk__cur_at(&p->c, SHK__TK_STRING))
+    shk__cur_unexpected(&p->c);
   check_name(p, path);
   shk__uid u = { .type = path->s };
-  u.id = unescape(p, (shk__str){ p->t.p, p->t.n }, p->t.loc);
-  next(p);
+  u.id = unescape(p, (shk__str){ p->c.t.p, p->c.t.n }, p->c.t.loc);
+  shk__cur_next(&p->c);
   return u;
 }
 
 static px parse_primary(parser *p)
 {
-  shk__loc loc = p->t.loc;
-  switch (p->t.kind) {
+  shk__loc loc = p->c.t.loc;
+  switch (p->c.t.kind) {
   case SHK__TK_NUMBER: {
     uint64_t v = 0;
-    for (size_t i = 0; i < p->t.n; i++) {
-      unsigned d = (unsigned)(p->t.p[i] - '0');
+    for (size_t i = 0; i < p->c.t.n; i++) {
+      unsigned d = (unsigned)(p->c.t.p[i] - '0');
       if (v > (UINT64_MAX - d) / 10)
-        fail_at(p, loc, "integer parse error: number too large to fit in target type");
+        shk__cur_fail(&p->c, loc, "integer parse error: number too large to fit in target type");
       v = v * 10 + d;
     }
-    next(p);
+    shk__cur_next(&p->c);
     return (px){ .k = PX_NUM, .loc = loc, .num = v };
   }
   case SHK__TK_STRING: {
-    px x = { .k = PX_STR, .loc = loc, .s = { p->t.p, p->t.n } };
-    next(p);
+    px x = { .k = PX_STR, .loc = loc, .s = { p->c.t.p, p->c.t.n } };
+    shk__cur_next(&p->c);
     return x;
   }
   case SHK__TK_SLOT: {
-    shk__str s = { p->t.p, p->t.n };
+    shk__str s = { p->c.t.p, p->c.t.n };
     shk__expr *e = mk(p, SHK__E_SLOT, loc);
     if (shk__str_eq(s, SHK__STR_LIT("?principal")))
       e->slot = SHK__SLOT_PRINCIPAL;
     else if (shk__str_eq(s, SHK__STR_LIT("?resource")))
       e->slot = SHK__SLOT_RESOURCE;
     else
-      fail_at(p, loc, "`%.*s` is not a valid template slot", (int)s.n, s.p);
+      shk__cur_fail(&p->c, loc, "`%.*s` is not a valid template slot", (int)s.n, s.p);
     if (!p->in_scope)
-      fail_at(p, loc, "found template slot %.*s in a condition clause", (int)s.n, s.p);
-    next(p);
+      shk__cur_fail(&p->c, loc, "found template slot %.*s in a condition clause", (int)s.n, s.p);
+    shk__cur_next(&p->c);
     return px_expr(e);
   }
   case SHK__TK_LPAREN: {
-    next(p);
+    shk__cur_next(&p->c);
     shk__expr *e = expr(p);
-    expect(p, SHK__TK_RPAREN);
+    shk__cur_expect(&p->c, SHK__TK_RPAREN);
     return px_expr(e);
   }
   case SHK__TK_LBRACKET: {
-    next(p);
+    shk__cur_next(&p->c);
     shk__expr *e = mk(p, SHK__E_SET, loc);
     e->items = expr_list(p, SHK__TK_RBRACKET, &e->n_items);
     return px_expr(grown(p, e));
   }
   case SHK__TK_LBRACE: {
-    next(p);
+    shk__cur_next(&p->c);
     shk__expr *e = mk(p, SHK__E_RECORD, loc);
     size_t cap = 0, kcap = 0, nk = 0;
-    while (!at(p, SHK__TK_RBRACE)) {
+    while (!shk__cur_at(&p->c, SHK__TK_RBRACE)) {
       if (at_kw(p, SHK__KW_IF))
-        fail_at(p, p->t.loc, "this identifier is reserved and cannot be used: if");
+        shk__cur_fail(&p->c, p->c.t.loc, "this identifier is reserved and cannot be used: if");
       px k = parse_expr(p);
       *SHK__PUSH(p->a, e->keys, nk, kcap) = to_attr(p, k);
-      expect(p, SHK__TK_COLON);
+      shk__cur_expect(&p->c, SHK__TK_COLON);
       *SHK__PUSH(p->a, e->items, e->n_items, cap) = expr(p);
-      if (!accept(p, SHK__TK_COMMA))
+      if (!shk__cur_accept(&p->c, SHK__TK_COMMA))
         break;
     }
-    expect(p, SHK__TK_RBRACE);
+    shk__cur_expect(&p->c, SHK__TK_RBRACE);
     /* Duplicate keys are an error; sort a copy of the keys to find them in
      * n log n rather than comparing every pair. */
     if (nk > 1) {
@@ -466,19 +422,19 @@ static px parse_primary(parser *p)
       qsort(sorted, nk, sizeof(*sorted), cmp_str);
       for (size_t i = 1; i < nk; i++)
         if (shk__str_eq(sorted[i - 1], sorted[i]))
-          fail_at(p, loc, "duplicate key `%.*s` in record literal", (int)sorted[i].n, sorted[i].p);
+          shk__cur_fail(&p->c, loc, "duplicate key `%.*s` in record literal", (int)sorted[i].n, sorted[i].p);
     }
     return px_expr(grown(p, e));
   }
   case SHK__TK_IDENT: {
-    shk__kw kw = p->t.kw;
-    shk__tok first = p->t;
-    next(p);
-    if ((kw == SHK__KW_TRUE || kw == SHK__KW_FALSE) && !at(p, SHK__TK_COLONCOLON))
+    shk__kw kw = p->c.t.kw;
+    shk__tok first = p->c.t;
+    shk__cur_next(&p->c);
+    if ((kw == SHK__KW_TRUE || kw == SHK__KW_FALSE) && !shk__cur_at(&p->c, SHK__TK_COLONCOLON))
       return (px){ .k = PX_BOOL, .loc = loc, .bval = kw == SHK__KW_TRUE };
-    if (kw == SHK__KW_IF && !at(p, SHK__TK_COLONCOLON)) {
-      p->t = first;
-      unexpected(p);
+    if (kw == SHK__KW_IF && !shk__cur_at(&p->c, SHK__TK_COLONCOLON)) {
+      p->c.t = first;
+      shk__cur_unexpected(&p->c);
     }
     px x = parse_path(p, first);
     if (x.trailing) {
@@ -544,23 +500,23 @@ static px parse_primary(parser *p)
   case SHK__TK_ERROR:
     break;
   }
-  unexpected(p);
+  shk__cur_unexpected(&p->c);
 }
 
 /* A method call receiver.name(args), the receiver already converted. */
 static shk__expr *method_call(parser *p, shk__expr *recv, shk__str name, shk__loc loc)
 {
-  next(p); /* ( */
+  shk__cur_next(&p->c); /* ( */
   size_t n;
   shk__expr **args = expr_list(p, SHK__TK_RPAREN, &n);
   int fn = fn_lookup(name);
   if (fn < 0)
-    fail_at(p, loc, "`%.*s` is not a valid method", (int)name.n, name.p);
+    shk__cur_fail(&p->c, loc, "`%.*s` is not a valid method", (int)name.n, name.p);
   if (fns[fn].constructor)
-    fail_at(p, loc, "`%s` is a function, not a method", fns[fn].name);
+    shk__cur_fail(&p->c, loc, "`%s` is a function, not a method", fns[fn].name);
   if (fns[fn].arity >= 0 && (size_t)fns[fn].arity != n)
-    fail_at(p, loc, "call to `%s` requires exactly %d argument%s, but got %zu argument%s", fns[fn].name,
-            fns[fn].arity, fns[fn].arity == 1 ? "" : "s", n, n == 1 ? "" : "s");
+    shk__cur_fail(&p->c, loc, "call to `%s` requires exactly %d argument%s, but got %zu argument%s",
+                  fns[fn].name, fns[fn].arity, fns[fn].arity == 1 ? "" : "s", n, n == 1 ? "" : "s");
   shk__expr *e = mk(p, SHK__E_CALL, loc);
   e->fn = (shk__fn)fn;
   e->n_items = n + 1;
@@ -575,16 +531,16 @@ static px parse_member(parser *p)
 {
   px x = parse_primary(p);
   for (;;) {
-    shk__loc loc = p->t.loc;
-    if (at(p, SHK__TK_DOT)) {
-      next(p);
-      if (!at(p, SHK__TK_IDENT))
-        unexpected(p);
-      shk__str name = { p->t.p, p->t.n };
-      shk__loc nloc = p->t.loc;
-      next(p);
+    shk__loc loc = p->c.t.loc;
+    if (shk__cur_at(&p->c, SHK__TK_DOT)) {
+      shk__cur_next(&p->c);
+      if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+        shk__cur_unexpected(&p->c);
+      shk__str name = { p->c.t.p, p->c.t.n };
+      shk__loc nloc = p->c.t.loc;
+      shk__cur_next(&p->c);
       shk__expr *recv = to_expr(p, x);
-      if (at(p, SHK__TK_LPAREN)) {
+      if (shk__cur_at(&p->c, SHK__TK_LPAREN)) {
         x = px_expr(method_call(p, recv, name, nloc));
         continue;
       }
@@ -593,30 +549,30 @@ static px parse_member(parser *p)
       e->a = recv;
       e->s = (shk__str){ shk__arena_strndup(p->a, name.p, name.n), name.n };
       x = px_expr(grown(p, e));
-    } else if (at(p, SHK__TK_LPAREN)) {
+    } else if (shk__cur_at(&p->c, SHK__TK_LPAREN)) {
       if (x.k != PX_NAME) {
         if (x.k == PX_VAR)
-          fail_at(p, x.loc, "`%s(...)` is not a valid function call", var_name(x.var));
-        fail_at(p, loc, "this expression cannot be called as a function");
+          shk__cur_fail(&p->c, x.loc, "`%s(...)` is not a valid function call", var_name(x.var));
+        shk__cur_fail(&p->c, loc, "this expression cannot be called as a function");
       }
       check_name(p, &x);
       int fn = x.qualified ? -1 : fn_lookup(x.s);
       if (fn < 0)
-        fail_at(p, x.loc, "`%.*s` is not a valid function", (int)x.s.n, x.s.p);
+        shk__cur_fail(&p->c, x.loc, "`%.*s` is not a valid function", (int)x.s.n, x.s.p);
       if (!fns[fn].constructor)
-        fail_at(p, x.loc, "`%s` is a method, not a function", fns[fn].name);
-      next(p);
+        shk__cur_fail(&p->c, x.loc, "`%s` is a method, not a function", fns[fn].name);
+      shk__cur_next(&p->c);
       shk__expr *e = mk(p, SHK__E_CALL, x.loc);
       e->fn = (shk__fn)fn;
       e->items = expr_list(p, SHK__TK_RPAREN, &e->n_items);
       x = px_expr(grown(p, e));
-    } else if (at(p, SHK__TK_LBRACKET)) {
+    } else if (shk__cur_at(&p->c, SHK__TK_LBRACKET)) {
       shk__expr *recv = to_expr(p, x);
-      next(p);
+      shk__cur_next(&p->c);
       px idx = parse_expr(p);
-      expect(p, SHK__TK_RBRACKET);
+      shk__cur_expect(&p->c, SHK__TK_RBRACKET);
       if (idx.k != PX_STR)
-        fail_at(p, idx.loc, "invalid string literal: only a string literal can index a record");
+        shk__cur_fail(&p->c, idx.loc, "invalid string literal: only a string literal can index a record");
       shk__expr *e = mk(p, SHK__E_GETATTR, recv->loc);
       e->a = recv;
       e->s = unescape(p, idx.s, idx.loc);
@@ -629,24 +585,24 @@ static px parse_member(parser *p)
 
 static px parse_unary(parser *p)
 {
-  shk__loc loc = p->t.loc;
-  shk__tk op = p->t.kind;
+  shk__loc loc = p->c.t.loc;
+  shk__tk op = p->c.t.kind;
   if (op != SHK__TK_BANG && op != SHK__TK_MINUS)
     return parse_member(p);
   unsigned n = 0;
-  while (at(p, op)) {
-    next(p);
+  while (shk__cur_at(&p->c, op)) {
+    shk__cur_next(&p->c);
     n++;
   }
   if (n > 4)
-    fail_at(p, loc, "too many occurrences of `%c`", op == SHK__TK_BANG ? '!' : '-');
+    shk__cur_fail(&p->c, loc, "too many occurrences of `%c`", op == SHK__TK_BANG ? '!' : '-');
   px item = parse_member(p);
   shk__expr *e;
   if (op == SHK__TK_MINUS && item.k == PX_NUM) {
     /* A minus sign directly before a number is part of the literal, so
      * -9223372036854775808 is a valid Long. */
     if (item.num > (uint64_t)INT64_MAX + 1)
-      fail_at(p, item.loc, "integer literal `%llu` is too large", (unsigned long long)item.num);
+      shk__cur_fail(&p->c, item.loc, "integer literal `%llu` is too large", (unsigned long long)item.num);
     e = mk(p, SHK__E_LONG, loc);
     e->lval = item.num == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)item.num;
     n--;
@@ -661,16 +617,17 @@ static px parse_unary(parser *p)
 static px parse_mult(parser *p)
 {
   px x = parse_unary(p);
-  if (!at(p, SHK__TK_STAR) && !at(p, SHK__TK_SLASH) && !at(p, SHK__TK_PERCENT))
+  if (!shk__cur_at(&p->c, SHK__TK_STAR) && !shk__cur_at(&p->c, SHK__TK_SLASH) &&
+      !shk__cur_at(&p->c, SHK__TK_PERCENT))
     return x;
   shk__expr *e = to_expr(p, x);
   for (;;) {
-    shk__loc loc = p->t.loc;
-    if (at(p, SHK__TK_SLASH))
-      fail_at(p, loc, "division is not supported");
-    if (at(p, SHK__TK_PERCENT))
-      fail_at(p, loc, "remainder is not supported");
-    if (!accept(p, SHK__TK_STAR))
+    shk__loc loc = p->c.t.loc;
+    if (shk__cur_at(&p->c, SHK__TK_SLASH))
+      shk__cur_fail(&p->c, loc, "division is not supported");
+    if (shk__cur_at(&p->c, SHK__TK_PERCENT))
+      shk__cur_fail(&p->c, loc, "remainder is not supported");
+    if (!shk__cur_accept(&p->c, SHK__TK_STAR))
       return px_expr(e);
     e = mk2(p, SHK__E_MUL, e->loc, e, to_expr(p, parse_unary(p)));
   }
@@ -679,14 +636,14 @@ static px parse_mult(parser *p)
 static px parse_add(parser *p)
 {
   px x = parse_mult(p);
-  if (!at(p, SHK__TK_PLUS) && !at(p, SHK__TK_MINUS))
+  if (!shk__cur_at(&p->c, SHK__TK_PLUS) && !shk__cur_at(&p->c, SHK__TK_MINUS))
     return x;
   shk__expr *e = to_expr(p, x);
   for (;;) {
     shk__expr_kind k;
-    if (accept(p, SHK__TK_PLUS))
+    if (shk__cur_accept(&p->c, SHK__TK_PLUS))
       k = SHK__E_ADD;
-    else if (accept(p, SHK__TK_MINUS))
+    else if (shk__cur_accept(&p->c, SHK__TK_MINUS))
       k = SHK__E_SUB;
     else
       return px_expr(e);
@@ -697,7 +654,7 @@ static px parse_add(parser *p)
 /* The relational operator at the current token, or false. */
 static bool relop(parser *p, shk__expr_kind *k)
 {
-  switch (p->t.kind) {
+  switch (p->c.t.kind) {
   case SHK__TK_EQEQ: *k = SHK__E_EQ; return true;
   case SHK__TK_NE: *k = SHK__E_NE; return true;
   case SHK__TK_LT: *k = SHK__E_LT; return true;
@@ -705,9 +662,9 @@ static bool relop(parser *p, shk__expr_kind *k)
   case SHK__TK_GT: *k = SHK__E_GT; return true;
   case SHK__TK_GE: *k = SHK__E_GE; return true;
   case SHK__TK_EQ:
-    fail_at(p, p->t.loc, "'=' is not a valid operator in Cedar; did you mean '=='?");
+    shk__cur_fail(&p->c, p->c.t.loc, "'=' is not a valid operator in Cedar; did you mean '=='?");
   case SHK__TK_IDENT:
-    if (p->t.kw == SHK__KW_IN) {
+    if (p->c.t.kw == SHK__KW_IN) {
       *k = SHK__E_IN;
       return true;
     }
@@ -751,7 +708,7 @@ static shk__str type_name(parser *p, px x)
     return (shk__str){ n, strlen(n) };
   }
   if (x.k != PX_NAME)
-    fail_at(p, x.loc, "right hand side of an `is` expression must be an entity type name");
+    shk__cur_fail(&p->c, x.loc, "right hand side of an `is` expression must be an entity type name");
   check_name(p, &x);
   return x.s;
 }
@@ -759,37 +716,39 @@ static shk__str type_name(parser *p, px x)
 /* e has a.b.c, desugared into e has a && e.a has b && e.a.b has c. */
 static shk__expr *parse_has(parser *p, shk__expr *target, shk__loc loc)
 {
-  if (at(p, SHK__TK_STRING)) {
+  if (shk__cur_at(&p->c, SHK__TK_STRING)) {
     shk__expr *e = mk(p, SHK__E_HAS, loc);
     e->a = target;
-    e->s = unescape(p, (shk__str){ p->t.p, p->t.n }, p->t.loc);
-    next(p);
-    if (at(p, SHK__TK_DOT) || at(p, SHK__TK_LBRACKET) || at(p, SHK__TK_LPAREN))
-      fail_at(p, loc, "invalid RHS of a `has` operation");
+    e->s = unescape(p, (shk__str){ p->c.t.p, p->c.t.n }, p->c.t.loc);
+    shk__cur_next(&p->c);
+    if (shk__cur_at(&p->c, SHK__TK_DOT) || shk__cur_at(&p->c, SHK__TK_LBRACKET) ||
+        shk__cur_at(&p->c, SHK__TK_LPAREN))
+      shk__cur_fail(&p->c, loc, "invalid RHS of a `has` operation");
     return grown(p, e);
   }
-  if (!at(p, SHK__TK_IDENT))
-    unexpected(p);
+  if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+    shk__cur_unexpected(&p->c);
   shk__expr *result = NULL, *obj = target;
   for (;;) {
-    shk__str name = { p->t.p, p->t.n };
-    shk__loc nloc = p->t.loc;
+    shk__str name = { p->c.t.p, p->c.t.n };
+    shk__loc nloc = p->c.t.loc;
     check_attr_ident(p, name, nloc);
-    next(p);
-    if (at(p, SHK__TK_COLONCOLON))
-      fail_at(p, nloc, "`%.*s::...` cannot be used as an attribute as it contains a namespace", (int)name.n, name.p);
-    if (at(p, SHK__TK_LBRACKET) || at(p, SHK__TK_LPAREN))
-      fail_at(p, loc, "invalid RHS of a `has` operation");
+    shk__cur_next(&p->c);
+    if (shk__cur_at(&p->c, SHK__TK_COLONCOLON))
+      shk__cur_fail(&p->c, nloc, "`%.*s::...` cannot be used as an attribute as it contains a namespace",
+                    (int)name.n, name.p);
+    if (shk__cur_at(&p->c, SHK__TK_LBRACKET) || shk__cur_at(&p->c, SHK__TK_LPAREN))
+      shk__cur_fail(&p->c, loc, "invalid RHS of a `has` operation");
     name.p = shk__arena_strndup(p->a, name.p, name.n);
     shk__expr *h = mk(p, SHK__E_HAS, loc);
     h->a = obj;
     h->s = name;
     grown(p, h);
     result = result ? mk2(p, SHK__E_AND, loc, result, h) : h;
-    if (!accept(p, SHK__TK_DOT))
+    if (!shk__cur_accept(&p->c, SHK__TK_DOT))
       return result;
-    if (!at(p, SHK__TK_IDENT))
-      unexpected(p);
+    if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+      shk__cur_unexpected(&p->c);
     shk__expr *g = mk(p, SHK__E_GETATTR, loc);
     g->a = obj;
     g->s = name;
@@ -803,41 +762,44 @@ static px parse_relation(parser *p)
   shk__expr_kind k;
   if (relop(p, &k)) {
     shk__expr *l = to_expr(p, x);
-    next(p);
+    shk__cur_next(&p->c);
     shk__expr *r = to_expr(p, parse_add(p));
     shk__expr_kind k2;
     if (relop(p, &k2))
-      fail_at(p, p->t.loc, "multiple relational operators (>, ==, in, etc.) must be used with parentheses to make ordering explicit");
+      shk__cur_fail(&p->c, p->c.t.loc,
+                    "multiple relational operators (>, ==, in, etc.) must be used with parentheses to make "
+                    "ordering explicit");
     return px_expr(mk2(p, k, l->loc, l, r));
   }
   if (at_kw(p, SHK__KW_HAS)) {
     shk__expr *l = to_expr(p, x);
-    next(p);
+    shk__cur_next(&p->c);
     return px_expr(parse_has(p, l, l->loc));
   }
   if (at_kw(p, SHK__KW_LIKE)) {
     shk__expr *l = to_expr(p, x);
-    next(p);
+    shk__cur_next(&p->c);
     px pat = parse_add(p);
     if (pat.k != PX_STR)
-      fail_at(p, pat.loc, "right hand side of a `like` expression must be a pattern literal");
+      shk__cur_fail(&p->c, pat.loc, "right hand side of a `like` expression must be a pattern literal");
     shk__expr *e = mk(p, SHK__E_LIKE, l->loc);
     e->a = l;
     const char *why;
     if (shk__unescape(p->a, pat.s.p, pat.s.n, NULL, &e->pat, &e->n_pat, &why) < 0)
-      fail_at(p, pat.loc, "invalid pattern \"%.*s\": %s", pat.s.n > 60 ? 60 : (int)pat.s.n, pat.s.p, why);
+      shk__cur_fail(&p->c, pat.loc, "invalid pattern \"%.*s\": %s", pat.s.n > 60 ? 60 : (int)pat.s.n, pat.s.p,
+                    why);
     return px_expr(grown(p, e));
   }
   if (at_kw(p, SHK__KW_IS)) {
     shk__expr *l = to_expr(p, x);
-    next(p);
+    shk__cur_next(&p->c);
     shk__expr *e = mk(p, SHK__E_IS, l->loc);
     e->a = l;
     e->s = type_name(p, parse_add(p));
     grown(p, e);
     if (!at_kw(p, SHK__KW_IN))
       return px_expr(e);
-    next(p);
+    shk__cur_next(&p->c);
     /* e is T in x is (e is T) && (e in x); the operand is shared, which is
      * safe because the tree is never mutated after parsing. */
     shk__expr *in = mk2(p, SHK__E_IN, l->loc, l, to_expr(p, parse_add(p)));
@@ -849,10 +811,10 @@ static px parse_relation(parser *p)
 static px parse_and(parser *p)
 {
   px x = parse_relation(p);
-  if (!at(p, SHK__TK_ANDAND))
+  if (!shk__cur_at(&p->c, SHK__TK_ANDAND))
     return x;
   shk__expr *e = to_expr(p, x);
-  while (accept(p, SHK__TK_ANDAND))
+  while (shk__cur_accept(&p->c, SHK__TK_ANDAND))
     e = mk2(p, SHK__E_AND, e->loc, e, to_expr(p, parse_relation(p)));
   return px_expr(e);
 }
@@ -860,10 +822,10 @@ static px parse_and(parser *p)
 static px parse_or(parser *p)
 {
   px x = parse_and(p);
-  if (!at(p, SHK__TK_OROR))
+  if (!shk__cur_at(&p->c, SHK__TK_OROR))
     return x;
   shk__expr *e = to_expr(p, x);
-  while (accept(p, SHK__TK_OROR))
+  while (shk__cur_accept(&p->c, SHK__TK_OROR))
     e = mk2(p, SHK__E_OR, e->loc, e, to_expr(p, parse_and(p)));
   return px_expr(e);
 }
@@ -871,20 +833,20 @@ static px parse_or(parser *p)
 static px parse_expr(parser *p)
 {
   if (++p->depth > MAX_DEPTH)
-    fail_at(p, p->t.loc, "expression nested too deeply (more than %d levels)", MAX_DEPTH);
+    shk__cur_fail(&p->c, p->c.t.loc, "expression nested too deeply (more than %d levels)", MAX_DEPTH);
   px x;
   if (at_kw(p, SHK__KW_IF)) {
-    shk__loc loc = p->t.loc;
-    next(p);
+    shk__loc loc = p->c.t.loc;
+    shk__cur_next(&p->c);
     shk__expr *e = mk(p, SHK__E_IF, loc);
     e->a = expr(p);
     if (!at_kw(p, SHK__KW_THEN))
-      unexpected(p);
-    next(p);
+      shk__cur_unexpected(&p->c);
+    shk__cur_next(&p->c);
     e->b = expr(p);
     if (!at_kw(p, SHK__KW_ELSE))
-      unexpected(p);
-    next(p);
+      shk__cur_unexpected(&p->c);
+    shk__cur_next(&p->c);
     e->c = expr(p);
     x = px_expr(grown(p, e));
   } else {
@@ -904,8 +866,8 @@ static bool is_action_type(shk__str t)
 static void check_action_uid(parser *p, shk__uid u, shk__loc loc)
 {
   if (!is_action_type(u.type))
-    fail_at(p, loc, "expected an entity uid with type `Action` but got `%.*s::\"%.*s\"`", (int)u.type.n,
-            u.type.p, (int)(u.id.n > 60 ? 60 : u.id.n), u.id.p);
+    shk__cur_fail(&p->c, loc, "expected an entity uid with type `Action` but got `%.*s::\"%.*s\"`",
+                  (int)u.type.n, u.type.p, (int)(u.id.n > 60 ? 60 : u.id.n), u.id.p);
 }
 
 static const char *const scope_names[] = { "principal", "action", "resource" };
@@ -913,61 +875,63 @@ static const char *const scope_names[] = { "principal", "action", "resource" };
 /* One scope element: principal, action or resource with its constraint. */
 static void parse_scope(parser *p, int which, shk__scope *sc, bool *has_slot)
 {
-  shk__loc loc = p->t.loc;
+  shk__loc loc = p->c.t.loc;
   sc->loc = loc;
-  if (!at(p, SHK__TK_IDENT))
-    unexpected(p);
-  shk__kw kw = p->t.kw;
+  if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+    shk__cur_unexpected(&p->c);
+  shk__kw kw = p->c.t.kw;
   static const shk__kw want[] = { SHK__KW_PRINCIPAL, SHK__KW_ACTION, SHK__KW_RESOURCE };
   if (kw != want[which]) {
     if (kw == SHK__KW_PRINCIPAL || kw == SHK__KW_ACTION || kw == SHK__KW_RESOURCE)
-      fail_at(p, loc, "found the variable `%.*s` where the variable `%s` must be used", (int)p->t.n, p->t.p,
-              scope_names[which]);
-    fail_at(p, loc, "expected `%s` in the scope, found `%.*s`", scope_names[which], (int)p->t.n, p->t.p);
+      shk__cur_fail(&p->c, loc, "found the variable `%.*s` where the variable `%s` must be used",
+                    (int)p->c.t.n, p->c.t.p, scope_names[which]);
+    shk__cur_fail(&p->c, loc, "expected `%s` in the scope, found `%.*s`", scope_names[which], (int)p->c.t.n,
+                  p->c.t.p);
   }
-  next(p);
-  if (at(p, SHK__TK_COLON))
-    fail_at(p, p->t.loc, "type constraints using `:` are not supported");
+  shk__cur_next(&p->c);
+  if (shk__cur_at(&p->c, SHK__TK_COLON))
+    shk__cur_fail(&p->c, p->c.t.loc, "type constraints using `:` are not supported");
   sc->kind = SHK__SC_ANY;
   if (at_kw(p, SHK__KW_IS)) {
     if (which == 1)
-      fail_at(p, p->t.loc, "`is` cannot appear in the action scope");
-    next(p);
+      shk__cur_fail(&p->c, p->c.t.loc, "`is` cannot appear in the action scope");
+    shk__cur_next(&p->c);
     sc->kind = SHK__SC_IS;
     sc->is_type = type_name(p, parse_add(p));
   }
   shk__expr_kind op;
-  shk__loc oploc = p->t.loc;
+  shk__loc oploc = p->c.t.loc;
   if (!relop(p, &op))
     return;
-  next(p);
+  shk__cur_next(&p->c);
   if (sc->kind == SHK__SC_IS && op != SHK__E_IN)
-    fail_at(p, oploc, "`is` cannot be used together with `%s`", op == SHK__E_EQ ? "==" : "this operator");
+    shk__cur_fail(&p->c, oploc, "`is` cannot be used together with `%s`",
+                  op == SHK__E_EQ ? "==" : "this operator");
   if (op != SHK__E_EQ && op != SHK__E_IN)
-    fail_at(p, oploc, "the scope can only use `==`, `in` and `is`");
+    shk__cur_fail(&p->c, oploc, "the scope can only use `==`, `in` and `is`");
   p->in_scope = true;
-  shk__loc rloc = p->t.loc;
+  shk__loc rloc = p->c.t.loc;
   shk__expr *r = expr(p);
   p->in_scope = false;
   if (which == 1) {
     if (r->kind == SHK__E_SLOT)
-      fail_at(p, rloc, "expected single entity uid or set of entity uids, found template slot");
+      shk__cur_fail(&p->c, rloc, "expected single entity uid or set of entity uids, found template slot");
     if (r->kind == SHK__E_SET) {
       if (op == SHK__E_EQ)
-        fail_at(p, rloc, "expected single entity uid, found set of entity uids");
+        shk__cur_fail(&p->c, rloc, "expected single entity uid, found set of entity uids");
       sc->kind = SHK__SC_IN_LIST;
       sc->n_uids = r->n_items;
       sc->uids = shk__arena_alloc(p->a, (r->n_items ? r->n_items : 1) * sizeof(*sc->uids));
       for (size_t i = 0; i < r->n_items; i++) {
         if (r->items[i]->kind != SHK__E_ENTITY)
-          fail_at(p, r->items[i]->loc, "expected an entity uid in the action list");
+          shk__cur_fail(&p->c, r->items[i]->loc, "expected an entity uid in the action list");
         check_action_uid(p, r->items[i]->uid, r->items[i]->loc);
         sc->uids[i] = r->items[i]->uid;
       }
       return;
     }
     if (r->kind != SHK__E_ENTITY)
-      fail_at(p, rloc, "expected single entity uid or set of entity uids");
+      shk__cur_fail(&p->c, rloc, "expected single entity uid or set of entity uids");
     check_action_uid(p, r->uid, rloc);
     sc->kind = op == SHK__E_EQ ? SHK__SC_EQ : SHK__SC_IN;
     sc->uid = r->uid;
@@ -976,7 +940,7 @@ static void parse_scope(parser *p, int which, shk__scope *sc, bool *has_slot)
   if (r->kind == SHK__E_SLOT) {
     shk__slot want_slot = which == 0 ? SHK__SLOT_PRINCIPAL : SHK__SLOT_RESOURCE;
     if (r->slot != want_slot)
-      fail_at(p, rloc, "expected an entity uid or matching template slot, found %s instead of %s",
+      shk__cur_fail(&p->c, rloc, "expected an entity uid or matching template slot, found %s instead of %s",
               r->slot == SHK__SLOT_PRINCIPAL ? "?principal" : "?resource",
               which == 0 ? "?principal" : "?resource");
     sc->slot = true;
@@ -984,9 +948,9 @@ static void parse_scope(parser *p, int which, shk__scope *sc, bool *has_slot)
   } else if (r->kind == SHK__E_ENTITY) {
     sc->uid = r->uid;
   } else if (r->kind == SHK__E_SET) {
-    fail_at(p, rloc, "expected single entity uid or template slot, found set of entity uids");
+    shk__cur_fail(&p->c, rloc, "expected single entity uid or template slot, found set of entity uids");
   } else {
-    fail_at(p, rloc, "expected an entity uid or matching template slot");
+    shk__cur_fail(&p->c, rloc, "expected an entity uid or matching template slot");
   }
   sc->kind = sc->kind == SHK__SC_IS ? SHK__SC_IS_IN : op == SHK__E_EQ ? SHK__SC_EQ : SHK__SC_IN;
 }
@@ -999,7 +963,7 @@ static int cmp_annot(const void *x, const void *y)
 static shk__policy *parse_policy(parser *p, size_t index)
 {
   shk__policy *pol = shk__arena_calloc(p->a, sizeof(*pol));
-  pol->loc = p->t.loc;
+  pol->loc = p->c.t.loc;
   /* "policy" and the index in decimal, without printf on this hot path. */
   char digits[24];
   size_t nd = 0;
@@ -1014,21 +978,21 @@ static shk__policy *parse_policy(parser *p, size_t index)
   pol->id = (shk__str){ id, 6 + nd };
 
   size_t acap = 0;
-  while (at(p, SHK__TK_AT)) {
+  while (shk__cur_at(&p->c, SHK__TK_AT)) {
     shk__annotation *an = SHK__PUSH(p->a, pol->annots, pol->n_annots, acap);
-    an->loc = p->t.loc;
-    next(p);
-    if (!at(p, SHK__TK_IDENT))
-      unexpected(p);
+    an->loc = p->c.t.loc;
+    shk__cur_next(&p->c);
+    if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+      shk__cur_unexpected(&p->c);
     an->key = tok_str(p);
-    next(p);
+    shk__cur_next(&p->c);
     an->value = SHK__STR_LIT("");
-    if (accept(p, SHK__TK_LPAREN)) {
-      if (!at(p, SHK__TK_STRING))
-        unexpected(p);
-      an->value = unescape(p, (shk__str){ p->t.p, p->t.n }, p->t.loc);
-      next(p);
-      expect(p, SHK__TK_RPAREN);
+    if (shk__cur_accept(&p->c, SHK__TK_LPAREN)) {
+      if (!shk__cur_at(&p->c, SHK__TK_STRING))
+        shk__cur_unexpected(&p->c);
+      an->value = unescape(p, (shk__str){ p->c.t.p, p->c.t.n }, p->c.t.loc);
+      shk__cur_next(&p->c);
+      shk__cur_expect(&p->c, SHK__TK_RPAREN);
     }
   }
   if (pol->n_annots > 1) {
@@ -1037,58 +1001,61 @@ static shk__policy *parse_policy(parser *p, size_t index)
     qsort(sorted, pol->n_annots, sizeof(*sorted), cmp_annot);
     for (size_t i = 1; i < pol->n_annots; i++)
       if (shk__str_eq(sorted[i - 1].key, sorted[i].key))
-        fail_at(p, sorted[i].loc, "duplicate annotation: @%.*s", (int)sorted[i].key.n, sorted[i].key.p);
+        shk__cur_fail(&p->c, sorted[i].loc, "duplicate annotation: @%.*s", (int)sorted[i].key.n,
+                      sorted[i].key.p);
   }
 
-  if (!at(p, SHK__TK_IDENT))
-    unexpected(p);
-  if (p->t.kw != SHK__KW_PERMIT && p->t.kw != SHK__KW_FORBID)
-    fail_at(p, p->t.loc, "not a valid policy effect: %.*s", (int)p->t.n, p->t.p);
-  pol->is_forbid = p->t.kw == SHK__KW_FORBID;
-  next(p);
-  expect(p, SHK__TK_LPAREN);
+  if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+    shk__cur_unexpected(&p->c);
+  if (p->c.t.kw != SHK__KW_PERMIT && p->c.t.kw != SHK__KW_FORBID)
+    shk__cur_fail(&p->c, p->c.t.loc, "not a valid policy effect: %.*s", (int)p->c.t.n, p->c.t.p);
+  pol->is_forbid = p->c.t.kw == SHK__KW_FORBID;
+  shk__cur_next(&p->c);
+  shk__cur_expect(&p->c, SHK__TK_LPAREN);
   shk__scope *scopes[3] = { &pol->principal, &pol->action, &pol->resource };
   bool has_slot = false;
   for (int i = 0; i < 3; i++) {
-    if (at(p, SHK__TK_RPAREN))
-      fail_at(p, p->t.loc, "this policy is missing the `%s` variable in the scope", scope_names[i]);
+    if (shk__cur_at(&p->c, SHK__TK_RPAREN))
+      shk__cur_fail(&p->c, p->c.t.loc, "this policy is missing the `%s` variable in the scope",
+                    scope_names[i]);
     parse_scope(p, i, scopes[i], &has_slot);
-    if (i < 2 && !at(p, SHK__TK_RPAREN))
-      expect(p, SHK__TK_COMMA);
+    if (i < 2 && !shk__cur_at(&p->c, SHK__TK_RPAREN))
+      shk__cur_expect(&p->c, SHK__TK_COMMA);
   }
-  if (accept(p, SHK__TK_COMMA) && !at(p, SHK__TK_RPAREN))
-    fail_at(p, p->t.loc, "this policy has an extra element in the scope: %.*s", (int)p->t.n, p->t.p);
-  expect(p, SHK__TK_RPAREN);
+  if (shk__cur_accept(&p->c, SHK__TK_COMMA) && !shk__cur_at(&p->c, SHK__TK_RPAREN))
+    shk__cur_fail(&p->c, p->c.t.loc, "this policy has an extra element in the scope: %.*s", (int)p->c.t.n,
+                  p->c.t.p);
+  shk__cur_expect(&p->c, SHK__TK_RPAREN);
   pol->is_template = has_slot;
 
   size_t ccap = 0;
-  while (at(p, SHK__TK_IDENT)) {
+  while (shk__cur_at(&p->c, SHK__TK_IDENT)) {
     shk__condition *c = SHK__PUSH(p->a, pol->conds, pol->n_conds, ccap);
-    c->loc = p->t.loc;
-    if (p->t.kw != SHK__KW_WHEN && p->t.kw != SHK__KW_UNLESS)
-      fail_at(p, p->t.loc, "not a valid policy condition: %.*s", (int)p->t.n, p->t.p);
-    c->is_when = p->t.kw == SHK__KW_WHEN;
-    next(p);
-    expect(p, SHK__TK_LBRACE);
-    if (at(p, SHK__TK_RBRACE))
-      fail_at(p, c->loc, "`%s` condition clause cannot be empty", c->is_when ? "when" : "unless");
+    c->loc = p->c.t.loc;
+    if (p->c.t.kw != SHK__KW_WHEN && p->c.t.kw != SHK__KW_UNLESS)
+      shk__cur_fail(&p->c, p->c.t.loc, "not a valid policy condition: %.*s", (int)p->c.t.n, p->c.t.p);
+    c->is_when = p->c.t.kw == SHK__KW_WHEN;
+    shk__cur_next(&p->c);
+    shk__cur_expect(&p->c, SHK__TK_LBRACE);
+    if (shk__cur_at(&p->c, SHK__TK_RBRACE))
+      shk__cur_fail(&p->c, c->loc, "`%s` condition clause cannot be empty", c->is_when ? "when" : "unless");
     c->body = expr(p);
-    expect(p, SHK__TK_RBRACE);
+    shk__cur_expect(&p->c, SHK__TK_RBRACE);
   }
-  expect(p, SHK__TK_SEMI);
+  shk__cur_expect(&p->c, SHK__TK_SEMI);
   return pol;
 }
 
 static bool start(parser *p, shk__arena *a, const char *text, size_t len, shk_cedar_error *err)
 {
-  *p = (parser){ .a = a, .err = err };
+  *p = (parser){ .c.err = err, .a = a };
   if (err)
     *err = (shk_cedar_error){ 0 };
   if (!shk__utf8_valid(text, len)) {
     shk__set_error(err, (shk__loc){ 0, 0 }, "the text is not valid UTF-8");
     return false;
   }
-  shk__lexer_init(&p->lx, text, len, false);
+  shk__lexer_init(&p->c.lx, text, len, false);
   return true;
 }
 
@@ -1102,10 +1069,10 @@ int shk__parse_policies(shk__arena *a, const char *text, size_t len, shk__policy
     return -EINVAL;
   shk__policy **v = NULL;
   size_t nv = 0, cap = 0;
-  if (setjmp(p.fail))
+  if (setjmp(p.c.fail))
     return -EINVAL;
-  next(&p);
-  while (!at(&p, SHK__TK_EOF)) {
+  shk__cur_next(&p.c);
+  while (!shk__cur_at(&p.c, SHK__TK_EOF)) {
     shk__policy *pol = parse_policy(&p, nv);
     *SHK__PUSH(a, v, nv, cap) = pol;
   }
@@ -1119,19 +1086,19 @@ int shk__parse_entity_ref(shk__arena *a, const char *text, size_t len, shk__uid 
   parser p;
   if (!start(&p, a, text, len, err))
     return -EINVAL;
-  if (setjmp(p.fail))
+  if (setjmp(p.c.fail))
     return -EINVAL;
-  next(&p);
-  if (!at(&p, SHK__TK_IDENT))
-    fail_at(&p, p.t.loc, "expected an entity reference such as User::\"alice\"");
-  shk__tok first = p.t;
-  next(&p);
+  shk__cur_next(&p.c);
+  if (!shk__cur_at(&p.c, SHK__TK_IDENT))
+    shk__cur_fail(&p.c, p.c.t.loc, "expected an entity reference such as User::\"alice\"");
+  shk__tok first = p.c.t;
+  shk__cur_next(&p.c);
   px x = parse_path(&p, first);
   if (!x.trailing)
-    fail_at(&p, p.t.loc, "expected an entity reference such as User::\"alice\"");
+    shk__cur_fail(&p.c, p.c.t.loc, "expected an entity reference such as User::\"alice\"");
   *out = finish_ref(&p, &x);
-  if (!at(&p, SHK__TK_EOF))
-    unexpected(&p);
+  if (!shk__cur_at(&p.c, SHK__TK_EOF))
+    shk__cur_unexpected(&p.c);
   return 0;
 }
 
@@ -1187,9 +1154,10 @@ int shk__link_template(shk__arena *a, const shk__policy *tmpl, shk__str new_id, 
     return -EINVAL;
   }
   if ((!want_p && principal) || (!want_r && resource)) {
-    shk__set_error(err, (shk__loc){ 0, 0 },
-                   "failed to link template: the slot `%s` was given a value but does not exist in the template",
-                   !want_p && principal ? "?principal" : "?resource");
+    shk__set_error(
+        err, (shk__loc){0, 0},
+        "failed to link template: the slot `%s` was given a value but does not exist in the template",
+        !want_p && principal ? "?principal" : "?resource");
     return -EINVAL;
   }
   shk__policy *pol = shk__arena_alloc(a, sizeof(*pol));

@@ -13,97 +13,48 @@
 
 typedef struct sparser {
   shk__sch *sc;
+  shk__cursor c;
   shk__arena *a;
-  shk__lexer lx;
-  shk__tok t;
-  shk_cedar_error *err;
-  jmp_buf fail;
   unsigned depth;
   shk__str ns; /* the namespace being declared ("" at top level) */
 } sparser;
 
 #define MAX_TYPE_DEPTH 200
 
-__attribute__((noreturn, format(printf, 3, 4))) static void sfail(sparser *p, shk__loc loc, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  shk__vset_error(p->err, loc, fmt, ap);
-  va_end(ap);
-  longjmp(p->fail, 1);
-}
-
-__attribute__((noreturn)) static void sunexpected(sparser *p)
-{
-  char buf[64];
-  if (p->t.kind == SHK__TK_ERROR)
-    sfail(p, p->t.loc, "%s", p->lx.error);
-  sfail(p, p->t.loc, "unexpected token %s", shk__tok_describe(&p->t, buf, sizeof(buf)));
-}
-
-static inline void snext(sparser *p)
-{
-  shk__lex(&p->lx, &p->t);
-}
-
-static inline bool sat(sparser *p, shk__tk k)
-{
-  return p->t.kind == k;
-}
-
-static bool saccept(sparser *p, shk__tk k)
-{
-  if (p->t.kind != k)
-    return false;
-  snext(p);
-  return true;
-}
-
-static void sexpect(sparser *p, shk__tk k)
-{
-  if (saccept(p, k))
-    return;
-  char buf[64];
-  if (p->t.kind == SHK__TK_ERROR)
-    sfail(p, p->t.loc, "%s", p->lx.error);
-  sfail(p, p->t.loc, "unexpected token %s, expected %s", shk__tok_describe(&p->t, buf, sizeof(buf)),
-        shk__tk_spelling(k));
-}
-
 /* The current token is the identifier `word` (schema keywords are
  * identifiers everywhere else). */
 static bool sat_word(sparser *p, const char *word)
 {
   size_t n = strlen(word);
-  return p->t.kind == SHK__TK_IDENT && p->t.n == n && memcmp(p->t.p, word, n) == 0;
+  return p->c.t.kind == SHK__TK_IDENT && p->c.t.n == n && memcmp(p->c.t.p, word, n) == 0;
 }
 
 static shk__str tok_copy(sparser *p)
 {
-  return (shk__str){ shk__arena_strndup(p->a, p->t.p, p->t.n), p->t.n };
+  return (shk__str){ shk__arena_strndup(p->a, p->c.t.p, p->c.t.n), p->c.t.n };
 }
 
 /* An identifier that is not reserved (Ident in the reference grammar). */
 static shk__str ident(sparser *p)
 {
-  if (!sat(p, SHK__TK_IDENT))
-    sunexpected(p);
-  if (shk__ident_reserved(p->t.p, p->t.n))
-    sfail(p, p->t.loc, "`%.*s` is a reserved identifier", (int)p->t.n, p->t.p);
+  if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+    shk__cur_unexpected(&p->c);
+  if (shk__ident_reserved(p->c.t.p, p->c.t.n))
+    shk__cur_fail(&p->c, p->c.t.loc, "`%.*s` is a reserved identifier", (int)p->c.t.n, p->c.t.p);
   shk__str s = tok_copy(p);
-  snext(p);
+  shk__cur_next(&p->c);
   return s;
 }
 
 static shk__str string_lit(sparser *p)
 {
-  if (!sat(p, SHK__TK_STRING))
-    sunexpected(p);
+  if (!shk__cur_at(&p->c, SHK__TK_STRING))
+    shk__cur_unexpected(&p->c);
   shk__str out;
   const char *why;
-  if (shk__unescape(p->a, p->t.p, p->t.n, &out, NULL, NULL, &why) < 0)
-    sfail(p, p->t.loc, "invalid string literal: %s", why);
-  snext(p);
+  if (shk__unescape(p->a, p->c.t.p, p->c.t.n, &out, NULL, NULL, &why) < 0)
+    shk__cur_fail(&p->c, p->c.t.loc, "invalid string literal: %s", why);
+  shk__cur_next(&p->c);
   return out;
 }
 
@@ -136,9 +87,9 @@ static shk__str path(sparser *p, bool stop_at_string, bool *string_follows)
     memcpy(out + len, s.p, s.n);
     len += s.n;
     out[len] = '\0';
-    if (!saccept(p, SHK__TK_COLONCOLON))
+    if (!shk__cur_accept(&p->c, SHK__TK_COLONCOLON))
       break;
-    if (stop_at_string && sat(p, SHK__TK_STRING)) {
+    if (stop_at_string && shk__cur_at(&p->c, SHK__TK_STRING)) {
       *string_follows = true;
       break;
     }
@@ -157,22 +108,22 @@ static void annotations(sparser *p)
 {
   shk__str *keys = NULL;
   size_t n = 0, cap = 0;
-  shk__loc loc = p->t.loc;
-  while (saccept(p, SHK__TK_AT)) {
-    if (!sat(p, SHK__TK_IDENT))
-      sunexpected(p);
-    *SHK__PUSH(p->a, keys, n, cap) = (shk__str){ p->t.p, p->t.n };
-    snext(p);
-    if (saccept(p, SHK__TK_LPAREN)) {
+  shk__loc loc = p->c.t.loc;
+  while (shk__cur_accept(&p->c, SHK__TK_AT)) {
+    if (!shk__cur_at(&p->c, SHK__TK_IDENT))
+      shk__cur_unexpected(&p->c);
+    *SHK__PUSH(p->a, keys, n, cap) = (shk__str){ p->c.t.p, p->c.t.n };
+    shk__cur_next(&p->c);
+    if (shk__cur_accept(&p->c, SHK__TK_LPAREN)) {
       string_lit(p);
-      sexpect(p, SHK__TK_RPAREN);
+      shk__cur_expect(&p->c, SHK__TK_RPAREN);
     }
   }
   if (n > 1) {
     qsort(keys, n, sizeof(*keys), cmp_key);
     for (size_t i = 1; i < n; i++)
       if (shk__str_eq(keys[i - 1], keys[i]))
-        sfail(p, loc, "duplicate annotations: `%.*s`", (int)keys[i].n, keys[i].p);
+        shk__cur_fail(&p->c, loc, "duplicate annotations: `%.*s`", (int)keys[i].n, keys[i].p);
   }
 }
 
@@ -189,46 +140,46 @@ static shk__st *new_type(sparser *p, shk__st_kind k, shk__loc loc)
 /* '{' [AttrDecls] '}' with the opening brace current. */
 static shk__st *record(sparser *p)
 {
-  shk__st *t = new_type(p, SHK__ST_RECORD, p->t.loc);
-  sexpect(p, SHK__TK_LBRACE);
+  shk__st *t = new_type(p, SHK__ST_RECORD, p->c.t.loc);
+  shk__cur_expect(&p->c, SHK__TK_LBRACE);
   size_t cap = 0;
-  while (!sat(p, SHK__TK_RBRACE)) {
+  while (!shk__cur_at(&p->c, SHK__TK_RBRACE)) {
     annotations(p);
     shk__st_attr *at = SHK__PUSH(p->a, t->attrs, t->n_attrs, cap);
-    at->loc = p->t.loc;
-    at->name = sat(p, SHK__TK_STRING) ? string_lit(p) : ident(p);
-    at->required = !saccept(p, SHK__TK_QUESTION);
-    sexpect(p, SHK__TK_COLON);
+    at->loc = p->c.t.loc;
+    at->name = shk__cur_at(&p->c, SHK__TK_STRING) ? string_lit(p) : ident(p);
+    at->required = !shk__cur_accept(&p->c, SHK__TK_QUESTION);
+    shk__cur_expect(&p->c, SHK__TK_COLON);
     at->type = type(p);
-    if (!saccept(p, SHK__TK_COMMA))
+    if (!shk__cur_accept(&p->c, SHK__TK_COMMA))
       break;
   }
-  sexpect(p, SHK__TK_RBRACE);
+  shk__cur_expect(&p->c, SHK__TK_RBRACE);
   return t;
 }
 
 static shk__st *type(sparser *p)
 {
   if (++p->depth > MAX_TYPE_DEPTH)
-    sfail(p, p->t.loc, "type nested too deeply (more than %d levels)", MAX_TYPE_DEPTH);
+    shk__cur_fail(&p->c, p->c.t.loc, "type nested too deeply (more than %d levels)", MAX_TYPE_DEPTH);
   shk__st *t;
-  shk__loc loc = p->t.loc;
-  if (sat(p, SHK__TK_LBRACE)) {
+  shk__loc loc = p->c.t.loc;
+  if (shk__cur_at(&p->c, SHK__TK_LBRACE)) {
     t = record(p);
   } else if (sat_word(p, "Set")) {
     /* `Set` is also a plain identifier; whether `<` follows decides, and
      * white space may come between. */
-    shk__lexer save = p->lx;
-    shk__tok st = p->t;
-    snext(p);
-    if (sat(p, SHK__TK_LT)) {
-      snext(p);
+    shk__lexer save = p->c.lx;
+    shk__tok st = p->c.t;
+    shk__cur_next(&p->c);
+    if (shk__cur_at(&p->c, SHK__TK_LT)) {
+      shk__cur_next(&p->c);
       t = new_type(p, SHK__ST_SET, loc);
       t->elem = type(p);
-      sexpect(p, SHK__TK_GT);
+      shk__cur_expect(&p->c, SHK__TK_GT);
     } else {
-      p->lx = save;
-      p->t = st;
+      p->c.lx = save;
+      p->c.t = st;
       t = new_type(p, SHK__ST_REF, loc);
       t->name = path(p, false, NULL);
     }
@@ -246,18 +197,18 @@ static shk__str *ent_types(sparser *p, size_t *n)
   shk__str *v = NULL;
   size_t cap = 0;
   *n = 0;
-  if (!saccept(p, SHK__TK_LBRACKET)) {
+  if (!shk__cur_accept(&p->c, SHK__TK_LBRACKET)) {
     v = shk__arena_alloc(p->a, sizeof(*v));
     v[0] = path(p, false, NULL);
     *n = 1;
     return v;
   }
-  if (saccept(p, SHK__TK_RBRACKET))
+  if (shk__cur_accept(&p->c, SHK__TK_RBRACKET))
     return v;
   do
     *SHK__PUSH(p->a, v, *n, cap) = path(p, false, NULL);
-  while (saccept(p, SHK__TK_COMMA));
-  sexpect(p, SHK__TK_RBRACKET);
+  while (shk__cur_accept(&p->c, SHK__TK_COMMA));
+  shk__cur_expect(&p->c, SHK__TK_RBRACKET);
   return v;
 }
 
@@ -272,38 +223,38 @@ static void entity_decl(sparser *p, shk__loc loc)
   shk__loc *locs = NULL;
   size_t n = 0, cap = 0, nl = 0, lcap = 0;
   do {
-    *SHK__PUSH(p->a, locs, nl, lcap) = p->t.loc;
+    *SHK__PUSH(p->a, locs, nl, lcap) = p->c.t.loc;
     *SHK__PUSH(p->a, names, n, cap) = ident(p);
-  } while (saccept(p, SHK__TK_COMMA));
+  } while (shk__cur_accept(&p->c, SHK__TK_COMMA));
   shk__st_etype proto = { .ns = p->ns, .loc = loc };
   bool has_in = false;
   if (sat_word(p, "in")) {
-    snext(p);
+    shk__cur_next(&p->c);
     has_in = true;
     proto.member_of = ent_types(p, &proto.n_member_of);
   }
   if (!has_in && sat_word(p, "enum")) {
-    snext(p);
-    sexpect(p, SHK__TK_LBRACKET);
+    shk__cur_next(&p->c);
+    shk__cur_expect(&p->c, SHK__TK_LBRACKET);
     proto.is_enum = true;
     size_t ecap = 0;
     do
       *SHK__PUSH(p->a, proto.enum_ids, proto.n_enum_ids, ecap) = string_lit(p);
-    while (saccept(p, SHK__TK_COMMA));
-    sexpect(p, SHK__TK_RBRACKET);
+    while (shk__cur_accept(&p->c, SHK__TK_COMMA));
+    shk__cur_expect(&p->c, SHK__TK_RBRACKET);
   } else {
-    bool eq = saccept(p, SHK__TK_EQ);
-    if (eq || sat(p, SHK__TK_LBRACE))
+    bool eq = shk__cur_accept(&p->c, SHK__TK_EQ);
+    if (eq || shk__cur_at(&p->c, SHK__TK_LBRACE))
       proto.shape = record(p);
     if (sat_word(p, "tags")) {
-      snext(p);
+      shk__cur_next(&p->c);
       proto.tags = type(p);
     }
   }
-  sexpect(p, SHK__TK_SEMI);
+  shk__cur_expect(&p->c, SHK__TK_SEMI);
   for (size_t i = 0; i < n; i++) {
     if (is_cedar_reserved(names[i]))
-      sfail(p, locs[i], "use of the reserved `__cedar` namespace");
+      shk__cur_fail(&p->c, locs[i], "use of the reserved `__cedar` namespace");
     shk__st_etype *e = SHK__PUSH(p->a, p->sc->etypes, p->sc->n_etypes, p->sc->cap_etypes);
     *e = proto;
     e->name = names[i];
@@ -315,12 +266,12 @@ static void entity_decl(sparser *p, shk__loc loc)
 static shk__st_aref qual_name(sparser *p)
 {
   shk__st_aref r = { 0 };
-  if (sat(p, SHK__TK_STRING)) {
+  if (shk__cur_at(&p->c, SHK__TK_STRING)) {
     r.id = string_lit(p);
     return r;
   }
   bool str;
-  shk__loc loc = p->t.loc;
+  shk__loc loc = p->c.t.loc;
   shk__str pth = path(p, true, &str);
   if (str) {
     r.type = pth;
@@ -328,7 +279,8 @@ static shk__st_aref qual_name(sparser *p)
     return r;
   }
   if (memchr(pth.p, ':', pth.n))
-    sfail(p, loc, "expected an action name or a qualified action reference, found `%.*s`", (int)pth.n, pth.p);
+    shk__cur_fail(&p->c, loc, "expected an action name or a qualified action reference, found `%.*s`",
+                  (int)pth.n, pth.p);
   r.id = pth;
   return r;
 }
@@ -339,41 +291,41 @@ static void action_decl(sparser *p, shk__loc loc)
   shk__loc *locs = NULL;
   size_t n = 0, cap = 0, nl = 0, lcap = 0;
   do {
-    *SHK__PUSH(p->a, locs, nl, lcap) = p->t.loc;
-    *SHK__PUSH(p->a, names, n, cap) = sat(p, SHK__TK_STRING) ? string_lit(p) : ident(p);
-  } while (saccept(p, SHK__TK_COMMA));
+    *SHK__PUSH(p->a, locs, nl, lcap) = p->c.t.loc;
+    *SHK__PUSH(p->a, names, n, cap) = shk__cur_at(&p->c, SHK__TK_STRING) ? string_lit(p) : ident(p);
+  } while (shk__cur_accept(&p->c, SHK__TK_COMMA));
   shk__st_action proto = { .ns = p->ns, .loc = loc };
   if (sat_word(p, "in")) {
-    snext(p);
+    shk__cur_next(&p->c);
     size_t mcap = 0;
-    if (saccept(p, SHK__TK_LBRACKET)) {
+    if (shk__cur_accept(&p->c, SHK__TK_LBRACKET)) {
       do
         *SHK__PUSH(p->a, proto.member_of, proto.n_member_of, mcap) = qual_name(p);
-      while (saccept(p, SHK__TK_COMMA));
-      sexpect(p, SHK__TK_RBRACKET);
+      while (shk__cur_accept(&p->c, SHK__TK_COMMA));
+      shk__cur_expect(&p->c, SHK__TK_RBRACKET);
     } else {
       *SHK__PUSH(p->a, proto.member_of, proto.n_member_of, mcap) = qual_name(p);
     }
   }
   if (sat_word(p, "appliesTo")) {
-    snext(p);
-    sexpect(p, SHK__TK_LBRACE);
+    shk__cur_next(&p->c);
+    shk__cur_expect(&p->c, SHK__TK_LBRACE);
     proto.has_applies_to = true;
     bool seen_p = false, seen_r = false, seen_c = false;
     do {
-      shk__loc dloc = p->t.loc;
+      shk__loc dloc = p->c.t.loc;
       if (sat_word(p, "principal") || sat_word(p, "resource")) {
-        bool is_p = p->t.p[0] == 'p';
-        snext(p);
-        sexpect(p, SHK__TK_COLON);
+        bool is_p = p->c.t.p[0] == 'p';
+        shk__cur_next(&p->c);
+        shk__cur_expect(&p->c, SHK__TK_COLON);
         size_t k;
         shk__str *v = ent_types(p, &k);
         if (is_p ? seen_p : seen_r)
-          sfail(p, dloc, "duplicate `%s` declaration in action `%.*s`", is_p ? "principal" : "resource",
-                (int)names[0].n, names[0].p);
+          shk__cur_fail(&p->c, dloc, "duplicate `%s` declaration in action `%.*s`",
+                        is_p ? "principal" : "resource", (int)names[0].n, names[0].p);
         if (k == 0)
-          sfail(p, dloc, "for action `%.*s`, `%s` is `[]`, which is invalid", (int)names[0].n, names[0].p,
-                is_p ? "principal" : "resource");
+          shk__cur_fail(&p->c, dloc, "for action `%.*s`, `%s` is `[]`, which is invalid", (int)names[0].n,
+                        names[0].p, is_p ? "principal" : "resource");
         if (is_p) {
           seen_p = true;
           proto.principals = v;
@@ -384,32 +336,33 @@ static void action_decl(sparser *p, shk__loc loc)
           proto.n_resources = k;
         }
       } else if (sat_word(p, "context")) {
-        snext(p);
-        sexpect(p, SHK__TK_COLON);
+        shk__cur_next(&p->c);
+        shk__cur_expect(&p->c, SHK__TK_COLON);
         if (seen_c)
-          sfail(p, dloc, "duplicate `context` declaration in action `%.*s`", (int)names[0].n, names[0].p);
+          shk__cur_fail(&p->c, dloc, "duplicate `context` declaration in action `%.*s`", (int)names[0].n,
+                        names[0].p);
         seen_c = true;
-        if (sat(p, SHK__TK_LBRACE)) {
+        if (shk__cur_at(&p->c, SHK__TK_LBRACE)) {
           proto.context = record(p);
         } else {
-          proto.context = new_type(p, SHK__ST_COMMON, p->t.loc);
+          proto.context = new_type(p, SHK__ST_COMMON, p->c.t.loc);
           proto.context->name = path(p, false, NULL);
         }
       } else {
-        sunexpected(p);
+        shk__cur_unexpected(&p->c);
       }
-    } while (saccept(p, SHK__TK_COMMA) && !sat(p, SHK__TK_RBRACE));
-    sexpect(p, SHK__TK_RBRACE);
+    } while (shk__cur_accept(&p->c, SHK__TK_COMMA) && !shk__cur_at(&p->c, SHK__TK_RBRACE));
+    shk__cur_expect(&p->c, SHK__TK_RBRACE);
     if (!seen_p || !seen_r)
-      sfail(p, loc, "missing `%s` declaration for `%.*s`", !seen_p ? "principal" : "resource", (int)names[0].n,
-            names[0].p);
+      shk__cur_fail(&p->c, loc, "missing `%s` declaration for `%.*s`", !seen_p ? "principal" : "resource",
+                    (int)names[0].n, names[0].p);
   }
   if (sat_word(p, "attributes")) {
-    snext(p);
-    sexpect(p, SHK__TK_LBRACE);
-    sexpect(p, SHK__TK_RBRACE);
+    shk__cur_next(&p->c);
+    shk__cur_expect(&p->c, SHK__TK_LBRACE);
+    shk__cur_expect(&p->c, SHK__TK_RBRACE);
   }
-  sexpect(p, SHK__TK_SEMI);
+  shk__cur_expect(&p->c, SHK__TK_SEMI);
   for (size_t i = 0; i < n; i++) {
     shk__st_action *ac = SHK__PUSH(p->a, p->sc->actions, p->sc->n_actions, p->sc->cap_actions);
     *ac = proto;
@@ -420,11 +373,11 @@ static void action_decl(sparser *p, shk__loc loc)
 
 static void type_decl(sparser *p)
 {
-  shk__loc loc = p->t.loc;
+  shk__loc loc = p->c.t.loc;
   shk__str name = ident(p);
-  sexpect(p, SHK__TK_EQ);
+  shk__cur_expect(&p->c, SHK__TK_EQ);
   shk__st *t = type(p);
-  sexpect(p, SHK__TK_SEMI);
+  shk__cur_expect(&p->c, SHK__TK_SEMI);
   shk__st_common *c = SHK__PUSH(p->a, p->sc->commons, p->sc->n_commons, p->sc->cap_commons);
   *c = (shk__st_common){ .ns = p->ns, .name = name, .type = t, .loc = loc };
 }
@@ -432,54 +385,54 @@ static void type_decl(sparser *p)
 /* Decl := Entity | Action | TypeDecl, annotations already read. */
 static void decl(sparser *p)
 {
-  shk__loc loc = p->t.loc;
+  shk__loc loc = p->c.t.loc;
   if (sat_word(p, "entity")) {
-    snext(p);
+    shk__cur_next(&p->c);
     entity_decl(p, loc);
   } else if (sat_word(p, "action")) {
-    snext(p);
+    shk__cur_next(&p->c);
     action_decl(p, loc);
   } else if (sat_word(p, "type")) {
-    snext(p);
+    shk__cur_next(&p->c);
     type_decl(p);
   } else {
-    sunexpected(p);
+    shk__cur_unexpected(&p->c);
   }
 }
 
 int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err)
 {
-  sparser p = { .sc = sc, .a = sc->a, .err = err, .ns = SHK__STR_LIT("") };
+  sparser p = { .sc = sc, .c.err = err, .a = sc->a, .ns = SHK__STR_LIT("") };
   if (!shk__utf8_valid(text, len)) {
     shk__set_error(err, (shk__loc){ 0, 0 }, "the schema is not valid UTF-8");
     return -EINVAL;
   }
-  shk__lexer_init(&p.lx, text, len, true);
-  if (setjmp(p.fail))
+  shk__lexer_init(&p.c.lx, text, len, true);
+  if (setjmp(p.c.fail))
     return -EINVAL;
-  snext(&p);
-  while (!sat(&p, SHK__TK_EOF)) {
+  shk__cur_next(&p.c);
+  while (!shk__cur_at(&p.c, SHK__TK_EOF)) {
     annotations(&p);
     if (!sat_word(&p, "namespace")) {
       decl(&p);
       continue;
     }
-    snext(&p);
-    shk__loc loc = p.t.loc;
+    shk__cur_next(&p.c);
+    shk__loc loc = p.c.t.loc;
     p.ns = path(&p, false, NULL);
     /* The __cedar namespace is the reference's own. */
     for (size_t i = 0; i + 7 <= p.ns.n; i++)
       if ((i == 0 || p.ns.p[i - 1] == ':') && memcmp(p.ns.p + i, "__cedar", 7) == 0 &&
           (i + 7 == p.ns.n || p.ns.p[i + 7] == ':'))
-        sfail(&p, loc, "use of the reserved `__cedar` namespace");
+        shk__cur_fail(&p.c, loc, "use of the reserved `__cedar` namespace");
     shk__st_ns *nsd = SHK__PUSH(sc->a, sc->namespaces, sc->n_namespaces, sc->cap_namespaces);
     *nsd = (shk__st_ns){ p.ns, loc };
-    sexpect(&p, SHK__TK_LBRACE);
-    while (!sat(&p, SHK__TK_RBRACE)) {
+    shk__cur_expect(&p.c, SHK__TK_LBRACE);
+    while (!shk__cur_at(&p.c, SHK__TK_RBRACE)) {
       annotations(&p);
       decl(&p);
     }
-    snext(&p);
+    shk__cur_next(&p.c);
     p.ns = SHK__STR_LIT("");
   }
   return 0;
