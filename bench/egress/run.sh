@@ -2,6 +2,8 @@
 # The egress proxy against a direct loopback connection, in one run: bulk
 # CONNECT throughput and per-request latency (small requests, each on a new
 # connection). Targets: >= 0.9x direct throughput, < 200 us added median.
+# Bulk data also goes through the bench's own floor relay (see
+# egress-bench.c), which says how much of the gap any TCP relay pays here.
 # Uses the binary named by the argument or $SHINKEN, else the release tree's
 # (its own release tree, build/bench-egress). Everything it dials is on
 # loopback.
