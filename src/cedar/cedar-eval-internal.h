@@ -106,6 +106,19 @@ int shk__call_ext(shk__fn fn, const shk__value *args, size_t n, shk__arena *a,
                   shk__value *out, shk__eval_error *e);
 /* The extension function named `name` in JSON (__extn "fn"), or -1. */
 int shk__ext_fn_lookup(shk__str name);
+/* An extension function's signature: the kinds of its N_ARGS arguments and
+ * of its result. The evaluator and the validator both read this one table,
+ * so what type-checks and what runs cannot drift apart. */
+typedef struct shk__ext_sig {
+  shk__vkind args[2];
+  size_t n_args;
+  shk__vkind ret;
+} shk__ext_sig;
+/* FN's signature, or NULL when FN is not an extension function. */
+const shk__ext_sig *shk__ext_signature(shk__fn fn);
+/* Whether S is a valid literal for the constructor FN (ip, decimal,
+ * datetime or duration). */
+bool shk__ext_literal_ok(shk__fn fn, shk__str s);
 
 /* ---------------------------------------------------------------- entity store */
 

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cedar/cedar-eval-internal.h"
 #include "cedar/cedar-internal.h"
 #include "common/common.h"
 
@@ -1095,107 +1096,43 @@ SHK_NOINLINE static ans tc_tag(checker *c, cap *prior, const shk__expr *e)
   return (ans){ tt, ok, NULL };
 }
 
-/* The signature of an extension function or method. */
-typedef struct ext_sig {
-  const vtype *args[2];
-  size_t n_args;
-  const vtype *ret;
-  int (*check)(shk__str s); /* constructors: the literal must parse */
-} ext_sig;
-
-static int check_ip(shk__str s)
-{
-  shk__ipaddr ip;
-  return shk__ipaddr_parse(s, &ip);
-}
-static int check_decimal(shk__str s)
-{
-  int64_t v;
-  return shk__decimal_parse(s, &v);
-}
-static int check_datetime(shk__str s)
-{
-  int64_t v;
-  return shk__datetime_parse(s, &v);
-}
-static int check_duration(shk__str s)
-{
-  int64_t v;
-  return shk__duration_parse(s, &v);
-}
-
-static bool ext_signature(shk__fn fn, ext_sig *sig)
-{
-  switch (fn) {
-  case SHK__FN_IP: *sig = (ext_sig){ { &T_STRING }, 1, &T_IPADDR, check_ip }; return true;
-  case SHK__FN_DECIMAL: *sig = (ext_sig){ { &T_STRING }, 1, &T_DECIMAL, check_decimal }; return true;
-  case SHK__FN_DATETIME: *sig = (ext_sig){ { &T_STRING }, 1, &T_DATETIME, check_datetime }; return true;
-  case SHK__FN_DURATION: *sig = (ext_sig){ { &T_STRING }, 1, &T_DURATION, check_duration }; return true;
-  case SHK__FN_IS_IPV4:
-  case SHK__FN_IS_IPV6:
-  case SHK__FN_IS_LOOPBACK:
-  case SHK__FN_IS_MULTICAST:
-    *sig = (ext_sig){ { &T_IPADDR }, 1, &T_BOOL, NULL };
-    return true;
-  case SHK__FN_IS_IN_RANGE: *sig = (ext_sig){ { &T_IPADDR, &T_IPADDR }, 2, &T_BOOL, NULL }; return true;
-  case SHK__FN_LESS_THAN:
-  case SHK__FN_LESS_THAN_OR_EQUAL:
-  case SHK__FN_GREATER_THAN:
-  case SHK__FN_GREATER_THAN_OR_EQUAL:
-    *sig = (ext_sig){ { &T_DECIMAL, &T_DECIMAL }, 2, &T_BOOL, NULL };
-    return true;
-  case SHK__FN_OFFSET: *sig = (ext_sig){ { &T_DATETIME, &T_DURATION }, 2, &T_DATETIME, NULL }; return true;
-  case SHK__FN_DURATION_SINCE:
-    *sig = (ext_sig){ { &T_DATETIME, &T_DATETIME }, 2, &T_DURATION, NULL };
-    return true;
-  case SHK__FN_TO_DATE: *sig = (ext_sig){ { &T_DATETIME }, 1, &T_DATETIME, NULL }; return true;
-  case SHK__FN_TO_TIME: *sig = (ext_sig){ { &T_DATETIME }, 1, &T_DURATION, NULL }; return true;
-  case SHK__FN_TO_DAYS:
-  case SHK__FN_TO_HOURS:
-  case SHK__FN_TO_MINUTES:
-  case SHK__FN_TO_SECONDS:
-  case SHK__FN_TO_MILLISECONDS:
-    *sig = (ext_sig){ { &T_DURATION }, 1, &T_LONG, NULL };
-    return true;
-  case SHK__FN_CONTAINS:
-  case SHK__FN_CONTAINS_ALL:
-  case SHK__FN_CONTAINS_ANY:
-  case SHK__FN_IS_EMPTY:
-  case SHK__FN_GET_TAG:
-  case SHK__FN_HAS_TAG:
-  case SHK__FN__COUNT:
-    break;
-  }
-  return false;
-}
+/* The validator's type for each value kind an extension function takes
+ * or returns. */
+static const vtype *const ext_type[] = {
+  [SHK__V_BOOL] = &T_BOOL,         [SHK__V_LONG] = &T_LONG,
+  [SHK__V_STRING] = &T_STRING,     [SHK__V_IP] = &T_IPADDR,
+  [SHK__V_DECIMAL] = &T_DECIMAL,   [SHK__V_DATETIME] = &T_DATETIME,
+  [SHK__V_DURATION] = &T_DURATION,
+};
 
 SHK_NOINLINE static ans tc_ext(checker *c, cap *prior, const shk__expr *e)
 {
-  ext_sig sig;
-  if (!ext_signature(e->fn, &sig)) {
+  const shk__ext_sig *sig = shk__ext_signature(e->fn);
+  if (!sig) {
     verr(c, e->loc, "unknown function `%s`", shk__fn_name(e->fn));
     for (size_t i = 0; i < e->n_items; i++)
       tc(c, prior, e->items[i]);
     return fail_ans(NULL);
   }
-  bool failed = false;
-  if (e->n_items != sig.n_args) {
-    verr(c, e->loc, "`%s` takes %zu argument%s, not %zu", shk__fn_name(e->fn), sig.n_args,
-         sig.n_args == 1 ? "" : "s", e->n_items);
+  bool failed = false, constructor = sig->args[0] == SHK__V_STRING;
+  const vtype *ret = ext_type[sig->ret];
+  if (e->n_items != sig->n_args) {
+    verr(c, e->loc, "`%s` takes %zu argument%s, not %zu", shk__fn_name(e->fn), sig->n_args,
+         sig->n_args == 1 ? "" : "s", e->n_items);
     failed = true;
   }
   /* A constructor's literal is parsed only when the count is right, and
    * in strict mode its argument must be a literal. */
-  if (sig.check && e->n_items == sig.n_args) {
+  if (constructor && e->n_items == sig->n_args) {
     const shk__expr *x = e->items[0];
-    if (x->kind == SHK__E_STRING && sig.check(x->s) < 0) {
+    if (x->kind == SHK__E_STRING && !shk__ext_literal_ok(e->fn, x->s)) {
       char lb[128];
       verr(c, e->loc, "`%s(\"%s\")` is not a valid %s literal", shk__fn_name(e->fn),
            esc(lb, sizeof lb, x->s), shk__fn_name(e->fn));
       failed = true;
     }
   }
-  for (size_t i = 0; sig.check && i < e->n_items; i++)
+  for (size_t i = 0; constructor && i < e->n_items; i++)
     if (!is_literal(e->items[i])) {
       verr(c, e->loc, "`%s` must be called on a string literal in strict mode, not an expression",
            shk__fn_name(e->fn));
@@ -1205,12 +1142,12 @@ SHK_NOINLINE static ans tc_ext(checker *c, cap *prior, const shk__expr *e)
   if (failed) {
     for (size_t i = 0; i < e->n_items; i++)
       tc(c, prior, e->items[i]);
-    return fail_ans(sig.ret);
+    return fail_ans(ret);
   }
   bool ok = true;
   for (size_t i = 0; i < e->n_items; i++)
-    ok = expect1(c, prior, e->items[i], sig.args[i]).ok && ok;
-  return (ans){ sig.ret, ok, NULL };
+    ok = expect1(c, prior, e->items[i], ext_type[sig->args[i]]).ok && ok;
+  return (ans){ ret, ok, NULL };
 }
 
 SHK_NOINLINE static ans tc_call(checker *c, cap *prior, const shk__expr *e)

@@ -193,102 +193,97 @@ int shk__ext_fn_lookup(shk__str name)
   return -1;
 }
 
-/* Expected argument types of each extension function; the count is the
- * arity. */
-static const shk__vkind *ext_sig(shk__fn fn, size_t *n)
+static const shk__ext_sig ext_sigs[SHK__FN__COUNT] = {
+  [SHK__FN_IP] = { { SHK__V_STRING }, 1, SHK__V_IP },
+  [SHK__FN_DECIMAL] = { { SHK__V_STRING }, 1, SHK__V_DECIMAL },
+  [SHK__FN_DATETIME] = { { SHK__V_STRING }, 1, SHK__V_DATETIME },
+  [SHK__FN_DURATION] = { { SHK__V_STRING }, 1, SHK__V_DURATION },
+  [SHK__FN_IS_IPV4] = { { SHK__V_IP }, 1, SHK__V_BOOL },
+  [SHK__FN_IS_IPV6] = { { SHK__V_IP }, 1, SHK__V_BOOL },
+  [SHK__FN_IS_LOOPBACK] = { { SHK__V_IP }, 1, SHK__V_BOOL },
+  [SHK__FN_IS_MULTICAST] = { { SHK__V_IP }, 1, SHK__V_BOOL },
+  [SHK__FN_IS_IN_RANGE] = { { SHK__V_IP, SHK__V_IP }, 2, SHK__V_BOOL },
+  [SHK__FN_LESS_THAN] = { { SHK__V_DECIMAL, SHK__V_DECIMAL }, 2, SHK__V_BOOL },
+  [SHK__FN_LESS_THAN_OR_EQUAL] = { { SHK__V_DECIMAL, SHK__V_DECIMAL }, 2, SHK__V_BOOL },
+  [SHK__FN_GREATER_THAN] = { { SHK__V_DECIMAL, SHK__V_DECIMAL }, 2, SHK__V_BOOL },
+  [SHK__FN_GREATER_THAN_OR_EQUAL] = { { SHK__V_DECIMAL, SHK__V_DECIMAL }, 2, SHK__V_BOOL },
+  [SHK__FN_OFFSET] = { { SHK__V_DATETIME, SHK__V_DURATION }, 2, SHK__V_DATETIME },
+  [SHK__FN_DURATION_SINCE] = { { SHK__V_DATETIME, SHK__V_DATETIME }, 2, SHK__V_DURATION },
+  [SHK__FN_TO_DATE] = { { SHK__V_DATETIME }, 1, SHK__V_DATETIME },
+  [SHK__FN_TO_TIME] = { { SHK__V_DATETIME }, 1, SHK__V_DURATION },
+  [SHK__FN_TO_DAYS] = { { SHK__V_DURATION }, 1, SHK__V_LONG },
+  [SHK__FN_TO_HOURS] = { { SHK__V_DURATION }, 1, SHK__V_LONG },
+  [SHK__FN_TO_MINUTES] = { { SHK__V_DURATION }, 1, SHK__V_LONG },
+  [SHK__FN_TO_SECONDS] = { { SHK__V_DURATION }, 1, SHK__V_LONG },
+  [SHK__FN_TO_MILLISECONDS] = { { SHK__V_DURATION }, 1, SHK__V_LONG },
+};
+
+const shk__ext_sig *shk__ext_signature(shk__fn fn)
 {
-  static const shk__vkind str[] = { SHK__V_STRING };
-  static const shk__vkind ip1[] = { SHK__V_IP };
-  static const shk__vkind ip2[] = { SHK__V_IP, SHK__V_IP };
-  static const shk__vkind dec2[] = { SHK__V_DECIMAL, SHK__V_DECIMAL };
-  static const shk__vkind dt_dur[] = { SHK__V_DATETIME, SHK__V_DURATION };
-  static const shk__vkind dt2[] = { SHK__V_DATETIME, SHK__V_DATETIME };
-  static const shk__vkind dt1[] = { SHK__V_DATETIME };
-  static const shk__vkind dur1[] = { SHK__V_DURATION };
-#define SIG(a) (*n = sizeof(a) / sizeof(a[0]), a)
-  switch (fn) {
-  case SHK__FN_IP:
-  case SHK__FN_DECIMAL:
-  case SHK__FN_DATETIME:
-  case SHK__FN_DURATION:
-    return SIG(str);
-  case SHK__FN_IS_IPV4:
-  case SHK__FN_IS_IPV6:
-  case SHK__FN_IS_LOOPBACK:
-  case SHK__FN_IS_MULTICAST:
-    return SIG(ip1);
-  case SHK__FN_IS_IN_RANGE:
-    return SIG(ip2);
-  case SHK__FN_LESS_THAN:
-  case SHK__FN_LESS_THAN_OR_EQUAL:
-  case SHK__FN_GREATER_THAN:
-  case SHK__FN_GREATER_THAN_OR_EQUAL:
-    return SIG(dec2);
-  case SHK__FN_OFFSET:
-    return SIG(dt_dur);
-  case SHK__FN_DURATION_SINCE:
-    return SIG(dt2);
-  case SHK__FN_TO_DATE:
-  case SHK__FN_TO_TIME:
-    return SIG(dt1);
-  case SHK__FN_TO_DAYS:
-  case SHK__FN_TO_HOURS:
-  case SHK__FN_TO_MINUTES:
-  case SHK__FN_TO_SECONDS:
-  case SHK__FN_TO_MILLISECONDS:
-    return SIG(dur1);
-  case SHK__FN_CONTAINS:
-  case SHK__FN_CONTAINS_ALL:
-  case SHK__FN_CONTAINS_ANY:
-  case SHK__FN_IS_EMPTY:
-  case SHK__FN_GET_TAG:
-  case SHK__FN_HAS_TAG:
-  case SHK__FN__COUNT:
+  /* The set and tag methods have no entry, and so no arguments. */
+  return (unsigned)fn < SHK__FN__COUNT && ext_sigs[fn].n_args ? &ext_sigs[fn] : NULL;
+}
+
+/* Parses the literal of the constructor FN into OUT, an address into IP;
+ * returns -1 when S is not a valid literal. */
+static int parse_literal(shk__fn fn, shk__str s, shk__value *out, shk__ipaddr *ip)
+{
+  out->kind = ext_sigs[fn].ret;
+  switch (out->kind) {
+  case SHK__V_IP:
+    out->ip = ip;
+    return shk__ipaddr_parse(s, ip);
+  case SHK__V_DECIMAL:
+    return shk__decimal_parse(s, &out->l);
+  case SHK__V_DATETIME:
+    return shk__datetime_parse(s, &out->l);
+  case SHK__V_DURATION:
+    return shk__duration_parse(s, &out->l);
+  case SHK__V_BOOL:
+  case SHK__V_LONG:
+  case SHK__V_STRING:
+  case SHK__V_ENTITY:
+  case SHK__V_SET:
+  case SHK__V_RECORD:
     break;
   }
-#undef SIG
-  *n = 0;
-  return NULL;
+  return -1;
+}
+
+bool shk__ext_literal_ok(shk__fn fn, shk__str s)
+{
+  shk__value v;
+  shk__ipaddr ip;
+  return shk__ext_signature(fn) && parse_literal(fn, s, &v, &ip) == 0;
 }
 
 static int construct(shk__fn fn, shk__str s, shk__arena *a, shk__value *out, shk__eval_error *e)
 {
-  int r;
-  if (fn == SHK__FN_IP) {
-    shk__ipaddr *ip = shk__arena_calloc(a, sizeof *ip);
-    r = shk__ipaddr_parse(s, ip);
-    out->kind = SHK__V_IP;
-    out->ip = ip;
-  } else if (fn == SHK__FN_DECIMAL) {
-    out->kind = SHK__V_DECIMAL;
-    r = shk__decimal_parse(s, &out->l);
-  } else if (fn == SHK__FN_DATETIME) {
-    out->kind = SHK__V_DATETIME;
-    r = shk__datetime_parse(s, &out->l);
-  } else {
-    out->kind = SHK__V_DURATION;
-    r = shk__duration_parse(s, &out->l);
-  }
-  if (r < 0)
+  shk__ipaddr ip;
+  if (parse_literal(fn, s, out, &ip) < 0)
     return shk__fail(e, SHK__ERR_EXT, "%s(\"%.*s\"): not a valid %s literal", shk__fn_name(fn),
                      (int)(s.n > 64 ? 64 : s.n), s.p, shk__fn_name(fn));
+  if (out->kind == SHK__V_IP) {
+    shk__ipaddr *copy = shk__arena_alloc(a, sizeof *copy);
+    *copy = ip;
+    out->ip = copy;
+  }
   return 0;
 }
 
 int shk__call_ext(shk__fn fn, const shk__value *args, size_t n, shk__arena *a,
                   shk__value *out, shk__eval_error *e)
 {
-  size_t want;
-  const shk__vkind *sig = ext_sig(fn, &want);
+  const shk__ext_sig *sig = shk__ext_signature(fn);
   if (!sig)
     return shk__fail(e, SHK__ERR_EXT, "%s is not an extension function", shk__fn_name(fn));
-  if (n != want)
-    return shk__fail(e, SHK__ERR_EXT, "%s takes %zu argument%s, got %zu", shk__fn_name(fn), want,
-                     want == 1 ? "" : "s", n);
+  if (n != sig->n_args)
+    return shk__fail(e, SHK__ERR_EXT, "%s takes %zu argument%s, got %zu", shk__fn_name(fn), sig->n_args,
+                     sig->n_args == 1 ? "" : "s", n);
   for (size_t i = 0; i < n; i++)
-    if (args[i].kind != sig[i])
+    if (args[i].kind != sig->args[i])
       return shk__fail(e, SHK__ERR_TYPE, "type error: %s expects %s, got %s", shk__fn_name(fn),
-                       shk__vkind_name(sig[i]), shk__vkind_name(args[i].kind));
+                       shk__vkind_name(sig->args[i]), shk__vkind_name(args[i].kind));
 
   const shk__value *x = &args[0], *y = n > 1 ? &args[1] : NULL;
   int64_t t;
