@@ -164,6 +164,15 @@ void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem);
   ((n) == (cap) ? (void)((arr) = shk__grow((a), (arr), (n), &(cap), sizeof(*(arr)))) : (void)0, \
    &(arr)[(n)++])
 
+/* A name path normalized to "A::B" as its parts are read, whatever the
+ * spacing around the "::" was; NUL-terminated, in the arena. */
+typedef struct shk__path {
+  char *p;
+  size_t n, cap;
+} shk__path;
+/* Appends PART, after "::" unless the path is still empty. */
+void shk__path_add(shk__arena *a, shk__path *path, shk__str part);
+
 /* ---------------------------------------------------------------- schemas */
 
 /* The schema as written, before names are resolved. Both schema parsers

@@ -657,6 +657,28 @@ void *shk__grow(shk__arena *a, void *p, size_t n, size_t *cap, size_t elem)
   return np;
 }
 
+void shk__path_add(shk__arena *a, shk__path *path, shk__str part)
+{
+  size_t need = path->n + 2 + part.n + 1;
+  if (need > path->cap) {
+    size_t nc = path->cap ? path->cap * 2 : 32;
+    while (nc < need)
+      nc *= 2;
+    char *np = shk__arena_alloc(a, nc);
+    if (path->n)
+      memcpy(np, path->p, path->n);
+    path->p = np;
+    path->cap = nc;
+  }
+  if (path->n) {
+    path->p[path->n++] = ':';
+    path->p[path->n++] = ':';
+  }
+  memcpy(path->p + path->n, part.p, part.n);
+  path->n += part.n;
+  path->p[path->n] = '\0';
+}
+
 void shk__cur_fail(shk__cursor *c, shk__loc loc, const char *fmt, ...)
 {
   va_list ap;

@@ -297,32 +297,13 @@ static shk__expr **expr_list(parser *p, shk__tk close, size_t *n)
 static px parse_path(parser *p, shk__tok first)
 {
   px x = { .k = PX_NAME, .loc = first.loc };
-  char *out = NULL;
-  size_t len = 0, cap = 0;
+  shk__path out = { 0 };
   shk__tok part = first;
   for (;;) {
     shk__str s = { part.p, part.n };
     if (!x.bad.n && (shk__ident_reserved(s.p, s.n) || is_cedar_reserved(s)))
       x.bad = s;
-    /* Build the normalized text as we go, whatever the spacing was. */
-    size_t need = len + 2 + s.n + 1;
-    if (need > cap) {
-      size_t nc = cap ? cap * 2 : 32;
-      while (nc < need)
-        nc *= 2;
-      char *nb = shk__arena_alloc(p->a, nc);
-      if (len)
-        memcpy(nb, out, len);
-      out = nb;
-      cap = nc;
-    }
-    if (len) {
-      out[len++] = ':';
-      out[len++] = ':';
-    }
-    memcpy(out + len, s.p, s.n);
-    len += s.n;
-    out[len] = '\0';
+    shk__path_add(p->a, &out, s);
     if (!shk__cur_at(&p->c, SHK__TK_COLONCOLON))
       break;
     shk__cur_next(&p->c);
@@ -334,7 +315,7 @@ static px parse_path(parser *p, shk__tok first)
     part = p->c.t;
     shk__cur_next(&p->c);
   }
-  x.s = (shk__str){ out, len };
+  x.s = (shk__str){ out.p, out.n };
   return x;
 }
 

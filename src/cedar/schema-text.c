@@ -63,30 +63,12 @@ static shk__str string_lit(sparser *p)
  * (QualName); *qualified then says whether that happened. */
 static shk__str path(sparser *p, bool stop_at_string, bool *string_follows)
 {
-  char *out = NULL;
-  size_t len = 0, cap = 0;
+  shk__path out = { 0 };
   if (string_follows)
     *string_follows = false;
   for (;;) {
     shk__str s = ident(p);
-    size_t need = len + 2 + s.n + 1;
-    if (need > cap) {
-      size_t nc = cap ? cap * 2 : 32;
-      while (nc < need)
-        nc *= 2;
-      char *nb = shk__arena_alloc(p->a, nc);
-      if (len)
-        memcpy(nb, out, len);
-      out = nb;
-      cap = nc;
-    }
-    if (len) {
-      out[len++] = ':';
-      out[len++] = ':';
-    }
-    memcpy(out + len, s.p, s.n);
-    len += s.n;
-    out[len] = '\0';
+    shk__path_add(p->a, &out, s);
     if (!shk__cur_accept(&p->c, SHK__TK_COLONCOLON))
       break;
     if (stop_at_string && shk__cur_at(&p->c, SHK__TK_STRING)) {
@@ -94,7 +76,7 @@ static shk__str path(sparser *p, bool stop_at_string, bool *string_follows)
       break;
     }
   }
-  return (shk__str){ out, len };
+  return (shk__str){ out.p, out.n };
 }
 
 static int cmp_key(const void *x, const void *y)
