@@ -252,14 +252,15 @@ static int parse_literal(shk__fn fn, shk__str s, shk__value *out, shk__ipaddr *i
 
 bool shk__ext_literal_ok(shk__fn fn, shk__str s)
 {
+  const shk__ext_sig *sig = shk__ext_signature(fn);
   shk__value v;
-  shk__ipaddr ip;
-  return shk__ext_signature(fn) && parse_literal(fn, s, &v, &ip) == 0;
+  shk__ipaddr ip = { 0 };
+  return sig && sig->args[0] == SHK__V_STRING && parse_literal(fn, s, &v, &ip) == 0;
 }
 
 static int construct(shk__fn fn, shk__str s, shk__arena *a, shk__value *out, shk__eval_error *e)
 {
-  shk__ipaddr ip;
+  shk__ipaddr ip = { 0 };
   if (parse_literal(fn, s, out, &ip) < 0)
     return shk__fail(e, SHK__ERR_EXT, "%s(\"%.*s\"): not a valid %s literal", shk__fn_name(fn),
                      (int)(s.n > 64 ? 64 : s.n), s.p, shk__fn_name(fn));
