@@ -170,15 +170,19 @@ static void *floor_back(void *arg)
   return NULL;
 }
 
+struct floor_server {
+  int lfd;
+  uint16_t sink;
+};
+
 static void *floor_server(void *arg)
 {
-  int lfd = ((int *)arg)[0];
-  uint16_t sink = (uint16_t)((int *)arg)[1];
+  const struct floor_server *f = arg;
   for (;;) {
-    struct floor_conn c = { accept(lfd, NULL, NULL), -1 };
+    struct floor_conn c = { accept(f->lfd, NULL, NULL), -1 };
     if (c.client < 0)
       continue;
-    c.upstream = dial(sink);
+    c.upstream = dial(f->sink);
     int p[2];
     if (pipe2(p, O_CLOEXEC))
       die("pipe");
@@ -230,9 +234,9 @@ static int read_head(int fd)
   return -1;
 }
 
-/* One bulk run: direct to SINK, or through the proxy when PROXY is set, or
- * through the floor relay when FLOOR is set. */
-static double bulk(uint16_t proxy, uint16_t floor, const char *name, uint16_t sink, size_t bytes)
+/* One bulk run to the server on PORT (the sink, or the floor relay in
+ * front of it), through the proxy when PROXY is set. */
+static double bulk(uint16_t proxy, const char *name, uint16_t port, size_t bytes)
 {
   static char buf[1 << 18];
   memset(buf, 'x', sizeof buf);
@@ -241,14 +245,14 @@ static double bulk(uint16_t proxy, uint16_t floor, const char *name, uint16_t si
   if (proxy) {
     char req[512];
     fd = dial(proxy);
-    int n = snprintf(req, sizeof req, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", name, sink, name, sink);
+    int n = snprintf(req, sizeof req, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", name, port, name, port);
     write_all(fd, req, (size_t)n);
     if (read_head(fd) != 200) {
-      fprintf(stderr, "CONNECT %s:%u was not answered 200\n", name, sink);
+      fprintf(stderr, "CONNECT %s:%u was not answered 200\n", name, port);
       exit(1);
     }
   } else {
-    fd = dial(floor ? floor : sink);
+    fd = dial(port);
   }
   for (size_t left = bytes; left;) {
     size_t n = left < sizeof buf ? left : sizeof buf;
@@ -322,26 +326,25 @@ int main(int argc, char **argv)
   int n = atoi(argv[4]);
   uint16_t sink_port, http_port, floor_port;
   int sink_fd = listen_any(&sink_port), http_fd = listen_any(&http_port);
-  int floor_arg[2] = { listen_any(&floor_port), 0 };
-  floor_arg[1] = sink_port;
+  struct floor_server floor = { listen_any(&floor_port), sink_port };
   pthread_t th;
   pthread_create(&th, NULL, sink_server, &sink_fd);
   pthread_create(&th, NULL, http_server, &http_fd);
-  pthread_create(&th, NULL, floor_server, floor_arg);
+  pthread_create(&th, NULL, floor_server, &floor);
 
   /* Alternate direct and proxied runs so that a noisy moment on a shared
    * machine hits both; report the best of three for throughput. */
   double bd = 0, bp = 0, bf = 0, cpud = 0, cpup = 0, cpuf = 0;
-  bulk(0, 0, name, sink_port, bytes / 8);
-  bulk(proxy, 0, name, sink_port, bytes / 8);
-  bulk(0, floor_port, name, sink_port, bytes / 8);
+  bulk(0, name, sink_port, bytes / 8);
+  bulk(proxy, name, sink_port, bytes / 8);
+  bulk(0, name, floor_port, bytes / 8);
   for (int i = 0; i < 3; i++) {
     double c0 = machine_busy();
-    double d = bulk(0, 0, name, sink_port, bytes);
+    double d = bulk(0, name, sink_port, bytes);
     double c1 = machine_busy();
-    double p = bulk(proxy, 0, name, sink_port, bytes);
+    double p = bulk(proxy, name, sink_port, bytes);
     double c2 = machine_busy();
-    double f = bulk(0, floor_port, name, sink_port, bytes);
+    double f = bulk(0, name, floor_port, bytes);
     cpud += c1 - c0;
     cpup += c2 - c1;
     cpuf += machine_busy() - c2;
