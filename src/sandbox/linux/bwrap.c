@@ -96,9 +96,12 @@ static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r)
 char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l)
 {
   strv s = { NULL, 0 };
+  /* Decided once per rule: each answer resolves the rule's directory in
+   * the plan, and three places below read it. */
+  shk_autofree bool *in_stage2 = shk__xcalloc(p->n ? p->n : 1, sizeof *in_stage2);
   bool stage2_masks = false;
   for (size_t i = 0; i < p->n; i++)
-    stage2_masks |= mask_in_stage2(p, &p->rules[i]);
+    stage2_masks |= (in_stage2[i] = mask_in_stage2(p, &p->rules[i]));
   push(&s, l->bwrap);
   push(&s, "--unshare-user");
   push(&s, "--unshare-ipc");
@@ -174,7 +177,7 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     case SHK_MOUNT_BIND_RO: push3(&s, "--ro-bind", r->path, r->path); break;
     case SHK_MOUNT_TMPFS: push2(&s, "--tmpfs", r->path); break;
     case SHK_MOUNT_DEV_NULL:
-      if (!mask_in_stage2(p, r))
+      if (!in_stage2[i])
         push3(&s, "--ro-bind", "/dev/null", r->path);
       break;
     }
@@ -200,7 +203,7 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   if (!l->guard)
     push(&s, "--no-guard");
   for (size_t i = 0; i < p->n; i++)
-    if (mask_in_stage2(p, &p->rules[i]))
+    if (in_stage2[i])
       push2(&s, "--mask", p->rules[i].path);
   if (p->read_restricted) {
     for (const char *const *d = shk_sandbox_system_dirs; *d; d++)
