@@ -700,9 +700,9 @@ void shk__cur_expect(shk__cursor *c, shk__tk k)
 {
   if (shk__cur_accept(c, k))
     return;
-  char buf[64];
   if (c->t.kind == SHK__TK_ERROR)
-    shk__cur_fail(c, c->t.loc, "%s", c->lx.error);
+    shk__cur_unexpected(c); /* the lexer's own reason */
+  char buf[64];
   shk__cur_fail(c, c->t.loc, "unexpected token %s, expected %s", shk__tok_describe(&c->t, buf, sizeof(buf)),
                 shk__tk_spelling(k));
 }
