@@ -23,20 +23,20 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bytes=${EGRESS_BENCH_BYTES:-1073741824}
 n=${EGRESS_BENCH_REQUESTS:-3000}
 
-# One measurement, on the loopback of the network namespace it runs in;
-# with CONGESTION_CONTROL, that namespace is a fresh one of its own.
-#   measure SHINKEN [CONGESTION_CONTROL]
+# One measurement with the client BENCH (egress-bench.c, compiled), on the
+# loopback of the network namespace it runs in; with CONGESTION_CONTROL,
+# that namespace is a fresh one of its own.
+#   measure SHINKEN BENCH [CONGESTION_CONTROL]
 measure() {
-  SHINKEN=$1
-  if [ -n "${2:-}" ]; then
+  SHINKEN=$1 bench=$2
+  if [ -n "${3:-}" ]; then
     ip link set lo up
-    sysctl -qw net.ipv4.tcp_congestion_control="$2"
+    sysctl -qw net.ipv4.tcp_congestion_control="$3"
   fi
   work=$(mktemp -d)
   pid=
   trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi; rm -rf "$work"' EXIT
   trap 'exit 1' INT TERM
-  cc -O2 -pthread -o "$work/egress-bench" "$root/bench/egress/egress-bench.c"
   # The bench host is pinned to loopback and opted in, so the proxy's own
   # checks run in full on every connection.
   cat >"$work/proxy.json" <<JSON
@@ -62,7 +62,7 @@ JSON
   # cores, the throughput ratio is bounded by CPU, and this says by how much.
   cpu() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
   c0=$(cpu)
-  "$work/egress-bench" "$port" bench.test "$bytes" "$n"
+  "$bench" "$port" bench.test "$bytes" "$n"
   c1=$(cpu)
   hz=$(getconf CLK_TCK)
   # Through the proxy: one warm-up bulk run of BYTES/8, three of BYTES, and
@@ -85,10 +85,13 @@ if [ -z "$SHINKEN" ]; then
   ninja -C "$b" src/cli/shinken >"$b.log" 2>&1 || { tail -20 "$b.log"; exit 1; }
   SHINKEN="$b/src/cli/shinken"
 fi
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+cc -O2 -pthread -o "$bin/egress-bench" "$root/bench/egress/egress-bench.c"
 host_cc=$(sysctl -n net.ipv4.tcp_congestion_control)
 if ! unshare --net true 2>/dev/null; then
   echo "no private network namespace (it needs root): measuring once, on the host's loopback"
-  measure "$SHINKEN"
+  (measure "$SHINKEN" "$bin/egress-bench")
   exit 0
 fi
 for cc in "$host_cc" cubic; do
@@ -98,5 +101,5 @@ for cc in "$host_cc" cubic; do
   else
     echo "== congestion control $cc (the stock Debian kernel's default)"
   fi
-  unshare --net sh "$0" --measure "$SHINKEN" "$cc"
+  unshare --net sh "$0" --measure "$SHINKEN" "$bin/egress-bench" "$cc"
 done
