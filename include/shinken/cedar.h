@@ -11,17 +11,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "shinken/common.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* What went wrong, and where (1-based line and column; 0 when the error has
- * no place in a text). */
-typedef struct shk_cedar_error {
-  char message[512];
-  unsigned line;
-  unsigned column;
-} shk_cedar_error;
+/* What went wrong, and where: the library's one error detail
+ * (shinken/common.h). */
+typedef shk_error shk_cedar_error;
 
 typedef struct shk_cedar_policy_set shk_cedar_policy_set;
 typedef struct shk_cedar_schema shk_cedar_schema;

@@ -164,3 +164,54 @@ int shk__errf(char **err, const char *fmt, ...)
   va_end(ap);
   return -EINVAL;
 }
+
+int shk__error_set(shk_error *err, int code, const char *fmt, ...)
+{
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    err->file[0] = '\0';
+    err->line = err->column = 0;
+  }
+  return code;
+}
+
+int shk__error_at(shk_error *err, int code, const char *file, unsigned line, unsigned column,
+                  const char *fmt, ...)
+{
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+    err->line = line;
+    err->column = column;
+  }
+  return code;
+}
+
+const char *shk_strerror(int code)
+{
+  switch (code < 0 ? -code : code) {
+  case 0: return "success";
+  case EINVAL: return "bad input";
+  case ENOMEM: return "out of memory";
+  case ENOENT: return "no such object";
+  case EEXIST: return "already exists";
+  case EACCES: return "refused";
+  case EPERM: return "not permitted";
+  case EBUSY: return "in use";
+  case ENOSYS: return "no enforcement mechanism on this host";
+  case ETIMEDOUT: return "timed out";
+  case EIO: return "system error";
+  default: return strerror(code < 0 ? -code : code);
+  }
+}
+
+const char *shk_version(void)
+{
+  return SHK_VERSION;
+}

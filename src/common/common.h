@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "shinken/common.h"
+
 /* Defensive checks in the manner of SQLite: ALWAYS(x) and NEVER(x) mark
  * conditions the code believes are always true (or never true) but handles
  * anyway, so a wrong belief degrades into a refusal instead of a crash. In
@@ -57,3 +59,10 @@ SHK_PRINTF(2, 3) int shk__errf(char **err, const char *fmt, ...);
 
 /* Reads a whole file into a NUL-terminated buffer. Returns 0 or -errno. */
 int shk__read_file(const char *path, char **out, size_t *len);
+
+/* Fills *err (when not NULL) with one sentence and returns CODE (a negative
+ * errno): `return shk__error_set(err, -EINVAL, "...", ...);`. */
+SHK_PRINTF(3, 4) int shk__error_set(shk_error *err, int code, const char *fmt, ...);
+/* The same, for an error at a place in a text (file may be NULL). */
+SHK_PRINTF(6, 7) int shk__error_at(shk_error *err, int code, const char *file, unsigned line,
+                                   unsigned column, const char *fmt, ...);
