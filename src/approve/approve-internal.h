@@ -102,7 +102,7 @@ typedef struct shk__card {
 } shk__card;
 
 typedef struct shk__denial {
-  char *key;     /* "s:" class NUL-free '\n' scope, or "k:" class '\n' batch key */
+  char *key;     /* "s:" class, newline, exact scope; or "k:" class, newline, batch key */
   char *reason;  /* the sentence a later raise is refused with */
 } shk__denial;
 
@@ -172,15 +172,18 @@ void *shk__approve_timer_main(void *arg);
 
 /* ---- deliver.c (all with mu held) ---- */
 
-/* Queues an event about card c (or about session s when c is NULL): kind
- * decides the JSON's shape. audit/human say where it goes. Counts the
- * event as lost when memory runs out. */
+/* Builds an event about card c (or about session s when c is NULL), for
+ * the audit and, when `human`, for the subscribers; kind decides the JSON's
+ * shape. The caller may add fields to e->root, then queues it. NULL (and
+ * the event counted as lost) when memory runs out. */
 shk__event *shk__approve_event(shk_approve *ap, shk_approve_event_kind kind, const shk__card *c,
                                const shk__session *s, bool human);
-/* Fills the outcome-like fields of an event (resolved, refused, reviewed)
- * and queues it. e may be NULL (out of memory): then nothing happens. */
+/* Adds a resolution's fields (result, reason, pattern, by), a reason and a
+ * reviewer's decision, each when not NULL. e may be NULL: nothing happens. */
 void shk__approve_event_set(shk__event *e, const shk__resolution *res, const char *reason,
                             const char *decision);
+/* Appends a release or an event (an event's typed fields and line are made
+ * here; one that cannot be is freed and counted as lost). */
 void shk__approve_queue(shk_approve *ap, shk__qnode *n);
 /* Delivers the queue unless another thread is; returns with mu held. */
 void shk__approve_drain(shk_approve *ap);

@@ -209,6 +209,15 @@ static bool card_open(const shk__card *c)
   return c->state != SHK__CARD_RESOLVED;
 }
 
+/* When a resolved card may be forgotten: at once, unless a sibling could
+ * still be refused with its outcome (a refusal with a batch key), then at
+ * the end of the batch window. */
+static int64_t forget_at(const shk_approve *ap, const shk__card *c)
+{
+  bool kept = c->batch_key && !shk_approve_result_approved(c->result);
+  return kept ? c->resolved_ms + ap->o.batch_window_ms : 0;
+}
+
 /* Whoever waits on the timer thread: a deadline may be earlier now. */
 static void kick_timer(shk_approve *ap)
 {
@@ -613,6 +622,34 @@ static void trip_breaker(shk_approve *ap, shk__session *s)
 
 /* ---- resolving ---- */
 
+/* Adds one remembered denial; takes `key` (NULL when asprintf failed).
+ * Out of memory, the denial is not remembered: the request may prompt
+ * again, and is never granted for it. */
+static void add_denial(shk__session *s, char *key, const char *reason)
+{
+  char *rs = key ? strdup(reason) : NULL;
+  if (rs && s->n_denied == s->cap_denied) {
+    size_t cap = s->cap_denied ? 2 * s->cap_denied : 8;
+    shk__denial *d = realloc(s->denied, cap * sizeof *d);
+    if (d) {
+      s->denied = d;
+      s->cap_denied = cap;
+    }
+  }
+  if (!rs || s->n_denied == s->cap_denied) {
+    free(key);
+    free(rs);
+    return;
+  }
+  s->denied[s->n_denied++] = (shk__denial){ key, rs };
+}
+
+static char *denial_key(char kind, const char *cls, const char *what)
+{
+  char *key;
+  return asprintf(&key, "%c:%s\n%s", kind, cls, what) < 0 ? NULL : key;
+}
+
 /* Remembers that a card was denied: each exact scope on it and its batch
  * key, so that the same request does not prompt again in this session. */
 static void remember_denial(shk__session *s, const shk__card *c, const shk__resolution *res)
@@ -620,29 +657,10 @@ static void remember_denial(shk__session *s, const shk__card *c, const shk__reso
   char who[300], reason[1024];
   who_text(&res->who, who, sizeof who);
   snprintf(reason, sizeof reason, "denied earlier in this session by %s: %s", who, res->reason);
-  size_t want = s->n_denied + c->attempts + 1;
-  if (want > s->cap_denied) {
-    size_t cap = want * 2;
-    shk__denial *d = realloc(s->denied, cap * sizeof *d);
-    if (!d)
-      return; /* not remembered: it may prompt again, it is never granted */
-    s->denied = d;
-    s->cap_denied = cap;
-  }
-  for (const shk__attempt *a = c->held; ; a = a->next) {
-    char *key = NULL;
-    int r = a ? asprintf(&key, "s:%s\n%s", c->cls, a->scope)
-              : c->batch_key ? asprintf(&key, "k:%s\n%s", c->cls, c->batch_key) : 0;
-    if (r > 0 && key) {
-      char *rs = strdup(reason);
-      if (rs)
-        s->denied[s->n_denied++] = (shk__denial){ key, rs };
-      else
-        free(key);
-    }
-    if (!a)
-      break;
-  }
+  for (const shk__attempt *a = c->held; a; a = a->next)
+    add_denial(s, denial_key('s', c->cls, a->scope), reason);
+  if (c->batch_key)
+    add_denial(s, denial_key('k', c->cls, c->batch_key), reason);
 }
 
 void shk__approve_finish(shk_approve *ap, shk__card *c, shk__resolution *res)
@@ -669,6 +687,7 @@ void shk__approve_finish(shk_approve *ap, shk__card *c, shk__resolution *res)
   queue_event(ap, e);
   release_held(ap, c, res);
   shk__approve_resolution_unref(res);
+  kick_timer(ap); /* to forget the card */
   if (counts && (s->consecutive >= ap->o.breaker_consecutive || s->total >= ap->o.breaker_total))
     trip_breaker(ap, s);
 }
@@ -972,10 +991,10 @@ int shk_approve_raise(shk_approve *ap, const shk_approve_request *rq, char card_
    * the caller formats the same scope. */
   char *scope = json_dumps(scope_v, JSON_COMPACT | JSON_SORT_KEYS);
   bool batchable = rq->batch_key && !is_credentials(rq->cls);
-  char *skey = NULL, *kkey = NULL;
+  char *skey = scope ? denial_key('s', rq->cls, scope) : NULL;
+  char *kkey = batchable ? denial_key('k', rq->cls, rq->batch_key) : NULL;
   shk__attempt *a = calloc(1, sizeof *a);
-  bool ok = scope && a && asprintf(&skey, "s:%s\n%s", rq->cls, scope) > 0 &&
-            (!batchable || asprintf(&kkey, "k:%s\n%s", rq->cls, rq->batch_key) > 0);
+  bool ok = scope && a && skey && (!batchable || kkey);
   if (ok) {
     a->q.kind = SHK__Q_RELEASE;
     a->ptr = rq->attempt;
@@ -1018,7 +1037,7 @@ int shk_approve_raise(shk_approve *ap, const shk_approve_request *rq, char card_
     if (same_batch(i, s, rq)) {
       if (card_open(i))
         c = i;
-      else if (!recent && now - i->resolved_ms < ap->o.batch_window_ms)
+      else if (!recent && now < forget_at(ap, i))
         recent = i;
     }
   if (c) {
@@ -1038,7 +1057,7 @@ int shk_approve_raise(shk_approve *ap, const shk_approve_request *rq, char card_
     r = 1;
     goto unlock;
   }
-  if (recent && !shk_approve_result_approved(recent->result)) {
+  if (recent) {
     r = refuse(ap, rq, scope, err, -EACCES, "a request like this one was %s a moment ago: %s",
                shk_approve_result_name(recent->result),
                recent->result_reason ? recent->result_reason : shk_approve_result_name(recent->result));
@@ -1100,8 +1119,7 @@ static int64_t next_deadline(shk_approve *ap, int64_t now)
 {
   int64_t next = -1;
   for (shk__card *c = ap->cards; c; c = c->next) {
-    int64_t at = card_open(c) ? (c->paused_left_ms ? -1 : c->deadline_ms)
-                              : c->resolved_ms + ap->o.batch_window_ms;
+    int64_t at = card_open(c) ? (c->paused_left_ms ? -1 : c->deadline_ms) : forget_at(ap, c);
     if (at < 0)
       continue;
     int64_t in = at > now ? at - now : 0;
@@ -1117,7 +1135,7 @@ static int64_t tick_locked(shk_approve *ap)
   for (shk__card **pp = &ap->cards; *pp;) {
     shk__card *c = *pp;
     if (!card_open(c)) {
-      if (now - c->resolved_ms >= ap->o.batch_window_ms) {
+      if (now >= forget_at(ap, c)) {
         *pp = c->next;
         card_free(c);
         continue;

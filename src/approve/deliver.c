@@ -22,6 +22,8 @@
 
 #include "common/common.h"
 
+#define SHOWN_HELD 16
+
 static const char *const ev_names[] = { "raised", "reviewing", "reviewed", "updated", "resolved",
                                         "refused", "breaker", "frozen", "resumed", "ended" };
 
@@ -122,12 +124,17 @@ json_t *shk__approve_card_json(const shk__card *c)
     if (json_array_append_new(pats, json_pack("{s:s, s:s}", "pattern", c->wider[i].pattern, "tier",
                                               shk_approve_tier_name(c->wider[i].tier))))
       ok = false;
-  for (const shk__attempt *a = c->held; held && a; a = a->next)
+  /* The first few held attempts: a card is redrawn on every join, and a
+   * flood of siblings must not make each join cost more than the last. */
+  unsigned shown = 0;
+  for (const shk__attempt *a = c->held; held && a && shown < SHOWN_HELD; a = a->next, shown++)
     if (json_array_append_new(held, json_pack("{s:o?, s:I}", "scope", json_loads(a->scope, 0, NULL),
                                               "raised_ms", (json_int_t)a->raised_ms)))
       ok = false;
   put(o, "patterns", pats, &ok);
   put(o, "held", held, &ok);
+  if (c->attempts > shown)
+    put(o, "held_more", json_integer(c->attempts - shown), &ok);
   static const char *const request_answers[] = { "once", "session", "pattern", "deny", "cancel",
                                                  "takeover" };
   for (size_t i = 0; i < sizeof request_answers / sizeof *request_answers; i++)

@@ -664,6 +664,35 @@ static void subscribers(void **state)
   fx_free(f);
 }
 
+/* A card stands for every attempt it holds, and shows the first few. */
+static void card_shows_its_attempts(void **state)
+{
+  (void)state;
+  fx *f = fx_new(&human);
+  for (int i = 0; i < 20; i++) {
+    char host[32];
+    snprintf(host, sizeof host, "h%d.example.org", i);
+    step st = RAISE(i, host, "**.example.org:443", i ? 1 : 0);
+    do_raise(f, &st);
+  }
+  char *text = NULL;
+  assert_int_equal(shk_approve_list(f->ap, NULL, &text), 0);
+  json_t *arr = json_loads(text, 0, NULL), *c = json_array_get(arr, 0);
+  assert_int_equal(json_array_size(arr), 1);
+  assert_int_equal(json_integer_value(json_object_get(c, "attempts")), 20);
+  assert_int_equal(json_array_size(json_object_get(c, "held")), 16);
+  assert_int_equal(json_integer_value(json_object_get(c, "held_more")), 4);
+  assert_string_equal(json_string_value(json_array_get(json_object_get(json_object_get(
+                        json_array_get(json_object_get(c, "held"), 1), "scope"), "domains"), 0)),
+                      "h1.example.org:443");
+  json_decref(arr);
+  free(text);
+  run_steps(f, (const step[]){ ANSWER(0, SESSION, 0), RELEASED(0, APPROVED_SESSION), RELEASED(19, APPROVED_SESSION),
+                               { S_END } });
+  assert_non_null(strstr(f->a[19].scope, "h19.example.org"));
+  fx_free(f);
+}
+
 /* What the agent reads says what happened and whether to ask again. */
 static void outcome_text(void **state)
 {
@@ -1116,6 +1145,7 @@ int main(int argc, char **argv)
   static const struct CMUnitTest fixed[] = {
     cmocka_unit_test(denial_matches_any_spelling),
     cmocka_unit_test(subscribers),
+    cmocka_unit_test(card_shows_its_attempts),
     cmocka_unit_test(outcome_text),
     cmocka_unit_test(reviewer_record),
     cmocka_unit_test(parse_answer),
