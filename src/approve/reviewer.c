@@ -181,8 +181,8 @@ static int wait_fd(int fd, short events, int64_t deadline)
   }
 }
 
-/* Runs the reviewer once. Returns 0 with *status (wait status) and the
- * answer in buf, or a negative errno with `why` filled.
+/* Runs the reviewer once. Returns 0 with its answer in buf (it exited 0
+ * in time), or a negative errno with `why` filled.
  *
  * Why this is safe: the command is an absolute path with an argv, never a
  * shell string; the child gets only stdin (the record), stdout (the answer)
@@ -191,7 +191,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
  * process group, which is killed whole at the deadline. Writing uses
  * MSG_NOSIGNAL on a socket, so a reviewer that exits without reading cannot
  * kill the manager with SIGPIPE. */
-static int run_reviewer(shk__review *rv, char *buf, size_t *len, int *status, char *why, size_t whylen)
+static int run_reviewer(shk__review *rv, char *buf, size_t *len, char *why, size_t whylen)
 {
   shk_approve *ap = rv->ap;
   int in[2] = { -1, -1 }, out[2] = { -1, -1 };
@@ -278,7 +278,7 @@ static int run_reviewer(shk__review *rv, char *buf, size_t *len, int *status, ch
     *len += (size_t)n;
   }
   /* Its exit, still within the deadline. */
-  if (!late && !too_long && wait_fd(pidfd, POLLIN, deadline) == 0)
+  if (!late && !too_long && wait_fd(pidfd, POLLIN, deadline) <= 0)
     late = true;
   pthread_mutex_lock(&ap->mu);
   if (late || too_long)
@@ -286,9 +286,9 @@ static int run_reviewer(shk__review *rv, char *buf, size_t *len, int *status, ch
   rv->pid = 0;
   pthread_mutex_unlock(&ap->mu);
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+  pid_t w;
+  while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
     ;
-  *status = st;
   if (late) {
     r = -ETIMEDOUT;
     snprintf(why, whylen, pidfd < 0 ? "the reviewer could not be watched (no pidfd)"
@@ -297,6 +297,9 @@ static int run_reviewer(shk__review *rv, char *buf, size_t *len, int *status, ch
   } else if (too_long) {
     r = -EINVAL;
     snprintf(why, whylen, "the reviewer's answer is longer than %d bytes", ANSWER_MAX);
+  } else if (w != pid) {
+    r = -EIO;
+    snprintf(why, whylen, "the reviewer's exit status is unknown (is SIGCHLD ignored?)");
   } else if (WIFSIGNALED(st)) {
     r = -EIO;
     snprintf(why, whylen, "the reviewer was killed by signal %d", WTERMSIG(st));
@@ -320,10 +323,9 @@ static void *review_main(void *arg)
   shk_approve *ap = rv->ap;
   char *buf = malloc(ANSWER_MAX);
   size_t len = 0;
-  int status = 0;
   char why[512] = "";
   shk__review_answer ans = { SHK__REVIEW_ESCALATE, "" };
-  int r = buf ? run_reviewer(rv, buf, &len, &status, why, sizeof why) : -ENOMEM;
+  int r = buf ? run_reviewer(rv, buf, &len, why, sizeof why) : -ENOMEM;
   if (!buf)
     snprintf(why, sizeof why, "out of memory");
   shk_error perr = { 0 };
@@ -337,17 +339,20 @@ static void *review_main(void *arg)
   bool open = c && c->state == SHK__CARD_REVIEWING;
   /* Defence in depth: the raise never sends these, and an answer about
    * them is never applied. */
-  if (open && (c->tier != SHK_APPROVE_ASK || !strcmp(c->cls, "credentials")))
+  if (open && (c->tier != SHK_APPROVE_ASK || !strcmp(c->cls, "credentials"))) {
     r = -EPERM;
-  const char *decision = r ? "failed" : names[ans.decision];
-  if (c) {
-    shk__event *e = shk__approve_event(ap, SHK_APPROVE_EV_REVIEWED, c, NULL, false);
-    if (e) {
-      json_object_set_new(e->root, "applied", json_boolean(open && !r && ans.decision != SHK__REVIEW_ESCALATE));
-      shk__approve_event_set(e, NULL, r ? why : ans.reason[0] ? ans.reason : NULL, decision);
-    }
-    if (e)
-      shk__approve_queue(ap, &e->q);
+    snprintf(why, sizeof why, "the reviewer may not answer a card of this tier or class");
+  }
+  /* The reviewer's answer is recorded as the reviewer's, applied or not
+   * (a human may have answered first, or the card may be gone). */
+  shk__event *e = shk__approve_event(ap, SHK_APPROVE_EV_REVIEWED, c, NULL, false);
+  if (e) {
+    if (!c)
+      json_object_set_new(e->root, "card", json_string(rv->card));
+    json_object_set_new(e->root, "applied", json_boolean(open && !r && ans.decision != SHK__REVIEW_ESCALATE));
+    shk__approve_event_set(e, NULL, r ? why : ans.reason[0] ? ans.reason : NULL,
+                           r ? "failed" : names[ans.decision]);
+    shk__approve_queue(ap, &e->q);
   }
   if (open) {
     shk_approve_who who = { "reviewer", (int64_t)getuid(), 0, ap->reviewer_argv[0], NULL };
