@@ -400,10 +400,10 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn)
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
         .audit_fd = fileno(m->events), .hook = egress_hook, .hook_data = m,
       };
-      char err[512];
-      int r = shk_egress_session_open(&eo, &s->egress, err, sizeof err);
+      shk_error err;
+      int r = shk_egress_session_open(&eo, &s->egress, &err);
       if (r)
-        ans = refuse("open_session: egress proxy: %s", err);
+        ans = refuse("open_session: egress proxy: %s", err.message);
     }
     free(allow);
     free(deny);
