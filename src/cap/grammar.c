@@ -119,13 +119,14 @@ static int oom(shk_error *err)
 /* ------------------------------------------------------------ parsing */
 
 /* A token (a device id, a broker scope): compared as a whole, so any
- * printable ASCII will do, but not nothing and not without bound. */
+ * byte but spaces and control characters will do, but not nothing and not
+ * without bound. */
 static bool valid_token(const char *s)
 {
   if (!*s || strlen(s) > 256)
     return false;
   for (; *s; s++)
-    if ((unsigned char)*s < 0x21 || (unsigned char)*s >= 0x7f)
+    if ((unsigned char)*s < 0x21 || *s == 0x7f)
       return false;
   return true;
 }
@@ -187,8 +188,8 @@ static int element(field_kind kind, const char *s, size_t len, char *buf, const 
   case F_TOKENS:
     return valid_token(s) ? 0
                           : shk__error_set(err, -EINVAL,
-                                           "expected a non-empty token of at most 256 printable "
-                                           "ASCII characters without spaces");
+                                           "expected a non-empty token of at most 256 bytes, "
+                                           "without spaces or control characters");
   case F_PORTS: case F_BOOL: case F_ENUM:
     break;
   }

@@ -15,9 +15,12 @@
 static const char ip_not_pattern[] =
   "an IP address is not a host pattern (a range of addresses is a CIDR)";
 
+/* The pattern is built in p and copied out only when whole, so a refusal
+ * leaves *out empty. */
 int shk_host_pattern_parse(const char *s, size_t len, unsigned flags, shk_host_pattern *out,
                            shk_error *err)
 {
+  shk_host_pattern p = { 0 };
   memset(out, 0, sizeof *out);
   const char *colon = memchr(s, ':', len);
   /* An IPv6 literal, bracketed or bare, is named as such before its colons
@@ -26,49 +29,40 @@ int shk_host_pattern_parse(const char *s, size_t len, unsigned flags, shk_host_p
   if ((len && s[0] == '[') || (colon && shk_ip_parse(s, len, &ip, NULL) == 0))
     return shk__error_set(err, -EINVAL, "%s", ip_not_pattern);
   if (colon) {
-    shk_error perr;
-    if (shk_port_parse(colon + 1, len - (size_t)(colon + 1 - s), &out->port, &perr) < 0) {
-      memset(out, 0, sizeof *out);
-      return shk__error_set(err, -EINVAL, "%s", perr.message);
-    }
+    if (shk_port_parse(colon + 1, len - (size_t)(colon + 1 - s), &p.port, err) < 0)
+      return -EINVAL;
     len = (size_t)(colon - s);
   }
   const char *host = s;
   if (len == 1 && s[0] == '*') {
-    if (!(flags & SHK_HOST_PATTERN_ALLOW_ANY)) {
-      memset(out, 0, sizeof *out);
+    if (!(flags & SHK_HOST_PATTERN_ALLOW_ANY))
       return shk__error_set(err, -EINVAL, "a bare '*' (every host) is not accepted here");
-    }
-    out->kind = SHK_HOST_PATTERN_ANY;
+    p.kind = SHK_HOST_PATTERN_ANY;
+    *out = p;
     return 0;
   }
   if (len > 3 && !memcmp(s, "**.", 3)) {
-    out->kind = SHK_HOST_PATTERN_APEX_SUB;
+    p.kind = SHK_HOST_PATTERN_APEX_SUB;
     host += 3;
     len -= 3;
   } else if (len > 2 && !memcmp(s, "*.", 2)) {
-    out->kind = SHK_HOST_PATTERN_SUB;
+    p.kind = SHK_HOST_PATTERN_SUB;
     host += 2;
     len -= 2;
   } else {
-    out->kind = SHK_HOST_PATTERN_EXACT;
+    p.kind = SHK_HOST_PATTERN_EXACT;
   }
-  if (memchr(host, '*', len)) {
-    memset(out, 0, sizeof *out);
+  if (memchr(host, '*', len))
     return shk__error_set(err, -EINVAL,
                           "'*' may stand only as the whole first label, as in *.host or "
                           "**.host");
-  }
   shk_host h;
-  if (shk_host_parse(host, len, &h, NULL, err) < 0) {
-    memset(out, 0, sizeof *out);
+  if (shk_host_parse(host, len, &h, NULL, err) < 0)
     return -EINVAL;
-  }
-  if (h.kind != SHK_HOST_NAME) {
-    memset(out, 0, sizeof *out);
+  if (h.kind != SHK_HOST_NAME)
     return shk__error_set(err, -EINVAL, "%s", ip_not_pattern);
-  }
-  memcpy(out->host, h.text, sizeof out->host);
+  memcpy(p.host, h.text, sizeof p.host);
+  *out = p;
   return 0;
 }
 
