@@ -161,6 +161,10 @@ uint64_t shk_audit_refused(const shk_audit *a);
  * allowed. */
 int shk_audit_close(shk_audit *a, shk_error *err);
 
+/* Parses an RFC 3339 time ("2025-01-02T03:04:05.5Z", any offset, any
+ * number of fraction digits) into nanoseconds since the epoch. -EINVAL. */
+int shk_audit_parse_time(const char *s, int64_t *ns);
+
 /* Reading a log, for the tools. A reader opens the store read-only and
  * may run while the writer writes. */
 typedef struct shk_audit_reader shk_audit_reader;

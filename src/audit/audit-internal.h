@@ -52,8 +52,6 @@ const char *shk__audit_field_name(int f);
 /* RFC 3339 UTC with nanoseconds: "2006-01-02T15:04:05.000000000Z" (30 bytes
  * and a NUL). */
 void shk__audit_time(int64_t ns, char out[31]);
-/* The inverse, for any RFC 3339 time (an offset, or fewer digits). */
-int shk__audit_parse_time(const char *s, int64_t *ns);
 
 /* ------------------------------------------------------------------------
  * RFC 6962 Merkle tree

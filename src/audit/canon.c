@@ -680,7 +680,7 @@ void shk__audit_time(int64_t ns, char out[31])
   out[30] = '\0';
 }
 
-int shk__audit_parse_time(const char *s, int64_t *ns)
+int shk_audit_parse_time(const char *s, int64_t *ns)
 {
   struct tm tm = { 0 };
   int used = 0;

@@ -9,6 +9,7 @@
 #include "audit/audit-internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -255,6 +256,8 @@ static void *writer(void *arg)
       int64_t t;
       memcpy(&t, a->ring + pos + 8, 8);
       r = append(a, a->ring + pos + HDR, len, t, &err);
+      if (r == 0 && a->since_cp >= a->cp_events)
+        r = checkpoint(a, &err);
       p += align8(HDR + len);
     }
     /* Refusals are recorded as soon as the queue had room again. */
@@ -482,7 +485,17 @@ int shk_audit_open(const shk_audit_opts *o, shk_audit **out, shk_error *err)
     destroy(a);
     return -ENOMEM;
   }
-  if ((r = make_dirs(opts.db_path, err)) == 0)
+  /* What agents were allowed to do is for the log's owner to read: a new
+   * store is created 0600 before SQLite opens it (an empty file is an empty
+   * database), and SQLite gives its WAL and index files the same mode. */
+  if ((r = make_dirs(opts.db_path, err)) == 0) {
+    int fd = open(opts.db_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      close(fd);
+    else if (errno != EEXIST)
+      r = shk__error_set(err, -errno, "cannot create %s: %s", opts.db_path, strerror(errno));
+  }
+  if (r == 0)
     r = shk__audit_db_open(opts.db_path, true, false, &a->db, err);
   if (r == 0)
     r = exec(a, opts.no_fsync ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL", err);
