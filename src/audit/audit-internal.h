@@ -137,6 +137,13 @@ int shk__note_key_save(const char *path, const shk__note_key *k, shk_error *err)
 int shk__note_sign(const shk__note_key *k, const char *text, size_t n, shk__abuf *out,
                    shk_error *err);
 
+/* Parses a signed note and verifies the signature of key k (which must be
+ * among its signatures; others are ignored; k NULL: parse only). The
+ * signed text is note[0..*text_len). -EINVAL: malformed (err says where);
+ * -EACCES: no valid signature by k. */
+int shk__note_open(const char *note, size_t n, const shk__note_key *k, size_t *text_len,
+                   shk_error *err);
+
 /* A parsed checkpoint: its text (up to the blank line) and body. */
 typedef struct shk__checkpoint {
   char origin[256];
@@ -145,10 +152,7 @@ typedef struct shk__checkpoint {
   size_t text_len;           /* the signed text is note[0..text_len) */
 } shk__checkpoint;
 
-/* Parses a signed note holding a checkpoint, and verifies the signature of
- * key k (which must be among the note's signatures; others are ignored;
- * k NULL: parse only).
- * -EINVAL: malformed (err says where); -EACCES: no valid signature by k. */
+/* shk__note_open, and the checkpoint body in the note's text. */
 int shk__checkpoint_open(const char *note, size_t n, const shk__note_key *k,
                          shk__checkpoint *cp, shk_error *err);
 /* The checkpoint text for origin, size and root. */
@@ -171,3 +175,7 @@ int shk__audit_meta_get(sqlite3 *db, const char *key, char **out, shk_error *err
 /* shk_audit_reader_scan over an open database. */
 int shk__audit_scan_db(sqlite3 *db, uint64_t from, shk_audit_read_fn fn, void *data,
                        shk_error *err);
+
+/* For tests: holds the writer (it takes nothing from the queue) or lets it
+ * go, so that a full queue can be made on purpose. */
+void shk__audit_pause(shk_audit *a, bool paused);

@@ -342,10 +342,9 @@ static bool line(const char *s, size_t n, size_t *at, const char **l, size_t *le
   return true;
 }
 
-int shk__checkpoint_open(const char *note, size_t n, const shk__note_key *k,
-                         shk__checkpoint *cp, shk_error *err)
+int shk__note_open(const char *note, size_t n, const shk__note_key *k, size_t *text_len,
+                   shk_error *err)
 {
-  memset(cp, 0, sizeof *cp);
   if (n > NOTE_MAX)
     return shk__error_set(err, -EINVAL, "the note is larger than %d bytes", NOTE_MAX);
   if (!shk__audit_utf8_valid(note, n))
@@ -357,44 +356,24 @@ int shk__checkpoint_open(const char *note, size_t n, const shk__note_key *k,
     return shk__error_set(err, -EINVAL, "the note does not end in a newline");
   /* The text ends at the last blank line. */
   size_t split = 0;
-  bool found = false;
   for (size_t i = n - 1; i-- > 0;)
     if (note[i] == '\n' && note[i + 1] == '\n') {
       split = i + 1;
-      found = true;
       break;
     }
-  if (!found || split == 0)
-    return shk__error_set(err, -EINVAL, "the note has no blank line before its signatures");
-  cp->text_len = split;
-
-  /* The checkpoint body. */
-  size_t at = 0, len;
-  const char *l;
-  if (!line(note, split, &at, &l, &len) || len == 0 || len >= sizeof cp->origin)
-    return shk__error_set(err, -EINVAL, "the checkpoint's first line (origin) is empty or too long");
-  memcpy(cp->origin, l, len);
-  if (!line(note, split, &at, &l, &len) || len == 0 || len > 20 || (l[0] == '0' && len > 1))
-    return shk__error_set(err, -EINVAL, "the checkpoint's second line is not a tree size");
-  uint64_t size = 0;
-  for (size_t i = 0; i < len; i++) {
-    if (l[i] < '0' || l[i] > '9' || size > (UINT64_MAX - 9) / 10)
-      return shk__error_set(err, -EINVAL, "the checkpoint's second line is not a tree size");
-    size = size * 10 + (uint64_t)(l[i] - '0');
-  }
-  cp->size = size;
-  if (!line(note, split, &at, &l, &len) ||
-      shk__b64_decode(l, len, cp->root, sizeof cp->root) != SHK__HASH)
-    return shk__error_set(err, -EINVAL, "the checkpoint's third line is not a base64 SHA-256 hash");
-  while (line(note, split, &at, &l, &len))
-    if (len == 0)
-      return shk__error_set(err, -EINVAL, "the checkpoint has an empty extension line");
+  if (split == 0)
+    return shk__error_set(err, -EINVAL, "the note has no text, or no blank line before its "
+                                        "signatures");
+  *text_len = split;
 
   /* The signatures: those by other keys are ignored; one by k must be
    * there and hold, and a failing one by k rejects the note. */
-  at = split + 1;
+  size_t at = split + 1, len;
+  const char *l;
   bool good = false;
   unsigned count = 0;
+  if (at >= n)
+    return shk__error_set(err, -EINVAL, "the note has no signature");
   while (at < n) {
     if (!line(note, n, &at, &l, &len) || len < 5 || memcmp(l, EM_DASH " ", 4))
       return shk__error_set(err, -EINVAL, "a signature line does not start with an em dash");
@@ -415,10 +394,40 @@ int shk__checkpoint_open(const char *note, size_t n, const shk__note_key *k,
       return shk__error_set(err, -EACCES, "the signature by %s does not verify", k->name);
     good = true;
   }
-  if (!k)
-    return 0;
-  if (!good)
+  if (k && !good)
     return shk__error_set(err, -EACCES, "the note has no signature by the key %s+%08x", k->name,
                           k->id);
+  return 0;
+}
+
+int shk__checkpoint_open(const char *note, size_t n, const shk__note_key *k,
+                         shk__checkpoint *cp, shk_error *err)
+{
+  memset(cp, 0, sizeof *cp);
+  size_t split;
+  int r = shk__note_open(note, n, k, &split, err);
+  if (r < 0)
+    return r;
+  cp->text_len = split;
+  size_t at = 0, len;
+  const char *l;
+  if (!line(note, split, &at, &l, &len) || len == 0 || len >= sizeof cp->origin)
+    return shk__error_set(err, -EINVAL, "the checkpoint's first line (origin) is empty or too long");
+  memcpy(cp->origin, l, len);
+  if (!line(note, split, &at, &l, &len) || len == 0 || len > 20 || (l[0] == '0' && len > 1))
+    return shk__error_set(err, -EINVAL, "the checkpoint's second line is not a tree size");
+  uint64_t size = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (l[i] < '0' || l[i] > '9' || size > (UINT64_MAX - 9) / 10)
+      return shk__error_set(err, -EINVAL, "the checkpoint's second line is not a tree size");
+    size = size * 10 + (uint64_t)(l[i] - '0');
+  }
+  cp->size = size;
+  if (!line(note, split, &at, &l, &len) ||
+      shk__b64_decode(l, len, cp->root, sizeof cp->root) != SHK__HASH)
+    return shk__error_set(err, -EINVAL, "the checkpoint's third line is not a base64 SHA-256 hash");
+  while (line(note, split, &at, &l, &len))
+    if (len == 0)
+      return shk__error_set(err, -EINVAL, "the checkpoint has an empty extension line");
   return 0;
 }

@@ -39,6 +39,7 @@ struct shk_audit {
   uint64_t signed_upto;    /* ring position covered by a checkpoint */
   uint64_t pending_refused;
   bool stop, want_checkpoint;
+  bool paused;             /* tests only: the writer takes nothing */
   int failed;              /* sticky: the writer's error */
   char failure[512];
   _Atomic uint64_t refused;
@@ -120,6 +121,14 @@ int shk_audit_emit(shk_audit *a, const shk_audit_event *e, shk_error *err)
   pthread_cond_signal(&a->wake);
   pthread_mutex_unlock(&a->mu);
   return 0;
+}
+
+void shk__audit_pause(shk_audit *a, bool paused)
+{
+  pthread_mutex_lock(&a->mu);
+  a->paused = paused;
+  pthread_cond_signal(&a->wake);
+  pthread_mutex_unlock(&a->mu);
 }
 
 uint64_t shk_audit_refused(const shk_audit *a)
@@ -218,10 +227,10 @@ static void *writer(void *arg)
   shk_audit *a = arg;
   pthread_mutex_lock(&a->mu);
   for (;;) {
-    while (a->head == a->tail && !a->stop &&
-           !(a->want_checkpoint && a->since_cp > 0) &&
-           !(a->since_cp > 0 && now_ms() - a->last_cp_ms >= a->cp_ms)) {
-      if (a->since_cp > 0) {
+    while ((a->paused && !a->stop) ||
+           (a->head == a->tail && !a->stop && !(a->want_checkpoint && a->since_cp > 0) &&
+            !(a->since_cp > 0 && now_ms() - a->last_cp_ms >= a->cp_ms))) {
+      if (a->since_cp > 0 && !a->paused) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         int64_t left = a->cp_ms - (now_ms() - a->last_cp_ms);
