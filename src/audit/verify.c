@@ -19,12 +19,35 @@ typedef struct vctx {
   const shk_audit_verify_opts *o;
   shk_audit_report *rep;
   shk__mt_tree tree;
-  shk__hash prev;          /* the recomputed leaf of the row before */
+  shk__hash prev, prev2;   /* the recomputed leaves of the rows one and two before */
   uint64_t expect;
+  uint64_t *rowbad;        /* the seqs row checks implicated, ascending */
+  size_t nrowbad;
   int err;
 } vctx;
 
-SHK_PRINTF(3, 4) static void problem(vctx *c, uint64_t seq, const char *fmt, ...)
+/* Whether a row check implicated an event in [from, to). */
+static bool explained(const vctx *c, uint64_t from, uint64_t to)
+{
+  size_t lo = 0, hi = c->nrowbad;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (c->rowbad[mid] < from)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < c->nrowbad && c->rowbad[lo] < to;
+}
+
+/* One problem implicating seq. A row check's problem (row) names its event
+ * and is remembered. A checkpoint's root or consistency problem spans
+ * [seq, to): when a row check already named an event in that span, the
+ * report keeps that precise name (the problem is still counted and shown).
+ * A checkpoint's own damage (its signature, its size) passes to = seq,
+ * which nothing explains. */
+SHK_PRINTF(5, 6) static void problem(vctx *c, uint64_t seq, uint64_t to, bool row,
+                                     const char *fmt, ...)
 {
   char msg[512];
   va_list ap;
@@ -32,7 +55,21 @@ SHK_PRINTF(3, 4) static void problem(vctx *c, uint64_t seq, const char *fmt, ...
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   shk_audit_report *r = c->rep;
-  if (!r->tampered || seq < r->first_bad) {
+  if (row && !c->err) {
+    size_t i = c->nrowbad;
+    uint64_t *n = realloc(c->rowbad, (i + 1) * sizeof *n);
+    if (!n) {
+      c->err = -ENOMEM;
+      return;
+    }
+    for (; i > 0 && n[i - 1] > seq; i--)
+      n[i] = n[i - 1];
+    n[i] = seq;
+    c->rowbad = n;
+    c->nrowbad++;
+  }
+  bool precise = row || !explained(c, seq, to);
+  if (precise && (!r->tampered || seq < r->first_bad)) {
     r->first_bad = seq;
     snprintf(r->problem, sizeof r->problem, "%s", msg);
   }
@@ -49,27 +86,37 @@ static int row(void *data, uint64_t seq, const char *entry, size_t len, const un
   c->rep->events++;
   if (seq != c->expect) {
     if (seq > c->expect)
-      problem(c, c->expect, "event %llu is missing (the next stored event is %llu)",
+      problem(c, c->expect, 0, true, "event %llu is missing (the next stored event is %llu)",
               (unsigned long long)c->expect, s);
     c->expect = seq;
   }
   c->expect++;
+  shk__hash mine;
+  shk__mt_leaf(entry, len, mine);
+  bool leaf_ok = memcmp(mine, leaf, SHK__HASH) == 0;
+  if (!leaf_ok)
+    problem(c, seq, 0, true, "event %llu's leaf hash does not match its entry", s);
   shk_error e = { 0 };
   uint64_t inner = 0;
   shk__hash prev;
   if (shk__audit_entry_check(entry, len, &inner, prev, &e) < 0) {
-    problem(c, seq, "event %llu: %s", s, e.message);
+    problem(c, seq, 0, true, "event %llu: %s", s, e.message);
   } else {
-    if (inner != seq)
-      problem(c, seq, "event %llu's entry says it is event %llu", s, (unsigned long long)inner);
-    if (memcmp(prev, c->prev, SHK__HASH))
-      problem(c, seq ? seq - 1 : 0, "event %llu's hash is not the one event %llu recorded",
-              seq ? s - 1 : 0, s);
+    if (inner != seq) {
+      /* An event out of place names its place, unless it is the one
+       * before's and links to the one before that: then everything from
+       * the place before moved up, and that is where the log changed. */
+      bool moved_up = inner + 1 == seq && !memcmp(prev, c->prev2, SHK__HASH);
+      problem(c, moved_up ? seq - 1 : seq, 0, true, "event %llu's entry says it is event %llu",
+              s, (unsigned long long)inner);
+    } else if (memcmp(prev, c->prev, SHK__HASH)) {
+      /* A broken link names the event before it, unless this event's own
+       * bytes changed (its leaf hash says so). */
+      problem(c, leaf_ok && seq ? seq - 1 : seq, 0, true,
+              "event %llu's hash is not the one event %llu recorded", seq ? s - 1 : 0, s);
+    }
   }
-  shk__hash mine;
-  shk__mt_leaf(entry, len, mine);
-  if (memcmp(mine, leaf, SHK__HASH))
-    problem(c, seq, "event %llu's leaf hash does not match its entry", s);
+  memcpy(c->prev2, c->prev, SHK__HASH);
   memcpy(c->prev, mine, SHK__HASH);
   /* The tree is built from the entries as they are, so that a change no
    * row check sees (an entry rewritten with its hashes) still shows in the
@@ -87,28 +134,31 @@ static bool check_cp(vctx *c, const char *what, const char *note, size_t n, int6
 {
   shk_error e = { 0 };
   if (shk__checkpoint_open(note, n, k, cp, &e) < 0) {
-    problem(c, from, "%s: %s", what, e.message);
+    problem(c, from, from, false, "%s: %s", what, e.message);
     return false;
   }
   unsigned long long sz = cp->size;
   if (size_col >= 0 && (uint64_t)size_col != cp->size) {
-    problem(c, from, "%s is stored as size %lld but its note says %llu", what, (long long)size_col,
+    problem(c, from, from, false, "%s is stored as size %lld but its note says %llu", what,
+            (long long)size_col,
             sz);
     return false;
   }
   if (strcmp(cp->origin, origin)) {
-    problem(c, from, "%s is for the log '%s', not '%s'", what, cp->origin, origin);
+    problem(c, from, from, false, "%s is for the log '%s', not '%s'", what, cp->origin, origin);
     return false;
   }
   if (cp->size > c->tree.size) {
-    problem(c, c->tree.size, "the log was truncated: it has %llu events but %s covers %llu",
+    problem(c, c->tree.size, cp->size, false,
+            "the log was truncated: it has %llu events but %s covers %llu",
             (unsigned long long)c->tree.size, what, sz);
     return false;
   }
   shk__hash root;
   shk__mt_tree_root(&c->tree, cp->size, root);
   if (memcmp(root, cp->root, SHK__HASH)) {
-    problem(c, from, "%s (size %llu) does not match the events: one of events %llu to %llu was "
+    problem(c, from, cp->size, false,
+            "%s (size %llu) does not match the events: one of events %llu to %llu was "
             "changed, inserted or removed", what, sz, (unsigned long long)from, sz - 1);
     return false;
   }
@@ -133,7 +183,7 @@ static bool check_cp(vctx *c, const char *what, const char *note, size_t n, int6
     }
     free(proof);
     if (!ok) {
-      problem(c, from, "%s is not consistent with the checkpoint of size %llu", what,
+      problem(c, from, cp->size, false, "%s is not consistent with the checkpoint of size %llu", what,
               (unsigned long long)good->size);
       return false;
     }
@@ -184,7 +234,7 @@ int shk_audit_verify(const shk_audit_verify_opts *o, shk_audit_report *rep, shk_
   if (r < 0)
     goto out;
   if (strcmp(vkey, mine))
-    problem(&c, 0, "the log records the key %s, but the trusted key is %s", vkey, mine);
+    problem(&c, 0, 0, false, "the log records the key %s, but the trusted key is %s", vkey, mine);
 
   /* The events. */
   r = shk__audit_scan_db(db, 0, row, &c, err);
@@ -249,6 +299,7 @@ out:
   free(vkey);
   free(mine);
   free(sizes);
+  free(c.rowbad);
   sqlite3_close(db);
   shk__mt_tree_free(&c.tree);
   return r;
