@@ -55,6 +55,35 @@ void shk__abuf_free(shk__abuf *b)
 }
 
 /* ------------------------------------------------------------------------
+ * Numbers and hex, without printf (the writer formats several per event)
+ */
+static void hex_bytes(const unsigned char *p, size_t n, char *out)
+{
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[p[i] >> 4];
+    out[2 * i + 1] = digits[p[i] & 15];
+  }
+}
+
+/* Decimal digits of v into out (at least 21 bytes); returns their count. */
+static size_t format_int(int64_t v, char *out)
+{
+  char tmp[24];
+  size_t n = 0, o = 0;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    out[o++] = '-';
+  while (n)
+    out[o++] = tmp[--n];
+  return o;
+}
+
+/* ------------------------------------------------------------------------
  * UTF-8 and JSON strings
  */
 bool shk__audit_utf8_valid(const char *str, size_t n)
@@ -328,8 +357,7 @@ void shk_audit_hashed(shk_audit_event *e, const char *name, const void *value, s
   shk__sha256(value, value ? len : 0, h);
   char rec[33 + 64];
   memcpy(rec, name, nl + 1);
-  for (int i = 0; i < 32; i++)
-    sprintf(rec + nl + 1 + 2 * i, "%02x", h[i]);
+  hex_bytes(h, 32, rec + nl + 1);
   put(e, TAG_PARAM, rec, nl + 1 + 64, NULL, 0);
 }
 
@@ -366,8 +394,7 @@ enum { ENV_NAME = 0x100, ENV_SEQ, ENV_TIME, ENV_PREV, ENV_OPERATION };
 static int add_int(shk__abuf *out, int64_t v)
 {
   char num[24];
-  int n = snprintf(num, sizeof num, "%lld", (long long)v);
-  return shk__abuf_add(out, num, (size_t)n);
+  return shk__abuf_add(out, num, format_int(v, num));
 }
 
 int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, uint64_t seq,
@@ -454,9 +481,8 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
       break;
     }
     case ENV_PREV: {
-      char h[65];
-      for (int b = 0; b < 32; b++)
-        sprintf(h + 2 * b, "%02x", prev[b]);
+      char h[64];
+      hex_bytes(prev, 32, h);
       r = shk__json_string(out, h, 64);
       break;
     }
@@ -643,7 +669,7 @@ int shk__audit_entry_check(const char *entry, size_t n, uint64_t *seq, shk__hash
       }
     } else if (lit(&c, "true") || lit(&c, "false")) {
     } else {
-      int64_t v;
+      int64_t v = 0;
       if ((r = integer(&c, &v)))
         return r;
       if (KEY("seq")) {
@@ -667,16 +693,30 @@ int shk__audit_entry_check(const char *entry, size_t n, uint64_t *seq, shk__hash
  */
 void shk__audit_time(int64_t ns, char out[31])
 {
+  /* The date and time of day change once a second: each thread keeps the
+   * last second it formatted. */
+  static __thread int64_t cached_sec = INT64_MIN;
+  static __thread char cached[20];
   int64_t sec = ns / 1000000000, frac = ns % 1000000000;
   if (frac < 0)
     frac += 1000000000, sec--;
-  time_t t = (time_t)sec;
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char b[64];
-  snprintf(b, sizeof b, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", (tm.tm_year + 1900) % 10000,
-           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long long)frac);
-  memcpy(out, b, 30);
+  if (sec != cached_sec) {
+    time_t t = (time_t)sec;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char b[64];
+    snprintf(b, sizeof b, "%04d-%02d-%02dT%02d:%02d:%02d", (tm.tm_year + 1900) % 10000,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    memcpy(cached, b, 19);
+    cached_sec = sec;
+  }
+  memcpy(out, cached, 19);
+  out[19] = '.';
+  for (int i = 28; i >= 20; i--) {
+    out[i] = (char)('0' + frac % 10);
+    frac /= 10;
+  }
+  out[29] = 'Z';
   out[30] = '\0';
 }
 

@@ -8,35 +8,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include <openssl/evp.h>
-#include <openssl/sha.h>
 
 #include "common/common.h"
 
+/* SHA-256 through one digest fetched once: OpenSSL 3's one-shot SHA256()
+ * fetches the algorithm (under a lock) on every call, which the writer
+ * would pay twice per event. The fetched digest lives as long as the
+ * process. A failure gives a hash of zeros, which matches nothing real, so
+ * verification fails closed. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+  sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+static void sha256_two(const void *a, size_t na, const void *b, size_t nb, shk__hash out)
+{
+  pthread_once(&sha256_once, sha256_fetch);
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  unsigned len = 0;
+  if (!sha256_md || !c || !EVP_DigestInit_ex2(c, sha256_md, NULL) ||
+      !EVP_DigestUpdate(c, a, na) || (nb && !EVP_DigestUpdate(c, b, nb)) ||
+      !EVP_DigestFinal_ex(c, out, &len))
+    memset(out, 0, SHK__HASH);
+  EVP_MD_CTX_free(c);
+}
+
 void shk__sha256(const void *p, size_t n, shk__hash out)
 {
-  SHA256(p, n, out);
+  sha256_two(p, n, NULL, 0, out);
 }
 
 void shk__mt_leaf(const void *entry, size_t n, shk__hash out)
 {
   static const unsigned char zero = 0;
-  unsigned char small[16384];
-  /* SHA-256's one-shot call over a copy with the prefix: the common case,
-   * and the fastest OpenSSL 3 offers. A larger entry (only a tampered store
-   * has one) goes through a digest context. */
-  if (n < sizeof small) {
-    small[0] = 0;
-    memcpy(small + 1, entry, n);
-    SHA256(small, n + 1, out);
-    return;
-  }
-  EVP_MD_CTX *c = EVP_MD_CTX_new();
-  unsigned len = 0;
-  if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL) || !EVP_DigestUpdate(c, &zero, 1) ||
-      !EVP_DigestUpdate(c, entry, n) || !EVP_DigestFinal_ex(c, out, &len))
-    memset(out, 0, SHK__HASH); /* matches no real leaf: verification fails closed */
-  EVP_MD_CTX_free(c);
+  sha256_two(&zero, 1, entry, n, out);
 }
 
 void shk__mt_node(const shk__hash l, const shk__hash r, shk__hash out)
@@ -45,7 +56,7 @@ void shk__mt_node(const shk__hash l, const shk__hash r, shk__hash out)
   b[0] = 1;
   memcpy(b + 1, l, SHK__HASH);
   memcpy(b + 1 + SHK__HASH, r, SHK__HASH);
-  SHA256(b, sizeof b, out);
+  sha256_two(b, sizeof b, NULL, 0, out);
 }
 
 /* ------------------------------------------------------------------------

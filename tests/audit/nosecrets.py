@@ -8,12 +8,12 @@ import base64
 import glob
 import hashlib
 import os
-
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from auditlib import SHINKEN, cleanup, emit, fail, shinken, workdir
+from auditlib import cleanup, emit, fail, shinken, workdir
 
 secret = "sk-live-" + os.urandom(16).hex()
 forms = {
@@ -49,11 +49,12 @@ def files(db):
 
 def search(db, during):
     found = []
-    for where, data in list(during.items()) + list(files(db).items()) + list(outputs(db).items()):
+    places = list(during.items()) + list(files(db).items()) + list(outputs(db).items())
+    for where, data in places:
         for form, b in forms.items():
             if b in data:
                 found.append("%s (%s)" % (where, form))
-    return found, any(digest in d for d in list(files(db).values()) + list(outputs(db).values()))
+    return found, any(digest in d for _, d in places)
 
 
 def run(leak):
@@ -63,8 +64,7 @@ def run(leak):
     p = subprocess.Popen([os.environ["AUDIT_EMIT"], "--db", db, "--forever", "--no-fsync",
                           "--secret", secret] + (["--leak"] if leak else []),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import time
-    time.sleep(1.0)
+    time.sleep(0.5)
     during = {"open-" + k: v for k, v in files(db).items()}
     p.kill()
     p.wait()
