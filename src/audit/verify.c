@@ -236,6 +236,13 @@ int shk_audit_verify(const shk_audit_verify_opts *o, shk_audit_report *rep, shk_
   if (strcmp(vkey, mine))
     problem(&c, 0, 0, false, "the log records the key %s, but the trusted key is %s", vkey, mine);
 
+  /* One read transaction: the events and the checkpoints are read from the
+   * same snapshot even while a writer appends. */
+  if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+    r = shk__error_set(err, -EIO, "cannot read the audit log: %s", sqlite3_errmsg(db));
+    goto out;
+  }
+
   /* The events. */
   r = shk__audit_scan_db(db, 0, row, &c, err);
   if (r == 0 && c.err)

@@ -90,8 +90,9 @@ int shk_audit_emit(shk_audit *a, const shk_audit_event *e, shk_error *err)
   if (e->error) {
     char name[80];
     const char *f = shk__audit_field_name(e->error_field);
-    return shk__error_set(err, e->error, "audit event '%s'%s%s%s %s", event_name(e, name, sizeof name),
-                          f ? ": field " : "", f ? f : "", f ? "" : "", e->error_what);
+    return shk__error_set(err, e->error, "audit event '%s'%s%s %s",
+                          event_name(e, name, sizeof name), f ? ": field " : "", f ? f : "",
+                          e->error_what);
   }
   size_t need = align8(HDR + e->len);
   pthread_mutex_lock(&a->mu);
@@ -133,7 +134,7 @@ void shk__audit_pause(shk_audit *a, bool paused)
 
 uint64_t shk_audit_refused(const shk_audit *a)
 {
-  return atomic_load(&((shk_audit *)a)->refused);
+  return atomic_load(&a->refused);
 }
 
 int shk_audit_flush(shk_audit *a, bool checkpoint, shk_error *err)
@@ -282,7 +283,8 @@ static void *writer(void *arg)
 
     pthread_mutex_lock(&a->mu);
     if (r < 0) {
-      /* Fail closed: from now on every producer is refused. */
+      /* Fail closed: from now on every producer is refused. The batch
+       * rolled back is lost as a crash would lose it (docs/audit.md). */
       a->failed = r;
       snprintf(a->failure, sizeof a->failure, "%s", err.message);
       a->pending_refused += refused;
