@@ -365,28 +365,38 @@ void shk_audit_hashed(shk_audit_event *e, const char *name, const void *value, s
  * Serialization
  */
 typedef struct member {
-  char key[64];
+  const char *key;           /* a static name, or pkey */
   size_t klen;
   int tag;
   const unsigned char *v;
   size_t n;
+  char pkey[64];             /* shinken.param.NAME.sha256 */
 } member;
 
-static int member_cmp(const void *a, const void *b)
+static int member_cmp(const member *x, const member *y)
 {
-  const member *x = a, *y = b;
   size_t n = x->klen < y->klen ? x->klen : y->klen;
   int c = memcmp(x->key, y->key, n);
   return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
 }
 
-static void set_key(member *m, const char *a, size_t na, const char *b)
+static void set_key(member *m, const char *key)
 {
-  size_t nb = b ? strlen(b) : 0;
-  memcpy(m->key, a, na);
-  if (nb)
-    memcpy(m->key + na, b, nb);
-  m->klen = na + nb;
+  m->key = key;
+  m->klen = strlen(key);
+}
+
+/* Insertion sort of pointers: an event has a score of members, so this
+ * beats qsort and moves no member. */
+static void sort_members(member **p, size_t n)
+{
+  for (size_t i = 1; i < n; i++) {
+    member *x = p[i];
+    size_t j = i;
+    for (; j > 0 && member_cmp(p[j - 1], x) > 0; j--)
+      p[j] = p[j - 1];
+    p[j] = x;
+  }
 }
 
 enum { ENV_NAME = 0x100, ENV_SEQ, ENV_TIME, ENV_PREV, ENV_OPERATION };
@@ -400,7 +410,7 @@ static int add_int(shk__abuf *out, int64_t v)
 int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, uint64_t seq,
                          const shk__hash prev, shk__abuf *out)
 {
-  member m[128];
+  member m[128], *sorted[128];
   size_t n = 0;
   bool has_tool = false, has_op = false, has_name = false;
   for (size_t i = 0; i < len;) {
@@ -415,7 +425,7 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
     x->v = rec + i + 3;
     x->n = k;
     if (tag == TAG_NAME) {
-      set_key(x, "event.name", 10, NULL);
+      set_key(x, "event.name");
       x->tag = ENV_NAME;
       has_name = true;
     } else if (tag == TAG_PARAM) {
@@ -423,15 +433,12 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
       size_t pl = strnlen(pname, k);
       if (pl + 1 + 64 != k || pl > 32)
         return -EINVAL;
-      set_key(x, "shinken.param.", 14, NULL);
-      memcpy(x->key + x->klen, pname, pl);
-      x->klen += pl;
-      memcpy(x->key + x->klen, ".sha256", 7);
-      x->klen += 7;
+      snprintf(x->pkey, sizeof x->pkey, "shinken.param.%.*s.sha256", (int)pl, pname);
+      set_key(x, x->pkey);
       x->v += pl + 1;
       x->n = 64;
     } else if (tag < SHK_AUDIT_FIELD_COUNT) {
-      set_key(x, fields[tag].name, strlen(fields[tag].name), NULL);
+      set_key(x, fields[tag].name);
       has_tool |= tag == SHK_AUDIT_TOOL;
       has_op |= tag == SHK_AUDIT_OPERATION;
       if (fields[tag].type == 'i' && k != 8)
@@ -445,32 +452,38 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
     return -EINVAL;
   /* A tool's request is an OpenTelemetry tool execution. */
   if (has_tool && !has_op) {
-    set_key(&m[n], "gen_ai.operation.name", 21, NULL);
-    m[n].tag = ENV_OPERATION;
-    m[n++].n = 0;
+    set_key(&m[n], "gen_ai.operation.name");
+    m[n++].tag = ENV_OPERATION;
   }
-  set_key(&m[n], "seq", 3, NULL);
+  set_key(&m[n], "seq");
   m[n++].tag = ENV_SEQ;
-  set_key(&m[n], "time", 4, NULL);
+  set_key(&m[n], "time");
   m[n++].tag = ENV_TIME;
-  set_key(&m[n], "prev", 4, NULL);
+  set_key(&m[n], "prev");
   m[n++].tag = ENV_PREV;
-  qsort(m, n, sizeof m[0], member_cmp);
+  for (size_t i = 0; i < n; i++)
+    sorted[i] = &m[i];
+  sort_members(sorted, n);
 
   int r = shk__abuf_add(out, "{", 1);
   for (size_t i = 0; i < n && r == 0; i++) {
-    if (i && member_cmp(&m[i - 1], &m[i]) == 0)
+    const member *x = sorted[i];
+    if (i && member_cmp(sorted[i - 1], x) == 0)
       return -EINVAL;
+    /* Keys are [a-z0-9._] by construction: nothing to escape. */
+    char key[80];
+    size_t kn = 0;
     if (i)
-      r = shk__abuf_add(out, ",", 1);
-    if (r == 0)
-      r = shk__json_string(out, m[i].key, m[i].klen);
-    if (r == 0)
-      r = shk__abuf_add(out, ":", 1);
-    if (r)
+      key[kn++] = ',';
+    key[kn++] = '"';
+    memcpy(key + kn, x->key, x->klen);
+    kn += x->klen;
+    key[kn++] = '"';
+    key[kn++] = ':';
+    if ((r = shk__abuf_add(out, key, kn)))
       break;
-    const unsigned char *v = m[i].v;
-    switch (m[i].tag) {
+    const unsigned char *v = x->v;
+    switch (x->tag) {
     case ENV_SEQ:
       r = add_int(out, (int64_t)seq);
       break;
@@ -490,15 +503,15 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
       r = shk__json_string(out, "execute_tool", 12);
       break;
     default:
-      if (m[i].tag < SHK_AUDIT_FIELD_COUNT && fields[m[i].tag].type == 'i') {
+      if (x->tag < SHK_AUDIT_FIELD_COUNT && fields[x->tag].type == 'i') {
         uint64_t u = 0;
         for (int b = 0; b < 8; b++)
           u |= (uint64_t)v[b] << (8 * b);
         r = add_int(out, (int64_t)u);
-      } else if (m[i].tag < SHK_AUDIT_FIELD_COUNT && fields[m[i].tag].type == 'a') {
+      } else if (x->tag < SHK_AUDIT_FIELD_COUNT && fields[x->tag].type == 'a') {
         r = shk__abuf_add(out, "[", 1);
-        for (size_t p = 0, first = 1; p < m[i].n && r == 0; first = 0) {
-          size_t l = strnlen((const char *)v + p, m[i].n - p);
+        for (size_t p = 0, first = 1; p < x->n && r == 0; first = 0) {
+          size_t l = strnlen((const char *)v + p, x->n - p);
           if (!first)
             r = shk__abuf_add(out, ",", 1);
           if (r == 0)
@@ -508,7 +521,7 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
         if (r == 0)
           r = shk__abuf_add(out, "]", 1);
       } else {
-        r = shk__json_string(out, (const char *)v, m[i].n);
+        r = shk__json_string(out, (const char *)v, x->n);
       }
     }
   }
