@@ -200,9 +200,10 @@ int shk_audit_prove(shk_audit_reader *r, uint64_t seq, shk_audit_proof *out, shk
 void shk_audit_proof_clear(shk_audit_proof *p);
 
 /* The log's public key in the signed-note verifier-key format
- * (NAME+KEYID+BASE64(0x01||PUBLIC)), read from the signing key file, into a
- * malloc'd string. */
-int shk_audit_verifier_key(const char *key_path, char **out, shk_error *err);
+ * (NAME+KEYID+BASE64(0x01||PUBLIC)), read from the signing key file
+ * (key_path, or NULL: audit.key beside db_path), into a malloc'd string. */
+int shk_audit_verifier_key(const char *db_path, const char *key_path, char **out,
+                           shk_error *err);
 
 /* What verification found. */
 typedef struct shk_audit_report {

@@ -125,10 +125,13 @@ int shk_audit_default_path(bool system, char *buf, size_t len, shk_error *err)
   return 0;
 }
 
-int shk_audit_verifier_key(const char *key_path, char **out, shk_error *err)
+int shk_audit_verifier_key(const char *db_path, const char *key_path, char **out, shk_error *err)
 {
+  char path[4096];
   shk__note_key k;
-  int r = shk__note_key_load(key_path, &k, err);
+  int r = shk__audit_key_path(db_path, key_path, path, sizeof path, err);
+  if (r == 0)
+    r = shk__note_key_load(path, &k, err);
   if (r == 0 && shk__note_key_verifier(&k, out) < 0)
     r = -ENOMEM;
   explicit_bzero(&k, sizeof k);

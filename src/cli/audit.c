@@ -185,18 +185,9 @@ static int cmd_prove(const args *a)
 
 static int cmd_key(const args *a)
 {
-  char path[4096];
-  if (a->key_file) {
-    snprintf(path, sizeof path, "%s", a->key_file);
-  } else {
-    snprintf(path, sizeof path, "%s", a->db);
-    char *slash = strrchr(path, '/');
-    snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
-             "audit.key");
-  }
   char *k;
   shk_error err;
-  if (shk_audit_verifier_key(path, &k, &err) < 0)
+  if (shk_audit_verifier_key(a->db, a->key_file, &k, &err) < 0)
     shk__die(EXIT_BAD, "audit: %s", err.message);
   puts(k);
   free(k);
@@ -323,13 +314,11 @@ static int each(void *data, uint64_t seq, const char *entry, size_t len, const u
   const char *sess = json_string_value(json_object_get(o, "gen_ai.conversation.id"));
   int64_t t = 0;
   shk_audit_parse_time(json_string_value(json_object_get(o, "time")), &t);
-  if (rd->a->session && (!sess || strcmp(sess, rd->a->session)))
-    ;
-  else if (rd->a->since && t < rd->since)
-    ;
-  else if (rd->skip)
+  bool match = (!rd->a->session || (sess && !strcmp(sess, rd->a->session))) &&
+               (!rd->a->since || t >= rd->since);
+  if (match && rd->skip)
     rd->skip--;
-  else
+  else if (match)
     r = rd->out(rd, seq, entry, len, o);
   json_decref(o);
   return r;
