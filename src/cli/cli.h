@@ -14,6 +14,7 @@ int shk_cli_grant(int argc, char **argv);
 int shk_cli_grants(int argc, char **argv);
 int shk_cli_revoke(int argc, char **argv);
 int shk_cli_attenuate(int argc, char **argv);
+int shk_cli_audit(int argc, char **argv);
 
 /* What `shinken run` cannot enforce for a root caller: bwrap 0.8 gives root
  * no id-mapped root, so the sandbox's uid 0 is the host's root and owns every
