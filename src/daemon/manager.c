@@ -127,11 +127,14 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, char *err, siz
   pthread_mutex_init(&m->mu, NULL);
   pthread_mutex_init(&m->end_mu, NULL);
   pthread_mutex_init(&m->events_mu, NULL);
-  m->table = shk_cap_table_new();
   m->next_tag = 1;
   m->events = stderr;
   char *session_text = NULL, *manifest_text = NULL;
   int r;
+  if ((r = shk_cap_table_new(&m->table))) {
+    snprintf(err, errlen, "out of memory");
+    goto fail;
+  }
   if (o->session_policy && (r = shk__read_file(o->session_policy, &session_text, NULL))) {
     snprintf(err, errlen, "%s: %s", o->session_policy, strerror(-r));
     goto fail;
@@ -178,11 +181,13 @@ static session *find_session(shk_manager *m, const char *id)
   return NULL;
 }
 
-/* Caller holds m->mu. Revokes every grant (so the hook refuses from now on)
- * and unlinks the session; destroy_session finishes the job. */
+/* Caller holds m->mu. Revokes every grant (so the hook refuses from now on),
+ * takes the session's handles out of the table (their history is in the
+ * events) and unlinks the session; destroy_session finishes the job. */
 static void detach_session(shk_manager *m, session *s)
 {
   shk_cap_revoke_session(m->table, s->id);
+  shk_cap_remove_session(m->table, s->id);
   for (session **pp = &m->sessions; *pp; pp = &(*pp)->next)
     if (*pp == s) {
       *pp = s->next;
@@ -659,11 +664,12 @@ static json_t *op_attenuate(shk_manager *m, json_t *req, const char *actor)
   }
   grant g = { .cls = parent->cls };
   int64_t expires = jttl ? now_ms() + json_integer_value(jttl) : 0;
-  r = shk_cap_attenuate(m->table, id, &scope, expires, g.id, err, sizeof err);
+  shk_error aerr;
+  r = shk_cap_attenuate(m->table, id, &scope, expires, g.id, &aerr);
   shk_cap_scope_clear(&scope);
   if (r) {
-    emit(m, actor, s->id, shk_cap_class_name(g.cls), jscope, "refused", NULL, id, err);
-    ans = refuse("attenuate: %s", err);
+    emit(m, actor, s->id, shk_cap_class_name(g.cls), jscope, "refused", NULL, id, aerr.message);
+    ans = refuse("attenuate: %s", aerr.message);
     goto out;
   }
   add_grant(m, s, &g);
