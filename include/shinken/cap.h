@@ -1,5 +1,6 @@
-/* Shinken's caretaker layer: the capability grammar every layer shares, the
- * tiers, image manifests, and the table of live handles.
+/* Shinken's caretaker layer: the capability grammar every layer shares and
+ * the table of live handles. (Tiers, provenance and image manifests are
+ * part of the decision: shinken/policy.h.)
  *
  * A handle is the switch: it is issued only after policy said yes, it can
  * be narrowed (attenuated) but never widened, and revoking it flips one bit
@@ -94,45 +95,6 @@ bool shk_cap_scope_subset(const shk_cap_scope *child, const shk_cap_scope *paren
  * lowercase name, dotted quad or bare IPv6) on `port`; port 0 asks about
  * the name alone (a DNS lookup). */
 bool shk_cap_scope_allows_host(const shk_cap_scope *s, const char *host, uint16_t port);
-
-/* ---- tiers and provenance ---- */
-
-typedef enum shk_cap_tier {
-  SHK_CAP_AUTO,
-  SHK_CAP_NOTIFY,
-  SHK_CAP_ASK,
-  SHK_CAP_BLOCK,
-} shk_cap_tier;
-
-const char *shk_cap_tier_name(shk_cap_tier t);
-int shk_cap_tier_parse(const char *name, shk_cap_tier *out);
-
-/* What a session has been exposed to; it only ever grows. */
-typedef struct shk_cap_taint {
-  bool ingested_external;   /* read content from outside (web, issue text, ...) */
-  bool touched_sensitive;   /* read secrets, private code, personal data */
-} shk_cap_taint;
-
-/* The tier a request really gets: an action whose parameters derive from
- * external data is promoted at least one tier, and a data-leaving action of a
- * session that both ingested external content and touched sensitive data is
- * never below Ask. */
-shk_cap_tier shk_cap_effective_tier(shk_cap_tier base, bool external_provenance,
-                                    const shk_cap_taint *taint, bool data_leaving);
-
-/* ---- manifests ---- */
-
-typedef struct shk_cap_manifest shk_cap_manifest;
-
-/* A manifest is what an image may ever request, and at which tier:
- * {"image": NAME, "capabilities": [{"class": C, "scope": {...}, "tier": T}]}. */
-int shk_cap_manifest_parse(const char *json, shk_cap_manifest **out, char *err, size_t errlen);
-void shk_cap_manifest_free(shk_cap_manifest *m);
-const char *shk_cap_manifest_image(const shk_cap_manifest *m);
-/* Finds the entry that covers `req` (same class, req a subset of its scope).
- * Returns its index and tier, or -EPERM with `why` filled. */
-int shk_cap_manifest_check(const shk_cap_manifest *m, const shk_cap_scope *req,
-                           shk_cap_tier *tier, char *why, size_t whylen);
 
 /* ---- handles ---- */
 

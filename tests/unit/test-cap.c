@@ -1,6 +1,6 @@
 /* Unit tests for src/cap: the subset check of every scope type, the handle
- * membrane, lifecycles, the end of a session, tier promotion and manifest
- * refusal. */
+ * membrane, lifecycles, and the end of a session. (Tiers and manifests are
+ * the decision's: test-policy.c.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -299,69 +299,6 @@ static void many_handles(void **state)
   shk_cap_table_free(t);
 }
 
-static void tier_promotion(void **state)
-{
-  (void)state;
-  shk_cap_taint none = { false, false }, both = { true, true }, one = { true, false };
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_AUTO, false, &none, false), SHK_CAP_AUTO);
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_AUTO, true, &none, false), SHK_CAP_NOTIFY);
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_NOTIFY, true, &none, false), SHK_CAP_ASK);
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_ASK, true, &none, false), SHK_CAP_BLOCK);
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_BLOCK, true, &none, false), SHK_CAP_BLOCK);
-  /* The exfiltration shape needs a human. */
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_AUTO, false, &both, true), SHK_CAP_ASK);
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_AUTO, false, &both, false), SHK_CAP_AUTO);
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_AUTO, false, &one, true), SHK_CAP_AUTO);
-  assert_int_equal(shk_cap_effective_tier(SHK_CAP_ASK, true, &both, true), SHK_CAP_BLOCK);
-  shk_cap_tier t;
-  assert_int_equal(shk_cap_tier_parse("Notify", &t), 0);
-  assert_int_equal(t, SHK_CAP_NOTIFY);
-  assert_int_equal(shk_cap_tier_parse("notify", &t), -EINVAL);
-}
-
-static void manifests(void **state)
-{
-  (void)state;
-  shk_cap_manifest *m;
-  char err[256];
-  const char *good = "{\"image\":\"dev\",\"capabilities\":["
-                     "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.npm.example\"],\"ports\":[443]},\"tier\":\"Auto\"},"
-                     "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.test\"]},\"tier\":\"Ask\"},"
-                     "{\"class\":\"fs.scope\",\"scope\":{\"write\":[\"/work\"]},\"tier\":\"Notify\"}]}";
-  assert_int_equal(shk_cap_manifest_parse(good, &m, err, sizeof err), 0);
-  shk_cap_scope req = parse_ok(SHK_CAP_NET_EGRESS, "{\"domains\":[\"registry.npm.example\"],\"ports\":[443]}");
-  shk_cap_tier tier;
-  assert_int_equal(shk_cap_manifest_check(m, &req, &tier, err, sizeof err), 0);
-  assert_int_equal(tier, SHK_CAP_AUTO);
-  shk_cap_scope_clear(&req);
-  req = parse_ok(SHK_CAP_NET_EGRESS, "{\"domains\":[\"a.test\"],\"ports\":[22]}");
-  assert_int_equal(shk_cap_manifest_check(m, &req, &tier, err, sizeof err), 1);
-  assert_int_equal(tier, SHK_CAP_ASK);
-  shk_cap_scope_clear(&req);
-  req = parse_ok(SHK_CAP_NET_EGRESS, "{\"domains\":[\"evil.example\"]}");
-  assert_int_equal(shk_cap_manifest_check(m, &req, &tier, err, sizeof err), -EPERM);
-  assert_non_null(strstr(err, "outside the manifest"));
-  shk_cap_scope_clear(&req);
-  req = parse_ok(SHK_CAP_GPU, "{}");
-  assert_int_equal(shk_cap_manifest_check(m, &req, &tier, err, sizeof err), -EPERM);
-  shk_cap_scope_clear(&req);
-  shk_cap_manifest_free(m);
-  const char *bad[] = {
-    "{\"image\":\"x\",\"capabilities\":[],\"extra\":1}",
-    "{\"image\":\"x\"}",
-    "{\"image\":\"x\",\"capabilities\":[{\"class\":\"net\",\"tier\":\"Auto\"}]}",
-    "{\"image\":\"x\",\"capabilities\":[{\"class\":\"gpu\",\"tier\":\"Sometimes\"}]}",
-    "{\"image\":\"x\",\"capabilities\":[{\"class\":\"gpu\",\"tier\":\"Auto\",\"scope\":{\"mode\":1}}]}",
-    "not json",
-  };
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    err[0] = '\0';
-    assert_int_equal(shk_cap_manifest_parse(bad[i], &m, err, sizeof err), -EINVAL);
-    assert_null(m);
-    assert_true(err[0] != '\0');
-  }
-}
-
 /* A closed session's handles leave the table, children included, and
  * nothing of another session goes with them (300 sessions of ten grants
  * each once left 3,000 dead handles behind). */
@@ -401,8 +338,6 @@ int main(void)
     cmocka_unit_test(membrane_revokes_descendants),
     cmocka_unit_test(lifecycles),
     cmocka_unit_test(many_handles),
-    cmocka_unit_test(tier_promotion),
-    cmocka_unit_test(manifests),
     cmocka_unit_test(closed_sessions_leave_the_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
