@@ -95,6 +95,16 @@ static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_NET_EGRESS] = "egress proxy, checked live on every new connection",
 };
 
+/* NULL when the class has a mechanism here; else the sentence that says
+ * it has none, in buf. */
+static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
+{
+  if (enforced_by[c])
+    return NULL;
+  snprintf(buf, len, "no enforcement point on this host for %s", shk_cap_class_name(c));
+  return buf;
+}
+
 static int64_t now_ms(void)
 {
   struct timespec ts;
@@ -588,9 +598,8 @@ static json_t *grant_locked(shk_manager *m, session *s, const shk_cap_scope *sco
     goto out;
   }
   /* 2. A mechanism that applies it, before any human is asked. */
-  if (!enforced_by[scope->cls]) {
-    char why[128];
-    snprintf(why, sizeof why, "no enforcement point on this host for %s", cname);
+  char why[128];
+  if (no_mechanism(scope->cls, why, sizeof why)) {
     emit(m, actor, s->id, cname, jscope, "refused", NULL, NULL, why, NULL);
     ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
                     "error", why);
@@ -624,11 +633,11 @@ static json_t *grant_locked(shk_manager *m, session *s, const shk_cap_scope *sco
     delta_err = "out of memory";
   if (delta_err) {
     unissue(m, g.id);
-    char why[256];
-    snprintf(why, sizeof why, "the OS delta failed (%s); nothing was granted", delta_err);
-    emit(m, actor, s->id, cname, jscope, "refused", pa.policy, NULL, why, NULL);
+    char failed[256];
+    snprintf(failed, sizeof failed, "the OS delta failed (%s); nothing was granted", delta_err);
+    emit(m, actor, s->id, cname, jscope, "refused", pa.policy, NULL, failed, NULL);
     ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
-                    "error", why);
+                    "error", failed);
     goto out;
   }
   /* 5. The event. */
@@ -661,12 +670,11 @@ static void issue_standing(shk_manager *m, session *s)
     shk_error derr;
     grant g = { .cls = sc->cls };
     char why[128];
-    snprintf(why, sizeof why, "no enforcement point on this host for %s", cname);
     if (shk_policy_decide(m->policy, &ps, &pr, &pa, &derr)) {
       emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, derr.message, NULL);
     } else if (pa.verdict != SHK_POLICY_ALLOW) {
       emit(m, "admin", s->id, cname, jscope, "refused", pa.policy, NULL, pa.why, NULL);
-    } else if (!enforced_by[sc->cls]) {
+    } else if (no_mechanism(sc->cls, why, sizeof why)) {
       emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, why, NULL);
     } else if (sc->cls == SHK_CAP_NET_EGRESS && !s->egress) {
       emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, "the session has no egress proxy", NULL);

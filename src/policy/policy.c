@@ -376,7 +376,7 @@ static int one_pass(const shk_policy *p, const shk_cedar_entities *es, const shk
       policy_name(p, resp->errors[0].policy_id, out->policy, sizeof out->policy);
       out->forbid = true;
       say(out->why, sizeof out->why, "%s: policy %s errored: %.200s", el->what, out->policy,
-               resp->errors[0].message);
+          resp->errors[0].message);
     } else if (resp->decision == SHK_CEDAR_ALLOW) {
       if (i == 0) {
         policy_name(p, id, out->policy, sizeof out->policy);
@@ -422,8 +422,7 @@ int shk_policy_decide(const shk_policy *p, const shk_policy_session *s, const sh
   say(ans->why, sizeof ans->why, "the question could not be put");
   if (!p || !s || !r || !s->id || !s->trust_tier || (s->n_exec_path && !s->exec_path))
     return shk__error_set(err, -EINVAL, "the decision needs a policy, a session and a request");
-  if (r->kind != SHK_POLICY_DISABLE &&
-      (r->kind != SHK_POLICY_GRANT && r->kind != SHK_POLICY_STANDING))
+  if (r->kind != SHK_POLICY_GRANT && r->kind != SHK_POLICY_STANDING && r->kind != SHK_POLICY_DISABLE)
     return shk__error_set(err, -EINVAL, "unknown kind of request");
   if (r->kind != SHK_POLICY_DISABLE && (!r->scope || !shk_cap_class_name(r->scope->cls)))
     return shk__error_set(err, -EINVAL, "a grant needs a scope of a known class");
@@ -478,7 +477,7 @@ int shk_policy_decide(const shk_policy *p, const shk_policy_session *s, const sh
       say(rule, sizeof rule, "turning a layer of enforcement off needs a human's approval");
     else if (promoted)
       say(rule, sizeof rule, "promoted from %s to %s: %s", shk_policy_tier_name(ans->base_tier),
-               shk_policy_tier_name(tier), promoted);
+          shk_policy_tier_name(tier), promoted);
     else if (tier == SHK_POLICY_TIER_ASK)
       say(rule, sizeof rule, "manifest entry %d puts it at Ask", ans->manifest_entry);
     else
