@@ -570,12 +570,12 @@ static json_t *raise_pending(shk_manager *m, session *s, const shk_cap_scope *sc
 }
 
 /* Caller holds m->mu. The grant protocol for one request of session s,
- * with the approval state the manager holds for it. */
-static json_t *grant_locked(shk_manager *m, session *s, const shk_cap_scope *scope, int64_t ttl, bool once,
-                            bool external, shk_policy_approval approval, const char *actor)
+ * with the approval state the manager holds for it; jscope (borrowed, may
+ * be NULL) is the scope as the events and answers show it. */
+static json_t *grant_locked(shk_manager *m, session *s, const shk_cap_scope *scope, json_t *jscope, int64_t ttl,
+                            bool once, bool external, shk_policy_approval approval, const char *actor)
 {
   const char *cname = shk_cap_class_name(scope->cls);
-  json_t *jscope = scope_json(scope);
   json_t *ans = NULL;
   int64_t now = now_ms();
   /* 1. The decision. */
@@ -648,7 +648,6 @@ static json_t *grant_locked(shk_manager *m, session *s, const shk_cap_scope *sco
                   pa.manifest_entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", once,
                   "enforced_by", enforced_by[scope->cls]);
 out:
-  json_decref(jscope);
   return ans;
 }
 
@@ -828,7 +827,7 @@ static json_t *op_grant(shk_manager *m, json_t *req, const char *actor)
     /* A request built from external data shows the session took it in. */
     if (external)
       s->taint.ingested_external = true;
-    ans = grant_locked(m, s, &scope, ttl, json_is_true(json_object_get(req, "once")), external,
+    ans = grant_locked(m, s, &scope, jscope, ttl, json_is_true(json_object_get(req, "once")), external,
                        SHK_POLICY_UNASKED, actor);
   }
   pthread_mutex_unlock(&m->mu);
@@ -887,9 +886,10 @@ static json_t *op_resolve(shk_manager *m, json_t *req, shk__conn *conn, const ch
     json_t *jscope = scope_json(&p->scope);
     emit(m, actor, s->id, cname, jscope, approve ? "approved" : "denied", NULL, NULL, NULL,
          json_pack("{s:s, s:O}", "pending", p->id, "resolved_by", by));
-    json_decref(jscope);
-    ans = approve ? grant_locked(m, s, &p->scope, p->ttl_ms, p->once, p->external, SHK_POLICY_APPROVED, actor)
+    ans = approve ? grant_locked(m, s, &p->scope, jscope, p->ttl_ms, p->once, p->external, SHK_POLICY_APPROVED,
+                                 actor)
                   : json_pack("{s:b, s:s}", "ok", 1, "decision", "denied");
+    json_decref(jscope);
     if (ans) {
       json_object_set_new(ans, "pending", json_string(p->id));
       json_object_set(ans, "resolved_by", by);
