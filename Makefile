@@ -15,14 +15,18 @@ build: deps
 	@[ -f build/release/build.ninja ] || meson setup build/release -Dbuildtype=release -Dtests=false >/dev/null
 	@ninja -C build/release >/dev/null
 
+# The policy `shinken run` asks comes from the environment or the installed
+# copy, never from where the binary was built: the source tree's, here.
+POLICY_DIR := $(CURDIR)/policies
+
 demo: build
-	@sh scripts/demo.sh $(SHINKEN)
+	@SHINKEN_POLICY_DIR=$${SHINKEN_POLICY_DIR:-$(POLICY_DIR)} sh scripts/demo.sh $(SHINKEN)
 
 check: deps
 	@sh scripts/check.sh
 
 bench: build
-	@for b in cedar run egress cap; do echo "== bench/$$b"; SHINKEN=$(CURDIR)/$(SHINKEN) sh bench/$$b/run.sh $(CURDIR)/$(SHINKEN) || exit 1; done
+	@for b in cedar run egress cap; do echo "== bench/$$b"; SHINKEN=$(CURDIR)/$(SHINKEN) SHINKEN_POLICY_DIR=$${SHINKEN_POLICY_DIR:-$(POLICY_DIR)} sh bench/$$b/run.sh $(CURDIR)/$(SHINKEN) || exit 1; done
 
 install: build
 	@meson install -C build/release

@@ -23,8 +23,12 @@ while True:
 upid=$!
 while [ ! -s "$tmp/port" ]; do sleep 0.05; done
 port=$(cat "$tmp/port")
-printf '{"allow_private_cidrs":["127.0.0.1/32"],"hosts":{"api.test":["127.0.0.1"]}}' >"$tmp/proxy.json"
-printf '{"socket":"%s","event_log":"%s/events.log"}' "$SHINKEN_SOCKET" "$tmp" >"$tmp/daemon.json"
+printf '{"allow_private_cidrs":["127.0.0.1/32"],"hosts":{"api.test":["127.0.0.1"],"ask.test":["127.0.0.1"]}}' \
+  >"$tmp/proxy.json"
+# The shipped policies, and a manifest of the bench's own: api.test at tier
+# Auto (a grant is one call), ask.test at Ask (a grant, then an approval).
+printf '{"socket":"%s","event_log":"%s/events.log","policy_dir":"%s/policies","manifest":"%s/bench/cap/manifest.json"}' \
+  "$SHINKEN_SOCKET" "$tmp" "$root" "$root" >"$tmp/daemon.json"
 "$build/src/cli/shinken" daemon --config "$tmp/daemon.json" >"$tmp/daemon.out" &
 dpid=$!
 while [ ! -S "$SHINKEN_SOCKET" ]; do sleep 0.05; done
@@ -35,5 +39,5 @@ sock, cfg, exe, port, n = sys.argv[1:]
 c = socket.socket(socket.AF_UNIX); c.connect(sock); f = c.makefile("rb")
 c.sendall(json.dumps({"op": "open_session", "egress": True, "proxy_config": cfg}).encode() + b"\n")
 a = json.loads(f.readline())
-sys.exit(subprocess.call([exe, a["session"], a["egress_dir"], "api.test", port, n]))
+sys.exit(subprocess.call([exe, a["session"], a["egress_dir"], "api.test", "ask.test", port, n]))
 PY

@@ -1,5 +1,6 @@
-/* Shinken's caretaker layer: the capability grammar every layer shares, the
- * tiers, image manifests, and the table of live handles.
+/* Shinken's caretaker layer: the capability grammar every layer shares and
+ * the table of live handles. (Tiers, provenance and image manifests are
+ * part of the decision: shinken/policy.h.)
  *
  * A handle is the switch: it is issued only after policy said yes, it can
  * be narrowed (attenuated) but never widened, and revoking it flips one bit
@@ -97,45 +98,6 @@ bool shk_cap_scope_subset(const shk_cap_scope *child, const shk_cap_scope *paren
  * alone (a DNS lookup). */
 bool shk_cap_scope_allows_host(const shk_cap_scope *s, const char *host, uint16_t port);
 
-/* ---- tiers and provenance ---- */
-
-typedef enum shk_cap_tier {
-  SHK_CAP_AUTO,
-  SHK_CAP_NOTIFY,
-  SHK_CAP_ASK,
-  SHK_CAP_BLOCK,
-} shk_cap_tier;
-
-const char *shk_cap_tier_name(shk_cap_tier t);
-int shk_cap_tier_parse(const char *name, shk_cap_tier *out);
-
-/* What a session has been exposed to; it only ever grows. */
-typedef struct shk_cap_taint {
-  bool ingested_external;   /* read content from outside (web, issue text, ...) */
-  bool touched_sensitive;   /* read secrets, private code, personal data */
-} shk_cap_taint;
-
-/* The tier a request really gets: an action whose parameters derive from
- * external data is promoted at least one tier, and a data-leaving action of a
- * session that both ingested external content and touched sensitive data is
- * never below Ask. */
-shk_cap_tier shk_cap_effective_tier(shk_cap_tier base, bool external_provenance,
-                                    const shk_cap_taint *taint, bool data_leaving);
-
-/* ---- manifests ---- */
-
-typedef struct shk_cap_manifest shk_cap_manifest;
-
-/* A manifest is what an image may ever request, and at which tier:
- * {"image": NAME, "capabilities": [{"class": C, "scope": {...}, "tier": T}]}. */
-int shk_cap_manifest_parse(const char *json, shk_cap_manifest **out, char *err, size_t errlen);
-void shk_cap_manifest_free(shk_cap_manifest *m);
-const char *shk_cap_manifest_image(const shk_cap_manifest *m);
-/* Finds the entry that covers `req` (same class, req a subset of its scope).
- * Returns its index and tier, or -EPERM with `why` filled. */
-int shk_cap_manifest_check(const shk_cap_manifest *m, const shk_cap_scope *req,
-                           shk_cap_tier *tier, char *why, size_t whylen);
-
 /* ---- handles ---- */
 
 #define SHK_CAP_ID_BYTES 32
@@ -156,26 +118,44 @@ typedef struct shk_cap_info {
   shk_cap_lifecycle lifecycle;
   int64_t expires_ms;            /* 0: no expiry of its own */
   bool revoked;                  /* this handle or an ancestor */
-  const shk_cap_scope *scope;    /* valid while the table holds the handle */
+  const shk_cap_scope *scope;    /* the table's copy: valid during the callback only */
 } shk_cap_info;
 
-shk_cap_table *shk_cap_table_new(void);
+/* Who owns what: the table owns every handle and its scope. A scope
+ * pointer it hands out (shk_cap_scope_of) stays valid until that handle
+ * leaves the table, by shk_cap_remove, shk_cap_remove_session or
+ * shk_cap_table_free, and no longer. The table's own lock makes each call
+ * safe from any thread; a caller that keeps a scope pointer while another
+ * thread may remove the handle must order the two itself (the manager does
+ * both under its registry lock). */
+
+/* 0, or -ENOMEM. */
+int shk_cap_table_new(shk_cap_table **out);
 void shk_cap_table_free(shk_cap_table *t);
 
 /* Issues a root handle. The id is 256 bits from the kernel's CSPRNG and
  * nothing in it derives from the session or the class. The table takes a
- * copy of `scope`. */
+ * copy of `scope`. -EINVAL (no session, a session name of 128 bytes or
+ * more, a negative expiry), -ENOMEM, or -EIO (no randomness). */
 int shk_cap_issue(shk_cap_table *t, const char *session, const shk_cap_scope *scope,
                   shk_cap_lifecycle lc, int64_t expires_ms, char id_out[SHK_CAP_ID_HEX]);
 /* Derives a child of `parent_id` whose scope must be a subset of the
- * parent's (-EPERM otherwise, with why). The child never outlives its
- * parent: it expires no later and dies with it. */
+ * parent's (-EPERM otherwise, err naming the field that widens). The child
+ * never outlives its parent: it expires no later and dies with it. Also
+ * -ENOENT (no such parent), -EACCES (the parent is no longer live), -EINVAL,
+ * -ENOMEM, -EIO. */
 int shk_cap_attenuate(shk_cap_table *t, const char *parent_id, const shk_cap_scope *scope,
-                      int64_t expires_ms, char id_out[SHK_CAP_ID_HEX], char *why, size_t whylen);
+                      int64_t expires_ms, char id_out[SHK_CAP_ID_HEX], shk_error *err);
 /* Removes a handle that was just issued and has no children, as if it had
  * never been: the undo of a grant whose later step failed. -ENOENT if
  * unknown, -EBUSY if something derives from it. */
 int shk_cap_remove(shk_cap_table *t, const char *id);
+/* Removes every handle of a session, children included, and returns how
+ * many: a closed session leaves nothing in the table (its history lives in
+ * the manager's events). */
+size_t shk_cap_remove_session(shk_cap_table *t, const char *session);
+/* How many handles the table holds. */
+size_t shk_cap_count(shk_cap_table *t);
 
 /* Flips the handle's revoked bit: O(1), synchronous, idempotent. Every
  * handle derived from it fails from its next use on. -ENOENT if unknown. */
@@ -190,8 +170,8 @@ int shk_cap_use(shk_cap_table *t, const char *id, int64_t now_ms);
 /* Like shk_cap_use, but does not consume a once handle. */
 int shk_cap_check(shk_cap_table *t, const char *id, int64_t now_ms);
 
-/* The scope of a handle (live or not), or NULL. Handles stay in the table
- * until it is freed, so the pointer stays valid as long as the table. */
+/* The scope of a handle (live or not), or NULL. See above for how long the
+ * pointer stays valid. */
 const shk_cap_scope *shk_cap_scope_of(shk_cap_table *t, const char *id);
 /* The lifecycle of a handle; -ENOENT when unknown. */
 int shk_cap_lifecycle_of(shk_cap_table *t, const char *id, shk_cap_lifecycle *out);
@@ -200,7 +180,8 @@ int shk_cap_lifecycle_of(shk_cap_table *t, const char *id, shk_cap_lifecycle *ou
  * used up or expired); unknown handles count as revoked. */
 bool shk_cap_is_revoked(shk_cap_table *t, const char *id);
 
-/* Calls fn for each handle (of `session`, or all when NULL). */
+/* Calls fn for each handle (of `session`, or all when NULL), under the
+ * table's read lock: fn must not call back into the table's writers. */
 void shk_cap_foreach(shk_cap_table *t, const char *session,
                      void (*fn)(const shk_cap_info *info, void *ud), void *ud);
 

@@ -1,10 +1,15 @@
-/* Shinken's capability manager: sessions, grants, revocation, events, and
- * the control API on a unix socket.
+/* Shinken's capability manager: sessions, grants, pending requests,
+ * revocation, events, and the control API on a unix socket.
  *
  * The manager lives outside every sandbox. It runs either as `shinken
  * daemon` or embedded in `shinken run` for the life of one command. The
  * egress proxy of each session asks it on every new connection whether a
- * live handle covers the destination; nothing is cached. */
+ * live handle covers the destination; nothing is cached. Every grant,
+ * standing grant and request to turn a layer off is decided by
+ * shk_policy_decide (shinken/policy.h).
+ *
+ * The control API speaks JSON text; no third-party type crosses this
+ * header. */
 #ifndef SHINKEN_DAEMON_H
 #define SHINKEN_DAEMON_H
 
@@ -12,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
+#include "shinken/common.h"
+#include "shinken/policy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,40 +31,55 @@ typedef struct shk_manager_opts {
   const char *session_policy; /* optional file of session-tier (forbid) policies */
   const char *standing;       /* optional file of standing grants (admin): a JSON
                                * array of {"class", "scope"} every session gets,
-                               * each still decided by Cedar */
+                               * each still decided by the policy */
   const char *manifest;       /* the image manifest (JSON file) */
   const char *event_log;      /* JSON lines; NULL: stderr */
+  const char *exec_path;      /* the human's $PATH (colon-separated), for the
+                               * rule on writes into it; NULL: none */
 } shk_manager_opts;
 
 /* The manager's configuration file (JSON): {"policy_dir", "manifest",
- * "session_policy", "standing", "event_log", "socket"}, every key optional and an
- * unknown key an error. Defaults: $SHINKEN_POLICY_DIR or the shipped
- * policies/, its manifests/default.json, events on stderr, and
- * shk_manager_socket_path(). path NULL: the defaults alone. */
+ * "session_policy", "standing", "event_log", "socket"}, every key optional
+ * and an unknown key an error. The policy directory comes from the file,
+ * else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/shinken/
+ * policies); never from the source tree. Other defaults: the directory's
+ * manifests/default.json, events on stderr, shk_manager_socket_path(), and
+ * $PATH for exec_path. path NULL: the defaults alone. -EINVAL (err naming
+ * the key) or -ENOMEM. */
 typedef struct shk_manager_config {
   shk_manager_opts opts;
   const char *socket;
   void *priv;
 } shk_manager_config;
 
-int shk_manager_config_load(const char *path, shk_manager_config *out, char *err, size_t errlen);
+int shk_manager_config_load(const char *path, shk_manager_config *out, shk_error *err);
 void shk_manager_config_clear(shk_manager_config *c);
 
-int shk_manager_new(const shk_manager_opts *o, shk_manager **out, char *err, size_t errlen);
+/* Loads the policy (refusing a policy directory or file that anyone but
+ * root and this process's user could change: shk_policy_read_file) and the
+ * standing grants. -EINVAL, -EPERM, -ENOENT, -ENOMEM, -EIO, err saying which
+ * file and why. */
+int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err);
 /* Ends every session (revoking its grants and closing its tunnels). */
 void shk_manager_free(shk_manager *m);
 
-/* Handles one control request (a JSON object with "op") and returns the
- * answer object, which always has "ok" and, on refusal, "error". The
- * operations: open_session, close_session, sessions, grant, grants, revoke,
- * attenuate, taint (a session's exposure: ingested_external,
- * touched_sensitive). The caller owns the answer. */
-json_t *shk_manager_call(shk_manager *m, json_t *req);
+/* Handles one control request, a JSON object with "op", given as text,
+ * and sets *answer to the answer (malloc'd JSON text), an object that
+ * always has "ok" and, on refusal, "error". Returns 0, or -ENOMEM (then
+ * *answer is NULL). The operations: open_session, close_session, sessions,
+ * grant, grants, revoke, attenuate, taint (a session's exposure:
+ * ingested_external, touched_sensitive), resolve (a human's answer to a
+ * pending request: {"pending": ID, "resolution": "approve" | "deny"}).
+ * A grant the policy answers "ask" raises a pending request and answers
+ * {"ok": false, "decision": "ask", "pending": ID, ...}; only a resolve
+ * approves it, recorded with who resolved it. Calls made here (not on the
+ * socket) are recorded as the embedding process's. */
+int shk_manager_call(shk_manager *m, const char *request, char **answer);
 
 /* Serves the control API on a unix socket at `path` (created 0600; its
  * directory 0700) on a background thread. A connection that opened a
  * session ends that session when it closes. */
-int shk_manager_serve(shk_manager *m, const char *path, char *err, size_t errlen);
+int shk_manager_serve(shk_manager *m, const char *path, shk_error *err);
 
 /* The control socket's default path: $SHINKEN_SOCKET, else
  * $XDG_RUNTIME_DIR/shinken/manager.sock, else /run/shinken/manager.sock. */
@@ -67,8 +88,20 @@ const char *shk_manager_socket_path(void);
 /* Client side: connects to the manager at `path` and returns a connected
  * descriptor, or a negative errno. */
 int shk_manager_connect(const char *path);
-/* Sends one request and reads one answer on a connected descriptor. */
-int shk_manager_rpc(int fd, json_t *req, json_t **answer, char *err, size_t errlen);
+/* Sends one request (JSON text, no newline) and reads one answer (malloc'd
+ * JSON text) on a connected descriptor. -EPIPE, -EMSGSIZE, -EPROTO, -ENOMEM,
+ * err saying which. */
+int shk_manager_rpc(int fd, const char *request, char **answer, shk_error *err);
+
+/* Whether the operator's own `shinken run` may turn off `layers` (names
+ * from shk_policy_layers): the run is a session at trust tier "high", and
+ * `approved` says the operator asked for it on the command line (a human
+ * channel). The policy is the one shk_manager_config_load(NULL) names.
+ * Returns 0 with ans filled (allow, ask: no human asked yet, or deny), or a
+ * negative errno when the policy could not be loaded or asked (err says
+ * why): then nothing may be turned off. */
+int shk_manager_decide_layers(const char *const *layers, size_t n_layers, bool approved,
+                              shk_policy_answer *ans, shk_error *err);
 
 #ifdef __cplusplus
 }

@@ -45,13 +45,28 @@ struct shk_cap_table {
   size_t n_buckets, count;
 };
 
-shk_cap_table *shk_cap_table_new(void)
+int shk_cap_table_new(shk_cap_table **out)
 {
-  shk_cap_table *t = shk__xcalloc(1, sizeof *t);
-  pthread_rwlock_init(&t->lock, NULL);
+  *out = NULL;
+  shk_cap_table *t = calloc(1, sizeof *t);
+  if (!t)
+    return -ENOMEM;
   t->n_buckets = 256;
-  t->buckets = shk__xcalloc(t->n_buckets, sizeof(handle *));
-  return t;
+  t->buckets = calloc(t->n_buckets, sizeof(handle *));
+  if (!t->buckets || pthread_rwlock_init(&t->lock, NULL)) {
+    free(t->buckets);
+    free(t);
+    return -ENOMEM;
+  }
+  *out = t;
+  return 0;
+}
+
+static void handle_free(handle *h)
+{
+  shk_cap_scope_clear(&h->scope);
+  free(h->session);
+  free(h);
 }
 
 void shk_cap_table_free(shk_cap_table *t)
@@ -61,9 +76,7 @@ void shk_cap_table_free(shk_cap_table *t)
   for (size_t i = 0; i < t->n_buckets; i++)
     for (handle *h = t->buckets[i], *n; h; h = n) {
       n = h->next_in_bucket;
-      shk_cap_scope_clear(&h->scope);
-      free(h->session);
-      free(h);
+      handle_free(h);
     }
   free(t->buckets);
   pthread_rwlock_destroy(&t->lock);
@@ -127,10 +140,14 @@ static handle *find(const shk_cap_table *t, const char *hex)
   return NULL;
 }
 
+/* Doubles the buckets. Out of memory leaves them as they are: the table
+ * still works, with longer chains. */
 static void grow(shk_cap_table *t)
 {
   size_t nb = t->n_buckets * 2;
-  handle **b = shk__xcalloc(nb, sizeof(handle *));
+  handle **b = calloc(nb, sizeof(handle *));
+  if (!b)
+    return;
   for (size_t i = 0; i < t->n_buckets; i++)
     for (handle *h = t->buckets[i], *n; h; h = n) {
       n = h->next_in_bucket;
@@ -144,10 +161,27 @@ static void grow(shk_cap_table *t)
   t->n_buckets = nb;
 }
 
-static void scope_copy(shk_cap_scope *dst, const shk_cap_scope *src)
+/* A deep copy of the scope: -ENOMEM leaves nothing half-copied. */
+static int scope_copy(shk_cap_scope *dst, const shk_cap_scope *src)
 {
-  if (shk_cap_scope_copy(dst, src))
-    shk__die(1, "out of memory");
+  return shk_cap_scope_copy(dst, src);
+}
+
+/* A new handle of `session` with a copy of `scope`, not yet in the table. */
+static int handle_new(const char *session, const shk_cap_scope *scope, handle **out)
+{
+  handle *h = calloc(1, sizeof *h);
+  if (!h)
+    return -ENOMEM;
+  h->session = strdup(session);
+  int r = h->session ? scope_copy(&h->scope, scope) : -ENOMEM;
+  if (r) {
+    free(h->session);
+    free(h);
+    return r;
+  }
+  *out = h;
+  return 0;
 }
 
 /* Caller holds the write lock. */
@@ -174,55 +208,52 @@ static int insert(shk_cap_table *t, handle *h, char *id_out)
 int shk_cap_issue(shk_cap_table *t, const char *session, const shk_cap_scope *scope,
                   shk_cap_lifecycle lc, int64_t expires_ms, char id_out[SHK_CAP_ID_HEX])
 {
-  if (!session || !*session || strlen(session) >= sizeof(((shk_cap_info *)0)->session))
+  if (!session || !*session || strlen(session) >= sizeof(((shk_cap_info *)0)->session) ||
+      expires_ms < 0)
     return -EINVAL;
-  handle *h = shk__xcalloc(1, sizeof *h);
-  h->session = shk__xstrdup(session);
-  scope_copy(&h->scope, scope);
+  handle *h;
+  int r = handle_new(session, scope, &h);
+  if (r)
+    return r;
   h->lifecycle = lc;
   h->expires_ms = expires_ms;
   pthread_rwlock_wrlock(&t->lock);
-  int r = insert(t, h, id_out);
+  r = insert(t, h, id_out);
   pthread_rwlock_unlock(&t->lock);
-  if (r) {
-    shk_cap_scope_clear(&h->scope);
-    free(h->session);
-    free(h);
-  }
+  if (r)
+    handle_free(h);
   return r;
 }
 
 int shk_cap_attenuate(shk_cap_table *t, const char *parent_id, const shk_cap_scope *scope,
-                      int64_t expires_ms, char id_out[SHK_CAP_ID_HEX], char *why, size_t whylen)
+                      int64_t expires_ms, char id_out[SHK_CAP_ID_HEX], shk_error *err)
 {
+  if (expires_ms < 0)
+    return shk__error_set(err, -EINVAL, "the expiry must not be negative");
   pthread_rwlock_wrlock(&t->lock);
   int r = 0;
-  handle *p = find(t, parent_id);
+  handle *h, *p = find(t, parent_id);
   if (!p) {
-    snprintf(why, whylen, "no such handle");
-    r = -ENOENT;
+    r = shk__error_set(err, -ENOENT, "no such handle");
     goto out;
   }
   if (atomic_load(&p->revoked) || atomic_load(&p->used)) {
-    snprintf(why, whylen, "the parent handle is no longer live");
-    r = -EACCES;
+    r = shk__error_set(err, -EACCES, "the parent handle is no longer live");
     goto out;
   }
   if (p->depth + 1 >= MAX_DEPTH) {
-    snprintf(why, whylen, "handles may be derived at most %d deep", MAX_DEPTH - 1);
-    r = -EPERM;
+    r = shk__error_set(err, -EPERM, "handles may be derived at most %d deep", MAX_DEPTH - 1);
     goto out;
   }
   shk_error serr;
   if (!shk_cap_scope_subset(scope, &p->scope, &serr)) {
-    if (why)
-      snprintf(why, whylen, "%s", serr.message);
-    r = -EPERM;
+    r = shk__error_set(err, -EPERM, "%s", serr.message);
     goto out;
   }
-  handle *h = shk__xcalloc(1, sizeof *h);
-  h->session = shk__xstrdup(p->session);
-  scope_copy(&h->scope, scope);
+  if ((r = handle_new(p->session, scope, &h))) {
+    shk__error_set(err, r, "could not copy the scope: %s", shk_strerror(r));
+    goto out;
+  }
   h->parent = p;
   h->depth = p->depth + 1;
   /* A child is never a standing grant and never outlives its parent. */
@@ -232,9 +263,8 @@ int shk_cap_attenuate(shk_cap_table *t, const char *parent_id, const shk_cap_sco
     h->expires_ms = p->expires_ms;
   r = insert(t, h, id_out);
   if (r) {
-    shk_cap_scope_clear(&h->scope);
-    free(h->session);
-    free(h);
+    handle_free(h);
+    shk__error_set(err, r, "no randomness for the handle id");
   }
 out:
   pthread_rwlock_unlock(&t->lock);
@@ -377,10 +407,45 @@ int shk_cap_remove(shk_cap_table *t, const char *id)
   if (h && !r) {
     *pp = h->next_in_bucket;
     t->count--;
-    shk_cap_scope_clear(&h->scope);
-    free(h->session);
-    free(h);
+    handle_free(h);
   }
   pthread_rwlock_unlock(&t->lock);
   return r;
+}
+
+/* Why this is safe: a handle's parent is always of the same session
+ * (shk_cap_attenuate copies the parent's), so removing every handle of one
+ * session leaves no handle whose parent pointer dangles. */
+size_t shk_cap_remove_session(shk_cap_table *t, const char *session)
+{
+  size_t n = 0;
+  handle *dead = NULL;
+  pthread_rwlock_wrlock(&t->lock);
+  for (size_t i = 0; i < t->n_buckets; i++)
+    for (handle **pp = &t->buckets[i]; *pp;) {
+      handle *h = *pp;
+      if (strcmp(h->session, session)) {
+        pp = &h->next_in_bucket;
+        continue;
+      }
+      *pp = h->next_in_bucket;
+      h->next_in_bucket = dead;
+      dead = h;
+      n++;
+    }
+  t->count -= n;
+  pthread_rwlock_unlock(&t->lock);
+  for (handle *h = dead, *next; h; h = next) {
+    next = h->next_in_bucket;
+    handle_free(h);
+  }
+  return n;
+}
+
+size_t shk_cap_count(shk_cap_table *t)
+{
+  pthread_rwlock_rdlock(&t->lock);
+  size_t n = t->count;
+  pthread_rwlock_unlock(&t->lock);
+  return n;
 }

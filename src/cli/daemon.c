@@ -1,7 +1,6 @@
 /* shinken daemon: the capability manager as a long-lived process. */
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,12 +32,12 @@ int shk_cli_daemon(int argc, char **argv)
   if (optind != argc)
     shk__die(1, "daemon: unexpected argument '%s'", argv[optind]);
   shk_manager_config mc;
-  char err[1024];
-  if (shk_manager_config_load(config, &mc, err, sizeof err))
-    shk__die(1, "daemon: %s", err);
+  shk_error err;
+  if (shk_manager_config_load(config, &mc, &err))
+    shk__die(1, "daemon: %s", err.message);
   shk_manager *m;
-  if (shk_manager_new(&mc.opts, &m, err, sizeof err))
-    shk__die(1, "daemon: %s", err);
+  if (shk_manager_new(&mc.opts, &m, &err))
+    shk__die(1, "daemon: %s", err.message);
   /* Block the signals that end the daemon and wait for them here, so the
    * control and proxy threads never run a handler. */
   sigset_t set;
@@ -48,9 +47,9 @@ int shk_cli_daemon(int argc, char **argv)
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  if (shk_manager_serve(m, mc.socket, err, sizeof err)) {
+  if (shk_manager_serve(m, mc.socket, &err)) {
     shk_manager_free(m);
-    shk__die(1, "daemon: %s", err);
+    shk__die(1, "daemon: %s", err.message);
   }
   printf("listening %s\n", mc.socket);
   fflush(stdout);

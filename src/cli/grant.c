@@ -30,6 +30,13 @@ static long long parse_duration(const char *s)
   return v * mult;
 }
 
+/* A string field of an answer, or "". */
+static const char *str(json_t *o, const char *key)
+{
+  const char *v = json_string_value(json_object_get(o, key));
+  return v ? v : "";
+}
+
 static void print_grant_line(json_t *g)
 {
   char *scope = json_dumps(json_object_get(g, "scope"), JSON_COMPACT);
@@ -40,35 +47,58 @@ static void print_grant_line(json_t *g)
   free(scope);
 }
 
-/* Sends `req` (stolen) and prints the answer. */
-static int call(const char *what, json_t *req, bool as_json)
+/* Sends `req` (stolen) on `fd` and returns the answer; dies with one line
+ * when there is none. */
+static json_t *rpc(const char *what, int fd, json_t *req)
+{
+  char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  if (!text)
+    shk__die(1, "%s: out of memory", what);
+  char *answer;
+  shk_error err;
+  int r = shk_manager_rpc(fd, text, &answer, &err);
+  free(text);
+  if (r)
+    shk__die(1, "%s: %s", what, err.message);
+  json_t *ans = json_loads(answer, 0, NULL);
+  free(answer);
+  if (!ans)
+    shk__die(1, "%s: the manager's answer is not JSON", what);
+  return ans;
+}
+
+static int connect_or_die(const char *what)
 {
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
-  if (fd < 0) {
-    json_decref(req);
+  if (fd < 0)
     shk__die(1, "%s: no manager at %s (%s); start one with 'shinken daemon'", what, path, strerror(-fd));
-  }
-  json_t *ans;
-  char err[256];
-  int r = shk_manager_rpc(fd, req, &ans, err, sizeof err);
-  json_decref(req);
-  close(fd);
-  if (r)
-    shk__die(1, "%s: %s", what, err);
+  return fd;
+}
+
+/* Prints the answer (stolen) and returns the exit status. */
+static int print_answer(const char *what, json_t *ans, bool as_json)
+{
   bool ok = json_is_true(json_object_get(ans, "ok"));
   if (as_json) {
     char *text = json_dumps(ans, JSON_COMPACT);
-    puts(text);
+    puts(text ? text : "{}");
     free(text);
+  } else if (!ok && !strcmp(str(ans, "decision"), "ask")) {
+    fprintf(stderr, "shinken: %s waits for a human: pending request %s: %s\n", what, str(ans, "pending"),
+            str(ans, "error"));
   } else if (!ok) {
-    fprintf(stderr, "shinken: %s refused: %s\n", what, json_string_value(json_object_get(ans, "error")));
+    fprintf(stderr, "shinken: %s refused: %s\n", what, str(ans, "error"));
   } else if (!strcmp(what, "grant")) {
-    printf("granted %s (tier %s, policy %s, manifest entry %lld)\nenforced by: %s\n",
-           json_string_value(json_object_get(ans, "handle")), json_string_value(json_object_get(ans, "tier")),
-           json_string_value(json_object_get(ans, "policy")),
-           (long long)json_integer_value(json_object_get(ans, "manifest_entry")),
-           json_string_value(json_object_get(ans, "enforced_by")));
+    printf("granted %s (tier %s, policy %s, manifest entry %lld)\n", str(ans, "handle"), str(ans, "tier"),
+           str(ans, "policy"), (long long)json_integer_value(json_object_get(ans, "manifest_entry")));
+    json_t *by = json_object_get(ans, "resolved_by");
+    if (by)
+      printf("approved by: %s peer uid %lld pid %lld\n", str(by, "channel"),
+             (long long)json_integer_value(json_object_get(by, "uid")),
+             (long long)json_integer_value(json_object_get(by, "pid")));
+    printf("enforced by: %s\n", str(ans, "enforced_by"));
   } else if (!strcmp(what, "grants")) {
     size_t i;
     json_t *g;
@@ -77,18 +107,26 @@ static int call(const char *what, json_t *req, bool as_json)
     size_t i;
     json_t *s;
     json_array_foreach(json_object_get(ans, "sessions"), i, s)
-      printf("%s  trust %s  grants %lld  egress %s\n", json_string_value(json_object_get(s, "session")),
-             json_string_value(json_object_get(s, "trust_tier")),
+      printf("%s  trust %s  grants %lld  egress %s\n", str(s, "session"), str(s, "trust_tier"),
              (long long)json_integer_value(json_object_get(s, "grants")),
              json_is_true(json_object_get(s, "egress")) ? "proxy" : "none");
   } else if (!strcmp(what, "revoke")) {
-    printf("revoked %s (%lld open tunnels closed)\n", json_string_value(json_object_get(ans, "handle")),
+    printf("revoked %s (%lld open tunnels closed)\n", str(ans, "handle"),
            (long long)json_integer_value(json_object_get(ans, "tunnels_closed")));
   } else {
-    printf("%s\n", json_string_value(json_object_get(ans, "handle")));
+    printf("%s\n", str(ans, "handle"));
   }
   json_decref(ans);
   return ok ? 0 : 2;
+}
+
+/* Sends `req` (stolen) and prints the answer. */
+static int call(const char *what, json_t *req, bool as_json)
+{
+  int fd = connect_or_die(what);
+  json_t *ans = rpc(what, fd, req);
+  close(fd);
+  return print_answer(what, ans, as_json);
 }
 
 enum { OPT_SCOPE = 1, OPT_TTL, OPT_ONCE, OPT_JSON, OPT_EXTERNAL, OPT_APPROVE };
@@ -158,16 +196,33 @@ static const char allowed_grant[] = { OPT_SCOPE, OPT_TTL, OPT_ONCE, OPT_JSON, OP
 static const char allowed_att[] = { OPT_SCOPE, OPT_TTL, OPT_JSON, 0 };
 static const char allowed_json[] = { OPT_JSON, 0 };
 
+/* --approve: the person at this terminal is the human channel. The grant
+ * goes to the manager as any other; when the policy answers "ask", the
+ * pending request it raised is resolved from this same connection, and the
+ * manager records this process (its uid and pid) as the one who approved. */
 int shk_cli_grant(int argc, char **argv)
 {
   args a = parse("grant", argc, argv, allowed_grant, 2, 0,
                  "shinken grant SESSION CLASS --scope JSON [--ttl DURATION] [--once] [--external] [--approve] [--json]");
-  json_t *req = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:s}", "op", "grant", "session", a.pos[0], "class",
+  json_t *req = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s}", "op", "grant", "session", a.pos[0], "class",
                           a.pos[1], "scope", scope_arg("grant", a.scope), "once", a.once, "provenance",
-                          a.external ? "external" : "first-party", "approval", a.approve ? "approved" : "none");
+                          a.external ? "external" : "first-party");
+  if (!req)
+    shk__die(1, "grant: out of memory");
   if (a.ttl > 0)
     json_object_set_new(req, "ttl_ms", json_integer(a.ttl));
-  return call("grant", req, a.json);
+  int fd = connect_or_die("grant");
+  json_t *ans = rpc("grant", fd, req);
+  if (a.approve && !strcmp(str(ans, "decision"), "ask")) {
+    json_t *res = json_pack("{s:s, s:s, s:s}", "op", "resolve", "pending", str(ans, "pending"), "resolution",
+                            "approve");
+    json_decref(ans);
+    if (!res)
+      shk__die(1, "grant: out of memory");
+    ans = rpc("grant", fd, res);
+  }
+  close(fd);
+  return print_answer("grant", ans, a.json);
 }
 
 int shk_cli_attenuate(int argc, char **argv)

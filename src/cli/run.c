@@ -94,8 +94,15 @@ static void child_start(int parent, bool mapped, uid_t uid, gid_t gid)
 
 typedef struct degraded {
   const char *lines[5];
+  const char *layers[5]; /* the layer each line turns off (shk_policy_layers) */
   size_t n;
 } degraded;
+
+static void degrade(degraded *d, const char *layer, const char *line)
+{
+  d->layers[d->n] = layer;
+  d->lines[d->n++] = line;
+}
 
 /* Whether the controllers the asked limits need are there. */
 static bool cgroup_usable(const shk_sandbox_features *f, const shk_sandbox_opts *o)
@@ -114,21 +121,36 @@ static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *
   /* Capabilities are dropped, but file ownership stays: as root, the
    * workload can read any 0600 root file outside the masked paths. */
   if (geteuid() == 0)
-    d->lines[d->n++] = SHK_CLI_ROOT_CALLER_DEGRADED;
+    degrade(d, "user-separation", SHK_CLI_ROOT_CALLER_DEGRADED);
   if (f->landlock_abi == 0)
-    d->lines[d->n++] = "Landlock unavailable: files are confined by the mount namespace only, "
-                       "TCP is not refused by Landlock";
+    degrade(d, "landlock", "Landlock unavailable: files are confined by the mount namespace only, "
+                           "TCP is not refused by Landlock");
   if (!f->seccomp)
-    d->lines[d->n++] = "seccomp unavailable: no syscall filter";
+    degrade(d, "seccomp", "seccomp unavailable: no syscall filter");
   else if (!f->connect_guard)
-    d->lines[d->n++] = "the connect() guard needs Linux 5.8 (seccomp listener, pidfd_getfd, "
-                       "openat2, statx mount id): host unix sockets in the read-only view "
-                       "stay connectable";
+    degrade(d, "connect-guard", "the connect() guard needs Linux 5.8 (seccomp listener, pidfd_getfd, "
+                                "openat2, statx mount id): host unix sockets in the read-only view "
+                                "stay connectable");
   if ((o->mem || o->pids || o->cpu_milli) && !cgroup_usable(f, o))
-    d->lines[d->n++] = "cgroup limits unavailable: --mem, --pids and --cpu are not enforced";
-  if (d->n && !o->allow_degraded)
+    degrade(d, "cgroup", "cgroup limits unavailable: --mem, --pids and --cpu are not enforced");
+  /* Turning a layer off is the policy's decision, like a grant: the
+   * operator's own flags (--allow-degraded, --net host) are the human's
+   * answer, and without them the answer is "ask". */
+  const char *layers[6];
+  size_t nl = d->n;
+  memcpy(layers, d->layers, d->n * sizeof *layers);
+  if (o->net == SHK_NET_HOST)
+    layers[nl++] = "network";
+  shk_policy_answer pa = { .verdict = SHK_POLICY_ALLOW };
+  shk_error perr;
+  if (nl && shk_manager_decide_layers(layers, nl, !d->n || o->allow_degraded, &pa, &perr) < 0)
+    shk__die(RUN_FAIL, "run: cannot ask the policy about turning off %s: %s (the policy comes from "
+             "$SHINKEN_POLICY_DIR or the installed copy); nothing was run", layers[0], perr.message);
+  if (pa.verdict == SHK_POLICY_ASK)
     shk__die(RUN_FAIL, "%s (see 'shinken doctor'; --allow-degraded runs without it); "
              "nothing was run", d->lines[0]);
+  if (pa.verdict != SHK_POLICY_ALLOW)
+    shk__die(RUN_FAIL, "run: refused by the policy: %s; nothing was run", pa.why);
   for (size_t i = 0; i < d->n; i++)
     shk__warn("degraded: %s", d->lines[i]);
 }
@@ -365,33 +387,33 @@ static char *session_open(const shk_sandbox_opts *o, run_session *rs)
     }
     json_object_set_new(req, "proxy_config", json_string(real));
   }
-  json_t *ans = NULL;
-  char err[1024] = "";
+  shk_autofree char *text = json_dumps(req, JSON_COMPACT);
+  json_decref(req);
+  char *answer = NULL;
+  shk_error err;
+  if (!text)
+    return shk__xasprintf("out of memory");
   rs->fd = shk_manager_connect(shk_manager_socket_path());
   if (rs->fd >= 0) {
-    if (shk_manager_rpc(rs->fd, req, &ans, err, sizeof err) < 0) {
-      json_decref(req);
-      return shk__xasprintf("the manager at %s: %s", shk_manager_socket_path(), err);
-    }
+    if (shk_manager_rpc(rs->fd, text, &answer, &err) < 0)
+      return shk__xasprintf("the manager at %s: %s", shk_manager_socket_path(), err.message);
   } else {
     /* Embedded: events go where SHINKEN_EVENT_LOG says (a daemon keeps a
      * log of its own); the workload never sees them. */
     shk_manager_config mc;
-    if (shk_manager_config_load(NULL, &mc, err, sizeof err) < 0) {
-      json_decref(req);
-      return shk__xasprintf("capability manager: %s", err);
-    }
+    if (shk_manager_config_load(NULL, &mc, &err) < 0)
+      return shk__xasprintf("capability manager: %s", err.message);
     const char *log = getenv("SHINKEN_EVENT_LOG");
     mc.opts.event_log = log && *log ? log : "/dev/null";
-    int r = shk_manager_new(&mc.opts, &rs->embedded, err, sizeof err);
+    int r = shk_manager_new(&mc.opts, &rs->embedded, &err);
     shk_manager_config_clear(&mc);
-    if (r < 0) {
-      json_decref(req);
-      return shk__xasprintf("capability manager: %s", err);
-    }
-    ans = shk_manager_call(rs->embedded, req);
+    if (r < 0)
+      return shk__xasprintf("capability manager: %s", err.message);
+    if (shk_manager_call(rs->embedded, text, &answer) < 0)
+      return shk__xasprintf("capability manager: out of memory");
   }
-  json_decref(req);
+  json_t *ans = json_loads(answer, 0, NULL);
+  free(answer);
   char *why = NULL;
   if (!json_is_true(json_object_get(ans, "ok"))) {
     const char *e = json_string_value(json_object_get(ans, "error"));
@@ -408,7 +430,7 @@ static char *session_open(const shk_sandbox_opts *o, run_session *rs)
    * a daemon's): said on a terminal, where a person can use it. */
   const char *xdg = getenv("XDG_RUNTIME_DIR");
   rs->socket = shk__xasprintf("%s/shinken/run-%d.sock", xdg && *xdg ? xdg : "/run", (int)getpid());
-  if (shk_manager_serve(rs->embedded, rs->socket, err, sizeof err) < 0) {
+  if (shk_manager_serve(rs->embedded, rs->socket, &err) < 0) {
     free(rs->socket);
     rs->socket = NULL;
   } else if (isatty(STDERR_FILENO)) {
@@ -431,7 +453,7 @@ int shk_cli_run(int argc, char **argv)
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
   shk_sandbox_features_detect(&f, limits ? SHK_DETECT_CGROUP : 0);
-  degraded d = { { NULL }, 0 };
+  degraded d = { { NULL }, { NULL }, 0 };
   check_layers(&f, &o, &d);
   if (o.net == SHK_NET_HOST)
     shk__warn("warning: --net host: the command uses the host's network, unfiltered");

@@ -27,6 +27,7 @@
 
 struct shk__conn {
   int fd;
+  struct ucred cred;  /* the peer, from SO_PEERCRED at accept */
   char *buf;
   size_t len;
   char **sessions;
@@ -42,10 +43,22 @@ struct shk__control {
   shk__conn conns[MAX_CONNS];
 };
 
-void shk__conn_own_session(shk__conn *c, const char *id)
+int shk__conn_own_session(shk__conn *c, const char *id)
 {
-  c->sessions = shk__xrealloc(c->sessions, (c->n_sessions + 1) * sizeof(char *));
-  c->sessions[c->n_sessions++] = shk__xstrdup(id);
+  char **nv = realloc(c->sessions, (c->n_sessions + 1) * sizeof(char *));
+  if (!nv)
+    return -ENOMEM;
+  c->sessions = nv;
+  if (!(nv[c->n_sessions] = strdup(id)))
+    return -ENOMEM;
+  c->n_sessions++;
+  return 0;
+}
+
+void shk__conn_peer(const shk__conn *c, uid_t *uid, pid_t *pid)
+{
+  *uid = c->cred.uid;
+  *pid = c->cred.pid;
 }
 
 static void conn_close(shk__control *ctl, shk__conn *c)
@@ -77,11 +90,15 @@ static bool write_all(int fd, const char *p, size_t n)
   return true;
 }
 
+/* Writes the answer (stolen) as one line; NULL, or an answer that cannot
+ * be written out, is out of memory, said so in a line that needs none. */
 static bool answer(int fd, json_t *ans)
 {
-  char *text = json_dumps(ans, JSON_COMPACT);
+  static const char oom[] = "{\"ok\":false,\"error\":\"out of memory\"}\n";
+  char *text = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
   json_decref(ans);
-  bool ok = text && write_all(fd, text, strlen(text)) && write_all(fd, "\n", 1);
+  bool ok = text ? write_all(fd, text, strlen(text)) && write_all(fd, "\n", 1)
+                 : write_all(fd, oom, sizeof oom - 1);
   free(text);
   return ok;
 }
@@ -99,17 +116,17 @@ static bool conn_readable(shk__control *ctl, shk__conn *c)
     answer(c->fd, json_pack("{s:b, s:s}", "ok", 0, "error", "request too large"));
     return false;
   }
-  c->buf = shk__xrealloc(c->buf, c->len + (size_t)r + 1);
+  char *nb = realloc(c->buf, c->len + (size_t)r + 1);
+  if (!nb) {
+    answer(c->fd, NULL);
+    return false;
+  }
+  c->buf = nb;
   memcpy(c->buf + c->len, chunk, (size_t)r);
   c->len += (size_t)r;
   char *nl;
   while ((nl = memchr(c->buf, '\n', c->len))) {
-    *nl = '\0';
-    json_error_t jerr;
-    json_t *req = json_loads(c->buf, JSON_REJECT_DUPLICATES, &jerr);
-    json_t *ans = req ? shk__manager_call(ctl->m, req, c)
-                      : json_pack("{s:b, s:s}", "ok", 0, "error", "request is not valid JSON");
-    json_decref(req);
+    json_t *ans = shk__manager_call_text(ctl->m, c->buf, (size_t)(nl - c->buf), c);
     size_t used = (size_t)(nl - c->buf) + 1;
     memmove(c->buf, nl + 1, c->len - used);
     c->len -= used;
@@ -119,13 +136,12 @@ static bool conn_readable(shk__control *ctl, shk__conn *c)
   return true;
 }
 
-static bool peer_allowed(int fd)
+static bool peer_allowed(const shk__control *ctl, int fd, struct ucred *cred)
 {
-  struct ucred cred;
-  socklen_t len = sizeof cred;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+  socklen_t len = sizeof *cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) < 0)
     return false;
-  return cred.uid == 0 || cred.uid == geteuid();
+  return cred->uid == 0 || cred->uid == shk__manager_uid(ctl->m);
 }
 
 static void *serve(void *arg)
@@ -148,15 +164,17 @@ static void *serve(void *arg)
       int fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC);
       if (fd >= 0) {
         int slot = -1;
+        struct ucred cred;
         for (int i = 0; i < MAX_CONNS && slot < 0; i++)
           if (ctl->conns[i].fd < 0)
             slot = i;
-        if (slot < 0 || !peer_allowed(fd)) {
+        if (slot < 0 || !peer_allowed(ctl, fd, &cred)) {
           answer(fd, json_pack("{s:b, s:s}", "ok", 0, "error",
                                slot < 0 ? "too many connections" : "permission denied"));
           close(fd);
         } else {
           ctl->conns[slot].fd = fd;
+          ctl->conns[slot].cred = cred;
         }
       }
     }
@@ -195,60 +213,66 @@ static int fill_addr(const char *path, struct sockaddr_un *sa)
   return 0;
 }
 
-int shk_manager_serve(shk_manager *m, const char *path, char *err, size_t errlen)
+int shk_manager_serve(shk_manager *m, const char *path, shk_error *err)
 {
   struct sockaddr_un sa;
-  if (fill_addr(path, &sa)) {
-    snprintf(err, errlen, "%s: socket path too long", path);
-    return -ENAMETOOLONG;
-  }
+  if (fill_addr(path, &sa))
+    return shk__error_set(err, -ENAMETOOLONG, "%s: socket path too long", path);
   /* The directory is private to the manager's user. */
-  char *dir = shk__xstrdup(path);
+  char dir[sizeof sa.sun_path];
+  snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (slash && slash != dir) {
     *slash = '\0';
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-      snprintf(err, errlen, "%s: %s", dir, strerror(errno));
-      free(dir);
-      return -errno;
-    }
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+      return shk__error_set(err, -errno, "%s: %s", dir, strerror(errno));
   }
-  free(dir);
   /* A live manager keeps its socket: refuse to steal it. A stale file left
    * by a dead one is removed. */
   int probe = shk_manager_connect(path);
   if (probe >= 0) {
     close(probe);
-    snprintf(err, errlen, "%s: a manager is already running there", path);
-    return -EADDRINUSE;
+    return shk__error_set(err, -EADDRINUSE, "%s: a manager is already running there", path);
   }
   unlink(path);
+  shk__control *ctl = calloc(1, sizeof *ctl);
+  if (!ctl || !(ctl->path = strdup(path))) {
+    free(ctl);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, errlen, "socket: %s", strerror(errno));
-    return -errno;
+  int r = fd < 0 ? -errno : 0;
+  if (!r) {
+    mode_t old = umask(0177);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0)
+      r = -errno;
+    umask(old);
   }
-  mode_t old = umask(0177);
-  int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
-  umask(old);
-  if (r < 0 || listen(fd, 64) < 0) {
-    r = -errno;
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
-    close(fd);
-    return r;
-  }
-  shk__control *ctl = shk__xcalloc(1, sizeof *ctl);
-  ctl->m = m;
-  ctl->listen_fd = fd;
-  ctl->path = shk__xstrdup(path);
-  for (int i = 0; i < MAX_CONNS; i++)
-    ctl->conns[i].fd = -1;
-  if (pipe2(ctl->wake, O_CLOEXEC) < 0 || pthread_create(&ctl->thread, NULL, serve, ctl)) {
-    snprintf(err, errlen, "control thread: %s", strerror(errno));
-    close(fd);
+  if (r) {
+    shk__error_set(err, r, "%s: %s", path, strerror(-r));
+    if (fd >= 0)
+      close(fd);
     free(ctl->path);
     free(ctl);
-    return -EAGAIN;
+    return r;
+  }
+  ctl->m = m;
+  ctl->listen_fd = fd;
+  for (int i = 0; i < MAX_CONNS; i++)
+    ctl->conns[i].fd = -1;
+  if (pipe2(ctl->wake, O_CLOEXEC) < 0) {
+    r = shk__error_set(err, -errno, "control thread: %s", strerror(errno));
+  } else if ((r = pthread_create(&ctl->thread, NULL, serve, ctl))) {
+    close(ctl->wake[0]);
+    close(ctl->wake[1]);
+    r = shk__error_set(err, -r, "control thread: %s", strerror(r));
+  }
+  if (r) {
+    close(fd);
+    unlink(path);
+    free(ctl->path);
+    free(ctl);
+    return r;
   }
   shk__manager_set_control(m, ctl);
   return 0;
@@ -287,44 +311,50 @@ int shk_manager_connect(const char *path)
   return fd;
 }
 
-int shk_manager_rpc(int fd, json_t *req, json_t **ans, char *err, size_t errlen)
+int shk_manager_rpc(int fd, const char *req, char **ans, shk_error *err)
 {
   *ans = NULL;
-  char *text = json_dumps(req, JSON_COMPACT);
-  bool ok = text && write_all(fd, text, strlen(text)) && write_all(fd, "\n", 1);
-  free(text);
-  if (!ok) {
-    snprintf(err, errlen, "the manager closed the connection");
-    return -EPIPE;
-  }
+  if (strchr(req, '\n'))
+    return shk__error_set(err, -EINVAL, "a request is one line of JSON");
+  if (!write_all(fd, req, strlen(req)) || !write_all(fd, "\n", 1))
+    return shk__error_set(err, -EPIPE, "the manager closed the connection");
   size_t len = 0, cap = 4096;
-  char *buf = shk__xmalloc(cap);
+  char *buf = malloc(cap);
+  if (!buf)
+    return shk__error_set(err, -ENOMEM, "out of memory");
   for (;;) {
-    if (len + 1 >= cap)
-      buf = shk__xrealloc(buf, cap *= 2);
+    if (len + 1 >= cap) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        return shk__error_set(err, -ENOMEM, "out of memory");
+      }
+      buf = nb;
+      cap *= 2;
+    }
     ssize_t r = recv(fd, buf + len, 1, 0);
     if (r < 0 && errno == EINTR)
       continue;
     if (r <= 0) {
       free(buf);
-      snprintf(err, errlen, "the manager closed the connection");
-      return -EPIPE;
+      return shk__error_set(err, -EPIPE, "the manager closed the connection");
     }
     if (buf[len] == '\n')
       break;
     if (++len > MAX_LINE) {
       free(buf);
-      snprintf(err, errlen, "the manager's answer is too large");
-      return -EMSGSIZE;
+      return shk__error_set(err, -EMSGSIZE, "the manager's answer is too large");
     }
   }
   buf[len] = '\0';
   json_error_t jerr;
-  *ans = json_loads(buf, 0, &jerr);
-  free(buf);
-  if (!*ans) {
-    snprintf(err, errlen, "the manager's answer is not JSON");
-    return -EPROTO;
+  json_t *check = json_loads(buf, 0, &jerr);
+  if (!json_is_object(check)) {
+    json_decref(check);
+    free(buf);
+    return shk__error_set(err, -EPROTO, "the manager's answer is not a JSON object");
   }
+  json_decref(check);
+  *ans = buf;
   return 0;
 }

@@ -19,6 +19,11 @@ import time
 
 SHINKEN = os.environ["SHINKEN"]
 SRC = os.environ["SHINKEN_SRCDIR"]
+# Whether this build has the SHINKEN_FAULT switch (meson option
+# fault_injection): test builds do, release builds must not.
+FAULTS = sys.argv[1] == "faults"
+# Where the build installs its policies: the one default location.
+INSTALLED = sys.argv[2]
 failures = []
 checks = 0
 
@@ -98,6 +103,11 @@ def connect_via(egress_dir, host, port):
     return s, status, head
 
 
+def read_events(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.startswith("{")]
+
+
 def cli(*args, env=None):
     p = subprocess.run([SHINKEN, *args], capture_output=True, text=True, env=env, timeout=30)
     return p.returncode, p.stdout, p.stderr
@@ -151,6 +161,113 @@ if kept:
 open("third", "w").write(state)
 """
 
+def refused_daemon(tmp, sock, name, policy_dir, env=None):
+    """Starts a daemon on `policy_dir` that must refuse to start; returns
+    its stderr."""
+    cfg = os.path.join(tmp, name + ".json")
+    conf = {"socket": sock}
+    if policy_dir:
+        conf["policy_dir"] = policy_dir
+    with open(cfg, "w") as f:
+        json.dump(conf, f)
+    p = subprocess.run([SHINKEN, "daemon", "--config", cfg], capture_output=True, text=True, timeout=30, env=env)
+    check(p.returncode == 1 and p.stderr.count("\n") == 1, f"{name}: the daemon refuses to start ({p.returncode}, {p.stderr!r})")
+    check(not os.path.exists(sock), f"{name}: no manager started")
+    return p.stderr
+
+
+def policy_dir_checks(tmp, sock):
+    """The policy comes only from a place no one but root and the manager's
+    user can change; each refusal has a control that starts."""
+    def copy(where):
+        shutil.copytree(os.path.join(SRC, "policies"), where)
+        os.chmod(where, 0o755)
+        return where
+    # Control: a private copy, and one below a sticky world-writable
+    # directory (as /tmp is), load.
+    good = copy(os.path.join(tmp, "good"))
+    sticky = os.path.join(tmp, "sticky")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    below_sticky = copy(os.path.join(sticky, "policies"))
+    link = os.path.join(tmp, "link")
+    os.symlink(good, link)
+    for d in (good, below_sticky, link):
+        ssock = os.path.join(tmp, "ok", "m.sock")
+        cfg = os.path.join(tmp, "ok.json")
+        with open(cfg, "w") as f:
+            json.dump({"socket": ssock, "policy_dir": d}, f)
+        p = subprocess.Popen([SHINKEN, "daemon", "--config", cfg], stdout=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        p.terminate()
+        p.wait(timeout=10)
+        check(line.startswith("listening "), f"a trusted policy directory loads: {d} ({line!r})")
+    # The directory, one of its files, and an ancestor writable by others.
+    open_dir = copy(os.path.join(tmp, "open"))
+    os.chmod(open_dir, 0o777)
+    err = refused_daemon(tmp, sock, "open-dir", open_dir)
+    check("writable by group or others" in err and open_dir in err, f"a world-writable policy directory ({err!r})")
+    open_file = copy(os.path.join(tmp, "open-file"))
+    os.chmod(os.path.join(open_file, "admin.cedar"), 0o666)
+    err = refused_daemon(tmp, sock, "open-file", open_file)
+    check("admin.cedar" in err and "the file is writable by group or others" in err, f"a writable policy file ({err!r})")
+    manifest = copy(os.path.join(tmp, "open-manifest"))
+    os.chmod(os.path.join(manifest, "manifests"), 0o775)
+    err = refused_daemon(tmp, sock, "open-manifest", manifest)
+    check("manifests" in err and "writable by group or others" in err, f"a group-writable manifest directory ({err!r})")
+    pub = os.path.join(tmp, "pub")
+    os.mkdir(pub)
+    os.chmod(pub, 0o777)
+    below_pub = copy(os.path.join(pub, "policies"))
+    err = refused_daemon(tmp, sock, "open-ancestor", below_pub)
+    check(f"{pub} is writable by group or others" in err, f"a policy directory below a writable one ({err!r})")
+    publink = os.path.join(pub, "link")
+    os.symlink(good, publink)
+    err = refused_daemon(tmp, sock, "open-link", publink)
+    check("writable by group or others" in err, f"a link in a writable directory is not followed ({err!r})")
+    if os.geteuid() == 0:
+        owned = copy(os.path.join(tmp, "owned"))
+        os.chown(os.path.join(owned, "project.cedar"), 65534, 65534)
+        err = refused_daemon(tmp, sock, "owned", owned)
+        check("project.cedar" in err and "owned by someone other than root" in err, f"a file of another user ({err!r})")
+    # Nothing baked in: without the configuration and the environment, the
+    # installed copy is the only place looked at, never the source tree.
+    if os.path.exists(INSTALLED):
+        print(f"note: {INSTALLED} exists (an installed copy), so the default-location check is not run")
+    else:
+        env = {k: v for k, v in os.environ.items() if k != "SHINKEN_POLICY_DIR"}
+        err = refused_daemon(tmp, sock, "default", None, env=env)
+        check(INSTALLED in err and SRC not in err,
+              f"with no policy directory named, only the installed location is tried ({err!r})")
+
+
+def layer_checks(tmp):
+    """Turning a layer off goes through the policy: the shipped admin tier
+    lets the operator's own run do it when asked on the command line, and an
+    admin tier that forbids it outright refuses the run before it starts."""
+    strict = os.path.join(tmp, "strict")
+    shutil.copytree(os.path.join(SRC, "policies"), strict)
+    admin = os.path.join(strict, "admin.cedar")
+    with open(admin) as f:
+        text = f.read()
+    clause = ' unless { context.trust_tier == "high" && context.approval_state == "approved" };'
+    check(clause in text, "the shipped admin tier lets the operator's own runs turn a layer off")
+    with open(admin, "w") as f:
+        f.write(text.replace(clause, ";"))
+    flags = ["--net", "host"] + (["--allow-degraded"] if os.geteuid() == 0 else [])
+    runenv = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    for pdir, want in ((os.path.join(SRC, "policies"), 0), (strict, 125)):
+        p = subprocess.run([SHINKEN, "run", *flags, "--", "/bin/true"], capture_output=True, text=True,
+                           timeout=60, cwd=tmp, env=dict(runenv, SHINKEN_POLICY_DIR=pdir))
+        check(p.returncode == want, f"run {' '.join(flags)} under {pdir}: exit {p.returncode} ({p.stderr[-300:]!r})")
+        if want:
+            check("admin-no-disabling-the-sandbox" in p.stderr and "nothing was run" in p.stderr,
+                  f"the refusal names the admin's rule ({p.stderr!r})")
+    # Without a policy to ask, nothing is turned off.
+    p = subprocess.run([SHINKEN, "run", *flags, "--", "/bin/true"], capture_output=True, text=True, timeout=60,
+                       cwd=tmp, env=dict(runenv, SHINKEN_POLICY_DIR=os.path.join(tmp, "nowhere")))
+    check(p.returncode == 125 and "cannot ask the policy" in p.stderr, f"no policy, no layer off ({p.stderr!r})")
+
 
 def main():
     tmp = tempfile.mkdtemp(prefix="shk-e2e-")
@@ -185,6 +302,8 @@ def main():
     check(p.returncode == 1 and "may only narrow" in p.stderr and p.stderr.count("\n") == 1,
           f"a permit in the session tier is refused ({p.returncode}, {p.stderr!r})")
     check(not os.path.exists(sock), "no manager started on a refused configuration")
+    policy_dir_checks(tmp, sock)
+    layer_checks(tmp)
     daemon = subprocess.Popen([SHINKEN, "daemon", "--config", cfg], stdout=subprocess.PIPE, text=True)
     try:
         line = daemon.stdout.readline()
@@ -198,17 +317,28 @@ def main():
         check(ans.get("ok") is True, f"open_session: {ans}")
         sid, edir = ans["session"], ans["egress_dir"]
 
-        # The standing grant is there from the start, as a standing handle.
+        # The standing egress grant is there from the start, as a standing
+        # handle; the standing privileged install is refused: this host has
+        # no enforcement point for it.
         rc, out, _ = cli("grants", sid, "--json", env=env)
         st = [g for g in json.loads(out)["grants"] if g["lifecycle"] == "standing"] if rc == 0 else []
-        check(len(st) == 2 and all(g["live"] for g in st), f"standing grants issued to the new session ({out!r})")
+        check(len(st) == 1 and st[0]["class"] == "net.egress" and st[0]["live"],
+              f"the standing egress grant issued to the new session ({out!r})")
+        check(any(e.get("session") == sid and e.get("class") == "install.privileged" and e["decision"] == "refused"
+                  and e.get("reason") == "no enforcement point on this host for install.privileged"
+                  for e in read_events(events)),
+              "the standing install is refused: no enforcement point on this host")
         s, code, _ = connect_via(edir, "standing.test", port)
         s.close()
         check(code == 200, f"a standing grant admits its destination without a grant call (got {code})")
         low = ctl.call(op="open_session", name="low", trust_tier="low", egress=True, proxy_config=proxy_cfg)
         rc, out, _ = cli("grants", low.get("session", "x"), "--json", env=env)
         classes = sorted(g["class"] for g in json.loads(out)["grants"]) if rc == 0 else []
-        check(classes == ["net.egress"], f"at low trust the admin forbid keeps the standing install out ({classes})")
+        check(classes == ["net.egress"], f"at low trust the standing install stays out ({classes})")
+        check(any(e.get("session") == low.get("session") and e.get("class") == "install.privileged"
+                  and e["decision"] == "refused" and e.get("policy") == "admin-install-low-trust"
+                  for e in read_events(events)),
+              "at low trust the admin forbid refuses the standing install, before the enforcement check")
         ctl.call(op="close_session", session=low.get("session", "x"))
         for g in st:
             cli("revoke", g["handle"], env=env)
@@ -220,17 +350,55 @@ def main():
         check(st == 403, f"no grant: CONNECT refused with 403 (got {st})")
         check(len(accepted) == n_seen, "no grant: the upstream got no connection")
 
-        # The manifest puts **.test at Ask: without a human's approval, refused.
+        # The manifest puts **.test at Ask: without a human's answer the grant
+        # waits as a pending request, naming the tier and the rule.
+        rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}', "--json", env=env)
+        a = json.loads(out) if out.strip() else {}
+        check(rc == 2 and a.get("decision") == "ask" and len(a.get("pending", "")) == 32 and a.get("tier") == "Ask"
+              and a.get("policy") == "project-manifest-tiers" and "manifest entry 1" in a.get("error", ""),
+              f"Ask tier without approval waits for a human (rc {rc}, {out!r})")
         rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}', env=env)
-        check(rc == 2 and "no policy permits" in err, f"Ask tier without approval refused (rc {rc}, {err!r})")
+        check(rc == 2 and "waits for a human" in err and err.count("\n") == 1, f"the CLI says it waits ({err!r})")
+        s0, code, _ = connect_via(edir, "api.test", port)
+        s0.close()
+        check(code == 403, f"a pending request grants nothing (got {code})")
+        # Approval is not a field any client may set.
+        ans = ctl.call(op="grant", session=sid, **{"class": "net.egress"}, scope={"domains": ["api.test"]},
+                       approval="approved")
+        check(ans.get("ok") is False and "not a field" in ans.get("error", ""), f"approval field refused: {ans}")
+        # A human channel answers: this control peer approves, and the
+        # record names it by the credentials the kernel gave.
+        ask = ctl.call(op="grant", session=sid, **{"class": "net.egress"}, scope={"domains": ["api.test"]}, once=True)
+        res = ctl.call(op="resolve", pending=ask.get("pending", "x"), resolution="approve")
+        by = res.get("resolved_by", {})
+        check(res.get("ok") is True and res.get("decision") == "granted" and by.get("pid") == os.getpid()
+              and by.get("uid") == os.getuid() and by.get("channel") == "control",
+              f"resolve approves and records the peer: {res}")
+        check(any(e["decision"] == "approved" and e.get("pending") == ask.get("pending")
+                  and e.get("resolved_by", {}).get("pid") == os.getpid() for e in read_events(events)),
+              "the approval event names who resolved it")
+        cli("revoke", res.get("handle", "x"), env=env)
+        again = ctl.call(op="resolve", pending=ask.get("pending", "x"), resolution="approve")
+        check(again.get("ok") is False and "no pending request" in again.get("error", ""),
+              f"a pending request is answered once: {again}")
+        deny = ctl.call(op="grant", session=sid, **{"class": "net.egress"}, scope={"domains": ["other.test"]})
+        res = ctl.call(op="resolve", pending=deny.get("pending", "x"), resolution="deny")
+        check(res.get("ok") is True and res.get("decision") == "denied" and "handle" not in res,
+              f"a denied request is refused: {res}")
+        s0, code, _ = connect_via(edir, "other.test", port)
+        s0.close()
+        check(code == 403, f"a denied request grants nothing (got {code})")
 
-        # With approval: granted, naming what decided.
+        # With --approve: the CLI resolves the request it raised; granted,
+        # naming what decided and who approved.
         rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}',
                            "--approve", "--json", env=env)
         g = json.loads(out) if out.strip() else {}
         check(rc == 0 and g.get("decision") == "granted", f"approved grant issued (rc {rc}, {out!r} {err!r})")
         check(g.get("policy") == "project-manifest-tiers" and g.get("tier") == "Ask",
               f"grant answer names policy and tier: {g}")
+        check(g.get("resolved_by", {}).get("uid") == os.getuid() and g["resolved_by"].get("pid") not in (None, os.getpid()),
+              f"the CLI's own process is recorded as the approver: {g}")
         handle = g.get("handle", "")
         check(len(handle) == 64, "handle is 256 bits of hex")
 
@@ -323,6 +491,35 @@ def main():
         rc, out, _ = cli("sessions", "--json", env=env)
         check(rc == 0 and any(x["session"] == sid for x in json.loads(out)["sessions"]), "sessions lists it")
 
+        # A class with no enforcement point on this host is refused, with the
+        # reason, before any human is asked; nothing is issued or pending.
+        n_handles = len(json.loads(cli("grants", sid, "--json", env=env)[1])["grants"])
+        n_pending = [x["pending"] for x in json.loads(cli("sessions", "--json", env=env)[1])["sessions"]
+                     if x["session"] == sid]
+        for cls, scope in [("fs.scope", '{"write":["/work/x"]}'), ("gpu", '{"device_ids":["0"]}'),
+                           ("clipboard", '{"paste_in":true}'), ("credentials", '{"broker_scopes":["github:read"]}')]:
+            rc, out, err = cli("grant", sid, cls, "--scope", scope, "--approve", "--json", env=env)
+            a = json.loads(out) if out.strip() else {}
+            check(rc == 2 and a.get("decided_by") == "enforcement"
+                  and a.get("error") == f"no enforcement point on this host for {cls}",
+                  f"{cls}: refused for want of an enforcement point ({out!r})")
+        rc, out, _ = cli("grants", sid, "--json", env=env)
+        check(len(json.loads(out)["grants"]) == n_handles, "no handle was issued for a class with no mechanism")
+        rc, out, _ = cli("sessions", "--json", env=env)
+        check([x["pending"] for x in json.loads(out)["sessions"] if x["session"] == sid] == n_pending,
+              "no pending request was raised for a class with no mechanism")
+
+        # Nonsense durations are refused with one sentence, not wrapped into
+        # a negative expiry.
+        for op, extra in [("grant", {"session": sid, "class": "net.egress", "scope": {"domains": ["api.test"]}}),
+                          ("open_session", {})]:
+            a = ctl.call(op=op, ttl_ms=2**63 - 1, **extra)
+            check(a.get("ok") is False and "at most" in a.get("error", ""), f"{op}: ttl 2^63-1 refused ({a})")
+        a = ctl.call(op="grant", session=sid, **{"class": "net.egress"},
+                     scope={"domains": ["registry.npm.example"], "ports": [443]}, ttl_ms=31622400000)
+        check(a.get("ok") is True and 0 < a.get("expires_ms", 0) <= time.time() * 1000 + 24 * 3600 * 1000 + 5000,
+              f"the longest ttl is clamped to the session's end ({a})")
+
         # A grant whose OS delta cannot be pushed leaves nothing: a session
         # without an egress proxy gets no net.egress handle, and says why.
         bare = ctl.call(op="open_session", name="bare", egress=False).get("session", "x")
@@ -338,6 +535,7 @@ def main():
         fcfg = os.path.join(tmp, "fault.json")
         with open(fcfg, "w") as f:
             json.dump({"socket": fsock, "event_log": events, "policy_dir": os.path.join(SRC, "policies")}, f)
+        # A release build has no such switch: the same grant goes through.
         fenv = dict(env, SHINKEN_SOCKET=fsock, SHINKEN_FAULT="grant-delta")
         fd = subprocess.Popen([SHINKEN, "daemon", "--config", fcfg], stdout=subprocess.PIPE, text=True, env=fenv)
         try:
@@ -346,13 +544,16 @@ def main():
             fa = fctl.call(op="open_session", egress=True, proxy_config=proxy_cfg)
             rc, out, err = cli("grant", fa["session"], "net.egress", "--scope", '{"domains":["api.test"]}',
                                "--approve", env=fenv)
-            check(rc == 2 and "injected fault" in err, f"an injected delta fault refuses the grant ({err!r})")
-            rc, out, _ = cli("grants", fa["session"], "--json", env=fenv)
-            check(rc == 0 and json.loads(out)["grants"] == [], "after the injected fault no handle remains")
-            n0 = len(accepted)
-            s2, code, _ = connect_via(fa["egress_dir"], "api.test", port)
-            s2.close()
-            check(code == 403 and len(accepted) == n0, "after the injected fault the proxy admits nothing")
+            if FAULTS:
+                check(rc == 2 and "injected fault" in err, f"an injected delta fault refuses the grant ({err!r})")
+                rc, out, _ = cli("grants", fa["session"], "--json", env=fenv)
+                check(rc == 0 and json.loads(out)["grants"] == [], "after the injected fault no handle remains")
+                n0 = len(accepted)
+                s2, code, _ = connect_via(fa["egress_dir"], "api.test", port)
+                s2.close()
+                check(code == 403 and len(accepted) == n0, "after the injected fault the proxy admits nothing")
+            else:
+                check(rc == 0, f"a build without fault injection ignores SHINKEN_FAULT ({err!r})")
             fctl.close()
         finally:
             fd.terminate()
@@ -378,6 +579,21 @@ def main():
         check(rc == 2 and a.get("tier") == "Ask", f"external provenance promotes Auto at least one tier ({out!r})")
         bad = ctl.call(op="taint", session=sid, bogus=True)
         check(bad.get("ok") is False and "unknown field" in bad.get("error", ""), "taint refuses unknown fields")
+
+        # A closed session's handles leave the table: 300 sessions of ten
+        # handles each, opened and closed, leave none behind, and the list of
+        # grants stays small enough to answer.
+        rc, out, _ = cli("grants", "--json", env=env)
+        before = len(json.loads(out)["grants"]) if rc == 0 else -1
+        for i in range(300):
+            a = ctl.call(op="open_session", egress=True, proxy_config=proxy_cfg)
+            for k in range(9):
+                ctl.call(op="grant", session=a["session"], **{"class": "net.egress"},
+                         scope={"domains": ["registry.npm.example"], "ports": [443]})
+            ctl.call(op="close_session", session=a["session"])
+        rc, out, err = cli("grants", "--json", env=env)
+        check(rc == 0 and len(json.loads(out)["grants"]) == before,
+              f"300 closed sessions left no handle behind (rc {rc}, {err!r})")
 
         # Closing the launcher's connection ends the session: its proxy is gone.
         ctl.close()
