@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 
 static double now_us(void)
 {

@@ -8,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 
 int shk_cli_daemon(int argc, char **argv)
 {

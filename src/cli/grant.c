@@ -13,7 +13,7 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 
 /* "500ms", "30s", "5m", "2h", "1d" -> milliseconds. */
 static long long parse_duration(const char *s)

@@ -21,7 +21,7 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 #include "shinken/egress.h"
 #include "shinken/sandbox.h"
 

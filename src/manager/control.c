@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "daemon/daemon-internal.h"
+#include "manager/manager-internal.h"
 
 #define MAX_CONNS 128
 #define MAX_LINE (256 * 1024)

@@ -4,7 +4,7 @@
 #include <jansson.h>
 #include <sys/types.h>
 
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 
 typedef struct shk__control shk__control;
 typedef struct shk__conn shk__conn;

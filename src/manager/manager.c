@@ -11,7 +11,7 @@
  * decided again with the manager's record of that answer.
  * Revoke: flip the bit (the next use fails from that moment) -> close the
  * tunnels opened under the handle or anything derived from it -> event. */
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "daemon/daemon-internal.h"
+#include "manager/manager-internal.h"
 #include "shinken/cap.h"
 #include "shinken/egress.h"
 #include "shinken/policy.h"

@@ -10,8 +10,8 @@
  *
  * The control API speaks JSON text; no third-party type crosses this
  * header. */
-#ifndef SHINKEN_DAEMON_H
-#define SHINKEN_DAEMON_H
+#ifndef SHINKEN_MANAGER_H
+#define SHINKEN_MANAGER_H
 
 #include <stdbool.h>
 #include <stddef.h>

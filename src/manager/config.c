@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 
 typedef struct priv {
   char *policy_dir, *manifest, *session_policy, *standing, *event_log, *socket, *exec_path;

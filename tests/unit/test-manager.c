@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "shinken/cap.h"
-#include "shinken/daemon.h"
+#include "shinken/manager.h"
 
 static char tmpdir[] = "/tmp/shk-test-daemon-XXXXXX";
 static char events[4200], standing[4200], policies[4200];
