@@ -3,6 +3,9 @@
  * returns the process exit status. */
 #pragma once
 
+/* The CLI may print and exit: it has the helpers that do. */
+#include "cli/die.h"
+
 int shk_cli_cedar(int argc, char **argv);
 int shk_cli_run(int argc, char **argv);
 int shk_cli_stage2(int argc, char **argv);
