@@ -27,7 +27,7 @@ int shk_cli_attenuate(int argc, char **argv);
   "uid (run as an unprivileged user to protect root's files)"
 
 /* `shinken cedar SUB`: src/cli/cedar.c dispatches; these live in their own
- * files (cedar-validate.c, cedar-format.c) and are called when present. */
+ * files (cedar-validate.c, cedar-format.c). */
 int shk_cli_cedar_validate(int argc, char **argv);
 int shk_cli_cedar_format(int argc, char **argv);
 int shk_cli_cedar_translate_policy(int argc, char **argv);
