@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Cedar front end's own internals: the lexer shared by the policy parser
  * and the .cedarschema parser, string unescaping and error helpers. Nothing
  * outside lexer.c, parser.c and schema*.c uses this file. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lexer shared by the policy parser and the .cedarschema parser, and the
  * string-escape rules of the reference (Rust's, with \* added for `like`
  * patterns). One pass over the text; tokens point into it. */

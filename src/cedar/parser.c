@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The policy parser: text to shk__policy, by recursive descent over the
  * reference grammar (cedar-policy-core's grammar.lalrpop), applying in the
  * same pass the checks the reference makes when it turns its syntax tree

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The human-readable schema form (.cedarschema): text to the unresolved
  * shk__sch, by recursive descent over the reference grammar
  * (cedar_schema/grammar.lalrpop) with its conversion checks. Names are
