@@ -116,6 +116,7 @@ typedef struct world {
   shk_cedar_request *req, *req2;
   char *policy_json, *schema_json;
   shk_cedar_response resp; /* decided once already (the reused response) */
+  int done;                 /* steps of a many-step call that succeeded */
   /* results */
   shk_cedar_policy_set *r_ps;
   shk_cedar_schema *r_schema;
@@ -272,6 +273,9 @@ typedef struct oom_case {
   /* What describe says after a failed call, when it is not what it says
    * of the world before the call (an output the call resets). */
   const char *after_failure;
+  /* For a call of many steps: redoes its first `done` steps without
+   * failures, so that describe says what a failure after them must leave. */
+  void (*replay)(world *w, int done);
 } oom_case;
 
 static int run_parse(world *w, shk_error *err)
@@ -300,6 +304,59 @@ static int run_link(world *w, shk_error *err)
 static void describe_ps(world *w, text *t)
 {
   say_set(t, w, w->ps);
+}
+
+/* Many links, so that the set's tables and vectors grow while memory runs
+ * out: each one that succeeds must be in the set and decide, and the one
+ * that fails must leave no trace. */
+enum { N_LINKS = 150 };
+
+static int link_one(world *w, int i, shk_error *err)
+{
+  char id[32], principal[64];
+  snprintf(id, sizeof id, "link-%d", i);
+  snprintf(principal, sizeof principal, "App::User::\"u%d\"", i);
+  return shk_cedar_policy_set_link(w->ps, "policy4", id, principal, "App::Doc::\"d1\"", err);
+}
+
+static int run_links(world *w, shk_error *err)
+{
+  for (; w->done < N_LINKS; w->done++) {
+    int r = link_one(w, w->done, err);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
+static void replay_links(world *w, int done)
+{
+  shk_error err;
+  for (int i = 0; i < done; i++)
+    if (link_one(w, i, &err) < 0)
+      fail_msg("replaying link %d: %s", i, err.message);
+}
+
+/* The set, and a write to d1 by each user u0 ... u{N_LINKS}: allowed
+ * exactly for the users whose link is in the set. */
+static void describe_links(world *w, text *t)
+{
+  say_set(t, w, w->ps);
+  shk_cedar_response r = { 0 };
+  for (int i = 0; i <= N_LINKS; i++) {
+    char principal[64];
+    snprintf(principal, sizeof principal, "App::User::\"u%d\"", i);
+    shk_cedar_request *q;
+    shk_error err;
+    if (shk_cedar_request_new(principal, "App::Action::\"write\"", "App::Doc::\"d1\"",
+                              "{\"ip\": \"10.1.1.1\"}", w->schema, false, &q, &err) < 0)
+      fail_msg("request: %s", err.message);
+    assert_int_equal(shk_cedar_is_authorized(w->ps, w->es, q, &r), 0);
+    say(t, "u%d: ", i);
+    say_response(t, &r);
+    shk_cedar_request_free(q);
+  }
+  shk_cedar_response_clear(&r);
 }
 
 static int run_schema_text(world *w, shk_error *err)
@@ -469,6 +526,7 @@ static const oom_case CASES[] = {
   { "policy_set_parse", run_parse, describe_r_ps, true },
   { "policy_set_parse_json", run_parse_json, describe_r_ps, true },
   { "policy_set_link", run_link, describe_ps, true },
+  { "policy_set_link, many", run_links, describe_links, true, .replay = replay_links },
   { "schema_parse text", run_schema_text, describe_r_schema, true },
   { "schema_parse json", run_schema_json, describe_r_schema, true },
   { "entities_parse", run_entities, describe_r_es, true },
@@ -486,20 +544,10 @@ static const oom_case CASES[] = {
   { "schema_to_text", run_schema_to_text, describe_r_text, false },
 };
 
-/* The world as it is before the call, described: what a failed call must
- * leave. */
-static void describe_untouched(const oom_case *c, text *t)
-{
-  world w;
-  world_build(&w);
-  c->describe(&w, t);
-  world_free(&w);
-}
-
 /* One run with the Nth allocation failing (nth = 0: none). Returns whether
  * an injected failure happened. */
 static bool run_once(const oom_case *c, unsigned long nth, bool persist, int *rc, text *t,
-                     unsigned long *allocs, shk_error *err)
+                     int *done, shk_error *err)
 {
   world w;
   world_build(&w);
@@ -508,30 +556,41 @@ static bool run_once(const oom_case *c, unsigned long nth, bool persist, int *rc
   shk__fault_arm(nth, persist);
   *rc = c->run(&w, err);
   bool hit = shk__fault_hit();
-  *allocs = shk__fault_allocs();
   shk__fault_arm(0, false);
+  *done = w.done;
   c->describe(&w, t);
   world_free(&w);
   return hit;
 }
 
+/* What describe must say after a call that failed after `done` steps. */
+static void want_after_failure(const oom_case *c, int done, text *t)
+{
+  if (c->after_failure) {
+    say(t, "%s", c->after_failure);
+    return;
+  }
+  world w;
+  world_build(&w);
+  if (c->replay)
+    c->replay(&w, done);
+  c->describe(&w, t);
+  world_free(&w);
+}
+
 static void check_case(const oom_case *c, bool persist)
 {
   text want_ok = { 0 }, want_failed = { 0 };
-  int rc;
-  unsigned long allocs;
+  int rc, done;
   shk_error err;
-  run_once(c, 0, false, &rc, &want_ok, &allocs, &err);
+  run_once(c, 0, false, &rc, &want_ok, &done, &err);
   if (rc != 0)
     fail_msg("%s: fails without fault injection (%d: %s)", c->name, rc, err.message);
-  if (c->after_failure)
-    say(&want_failed, "%s", c->after_failure);
-  else
-    describe_untouched(c, &want_failed);
+  int want_done = -1; /* the steps want_failed is for */
   unsigned long n;
   for (n = 1; n < 1000000; n++) {
     text got = { 0 };
-    bool hit = run_once(c, n, persist, &rc, &got, &allocs, &err);
+    bool hit = run_once(c, n, persist, &rc, &got, &done, &err);
     if (!hit) {
       /* Past the last allocation: the run is the one without failures. */
       if (rc != 0 || strcmp(got.p, want_ok.p) != 0)
@@ -550,6 +609,12 @@ static void check_case(const oom_case *c, bool persist)
                  persist ? " (and every one after)" : "", rc, c->takes_err ? err.message : "");
       if (c->takes_err && strcmp(err.message, "out of memory") != 0)
         fail_msg("%s: allocation %lu failed: the error says \"%s\"", c->name, n, err.message);
+      if (done != want_done) {
+        free(want_failed.p);
+        want_failed = (text){ 0 };
+        want_after_failure(c, done, &want_failed);
+        want_done = done;
+      }
       if (strcmp(got.p, want_failed.p) != 0)
         fail_msg("%s: allocation %lu failed%s: what the call was given changed:\n%s\ninstead of:\n%s",
                  c->name, n, persist ? " (and every one after)" : "", got.p, want_failed.p);
