@@ -239,7 +239,7 @@ int shk_sandbox_drop_caps(void);
  * signals scoped at ABI 6 and later. Returns the ABI applied. */
 int shk_sandbox_landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
                                size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp);
-/* The connect() guard (connect.c). Stage 2 installs a filter that hands
+/* The connect() guard (guard.c). Stage 2 installs a filter that hands
  * every connect() of the workload to a listener (returned, or -errno) and
  * passes that listener to the launcher; call it just before
  * shk_sandbox_seccomp_apply, whose filter forbids the workload a listener of

@@ -243,7 +243,7 @@ static bool receive_ready(int sock, int *listener)
 }
 
 /* Until bwrap exits: takes stage 2's word that the sandbox is complete, and
- * serves the workload's connect() calls (connect.c). Returns whether the
+ * serves the workload's connect() calls (guard.c). Returns whether the
  * sandbox was complete, that is whether the command ran. */
 static bool supervise(pid_t pid, int sync, const shk_sandbox_plan *plan, bool host_net)
 {

@@ -131,7 +131,7 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   } else {
     push2(&s, "--cap-drop", "ALL");
     /* A root caller's stage 2 makes file masks (mask_in_stage2), and then
-     * needs CAP_SETPCAP to empty the bounding set (caps.c). */
+     * needs CAP_SETPCAP to empty the bounding set (caps.c; the mask itself is mask.c). */
     if (stage2_masks) {
       push2(&s, "--cap-add", "CAP_SYS_ADMIN");
       push2(&s, "--cap-add", "CAP_SETPCAP");

@@ -1,6 +1,6 @@
-/* The options of `shinken run` and their JSON form, the profile. Both feed
- * one shk_sandbox_opts; nothing here touches the filesystem except reading a
- * profile file. */
+/* The options of `shinken run` (its argv parser) and their JSON form, the
+ * profile. Both feed one shk_sandbox_opts; nothing here touches the
+ * filesystem except reading a profile file. */
 #include "shinken/sandbox.h"
 
 #include <ctype.h>
