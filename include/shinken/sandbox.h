@@ -226,6 +226,11 @@ void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg);
 
 /* ---- stage 2 (inside the sandbox) ---- */
 
+/* The stage 2 program, `shinken __stage2 ARGS`, run by bwrap with the
+ * arguments the launcher wrote: applies the layers and execs the command,
+ * or exits 125. Never returns on success. */
+int shk_sandbox_stage2(int argc, char **argv);
+
 /* Stage 2, caller root only: binds /dev/null read-only over the existing
  * file PATH (see bwrap.c for when a mask is made here instead of by bwrap).
  * Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
