@@ -140,7 +140,7 @@ extern const char *const shk_sandbox_system_dirs[];
 #define SHK_SANDBOX_STAGE2_EXE "/run/shinken/shinken"
 #define SHK_SANDBOX_EGRESS_DIR "/run/shinken/egress"
 
-typedef struct shk_sandbox_launch {
+typedef struct shk_sandbox_bwrap_opts {
   const char *bwrap;      /* host path of bwrap */
   const char *exe;        /* host path of the shinken binary (stage 2) */
   const char *egress_dir; /* host directory of the egress sockets, or NULL */
@@ -155,11 +155,11 @@ typedef struct shk_sandbox_launch {
                            * exec, with the connect() guard's listener */
   char *const *command;
   size_t ncommand;
-} shk_sandbox_launch;
+} shk_sandbox_bwrap_opts;
 
 /* bwrap's argv (argv[0] is l->bwrap), ending with stage 2's command line;
  * free with shk_sandbox_strv_free. */
-char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l);
+char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_bwrap_opts *l);
 void shk_sandbox_strv_free(char **v);
 
 /* ---- what this host can enforce ---- */
@@ -223,6 +223,17 @@ int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_o
 int shk_sandbox_cgroup_join(const shk_sandbox_cgroup *cg);
 /* Kills every process left in the cgroup and removes it. */
 void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg);
+
+/* ---- the launcher ---- */
+
+/* Runs the sandbox the plan describes (bwrap, stage 2, the command) in the
+ * session cgroup CG, with the egress sockets of EGRESS_DIR (proxy mode),
+ * and waits for it. EXE is the shinken binary (stage 2). Returns the exit
+ * status of `shinken run`. */
+int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
+                       const shk_sandbox_features *f, const shk_sandbox_cgroup *cg,
+                       const char *cwd, const char *home, const char *exe,
+                       const char *egress_dir);
 
 /* ---- stage 2 (inside the sandbox) ---- */
 

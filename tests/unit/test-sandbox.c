@@ -523,7 +523,7 @@ static void test_bwrap_argv(void **state)
   shk_sandbox_plan p;
   build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), NULL);
   char *cmd[] = { (char *)"echo", (char *)"hi" };
-  shk_sandbox_launch l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
+  shk_sandbox_bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
                            .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
                            .sync_fd = 5, .command = cmd, .ncommand = 2 };
   char **v = shk_sandbox_bwrap_argv(&p, &l);

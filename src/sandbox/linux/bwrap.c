@@ -93,7 +93,7 @@ static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r)
   return shk_sandbox_plan_access(p, dirname(path), &visible) != SHK_ACCESS_DENY && visible;
 }
 
-char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l)
+char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_bwrap_opts *l)
 {
   strv s = { NULL, 0 };
   /* Decided once per rule: each answer resolves the rule's directory in
