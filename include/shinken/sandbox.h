@@ -10,6 +10,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "shinken/common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,14 +98,28 @@ typedef struct shk_sandbox_rule {
   bool via_symlink; /* an option whose path led here through a symlink */
 } shk_sandbox_rule;
 
-/* Where the defaults come from; filled from the process by
- * shk_sandbox_env_from_process, or by hand in tests. */
+/* Who the caller is and where the defaults come from. The module reads
+ * nothing of this from the process itself: shk_sandbox_env_from_process
+ * fills it (the one place that asks who the caller is), tests fill it by
+ * hand. */
 typedef struct shk_sandbox_env {
   const char *cwd;      /* resolved */
   const char *homes[2]; /* $HOME and the password database's; NULL when absent */
   const char *path;     /* $PATH; may be NULL */
-  bool root;            /* the caller is root outside */
+  bool root;            /* the caller is root outside (effective uid 0) */
+  uid_t uid;            /* the caller's effective ids outside */
+  gid_t gid;
+  const char *user;          /* the caller's name in the password database, or NULL */
+  const char *cgroup_parent; /* SHINKEN_CGROUP_PARENT (cgroup v1), or NULL */
+  const char *exe;           /* the shinken binary */
+  char *const *environ;      /* the environment the command inherits */
+  char *storage_;            /* what shk_sandbox_env_from_process allocated */
 } shk_sandbox_env;
+
+/* Reads the caller's ids, the working directory, the binary's path and the
+ * variables above from this process. Free with shk_sandbox_env_free. */
+int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err);
+void shk_sandbox_env_free(shk_sandbox_env *env);
 
 typedef struct shk_sandbox_plan {
   bool read_restricted; /* --read given: an empty root plus listed roots */
@@ -149,6 +166,7 @@ typedef struct shk_sandbox_bwrap_opts {
                            * (host mode), the egress stub's in proxy mode */
   const char *chdir;      /* working directory inside, or NULL */
   shk_net_mode net;
+  bool root;              /* the caller is root outside */
   bool landlock, seccomp; /* false only when degraded mode was allowed */
   bool guard;             /* the connect() guard; likewise */
   int sync_fd;            /* a unix socket: stage 2 sends one byte here just before
@@ -179,12 +197,16 @@ typedef struct shk_sandbox_features {
   bool bwrap_setuid;
   bool userns;         /* unprivileged user namespaces usable (or bwrap setuid) */
   char *userns_detail; /* why not, or how */
+  bool apparmor_userns; /* AppArmor's user-namespace restriction exists here (a
+                         * non-root caller's namespaces may be powerless) */
   int landlock_abi;    /* 0: no Landlock */
   bool seccomp;
   bool connect_guard;  /* seccomp listeners, pidfd_getfd, openat2, STATX_MNT_ID */
   bool cgroup_v2;
   char *cgroup_mount;  /* the cgroup2 mount, NULL when none */
   char *cgroup_parent; /* where session cgroups go, NULL when none usable */
+  bool cgroup_own_parent; /* cgroup_parent is root's to create, and its
+                           * controllers root's to enable */
   unsigned cgroup_controllers; /* SHK_CG_* available at cgroup_parent */
   char *cgroup_detail;
   /* The fallback where cgroup v2 lacks the controllers (a hybrid host):
@@ -200,8 +222,10 @@ enum {
   SHK_DETECT_USERNS_TRY = 1 << 1, /* actually create a user namespace */
 };
 
-/* Cheap unless asked for more: a few stat() and sysctl reads. */
-void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what);
+/* What this host can enforce for the caller ENV describes. Cheap unless
+ * asked for more: a few stat() and sysctl reads. */
+void shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env *env,
+                                 unsigned what);
 void shk_sandbox_features_free(shk_sandbox_features *f);
 
 /* ---- cgroup v2 session ---- */
@@ -228,12 +252,11 @@ void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg);
 
 /* Runs the sandbox the plan describes (bwrap, stage 2, the command) in the
  * session cgroup CG, with the egress sockets of EGRESS_DIR (proxy mode),
- * and waits for it. EXE is the shinken binary (stage 2). Returns the exit
+ * and waits for it. Returns the exit
  * status of `shinken run`. */
-int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
-                       const shk_sandbox_features *f, const shk_sandbox_cgroup *cg,
-                       const char *cwd, const char *home, const char *exe,
-                       const char *egress_dir);
+int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
+                       const shk_sandbox_plan *plan, const shk_sandbox_features *f,
+                       const shk_sandbox_cgroup *cg, const char *egress_dir);
 
 /* ---- stage 2 (inside the sandbox) ---- */
 

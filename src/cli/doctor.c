@@ -60,14 +60,14 @@ static char *bwrap_version(const char *bwrap)
   return shk__xstrdup(v ? v + 1 : buf);
 }
 
-static void classify(const shk_sandbox_features *f, klass c[6])
+static void classify(const shk_sandbox_features *f, const shk_sandbox_env *env, klass c[6])
 {
   bool ns = f->bwrap && f->userns;
   const char *nons = !f->bwrap ? "bwrap not found" : "user namespaces unavailable";
   int abi = f->landlock_abi;
 
   /* A root caller's sandbox runs as the host's root (see `shinken run`). */
-  bool root = geteuid() == 0;
+  bool root = env->root;
   c[0] = (klass){ "filesystem", LEVEL_NONE, NULL, NULL };
   if (ns) {
     c[0].lvl = abi > 0 && !root ? LEVEL_FULL : LEVEL_PARTIAL;
@@ -129,7 +129,7 @@ static void classify(const shk_sandbox_features *f, klass c[6])
                   NULL, NULL };
   if (have && f->cgroup_v1)
     c[5].mechanism = shk__xasprintf("cgroup v1 hierarchies%s:%s%s%s",
-                                    geteuid() == 0 ? "" : " delegated to this user",
+                                    root ? "" : " delegated to this user",
                                     have & SHK_CG_MEMORY ? " memory.limit_in_bytes" : "",
                                     have & SHK_CG_PIDS ? " pids.max" : "",
                                     have & SHK_CG_CPU ? " cpu.cfs_quota_us" : "");
@@ -151,13 +151,17 @@ int shk_cli_doctor(int argc, char **argv)
     else
       shk__die(125, "doctor: unknown option '%s' (usage: shinken doctor [--json])", argv[i]);
   }
+  shk_sandbox_env env;
+  shk_error e;
+  if (shk_sandbox_env_from_process(&env, &e) < 0)
+    shk__die(125, "doctor: %s", e.message);
   shk_sandbox_features f;
-  shk_sandbox_features_detect(&f, SHK_DETECT_CGROUP | SHK_DETECT_USERNS_TRY);
+  shk_sandbox_features_detect(&f, &env, SHK_DETECT_CGROUP | SHK_DETECT_USERNS_TRY);
   shk_autofree char *version = bwrap_version(f.bwrap);
   klass c[6];
-  classify(&f, c);
+  classify(&f, &env, c);
   bool can_run = f.bwrap && f.userns && f.landlock_abi > 0 && f.seccomp && f.connect_guard &&
-                 geteuid() != 0;
+                 !env.root;
 
   if (json) {
     json_t *classes = json_array();
@@ -186,7 +190,7 @@ int shk_cli_doctor(int argc, char **argv)
         "cgroup", "v2", f.cgroup_v2, "mount", f.cgroup_mount, "parent", f.cgroup_parent,
         "controllers", ctl, "detail", f.cgroup_detail,
         "mechanism", !ctl_n ? NULL : f.cgroup_v1 ? "cgroup v1" : "cgroup v2",
-        "delegated", ctl_n && geteuid() != 0, "v1", v1,
+        "delegated", ctl_n && !env.root, "v1", v1,
         "classes", classes, "can_run", can_run);
     char *s = json_dumps(root, JSON_INDENT(2));
     puts(s);
@@ -223,5 +227,6 @@ int shk_cli_doctor(int argc, char **argv)
     free(c[i].missing);
   }
   shk_sandbox_features_free(&f);
+  shk_sandbox_env_free(&env);
   return can_run ? 0 : 1;
 }

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +31,8 @@ static bool cgroup_usable(const shk_sandbox_features *f, const shk_sandbox_opts 
   return (f->cgroup_parent || f->cgroup_v1) && (f->cgroup_controllers & need) == need;
 }
 
-static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *o, degraded *d)
+static void check_layers(const shk_sandbox_features *f, const shk_sandbox_env *env,
+                         const shk_sandbox_opts *o, degraded *d)
 {
   if (!f->bwrap)
     shk__die(RUN_FAIL, "bwrap not found (install bubblewrap); nothing was run");
@@ -40,7 +40,7 @@ static void check_layers(const shk_sandbox_features *f, const shk_sandbox_opts *
     shk__die(RUN_FAIL, "user namespaces unavailable: %s; nothing was run", f->userns_detail);
   /* Capabilities are dropped, but file ownership stays: as root, the
    * workload can read any 0600 root file outside the masked paths. */
-  if (geteuid() == 0)
+  if (env->root)
     d->lines[d->n++] = SHK_CLI_ROOT_CALLER_DEGRADED;
   if (f->landlock_abi == 0)
     d->lines[d->n++] = "Landlock unavailable: files are confined by the mount namespace only, "
@@ -258,29 +258,21 @@ int shk_cli_run(int argc, char **argv)
   if (o.net != SHK_NET_PROXY && (o.allow_domains.n || o.deny_domains.n || o.proxy_config))
     shk__die(RUN_FAIL, "run: --allow-domain, --deny-domain and --proxy-config need --net proxy");
 
+  shk_sandbox_env env;
+  shk_error e;
+  if (shk_sandbox_env_from_process(&env, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s", e.message);
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
-  shk_sandbox_features_detect(&f, limits ? SHK_DETECT_CGROUP : 0);
+  shk_sandbox_features_detect(&f, &env, limits ? SHK_DETECT_CGROUP : 0);
   degraded d = { { NULL }, 0 };
-  check_layers(&f, &o, &d);
+  check_layers(&f, &env, &o, &d);
   if (o.net == SHK_NET_HOST)
     shk__warn("warning: --net host: the command uses the host's network, unfiltered");
 
-  char cwd[PATH_MAX];
-  if (!getcwd(cwd, sizeof cwd))
-    shk__die_errno(RUN_FAIL, "run: current directory");
-  struct passwd *pw = getpwuid(getuid());
-  shk_sandbox_env env = { cwd, { getenv("HOME"), pw ? pw->pw_dir : NULL }, getenv("PATH"),
-                          geteuid() == 0 };
   shk_sandbox_plan plan;
   if (shk_sandbox_plan_build(&o, &env, &plan, &err) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "bad paths");
-
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0)
-    shk__die_errno(RUN_FAIL, "run: /proc/self/exe");
-  exe[n] = '\0';
 
   shk_sandbox_cgroup cg = { NULL, -1 };
   if (limits && cgroup_usable(&f, &o) && shk_sandbox_cgroup_create(&f, &o, &cg, &err) < 0)
@@ -302,13 +294,13 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "--report %s: cannot write the report; nothing was run", o.report);
   }
 
-  int status = shk_sandbox_launch(&o, &plan, &f, &cg, cwd, env.homes[0] ? env.homes[0] : env.homes[1],
-                                  exe, rs.dir);
+  int status = shk_sandbox_launch(&o, &env, &plan, &f, &cg, rs.dir);
   shk_sandbox_cgroup_destroy(&cg);
   shk_sandbox_plan_cleanup(&plan);
   session_close(&rs);
   shk_sandbox_plan_free(&plan);
   shk_sandbox_features_free(&f);
+  shk_sandbox_env_free(&env);
   shk_sandbox_opts_free(&o);
   return status;
 }

@@ -92,8 +92,14 @@ int main(int argc, char **argv)
     fprintf(stderr, "SKIP: needs root\n");
     return 77;
   }
+  shk_sandbox_env env;
+  shk_error e;
+  if (shk_sandbox_env_from_process(&env, &e) < 0) {
+    fprintf(stderr, "FAIL: %s\n", e.message);
+    return 1;
+  }
   shk_sandbox_features f;
-  shk_sandbox_features_detect(&f, SHK_DETECT_CGROUP);
+  shk_sandbox_features_detect(&f, &env, SHK_DETECT_CGROUP);
   if (argc > 1 && !strcmp(argv[1], "nofreezer")) {
     free(f.cgroup_v1_parent[SHK_CG1_FREEZER]);
     f.cgroup_v1_parent[SHK_CG1_FREEZER] = NULL;
@@ -182,5 +188,6 @@ int main(int argc, char **argv)
          f.cgroup_v1 ? "cgroup v1" : "cgroup v2", ndirs);
   shk_sandbox_opts_free(&o);
   shk_sandbox_features_free(&f);
+  shk_sandbox_env_free(&env);
   return 0;
 }

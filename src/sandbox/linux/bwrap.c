@@ -84,9 +84,9 @@ static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
  * sandbox's mount namespace until it drops every capability, and only over
  * a file that is there to bind onto: not a mount point bwrap would have to
  * create, nor one inside a directory that is itself masked. */
-static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r)
+static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r, bool root)
 {
-  if (geteuid() != 0 || r->kind != SHK_MOUNT_DEV_NULL || r->created)
+  if (!root || r->kind != SHK_MOUNT_DEV_NULL || r->created)
     return false;
   shk_autofree char *path = shk__xstrdup(r->path);
   bool visible;
@@ -101,7 +101,7 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_bwrap
   shk_autofree bool *in_stage2 = shk__xcalloc(p->n ? p->n : 1, sizeof *in_stage2);
   bool stage2_masks = false;
   for (size_t i = 0; i < p->n; i++)
-    stage2_masks |= (in_stage2[i] = mask_in_stage2(p, &p->rules[i]));
+    stage2_masks |= (in_stage2[i] = mask_in_stage2(p, &p->rules[i], l->root));
   push(&s, l->bwrap);
   push(&s, "--unshare-user");
   push(&s, "--unshare-ipc");
@@ -121,7 +121,7 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_bwrap
      * inside (measured with bwrap 0.8): binding port 53 fails. The workload
      * then sees uid 0, which is still the caller outside and has no
      * capability once stage 2 has dropped them. */
-    if (geteuid() != 0) {
+    if (!l->root) {
       push2(&s, "--uid", "0");
       push2(&s, "--gid", "0");
     }

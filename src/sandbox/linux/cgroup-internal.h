@@ -6,7 +6,7 @@
 
 /* After cgroup v2 detection: when v1 hierarchies give more of the memory,
  * pids and cpu controllers than v2 does, switches `f` to them. */
-void shk__cgroup_v1_detect(shk_sandbox_features *f);
+void shk__cgroup_v1_detect(shk_sandbox_features *f, const shk_sandbox_env *env);
 void shk__cgroup_v1_features_free(shk_sandbox_features *f);
 /* The v1 halves of shk_sandbox_cgroup_create, _join and _destroy. */
 int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts *o,

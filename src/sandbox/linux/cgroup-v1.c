@@ -104,20 +104,21 @@ static bool valid_parent(const char *p)
   return true;
 }
 
-/* Where session cgroups go in the hierarchy of `ctl`: the cgroup `env`
- * names (SHINKEN_CGROUP_PARENT) or else this process's own. Root may use
+/* Where session cgroups go in the hierarchy of `ctl`: the cgroup `named`
+ * (SHINKEN_CGROUP_PARENT) or else this process's own. Root may use
  * any; another user only one delegated to it: the named one when it can
  * write there, or else its own cgroup when it owns that directory (an
  * administrator's chown, the v1 form of delegation). `*mounted` says
  * whether the hierarchy exists at all. */
-static char *v1_parent(const char *ctl, const char *env, bool *mounted)
+static char *v1_parent(const char *ctl, const char *named, const shk_sandbox_env *env,
+                       bool *mounted)
 {
   shk_autofree char *point = NULL;
   shk_autofree char *root = NULL;
   *mounted = find_hierarchy(ctl, &point, &root);
   if (!*mounted)
     return NULL;
-  shk_autofree char *cg = env ? shk__xstrdup(env) : own_cgroup_v1(ctl);
+  shk_autofree char *cg = named ? shk__xstrdup(named) : own_cgroup_v1(ctl);
   if (!cg)
     return NULL;
   /* A hierarchy mounted from a sub-cgroup shows only what lies beneath
@@ -128,8 +129,8 @@ static char *v1_parent(const char *ctl, const char *env, bool *mounted)
   char *dir = shk__xasprintf("%s%s", point, strcmp(cg + n, "/") ? cg + n : "");
   struct stat st;
   bool ok = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-  if (ok && geteuid() != 0)
-    ok = access(dir, W_OK) == 0 && (env || st.st_uid == geteuid());
+  if (ok && !env->root)
+    ok = access(dir, W_OK) == 0 && (named || st.st_uid == env->uid);
   if (!ok) {
     free(dir);
     return NULL;
@@ -142,21 +143,19 @@ static int bits(unsigned v)
   return __builtin_popcount(v);
 }
 
-void shk__cgroup_v1_detect(shk_sandbox_features *f)
+void shk__cgroup_v1_detect(shk_sandbox_features *f, const shk_sandbox_env *env)
 {
   const unsigned all = SHK_CG_MEMORY | SHK_CG_PIDS | SHK_CG_CPU;
   unsigned v2 = f->cgroup_parent ? f->cgroup_controllers & all : 0;
   if (v2 == all)
     return;
-  const char *env = getenv("SHINKEN_CGROUP_PARENT");
-  if (env && !*env)
-    env = NULL;
-  bool bad_env = env && !valid_parent(env);
+  const char *named = env->cgroup_parent;
+  bool bad_env = named && !valid_parent(named);
   char *parent[SHK_CG1_N] = { NULL };
   unsigned have = 0, mounted = 0;
   for (int i = 0; i < SHK_CG1_N && !bad_env; i++) {
     bool m;
-    parent[i] = v1_parent(hier_names[i], env, &m);
+    parent[i] = v1_parent(hier_names[i], named, env, &m);
     if (i < SHK_CG1_FREEZER) {
       have |= parent[i] ? 1u << i : 0;
       mounted |= m ? 1u << i : 0;
@@ -168,13 +167,13 @@ void shk__cgroup_v1_detect(shk_sandbox_features *f)
     unsigned lost = mounted & ~v2 & ~have;
     if (bad_env)
       f->cgroup_detail = shk__xasprintf("%s; SHINKEN_CGROUP_PARENT=%s is not an absolute "
-                                        "cgroup path without . or ..", old, env);
+                                        "cgroup path without . or ..", old, named);
     else if (lost)
       f->cgroup_detail = shk__xasprintf(
           "%s; cgroup v1 hierarchies%s%s%s: no usable parent%s", old,
           lost & SHK_CG_MEMORY ? " memory" : "", lost & SHK_CG_PIDS ? " pids" : "",
           lost & SHK_CG_CPU ? " cpu" : "",
-          geteuid() == 0 ? "" : env ? " (SHINKEN_CGROUP_PARENT is not a directory this user can write)"
+          env->root ? "" : named ? " (SHINKEN_CGROUP_PARENT is not a directory this user can write)"
                                     : " (none delegated to this user: SHINKEN_CGROUP_PARENT "
                                       "names a delegated parent)");
     if (f->cgroup_detail != old)
@@ -195,8 +194,8 @@ void shk__cgroup_v1_detect(shk_sandbox_features *f)
                                        i == SHK_CG1_FREEZER ? " (killed process by process)" : "");
   f->cgroup_detail = shk__xasprintf("cgroup v1 hierarchies (cgroup v2 has no usable "
                                     "controllers):%s%s%s%s %s", at[0], at[1], at[2], at[3],
-                                    geteuid() == 0 ? "as root"
-                                    : env ? "delegated to this user (SHINKEN_CGROUP_PARENT)"
+                                    env->root ? "as root"
+                                    : named ? "delegated to this user (SHINKEN_CGROUP_PARENT)"
                                           : "delegated to this user (owns its cgroup)");
   for (int i = 0; i < SHK_CG1_N; i++)
     free(at[i]);

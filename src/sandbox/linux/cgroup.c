@@ -67,7 +67,7 @@ int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_o
     return -ENOTSUP;
   }
   int r;
-  if (geteuid() == 0) {
+  if (f->cgroup_own_parent) {
     if (mkdir(f->cgroup_parent, 0755) < 0 && errno != EEXIST)
       return fail(err, -errno, "creating %s", f->cgroup_parent);
     if ((r = enable(f->cgroup_mount, need, err)) < 0)

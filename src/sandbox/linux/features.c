@@ -93,17 +93,18 @@ static bool bwrap_userns_works(const char *bwrap)
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static void detect_userns(shk_sandbox_features *f, unsigned what)
+static void detect_userns(shk_sandbox_features *f, const shk_sandbox_env *env, unsigned what)
 {
   const char *why = NULL;
+  long apparmor = env->root ? -1 : read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  f->apparmor_userns = apparmor >= 0;
   if (file_contains("/proc/sys/kernel/osrelease", "Microsoft"))
     why = "WSL 1 has no namespaces";
   else if (read_long("/proc/sys/user/max_user_namespaces") == 0)
     why = "user.max_user_namespaces is 0";
-  else if (geteuid() != 0 && read_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
+  else if (!env->root && read_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
     why = "kernel.unprivileged_userns_clone is 0";
-  else if (geteuid() != 0 &&
-           read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
+  else if (apparmor == 1)
     why = "AppArmor restricts unprivileged user namespaces "
           "(kernel.apparmor_restrict_unprivileged_userns=1)";
   if (why && f->bwrap_setuid) {
@@ -124,7 +125,7 @@ static void detect_userns(shk_sandbox_features *f, unsigned what)
   else if (file_contains("/proc/sys/kernel/osrelease", "WSL2"))
     f->userns_detail = shk__xstrdup("available (WSL 2)");
   else
-    f->userns_detail = shk__xstrdup(geteuid() == 0 ? "available (root)" : "available");
+    f->userns_detail = shk__xstrdup(env->root ? "available (root)" : "available");
 }
 
 static unsigned parse_controllers(const char *path)
@@ -168,7 +169,7 @@ static char *own_cgroup(void)
 /* Root puts session cgroups in <mount>/shinken, beneath the root cgroup
  * where controllers can always be enabled. Anyone else needs a delegated
  * subtree: the parent of its own cgroup, writable by it. */
-static void detect_cgroup(shk_sandbox_features *f)
+static void detect_cgroup(shk_sandbox_features *f, const shk_sandbox_env *env)
 {
   static const char *const mounts[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified", NULL };
   for (const char *const *m = mounts; *m && !f->cgroup_mount; m++) {
@@ -182,7 +183,8 @@ static void detect_cgroup(shk_sandbox_features *f)
     return;
   }
   shk_autofree char *parent = NULL;
-  if (geteuid() == 0) {
+  f->cgroup_own_parent = env->root;
+  if (env->root) {
     parent = shk__xasprintf("%s/shinken", f->cgroup_mount);
     shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", f->cgroup_mount);
     f->cgroup_controllers = parse_controllers(ctl);
@@ -237,7 +239,8 @@ static bool connect_guard_works(void)
   return statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID);
 }
 
-void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what)
+void shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env *env,
+                                 unsigned what)
 {
   memset(f, 0, sizeof *f);
   for (const char *const *b = bwrap_paths; *b && !f->bwrap; b++) {
@@ -247,15 +250,15 @@ void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what)
       f->bwrap_setuid = (st.st_mode & S_ISUID) && st.st_uid == 0;
     }
   }
-  detect_userns(f, what);
+  detect_userns(f, env, what);
   long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
   f->landlock_abi = abi > 0 ? (int)abi : 0;
   unsigned action = SECCOMP_RET_KILL_PROCESS;
   f->seccomp = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
   f->connect_guard = f->seccomp && connect_guard_works();
   if (what & SHK_DETECT_CGROUP) {
-    detect_cgroup(f);
-    shk__cgroup_v1_detect(f);
+    detect_cgroup(f, env);
+    shk__cgroup_v1_detect(f, env);
   }
 }
 

@@ -25,8 +25,6 @@
 
 #define RUN_FAIL 125
 
-extern char **environ;
-
 static volatile sig_atomic_t child_pid, got_signal;
 
 /* A signal that would end `shinken run` ends the sandbox first: bwrap is
@@ -50,13 +48,12 @@ static void forward(int sig)
  * rather than unshare(), which would stop this process (and the egress
  * proxy) from creating threads. *MAPPED says whether the child must map
  * itself (child_start). */
-static pid_t fork_bwrap(const shk_sandbox_features *f, bool *mapped)
+static pid_t fork_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *env, bool *mapped)
 {
   *mapped = false;
-  if (geteuid() == 0)
+  if (env->root)
     return (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
-  if (!f->bwrap_setuid && f->userns &&
-      access("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", F_OK) < 0) {
+  if (!f->bwrap_setuid && f->userns && !f->apparmor_userns) {
     pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD, NULL, NULL,
                                NULL, NULL);
     if (pid >= 0) {
@@ -157,24 +154,28 @@ static bool supervise(pid_t pid, int sync, const shk_sandbox_plan *plan, bool ho
   return started;
 }
 
-/* The minimal environment of --env-clean. */
-static char **clean_env(const char *home)
+/* The minimal environment of --env-clean: a fixed PATH, the caller's home
+ * and name, and the terminal and locale variables of ENV's environment. */
+static char **clean_env(const shk_sandbox_env *env)
 {
-  static const char *const keep[] = { "TERM", "LANG", "LC_ALL", NULL };
-  char **env = shk__xcalloc(8, sizeof *env);
+  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
+  char **out = shk__xcalloc(8, sizeof *out);
   size_t n = 0;
-  env[n++] = shk__xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
+  const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
+  out[n++] = shk__xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
   if (home)
-    env[n++] = shk__xasprintf("HOME=%s", home);
-  struct passwd *pw = getpwuid(getuid());
-  if (pw) {
-    env[n++] = shk__xasprintf("USER=%s", pw->pw_name);
-    env[n++] = shk__xasprintf("LOGNAME=%s", pw->pw_name);
+    out[n++] = shk__xasprintf("HOME=%s", home);
+  if (env->user) {
+    out[n++] = shk__xasprintf("USER=%s", env->user);
+    out[n++] = shk__xasprintf("LOGNAME=%s", env->user);
   }
   for (const char *const *k = keep; *k; k++)
-    if (getenv(*k))
-      env[n++] = shk__xasprintf("%s=%s", *k, getenv(*k));
-  return env;
+    for (char *const *e = env->environ; e && *e; e++)
+      if (!strncmp(*e, *k, strlen(*k))) {
+        out[n++] = shk__xstrdup(*e);
+        break;
+      }
+  return out;
 }
 
 /* With the host's network, the resolver file may be a symlink into /run,
@@ -190,10 +191,9 @@ static char *host_resolver(void)
 /* Runs the sandbox the plan describes: bwrap, then stage 2, then the
  * command, and waits for it. Returns the exit status `shinken run` exits
  * with. */
-int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
-                       const shk_sandbox_features *f, const shk_sandbox_cgroup *cg,
-                       const char *cwd, const char *home, const char *exe,
-                       const char *egress_dir)
+int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
+                       const shk_sandbox_plan *plan, const shk_sandbox_features *f,
+                       const shk_sandbox_cgroup *cg, const char *egress_dir)
 {
   int sync[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0)
@@ -204,15 +204,16 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
   shk_autofree char *resolv = o->net == SHK_NET_HOST || o->net == SHK_NET_PROXY ? host_resolver() : NULL;
   shk_autofree char *resolv_src = o->net == SHK_NET_PROXY ? shk__xasprintf("%s/resolv.conf", egress_dir) : NULL;
   bool visible;
-  shk_sandbox_plan_access(plan, cwd, &visible);
+  shk_sandbox_plan_access(plan, env->cwd, &visible);
   shk_sandbox_bwrap_opts l = {
     .bwrap = f->bwrap,
-    .exe = exe,
+    .exe = env->exe,
     .egress_dir = egress_dir,
     .resolv = resolv_src && !resolv ? "/etc/resolv.conf" : resolv,
     .resolv_src = resolv_src,
-    .chdir = visible ? cwd : NULL,
+    .chdir = visible ? env->cwd : NULL,
     .net = o->net,
+    .root = env->root,
     .landlock = f->landlock_abi > 0,
     .seccomp = f->seccomp,
     .guard = f->connect_guard,
@@ -221,7 +222,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
     .ncommand = o->ncommand,
   };
   char **bargv = shk_sandbox_bwrap_argv(plan, &l);
-  char **benv = o->env_clean ? clean_env(home) : environ;
+  char **benv = o->env_clean ? clean_env(env) : (char **)env->environ;
 
   struct sigaction sa = { .sa_handler = forward };
   sigemptyset(&sa.sa_mask);
@@ -233,15 +234,13 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
   if (self < 0)
     shk__die_errno(RUN_FAIL, "run: pidfd_open");
   bool mapped;
-  uid_t euid = geteuid();
-  gid_t egid = getegid();
-  pid_t pid = fork_bwrap(f, &mapped);
+  pid_t pid = fork_bwrap(f, env, &mapped);
   if (pid < 0)
     shk__die_errno(RUN_FAIL, "run: fork");
   if (pid == 0) {
     /* bwrap dies with us, and --die-with-parent chains that to the
      * sandbox's pid 1, whose death ends every process inside. */
-    child_start(self, mapped, euid, egid);
+    child_start(self, mapped, env->uid, env->gid);
     if (cg->path && shk_sandbox_cgroup_join(cg) < 0)
       shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
     /* Only stdin, stdout, stderr and the sync socket reach the sandbox: any
@@ -266,7 +265,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
   close(sync[0]);
 
   shk_sandbox_strv_free(bargv);
-  if (benv != environ)
+  if (o->env_clean)
     shk_sandbox_strv_free(benv);
   /* Without the byte stage 2 writes just before exec, the sandbox was never
    * complete and the command never ran; bwrap or stage 2 said why. */
