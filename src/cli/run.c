@@ -18,46 +18,19 @@
 
 #define RUN_FAIL 125
 
-typedef struct degraded {
-  const char *lines[5];
-  size_t n;
-} degraded;
-
-/* Whether the controllers the asked limits need are there. */
-static bool cgroup_usable(const shk_sandbox_features *f, const shk_sandbox_opts *o)
+/* The degraded-mode decision: a layer this host cannot give refuses the run
+ * unless --allow-degraded is given, and is then warned about; a layer the
+ * options turn off (--net host) is warned about. */
+static void check_layers(const shk_sandbox_assessment *a, const shk_sandbox_opts *o)
 {
-  unsigned need = (o->mem ? SHK_CG_MEMORY : 0) | (o->pids ? SHK_CG_PIDS : 0) |
-                  (o->cpu_milli ? SHK_CG_CPU : 0);
-  return (f->cgroup_parent || f->cgroup_v1) && (f->cgroup_controllers & need) == need;
-}
-
-static void check_layers(const shk_sandbox_features *f, const shk_sandbox_env *env,
-                         const shk_sandbox_opts *o, degraded *d)
-{
-  if (!f->bwrap)
-    shk__die(RUN_FAIL, "bwrap not found (install bubblewrap); nothing was run");
-  if (!f->userns)
-    shk__die(RUN_FAIL, "user namespaces unavailable: %s; nothing was run", f->userns_detail);
-  /* Capabilities are dropped, but file ownership stays: as root, the
-   * workload can read any 0600 root file outside the masked paths. */
-  if (env->root)
-    d->lines[d->n++] = SHK_CLI_ROOT_CALLER_DEGRADED;
-  if (f->landlock_abi == 0)
-    d->lines[d->n++] = "Landlock unavailable: files are confined by the mount namespace only, "
-                       "TCP is not refused by Landlock";
-  if (!f->seccomp)
-    d->lines[d->n++] = "seccomp unavailable: no syscall filter";
-  else if (!f->connect_guard)
-    d->lines[d->n++] = "the connect() guard needs Linux 5.8 (seccomp listener, pidfd_getfd, "
-                       "openat2, statx mount id): host unix sockets in the read-only view "
-                       "stay connectable";
-  if ((o->mem || o->pids || o->cpu_milli) && !cgroup_usable(f, o))
-    d->lines[d->n++] = "cgroup limits unavailable: --mem, --pids and --cpu are not enforced";
-  if (d->n && !o->allow_degraded)
-    shk__die(RUN_FAIL, "%s (see 'shinken doctor'; --allow-degraded runs without it); "
-             "nothing was run", d->lines[0]);
-  for (size_t i = 0; i < d->n; i++)
-    shk__warn("degraded: %s", d->lines[i]);
+  if (a->fatal[0])
+    shk__die(RUN_FAIL, "%s; nothing was run", a->fatal);
+  for (size_t i = 0; i < a->ngaps; i++)
+    if (!a->gaps[i].requested && !o->allow_degraded)
+      shk__die(RUN_FAIL, "%s (see 'shinken doctor'; --allow-degraded runs without it); "
+               "nothing was run", a->gaps[i].why);
+  for (size_t i = 0; i < a->ngaps; i++)
+    shk__warn("%s: %s", a->gaps[i].requested ? "warning" : "degraded", a->gaps[i].why);
 }
 
 static json_t *strv_json(char *const *v, size_t n)
@@ -73,10 +46,10 @@ static json_t *num_or_null(uint64_t v)
   return v ? json_integer((json_int_t)v) : json_null();
 }
 
-static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
-                         const shk_sandbox_features *f, const shk_sandbox_cgroup *cg,
-                         const degraded *d)
+static bool write_report(FILE *out, const shk_sandbox_opts *o, const shk_sandbox_assessment *a,
+                         const shk_sandbox_result *res)
 {
+  const shk_sandbox_plan *p = &res->plan;
   char cpu[32] = "";
   if (o->cpu_milli)
     snprintf(cpu, sizeof cpu, "%u.%03u", o->cpu_milli / 1000, o->cpu_milli % 1000);
@@ -98,29 +71,26 @@ static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
   json_t *netmech = json_array();
   if (o->net != SHK_NET_HOST)
     json_array_append_new(netmech, json_string("network namespace (lo only)"));
-  if (f->seccomp)
+  if (a->seccomp)
     json_array_append_new(netmech, json_string(o->net == SHK_NET_NONE
         ? "seccomp: socket() AF_UNIX only" : "seccomp: socket() AF_UNIX, AF_INET, AF_INET6, "
                                              "netlink route only"));
-  if (o->net == SHK_NET_NONE && f->landlock_abi >= 4)
+  if (a->landlock_net)
     json_array_append_new(netmech, json_string("Landlock: TCP bind and connect refused"));
   if (o->net == SHK_NET_PROXY)
     json_array_append_new(netmech, json_string("egress proxy (HTTP 3128, SOCKS5 1080, DNS 53)"));
   char cpumax[48] = "";
   if (o->cpu_milli)
     snprintf(cpumax, sizeof cpumax, "%u 100000", o->cpu_milli * 100);
-  bool cg_on = cg->path != NULL;
+  bool cg_on = res->cgroup_paths[0] != NULL;
   /* With cgroup v1 the limits sit in one cgroup per hierarchy. */
   json_t *cgpaths = json_array();
-  for (int i = 0; i < SHK_CG1_N; i++)
-    if (cg->v1[i])
-      json_array_append_new(cgpaths, json_string(cg->v1[i]));
-  if (cg_on && cg->procs_fd >= 0)
-    json_array_append_new(cgpaths, json_string(cg->path));
+  for (int i = 0; res->cgroup_paths[i]; i++)
+    json_array_append_new(cgpaths, json_string(res->cgroup_paths[i]));
   json_t *cgroup = json_pack("{s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "enforced", cg_on,
-      "mechanism", !cg_on ? json_null() : json_string(cg->procs_fd < 0 ? "cgroup v1" : "cgroup v2"),
+      "mechanism", !cg_on ? json_null() : json_string(res->cgroup_v1 ? "cgroup v1" : "cgroup v2"),
       "paths", cgpaths,
-      "path", cg_on ? json_string(cg->path) : json_null(),
+      "path", cg_on ? json_string(res->cgroup_paths[0]) : json_null(),
       "memory.max", cg_on ? num_or_null(o->mem) : json_null(),
       "pids.max", cg_on ? num_or_null(o->pids) : json_null(),
       "cpu.max", cg_on && o->cpu_milli ? json_string(cpumax) : json_null());
@@ -131,20 +101,23 @@ static bool write_report(const shk_sandbox_opts *o, const shk_sandbox_plan *p,
       "namespaces", "user", "pid", "mount", "ipc", "uts", "cgroup",
       o->net == SHK_NET_HOST ? "net (not used: --net host)" : "net",
       "network", "mode", shk_net_mode_name(o->net), "mechanism", netmech,
-      "landlock", "abi", f->landlock_abi, "enforced", f->landlock_abi > 0,
-      "fs", f->landlock_abi > 0, "net", o->net == SHK_NET_NONE && f->landlock_abi >= 4,
-      "scope", f->landlock_abi >= 6,
-      "seccomp", "enforced", f->seccomp, "mechanism", "libseccomp (precompiled BPF)",
+      "landlock", "abi", a->landlock_abi, "enforced", a->landlock_abi > 0,
+      "fs", a->landlock_abi > 0, "net", a->landlock_net, "scope", a->landlock_scope,
+      "seccomp", "enforced", a->seccomp, "mechanism", "libseccomp (precompiled BPF)",
       "cgroup", cgroup,
       "capabilities", "all dropped (effective, permitted, inheritable, ambient, bounding)",
       "no-new-privs", 1, "keyring", "fresh session keyring", "new-session", 1,
       "die-with-parent", 1,
-      "unix-connect", f->connect_guard ? "connect() mediated by the launcher (seccomp user "
+      "unix-connect", a->guard ? "connect() mediated by the launcher (seccomp user "
                                    "notification): pathname sockets only on writable mounts"
                                  : "not mediated");
+  json_t *degraded = json_array();
+  for (size_t i = 0; i < a->ngaps; i++)
+    if (!a->gaps[i].requested)
+      json_array_append_new(degraded, json_string(a->gaps[i].why));
   json_t *report = json_pack("{s:i, s:o, s:o, s:o}", "version", 1, "asked", asked,
-                             "enforced", enforced, "degraded", strv_json((char *const *)d->lines, d->n));
-  bool ok = report && json_dump_file(report, o->report, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
+                             "enforced", enforced, "degraded", degraded);
+  bool ok = report && json_dumpf(report, out, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
   json_decref(report);
   return ok;
 }
@@ -248,57 +221,70 @@ static char *session_open(const shk_sandbox_opts *o, run_session *rs)
   return NULL;
 }
 
+/* The exit status of `shinken run`: the command's, 128+N when a signal N
+ * ended it or the launcher, 125 when the sandbox never completed (bwrap or
+ * stage 2 said why). */
+static int exit_status(const shk_sandbox_result *res)
+{
+  if (res->launcher_signal)
+    return 128 + res->launcher_signal;
+  if (res->exit_signal)
+    return 128 + res->exit_signal;
+  if (!res->started)
+    return RUN_FAIL;
+  return res->exit_status;
+}
+
 int shk_cli_run(int argc, char **argv)
 {
   shk_sandbox_opts o;
   shk_sandbox_opts_init(&o);
-  char *err = NULL;
-  if (shk_sandbox_opts_parse(&o, argc - 1, argv + 1, &err) < 0)
-    shk__die(RUN_FAIL, "run: %s", err ? err : "bad options");
+  shk_error e;
+  if (shk_sandbox_opts_parse(&o, argc - 1, argv + 1, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s", e.message);
   if (o.net != SHK_NET_PROXY && (o.allow_domains.n || o.deny_domains.n || o.proxy_config))
     shk__die(RUN_FAIL, "run: --allow-domain, --deny-domain and --proxy-config need --net proxy");
 
   shk_sandbox_env env;
-  shk_error e;
   if (shk_sandbox_env_from_process(&env, &e) < 0)
     shk__die(RUN_FAIL, "run: %s", e.message);
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
-  shk_sandbox_features_detect(&f, &env, limits ? SHK_DETECT_CGROUP : 0);
-  degraded d = { { NULL }, 0 };
-  check_layers(&f, &env, &o, &d);
-  if (o.net == SHK_NET_HOST)
-    shk__warn("warning: --net host: the command uses the host's network, unfiltered");
+  if (shk_sandbox_features_detect(&f, &env, limits ? SHK_DETECT_CGROUP : 0) < 0)
+    shk__die(RUN_FAIL, "run: out of memory");
+  shk_sandbox_assessment a;
+  shk_sandbox_assess(&f, &env, &o, &a);
+  check_layers(&a, &o);
 
-  shk_sandbox_plan plan;
-  if (shk_sandbox_plan_build(&o, &env, &plan, &err) < 0)
-    shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "bad paths");
-
-  shk_sandbox_cgroup cg = { NULL, -1 };
-  if (limits && cgroup_usable(&f, &o) && shk_sandbox_cgroup_create(&f, &o, &cg, &err) < 0)
-    shk__die(RUN_FAIL, "run: %s; nothing was run", err ? err : "cgroup");
+  /* Opened before anything runs, so that a report that cannot be written
+   * stops the run; written once the sandbox is gone. */
+  FILE *report = NULL;
+  if (o.report && !(report = fopen(o.report, "we")))
+    shk__die(RUN_FAIL, "--report %s: cannot write the report: %s; nothing was run", o.report,
+             strerror(errno));
 
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
     char *why = session_open(&o, &rs);
     if (why) {
       session_close(&rs);
-      shk_sandbox_cgroup_destroy(&cg);
       shk__die(RUN_FAIL, "run: egress: %s; nothing was run", why);
     }
   }
 
-  if (o.report && !write_report(&o, &plan, &f, &cg, &d)) {
-    shk_sandbox_cgroup_destroy(&cg);
-    session_close(&rs);
-    shk__die(RUN_FAIL, "--report %s: cannot write the report; nothing was run", o.report);
-  }
-
-  int status = shk_sandbox_launch(&o, &env, &plan, &f, &cg, rs.dir);
-  shk_sandbox_cgroup_destroy(&cg);
-  shk_sandbox_plan_cleanup(&plan);
+  shk_sandbox_egress eg = { rs.dir, rs.id };
+  shk_sandbox_result res;
+  int r = shk_sandbox_launch(&o, &env, &f, &a, &eg, &res, &e);
   session_close(&rs);
-  shk_sandbox_plan_free(&plan);
+  if (r < 0)
+    shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");
+  int status = exit_status(&res);
+  if (report) {
+    bool ok = write_report(report, &o, &a, &res);
+    if (fclose(report) != 0 || !ok)
+      shk__warn("--report %s: cannot write the report", o.report);
+  }
+  shk_sandbox_result_free(&res);
   shk_sandbox_features_free(&f);
   shk_sandbox_env_free(&env);
   shk_sandbox_opts_free(&o);

@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shinken/sandbox.h"
+#include "sandbox/linux/sandbox-internal.h"
 
-static int parse(shk_sandbox_opts *o, char **err, ...)
+static int parse(shk_sandbox_opts *o, shk_error *err, ...)
 {
   static char *argv[64];
   va_list ap;
@@ -27,7 +27,6 @@ static int parse(shk_sandbox_opts *o, char **err, ...)
     argv[argc++] = a;
   va_end(ap);
   shk_sandbox_opts_init(o);
-  *err = NULL;
   return shk_sandbox_opts_parse(o, argc, argv, err);
 }
 
@@ -35,7 +34,7 @@ static void test_options(void **state)
 {
   (void)state;
   shk_sandbox_opts o;
-  char *err;
+  shk_error err;
   assert_int_equal(parse(&o, &err, "--write", "/a", "--write=/b", "--deny", "/c", "--net=host",
                          "--mem", "512M", "--pids", "64", "--cpu", "1.5", "--env-clean",
                          "--read-only", "--allow-degraded", "--report", "r.json", "--", "echo",
@@ -89,13 +88,13 @@ static void test_option_errors(void **state)
     }
     shk_sandbox_opts o;
     shk_sandbox_opts_init(&o);
-    char *err = NULL;
+    shk_error err = { "", "", 0, 0 };
     int r = shk_sandbox_opts_parse(&o, argc, argv, &err);
     if (r == 0)
       fail_msg("accepted bad options #%zu (%s)", i, bad[i][0]);
-    assert_non_null(err);
-    assert_null(strchr(err, '\n'));
-    free(err);
+    assert_int_equal(r, -EINVAL);
+    assert_true(err.message[0]);
+    assert_null(strchr(err.message, '\n'));
     shk_sandbox_opts_free(&o);
   }
 }
@@ -129,7 +128,7 @@ static void test_profile(void **state)
   (void)state;
   shk_sandbox_opts o;
   shk_sandbox_opts_init(&o);
-  char *err = NULL;
+  shk_error err;
   assert_int_equal(shk_sandbox_profile_apply(&o,
       "{\"write\": [\"/w\"], \"deny\": [\"/d\"], \"read_only\": true, \"net\": \"host\","
       " \"mem\": \"1G\", \"pids\": 10, \"cpu\": 0.5, \"env-clean\": true,"
@@ -158,17 +157,20 @@ static void test_profile(void **state)
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     shk_sandbox_opts_init(&o);
-    err = NULL;
+    err.message[0] = '\0';
     if (shk_sandbox_profile_apply(&o, bad[i], "p", &err) == 0)
       fail_msg("accepted bad profile %s", bad[i]);
-    assert_non_null(err);
-    free(err);
+    assert_true(err.message[0]);
     shk_sandbox_opts_free(&o);
   }
   shk_sandbox_opts_init(&o);
   assert_int_equal(shk_sandbox_profile_apply(&o, "{\"bogus\": 1}", "p.json", &err), -EINVAL);
-  assert_non_null(strstr(err, "unknown key \"bogus\""));
-  free(err);
+  assert_non_null(strstr(err.message, "unknown key \"bogus\""));
+  /* A JSON syntax error says where it is. */
+  assert_int_equal(shk_sandbox_profile_apply(&o, "{\n  \"write\": [\"a\",]\n}", "p.json", &err),
+                   -EINVAL);
+  assert_string_equal(err.file, "p.json");
+  assert_int_equal(err.line, 2);
   shk_sandbox_opts_free(&o);
 }
 
@@ -183,7 +185,7 @@ static void test_profile_order(void **state)
   assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   shk_sandbox_opts o;
-  char *err;
+  shk_error err;
   assert_int_equal(parse(&o, &err, "--write", "/a", "--profile", path, "--net", "none", "true",
                          NULL), 0);
   assert_int_equal(o.net, SHK_NET_NONE);
@@ -293,12 +295,12 @@ static void build(shk_sandbox_plan *p, const char *home, const char *path_var, .
   argv[argc++] = (char *)"true";
   shk_sandbox_opts o;
   shk_sandbox_opts_init(&o);
-  char *err = NULL;
+  shk_error err;
   assert_int_equal(shk_sandbox_opts_parse(&o, argc, argv, &err), 0);
   shk_sandbox_env env = { at("cwd"), { home, NULL }, path_var };
   int r = shk_sandbox_plan_build(&o, &env, p, &err);
   if (r < 0)
-    fail_msg("plan: %s", err);
+    fail_msg("plan: %s", err.message);
   shk_sandbox_opts_free(&o);
 }
 
@@ -375,7 +377,8 @@ static void test_defaults(void **state)
   struct stat st;
   if (stat("/etc/shadow", &st) == 0) {
     shk_sandbox_opts_init(&o);
-    char *targv[] = { (char *)"true" }, *terr = NULL;
+    char *targv[] = { (char *)"true" };
+    shk_error terr;
     assert_int_equal(shk_sandbox_opts_parse(&o, 1, targv, &terr), 0);
     shk_sandbox_env renv = { at("cwd"), { NULL, NULL }, NULL, true };
     assert_int_equal(shk_sandbox_plan_build(&o, &renv, &p, &terr), 0);
@@ -384,7 +387,8 @@ static void test_defaults(void **state)
     shk_sandbox_opts_free(&o);
   }
   shk_sandbox_opts_init(&o);
-  char *argv[] = { (char *)"--read-only", (char *)"true" }, *err = NULL;
+  char *argv[] = { (char *)"--read-only", (char *)"true" };
+  shk_error err;
   assert_int_equal(shk_sandbox_opts_parse(&o, 2, argv, &err), 0);
   shk_sandbox_env env = { "/tmp", { NULL, NULL }, NULL };
   assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), 0);
@@ -440,15 +444,13 @@ static void test_symlinks(void **state)
   snprintf(ssh, sizeof ssh, "%s/.aws", at("home"));
   assert_int_equal(symlink(at("r"), ssh), 0);
   shk_sandbox_opts o;
-  char *err;
+  shk_error err;
   char *argv[] = { (char *)"--write", at("home"), (char *)"true" };
   shk_sandbox_opts_init(&o);
   assert_int_equal(shk_sandbox_opts_parse(&o, 3, argv, &err), 0);
   shk_sandbox_env env = { at("cwd"), { at("home"), NULL }, NULL };
-  err = NULL;
   assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), -EINVAL);
-  assert_non_null(strstr(err, "symlink"));
-  free(err);
+  assert_non_null(strstr(err.message, "symlink"));
   shk_sandbox_opts_free(&o);
   /* A symlink in the workspace does not turn --write into a grant on a
    * protected path; naming the path itself does (tested above). */
@@ -482,13 +484,13 @@ static void test_plan_errors(void **state)
     argv[argc++] = (char *)"true";
     shk_sandbox_opts o;
     shk_sandbox_opts_init(&o);
-    char *err = NULL;
+    shk_error err;
     assert_int_equal(shk_sandbox_opts_parse(&o, argc, argv, &err), 0);
     shk_sandbox_env env = { at("cwd"), { NULL, NULL }, NULL };
     shk_sandbox_plan p;
+    err.message[0] = '\0';
     assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), -EINVAL);
-    assert_non_null(err);
-    free(err);
+    assert_true(err.message[0]);
     shk_sandbox_opts_free(&o);
   }
   /* A missing --deny path is fine: masked where it could be created. */
@@ -523,10 +525,11 @@ static void test_bwrap_argv(void **state)
   shk_sandbox_plan p;
   build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), NULL);
   char *cmd[] = { (char *)"echo", (char *)"hi" };
-  shk_sandbox_bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
+  shk__bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
                            .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
                            .sync_fd = 5, .command = cmd, .ncommand = 2 };
-  char **v = shk_sandbox_bwrap_argv(&p, &l);
+  char **v = NULL;
+  assert_int_equal(shk__bwrap_argv(&p, &l, &v), 0);
   size_t n = 0, tmpfs = 0, remount = 0, dd = 0;
   bool unshare_net = false, cap_drop = false;
   for (; v[n]; n++) {
@@ -547,7 +550,7 @@ static void test_bwrap_argv(void **state)
   assert_string_equal(v[dd + 1], "/x/shinken");
   assert_string_equal(v[n - 2], "echo");
   assert_string_equal(v[n - 1], "hi");
-  shk_sandbox_strv_free(v);
+  shk__strv_free(v);
   shk_sandbox_plan_free(&p);
 }
 

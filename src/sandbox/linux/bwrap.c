@@ -1,7 +1,10 @@
 /* The argument vectors of bwrap and of stage 2, built from the plan. bwrap
  * applies mounts in the order given, so the plan's order (ancestors first)
  * makes the most specific rule win. */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
 
 #include <libgen.h>
 #include <limits.h>
@@ -12,15 +15,27 @@
 
 #include "common/common.h"
 
+/* A NULL-terminated vector that remembers its first failure: the builder
+ * below pushes without checking, and the result is checked once. */
 typedef struct strv {
   char **v;
   size_t n;
+  bool oom;
 } strv;
 
 static void push(strv *s, const char *a)
 {
-  s->v = shk__xrealloc(s->v, (s->n + 2) * sizeof *s->v);
-  s->v[s->n++] = shk__xstrdup(a);
+  if (s->oom)
+    return;
+  char *copy = strdup(a);
+  char **v = copy ? realloc(s->v, (s->n + 2) * sizeof *s->v) : NULL;
+  if (!v) {
+    free(copy);
+    s->oom = true;
+    return;
+  }
+  s->v = v;
+  s->v[s->n++] = copy;
   s->v[s->n] = NULL;
 }
 
@@ -37,7 +52,7 @@ static void push3(strv *s, const char *a, const char *b, const char *c)
   push(s, c);
 }
 
-void shk_sandbox_strv_free(char **v)
+void shk__strv_free(char **v)
 {
   for (char **p = v; p && *p; p++)
     free(*p);
@@ -88,17 +103,21 @@ static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r,
 {
   if (!root || r->kind != SHK_MOUNT_DEV_NULL || r->created)
     return false;
-  shk_autofree char *path = shk__xstrdup(r->path);
+  char path[PATH_MAX];
+  if (NEVER(snprintf(path, sizeof path, "%s", r->path) >= (int)sizeof path))
+    return false;
   bool visible;
   return shk_sandbox_plan_access(p, dirname(path), &visible) != SHK_ACCESS_DENY && visible;
 }
 
-char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_bwrap_opts *l)
+int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char ***out)
 {
-  strv s = { NULL, 0 };
+  strv s = { NULL, 0, false };
   /* Decided once per rule: each answer resolves the rule's directory in
    * the plan, and three places below read it. */
-  shk_autofree bool *in_stage2 = shk__xcalloc(p->n ? p->n : 1, sizeof *in_stage2);
+  shk_autofree bool *in_stage2 = calloc(p->n ? p->n : 1, sizeof *in_stage2);
+  if (!in_stage2)
+    return -ENOMEM;
   bool stage2_masks = false;
   for (size_t i = 0; i < p->n; i++)
     stage2_masks |= (in_stage2[i] = mask_in_stage2(p, &p->rules[i], l->root));
@@ -231,5 +250,10 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_bwrap
   push(&s, "--");
   for (size_t i = 0; i < l->ncommand; i++)
     push(&s, l->command[i]);
-  return s.v;
+  if (s.oom) {
+    shk__strv_free(s.v);
+    return -ENOMEM;
+  }
+  *out = s.v;
+  return 0;
 }

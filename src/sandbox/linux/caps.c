@@ -1,7 +1,7 @@
 /* Stage 2 drops every capability it starts with. bwrap already drops them
  * for an unprivileged caller; for root, and in proxy mode where stage 2
  * keeps a few to set the network bridge up, this is what takes them away. */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #include <errno.h>
 #include <linux/capability.h>
@@ -15,7 +15,7 @@
  * nothing can be regained through exec of a file with capabilities), each
  * drop checked, then the ambient set, then the process's own sets, which it
  * reads back empty before reporting success. */
-int shk_sandbox_drop_caps(void)
+int shk__drop_caps(void)
 {
   for (int cap = 0; cap < 64; cap++) {
     int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);

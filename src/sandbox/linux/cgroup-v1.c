@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -59,9 +61,15 @@ static bool find_hierarchy(const char *ctl, char **point, char **root)
     if (!post[2] || strcmp(post[0], "cgroup") || !has_word(post[2], ctl) ||
         strchr(fields[3], '\\') || strchr(fields[4], '\\'))
       continue;
-    *root = shk__xstrdup(fields[3]);
-    *point = shk__xstrdup(fields[4]);
-    found = true;
+    *root = strdup(fields[3]);
+    *point = strdup(fields[4]);
+    found = *root && *point;
+    if (!found) {
+      free(*root);
+      free(*point);
+      *root = *point = NULL;
+      break;
+    }
   }
   free(text);
   return found;
@@ -83,7 +91,7 @@ static char *own_cgroup_v1(const char *ctl)
       continue;
     *path++ = '\0';
     if (has_word(list + 1, ctl) && *path == '/')
-      res = shk__xstrdup(path);
+      res = strdup(path);
   }
   free(text);
   return res;
@@ -118,7 +126,7 @@ static char *v1_parent(const char *ctl, const char *named, const shk_sandbox_env
   *mounted = find_hierarchy(ctl, &point, &root);
   if (!*mounted)
     return NULL;
-  shk_autofree char *cg = named ? shk__xstrdup(named) : own_cgroup_v1(ctl);
+  shk_autofree char *cg = named ? strdup(named) : own_cgroup_v1(ctl);
   if (!cg)
     return NULL;
   /* A hierarchy mounted from a sub-cgroup shows only what lies beneath
@@ -126,7 +134,9 @@ static char *v1_parent(const char *ctl, const char *named, const shk_sandbox_env
   size_t n = strcmp(root, "/") ? strlen(root) : 0;
   if (strncmp(cg, root, n) || (cg[n] != '/' && cg[n] != '\0'))
     return NULL;
-  char *dir = shk__xasprintf("%s%s", point, strcmp(cg + n, "/") ? cg + n : "");
+  char *dir = NULL;
+  if (asprintf(&dir, "%s%s", point, strcmp(cg + n, "/") ? cg + n : "") < 0)
+    return NULL;
   struct stat st;
   bool ok = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
   if (ok && !env->root)
@@ -166,10 +176,10 @@ void shk__cgroup_v1_detect(shk_sandbox_features *f, const shk_sandbox_env *env)
     /* Say why v1 gives nothing here, when it carries what v2 lacks. */
     unsigned lost = mounted & ~v2 & ~have;
     if (bad_env)
-      f->cgroup_detail = shk__xasprintf("%s; SHINKEN_CGROUP_PARENT=%s is not an absolute "
+      f->cgroup_detail = shk__features_printf(f, "%s; SHINKEN_CGROUP_PARENT=%s is not an absolute "
                                         "cgroup path without . or ..", old, named);
     else if (lost)
-      f->cgroup_detail = shk__xasprintf(
+      f->cgroup_detail = shk__features_printf(f, 
           "%s; cgroup v1 hierarchies%s%s%s: no usable parent%s", old,
           lost & SHK_CG_MEMORY ? " memory" : "", lost & SHK_CG_PIDS ? " pids" : "",
           lost & SHK_CG_CPU ? " cpu" : "",
@@ -189,11 +199,12 @@ void shk__cgroup_v1_detect(shk_sandbox_features *f, const shk_sandbox_env *env)
   memcpy(f->cgroup_v1_parent, parent, sizeof parent);
   char *at[SHK_CG1_N];
   for (int i = 0; i < SHK_CG1_N; i++)
-    at[i] = parent[i] ? shk__xasprintf(" %s at %s;", hier_names[i], parent[i])
-                      : shk__xasprintf(" no %s%s;", hier_names[i],
+    at[i] = parent[i] ? shk__features_printf(f, " %s at %s;", hier_names[i], parent[i])
+                      : shk__features_printf(f, " no %s%s;", hier_names[i],
                                        i == SHK_CG1_FREEZER ? " (killed process by process)" : "");
-  f->cgroup_detail = shk__xasprintf("cgroup v1 hierarchies (cgroup v2 has no usable "
-                                    "controllers):%s%s%s%s %s", at[0], at[1], at[2], at[3],
+  f->cgroup_detail = shk__features_printf(f, "cgroup v1 hierarchies (cgroup v2 has no usable "
+                                    "controllers):%s%s%s%s %s", at[0] ? at[0] : "",
+                                    at[1] ? at[1] : "", at[2] ? at[2] : "", at[3] ? at[3] : "",
                                     env->root ? "as root"
                                     : named ? "delegated to this user (SHINKEN_CGROUP_PARENT)"
                                           : "delegated to this user (owns its cgroup)");
@@ -253,7 +264,7 @@ static int set_limit(int dir, int i, const shk_sandbox_opts *o)
  * detection chose (root's own cgroups, or ones delegated to the caller)
  * and only lowers limits inside them. */
 int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts *o,
-                          shk_sandbox_cgroup *cg, char **err)
+                          shk_sandbox_cgroup *cg, shk_error *err)
 {
   for (int i = 0; i < SHK_CG1_N; i++) {
     cg->v1[i] = NULL;
@@ -268,15 +279,18 @@ int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts 
     if (!need[i])
       continue;
     if (!f->cgroup_v1_parent[i]) {
-      *err = shk__xasprintf("no cgroup v1 %s hierarchy usable here", hier_names[i]);
-      r = -ENOTSUP;
+      r = shk__error_set(err, -ENOSYS, "no cgroup v1 %s hierarchy usable here", hier_names[i]);
       goto fail;
     }
-    char *path = shk__xasprintf("%s/shinken-%ld-%ld", f->cgroup_v1_parent[i], (long)getpid(),
-                                (long)ts.tv_nsec);
+    char *path = NULL;
+    if (asprintf(&path, "%s/shinken-%ld-%ld", f->cgroup_v1_parent[i], (long)getpid(),
+                 (long)ts.tv_nsec) < 0) {
+      r = shk__error_set(err, -ENOMEM, "out of memory");
+      goto fail;
+    }
     if (mkdir(path, 0755) < 0) {
       r = -errno;
-      *err = shk__xasprintf("creating %s: %s", path, strerror(-r));
+      shk__error_set(err, r, "creating %s: %s", path, strerror(-r));
       free(path);
       goto fail;
     }
@@ -288,11 +302,13 @@ int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts 
       r = cg->v1_procs[i] < 0 ? -errno : 0;
     }
     if (r < 0) {
-      *err = shk__xasprintf("cgroup %s: setting a limit: %s", path, strerror(-r));
+      shk__error_set(err, r, "cgroup %s: setting a limit: %s", path, strerror(-r));
       goto fail;
     }
-    if (!cg->path)
-      cg->path = shk__xstrdup(path);
+    if (!cg->path && !(cg->path = strdup(path))) {
+      r = shk__error_set(err, -ENOMEM, "out of memory");
+      goto fail;
+    }
   }
   return 0;
 fail:
@@ -322,7 +338,9 @@ static bool kill_listed(const shk_sandbox_cgroup *cg)
   for (int i = 0; i < SHK_CG1_N; i++) {
     if (!cg->v1[i])
       continue;
-    shk_autofree char *procs = shk__xasprintf("%s/cgroup.procs", cg->v1[i]);
+    char procs[PATH_MAX];
+    if (snprintf(procs, sizeof procs, "%s/cgroup.procs", cg->v1[i]) >= (int)sizeof procs)
+      continue;
     char *text;
     size_t len;
     if (shk__read_file(procs, &text, &len) < 0)
@@ -359,7 +377,8 @@ void shk__cgroup_v1_destroy(shk_sandbox_cgroup *cg)
       ? open(cg->v1[SHK_CG1_FREEZER], O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
   bool frozen = fz >= 0 && put(fz, "freezer.state", "FROZEN") == 0;
   if (frozen) {
-    shk_autofree char *state = shk__xasprintf("%s/freezer.state", cg->v1[SHK_CG1_FREEZER]);
+    char state[PATH_MAX];
+    snprintf(state, sizeof state, "%s/freezer.state", cg->v1[SHK_CG1_FREEZER]);
     for (int tries = 0; tries < 1000; tries++) {
       char *text;
       size_t len;

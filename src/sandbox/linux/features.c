@@ -5,12 +5,15 @@
 #include "shinken/sandbox.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -19,6 +22,24 @@
 
 #include "cgroup-internal.h"
 #include "common/common.h"
+
+/* Formats one of F's strings. Out of memory, it returns NULL and marks F,
+ * whose detection then fails as a whole: each caller may go on without
+ * checking. */
+char *shk__features_printf(shk_sandbox_features *f, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = NULL;
+  if (vasprintf(&s, fmt, ap) < 0) {
+    s = NULL;
+    f->nomem_ = true;
+  }
+  va_end(ap);
+  return s;
+}
+
+#define fstr(...) shk__features_printf(f, __VA_ARGS__)
 
 static const char *const bwrap_paths[] = { "/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap", NULL };
 
@@ -109,23 +130,23 @@ static void detect_userns(shk_sandbox_features *f, const shk_sandbox_env *env, u
           "(kernel.apparmor_restrict_unprivileged_userns=1)";
   if (why && f->bwrap_setuid) {
     f->userns = true;
-    f->userns_detail = shk__xasprintf("%s, but bwrap is setuid", why);
+    f->userns_detail = fstr("%s, but bwrap is setuid", why);
     return;
   }
   if (why && !strncmp(why, "AppArmor", 8) && bwrap_userns_works(f->bwrap)) {
     f->userns = true;
-    f->userns_detail = shk__xasprintf("%s, but bwrap's own profile allows them", why);
+    f->userns_detail = fstr("%s, but bwrap's own profile allows them", why);
     return;
   }
   if (!why && (what & SHK_DETECT_USERNS_TRY) && !try_userns())
     why = "creating a user namespace with a mount namespace failed";
   f->userns = !why;
   if (why)
-    f->userns_detail = shk__xstrdup(why);
+    f->userns_detail = fstr("%s", why);
   else if (file_contains("/proc/sys/kernel/osrelease", "WSL2"))
-    f->userns_detail = shk__xstrdup("available (WSL 2)");
+    f->userns_detail = fstr("available (WSL 2)");
   else
-    f->userns_detail = shk__xstrdup(env->root ? "available (root)" : "available");
+    f->userns_detail = fstr("%s", env->root ? "available (root)" : "available");
 }
 
 static unsigned parse_controllers(const char *path)
@@ -159,7 +180,7 @@ static char *own_cgroup(void)
   char *save = NULL;
   for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
     if (!strncmp(l, "0::/", 4)) {
-      res = shk__xstrdup(l + 3);
+      res = strdup(l + 3);
       break;
     }
   free(text);
@@ -173,49 +194,49 @@ static void detect_cgroup(shk_sandbox_features *f, const shk_sandbox_env *env)
 {
   static const char *const mounts[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified", NULL };
   for (const char *const *m = mounts; *m && !f->cgroup_mount; m++) {
-    shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", *m);
+    char ctl[PATH_MAX];
+    snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", *m);
     if (access(ctl, F_OK) == 0)
-      f->cgroup_mount = shk__xstrdup(*m);
+      f->cgroup_mount = fstr("%s", *m);
   }
   f->cgroup_v2 = f->cgroup_mount != NULL;
   if (!f->cgroup_v2) {
-    f->cgroup_detail = shk__xstrdup("no cgroup v2 hierarchy is mounted");
+    f->cgroup_detail = fstr("no cgroup v2 hierarchy is mounted");
     return;
   }
-  shk_autofree char *parent = NULL;
+  char parent[PATH_MAX] = "", ctl[PATH_MAX + 32];
   f->cgroup_own_parent = env->root;
   if (env->root) {
-    parent = shk__xasprintf("%s/shinken", f->cgroup_mount);
-    shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", f->cgroup_mount);
+    snprintf(parent, sizeof parent, "%s/shinken", f->cgroup_mount);
+    snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", f->cgroup_mount);
     f->cgroup_controllers = parse_controllers(ctl);
   } else {
     shk_autofree char *own = own_cgroup();
     char *slash = own ? strrchr(own, '/') : NULL;
+    char procs[PATH_MAX + 32], sub[PATH_MAX + 32];
     if (slash && slash != own) {
       *slash = '\0';
-      parent = shk__xasprintf("%s%s", f->cgroup_mount, own);
-      shk_autofree char *procs = shk__xasprintf("%s/cgroup.procs", parent);
-      shk_autofree char *sub = shk__xasprintf("%s/cgroup.subtree_control", parent);
+      snprintf(parent, sizeof parent, "%s%s", f->cgroup_mount, own);
+      snprintf(procs, sizeof procs, "%s/cgroup.procs", parent);
+      snprintf(sub, sizeof sub, "%s/cgroup.subtree_control", parent);
       if (access(parent, W_OK) == 0 && access(procs, W_OK) == 0 && access(sub, W_OK) == 0) {
-        shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", parent);
+        snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", parent);
         f->cgroup_controllers = parse_controllers(ctl);
       } else {
-        free(parent);
-        parent = NULL;
+        parent[0] = '\0';
       }
     }
-    if (!parent) {
-      f->cgroup_detail = shk__xstrdup("no delegated cgroup v2 subtree is writable by this user");
+    if (!parent[0]) {
+      f->cgroup_detail = fstr("no delegated cgroup v2 subtree is writable by this user");
       return;
     }
   }
-  f->cgroup_parent = shk__xstrdup(parent);
+  f->cgroup_parent = fstr("%s", parent);
   unsigned all = SHK_CG_MEMORY | SHK_CG_PIDS | SHK_CG_CPU;
   if ((f->cgroup_controllers & all) == all)
-    f->cgroup_detail = shk__xasprintf("memory, pids and cpu controllers available under %s",
-                                      f->cgroup_mount);
+    f->cgroup_detail = fstr("memory, pids and cpu controllers available under %s", f->cgroup_mount);
   else
-    f->cgroup_detail = shk__xasprintf("controllers missing from cgroup v2 at %s:%s%s%s "
+    f->cgroup_detail = fstr("controllers missing from cgroup v2 at %s:%s%s%s "
                                       "(bound to a cgroup v1 hierarchy, or not delegated)",
                                       f->cgroup_mount,
                                       f->cgroup_controllers & SHK_CG_MEMORY ? "" : " memory",
@@ -239,14 +260,14 @@ static bool connect_guard_works(void)
   return statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID);
 }
 
-void shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env *env,
-                                 unsigned what)
+int shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env *env,
+                                unsigned what)
 {
   memset(f, 0, sizeof *f);
   for (const char *const *b = bwrap_paths; *b && !f->bwrap; b++) {
     struct stat st;
     if (stat(*b, &st) == 0 && S_ISREG(st.st_mode) && access(*b, X_OK) == 0) {
-      f->bwrap = shk__xstrdup(*b);
+      f->bwrap = fstr("%s", *b);
       f->bwrap_setuid = (st.st_mode & S_ISUID) && st.st_uid == 0;
     }
   }
@@ -260,6 +281,11 @@ void shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env 
     detect_cgroup(f, env);
     shk__cgroup_v1_detect(f, env);
   }
+  if (f->nomem_) {
+    shk_sandbox_features_free(f);
+    return -ENOMEM;
+  }
+  return 0;
 }
 
 void shk_sandbox_features_free(shk_sandbox_features *f)

@@ -2,7 +2,7 @@
  * mount namespace builds, so that a mistake in one does not open the other.
  * The UAPI header of an older distribution may predate the newer ABIs, so
  * their values are spelled out here from the kernel's documentation. */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,7 +69,7 @@ static int add_rules(int ruleset, const char *const *paths, size_t n, uint64_t a
 
 /* Safe because Landlock can only take access away from this process and its
  * children; every failure is returned so the caller refuses to run. */
-int shk_sandbox_landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
+int shk__landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
                                size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp)
 {
   long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);

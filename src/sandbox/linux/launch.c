@@ -1,14 +1,15 @@
-/* The launcher: starts bwrap as pid 1 of a namespace of its own, with only
- * the descriptors the sandbox needs, and supervises it until it exits:
- * stage 2's word that the sandbox is complete, the connect() guard, the
- * signals that end it. */
-#include "shinken/sandbox.h"
+/* The launcher: resolves the plan, creates the session cgroup, starts bwrap
+ * as pid 1 of a namespace of its own with only the descriptors the sandbox
+ * needs, and supervises it until it exits: stage 2's word that the sandbox
+ * is complete, the connect() guard, the signals that end it. Whatever
+ * happens after the first resource exists, one cleanup path at the end of
+ * shk_sandbox_launch releases every one of them. */
+#include "sandbox-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,14 +24,17 @@
 
 #include "common/common.h"
 
-#define RUN_FAIL 125
+#define nomem(err) shk__error_set(err, -ENOMEM, "out of memory")
+
+/* The signals that end `shinken run` end the sandbox first. */
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
 
 static volatile sig_atomic_t child_pid, got_signal;
 
-/* A signal that would end `shinken run` ends the sandbox first: bwrap is
- * killed, and with it, through --die-with-parent and the pid namespaces,
- * every process inside. SIGKILL, because bwrap may be pid 1 of a namespace
- * of ours, which ignores other signals it has no handler for. */
+/* bwrap is killed, and with it, through --die-with-parent and the pid
+ * namespaces, every process inside. SIGKILL, because bwrap may be pid 1 of
+ * a namespace of ours, which ignores other signals it has no handler for. */
 static void forward(int sig)
 {
   got_signal = sig;
@@ -38,53 +42,139 @@ static void forward(int sig)
     kill((pid_t)child_pid, SIGKILL);
 }
 
-/* fork(), except that bwrap 0.8 leaves its sandbox's pid 1 waiting
- * forever when bwrap itself dies during set-up (as it does, through
- * PR_SET_PDEATHSIG, when `shinken run` is killed then). So the child is pid
- * 1 of a fresh pid namespace, whose death ends everything beneath: root
- * makes one directly; anyone else inside a user namespace that maps only
- * themselves (bwrap then nests its own in it, as unprivileged as before),
- * except where AppArmor would leave that namespace powerless. clone()
- * rather than unshare(), which would stop this process (and the egress
- * proxy) from creating threads. *MAPPED says whether the child must map
- * itself (child_start). */
-static pid_t fork_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *env, bool *mapped)
+/* What the child needs between clone and exec, and where it says why it
+ * failed. The child shares the launcher's memory (CLONE_VM) while the
+ * launcher waits for it (CLONE_VFORK), as posix_spawn's does: it writes
+ * nothing else here, calls no function that takes a lock or allocates,
+ * and leaves through exec or _exit. */
+typedef struct child_args {
+  int parent;      /* the launcher's pidfd */
+  bool mapped;     /* in a user namespace of its own: map the caller */
+  uid_t uid;
+  gid_t gid;
+  const shk_sandbox_cgroup *cg;
+  int keep;        /* the one descriptor above stderr the sandbox gets */
+  char **argv, **envp;
+  sigset_t mask;   /* the launcher's signal mask, restored before exec */
+  int err;         /* set by the child: -errno of the step that failed */
+  const char *what;
+} child_args;
+
+/* Writes "N N 1" (N in decimal) to /proc/self/FILE. */
+static int map_self(const char *file, unsigned id)
 {
-  *mapped = false;
-  if (env->root)
-    return (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
-  if (!f->bwrap_setuid && f->userns && !f->apparmor_userns) {
-    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD, NULL, NULL,
-                               NULL, NULL);
-    if (pid >= 0) {
-      *mapped = true;
-      return pid;
-    }
+  char line[40], path[32] = "/proc/self/";
+  char digits[12];
+  int n = 0;
+  do
+    digits[n++] = (char)('0' + id % 10);
+  while ((id /= 10) && n < 11);
+  size_t l = 0;
+  for (int k = 0; k < 2; k++) {
+    for (int i = n; i-- > 0;)
+      line[l++] = digits[i];
+    line[l++] = ' ';
   }
-  return fork();
+  line[l++] = '1';
+  line[l] = '\0';
+  strcat(path, file);
+  return shk__write_at(AT_FDCWD, path, line);
 }
 
-/* The child's first steps, before it runs bwrap. Nothing outlives this
- * process: PR_SET_PDEATHSIG is armed first, then the parent's pidfd says
+/* The child's steps, before it becomes bwrap. Nothing outlives this
+ * process: PR_SET_PDEATHSIG is armed first, then the launcher's pidfd says
  * whether it died before that (getppid() cannot tell across a pid
  * namespace). The child writes its own user namespace's maps, UID and GID
  * being the caller's effective ids outside (a process may map exactly those
- * there, and nothing else), so neither side waits for the other. */
-static void child_start(int parent, bool mapped, uid_t uid, gid_t gid)
+ * there, and nothing else). It joins the session cgroup, so every process
+ * of the sandbox is inside, and keeps no descriptor but stdin, stdout,
+ * stderr and the sync socket: any other the caller left open would be
+ * authority the command was not given. */
+static int child_main(void *arg)
 {
-  struct pollfd p = { parent, POLLIN, 0 };
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&p, 1, 0) != 0)
-    _exit(RUN_FAIL);
-  if (!mapped)
-    return;
-  char umap[64], gmap[64];
-  snprintf(umap, sizeof umap, "%u %u 1", (unsigned)uid, (unsigned)uid);
-  snprintf(gmap, sizeof gmap, "%u %u 1", (unsigned)gid, (unsigned)gid);
-  int r;
-  if ((r = shk__write_at(AT_FDCWD, "/proc/self/uid_map", umap)) < 0 ||
-      (r = shk__write_at(AT_FDCWD, "/proc/self/setgroups", "deny")) < 0 ||
-      (r = shk__write_at(AT_FDCWD, "/proc/self/gid_map", gmap)) < 0)
-    shk__die(RUN_FAIL, "run: mapping the caller in bwrap's user namespace: %s", strerror(-r));
+  child_args *a = arg;
+  struct pollfd p = { a->parent, POLLIN, 0 };
+  int r = 0;
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&p, 1, 0) != 0) {
+    a->err = -ESRCH;
+    a->what = "the launcher died while bwrap started";
+    _exit(125);
+  }
+  if (a->mapped && ((r = map_self("uid_map", (unsigned)a->uid)) < 0 ||
+                    (r = shk__write_at(AT_FDCWD, "/proc/self/setgroups", "deny")) < 0 ||
+                    (r = map_self("gid_map", (unsigned)a->gid)) < 0)) {
+    a->err = r;
+    a->what = "mapping the caller in bwrap's user namespace";
+    _exit(125);
+  }
+  if (a->cg->path && (r = shk_sandbox_cgroup_join(a->cg)) < 0) {
+    a->err = r;
+    a->what = "joining the session cgroup";
+    _exit(125);
+  }
+  unsigned keep = (unsigned)a->keep;
+  if (keep < 3 || (keep > 3 && close_range(3, keep - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
+      close_range(keep + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0 || fcntl(a->keep, F_SETFD, 0) < 0) {
+    a->err = keep < 3 ? -EBADF : -errno;
+    a->what = "closing inherited descriptors";
+    _exit(125);
+  }
+  /* The handlers are the launcher's: bwrap starts with the defaults, and
+   * with the signal mask the caller gave. */
+  struct sigaction dfl = { .sa_handler = SIG_DFL };
+  for (size_t i = 0; i < NFORWARDED; i++)
+    sigaction(forwarded[i], &dfl, NULL);
+  sigprocmask(SIG_SETMASK, &a->mask, NULL);
+  execve(a->argv[0], a->argv, a->envp);
+  a->err = -errno;
+  a->what = a->argv[0];
+  _exit(125);
+}
+
+/* Starts bwrap (A->argv) as pid 1 of a fresh pid namespace, because bwrap
+ * 0.8 leaves its sandbox's pid 1 waiting forever when bwrap itself dies
+ * during set-up (as it does, through PR_SET_PDEATHSIG, when `shinken run`
+ * is killed then), and the death of a namespace's pid 1 ends everything
+ * beneath it. Root makes one directly; anyone else inside a user namespace
+ * that maps only themselves (bwrap then nests its own in it, as
+ * unprivileged as before), except where AppArmor would leave that namespace
+ * powerless. Returns the pid, or -errno with A->what set. */
+static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *env, child_args *a)
+{
+  /* The child's own stack: the launcher waits, and frees it once the
+   * child has exec'd or exited. */
+  enum { STACK = 64 * 1024 };
+  char *stack = malloc(STACK);
+  if (!stack) {
+    a->what = "out of memory";
+    return -ENOMEM;
+  }
+  int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+  a->mapped = false;
+  pid_t pid = -1;
+  if (env->root) {
+    pid = clone(child_main, stack + STACK, flags | CLONE_NEWPID, a);
+  } else if (!f->bwrap_setuid && f->userns && !f->apparmor_userns) {
+    a->mapped = true;
+    pid = clone(child_main, stack + STACK, flags | CLONE_NEWUSER | CLONE_NEWPID, a);
+    if (pid < 0)
+      a->mapped = false;
+  }
+  if (pid < 0)
+    pid = clone(child_main, stack + STACK, flags, a);
+  int e = errno;
+  free(stack);
+  if (pid < 0) {
+    a->what = "clone";
+    return -e;
+  }
+  if (a->err < 0) {
+    /* It failed before exec and has exited: reap it here. */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    return a->err;
+  }
+  return pid;
 }
 
 /* Receives stage 2's one byte (and the connect() guard's listener) on
@@ -107,16 +197,91 @@ static bool receive_ready(int sock, int *listener)
   return true;
 }
 
-/* Until bwrap exits: takes stage 2's word that the sandbox is complete, and
- * serves the workload's connect() calls (guard.c). Returns whether the
- * sandbox was complete, that is whether the command ran. */
-static bool supervise(pid_t pid, int sync, const shk_sandbox_plan *plan, bool host_net)
+/* Until bwrap exits (EXITED, its pidfd, is readable): takes stage 2's word
+ * that the sandbox is complete, and serves the workload's connect() calls
+ * (guard.c). Without a listener every connect() inside fails (ENOSYS): the
+ * guard fails closed. Returns 0, or -errno when supervising failed (the
+ * caller then kills the sandbox). */
+static int supervise(int exited, int sync, shk__guard *g, bool *started, int *listener)
 {
-  shk_autoclose int exited = (int)syscall(SYS_pidfd_open, pid, 0);
-  if (exited < 0)
-    shk__die_errno(RUN_FAIL, "run: pidfd_open");
-  /* Where a pathname unix socket may be connected: the writable mounts. */
-  const char **allowed = shk__xcalloc(plan->n + 3, sizeof *allowed);
+  struct pollfd fds[3] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 }, { exited, POLLIN, 0 } };
+  while (!(fds[2].revents & (POLLIN | POLLHUP))) {
+    if (poll(fds, 3, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    if (fds[0].revents) {
+      *started = receive_ready(sync, listener);
+      fds[0].fd = -1;
+      fds[1].fd = *listener;
+    }
+    /* A hang-up means no process is left under the filter. */
+    if (((fds[1].revents & POLLIN) && shk__guard_serve(g, *listener) < 0) ||
+        (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
+      close(*listener);
+      *listener = fds[1].fd = -1;
+    }
+  }
+  return 0;
+}
+
+/* The minimal environment of --env-clean: a fixed PATH, the caller's home
+ * and name, and the terminal and locale variables of ENV's environment.
+ * Allocated as one block (the vector, then the strings); NULL when out of
+ * memory. */
+static char **clean_env(const shk_sandbox_env *env)
+{
+  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
+  const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
+  const char *vars[8];
+  size_t n = 0;
+  for (const char *const *k = keep; *k; k++)
+    for (char *const *e = env->environ; e && *e; e++)
+      if (!strncmp(*e, *k, strlen(*k))) {
+        vars[n++] = *e;
+        break;
+      }
+  size_t size = 8 * sizeof(char *) + sizeof "PATH=/usr/local/bin:/usr/bin:/bin";
+  size += home ? strlen(home) + sizeof "HOME=" : 0;
+  size += env->user ? 2 * strlen(env->user) + sizeof "USER=" + sizeof "LOGNAME=" : 0;
+  for (size_t i = 0; i < n; i++)
+    size += strlen(vars[i]) + 1;
+  char **out = calloc(1, size);
+  if (!out)
+    return NULL;
+  char *p = (char *)(out + 8);
+  size_t o = 0;
+#define ADD(...) (out[o++] = p, p += sprintf(p, __VA_ARGS__) + 1)
+  ADD("PATH=/usr/local/bin:/usr/bin:/bin");
+  if (home)
+    ADD("HOME=%s", home);
+  if (env->user) {
+    ADD("USER=%s", env->user);
+    ADD("LOGNAME=%s", env->user);
+  }
+  for (size_t i = 0; i < n; i++)
+    ADD("%s", vars[i]);
+#undef ADD
+  return out;
+}
+
+/* With the host's network, the resolver file may be a symlink into /run,
+ * which is private inside: show that one file. OUT is PATH_MAX long; ""
+ * when nothing is needed. */
+static void host_resolver(char *out)
+{
+  out[0] = '\0';
+  if (realpath("/etc/resolv.conf", out) && strncmp(out, "/run/", 5))
+    out[0] = '\0';
+}
+
+/* Where a pathname unix socket may be connected: the writable mounts. */
+static shk__guard *make_guard(const shk_sandbox_plan *plan, bool host_net)
+{
+  const char **allowed = calloc(plan->n + 3, sizeof *allowed);
+  if (!allowed)
+    return NULL;
   size_t n = 0;
   for (size_t i = 0; i < plan->n; i++)
     if (plan->rules[i].access == SHK_ACCESS_WRITE)
@@ -124,156 +289,180 @@ static bool supervise(pid_t pid, int sync, const shk_sandbox_plan *plan, bool ho
   allowed[n++] = "/tmp";
   allowed[n++] = "/var/tmp";
   allowed[n++] = "/dev/shm";
-  shk_sandbox_guard *g = shk_sandbox_guard_new(allowed, n, host_net);
+  shk__guard *g = shk__guard_new(allowed, n, host_net);
   free(allowed);
-  bool started = false;
-  int listener = -1;
-  struct pollfd fds[3] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 }, { exited, POLLIN, 0 } };
-  while (!(fds[2].revents & (POLLIN | POLLHUP))) {
-    if (poll(fds, 3, -1) < 0) {
-      if (errno == EINTR)
-        continue;
-      shk__die_errno(RUN_FAIL, "run: poll");
-    }
-    if (fds[0].revents) {
-      started = receive_ready(sync, &listener);
-      fds[0].fd = -1;
-      fds[1].fd = listener;
-    }
-    /* Without a listener every connect() inside fails (ENOSYS): the guard
-     * fails closed. A hang-up means no process is left under the filter. */
-    if (((fds[1].revents & POLLIN) && shk_sandbox_guard_serve(g, listener) < 0) ||
-        (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
-      close(listener);
-      listener = fds[1].fd = -1;
-    }
-  }
-  if (listener >= 0)
-    close(listener);
-  shk_sandbox_guard_free(g);
-  return started;
+  return g;
 }
 
-/* The minimal environment of --env-clean: a fixed PATH, the caller's home
- * and name, and the terminal and locale variables of ENV's environment. */
-static char **clean_env(const shk_sandbox_env *env)
+/* The session cgroup's paths, for the report: the cgroup itself is removed
+ * before the launch returns. */
+static int keep_cgroup_paths(const shk_sandbox_cgroup *cg, shk_sandbox_result *res)
 {
-  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
-  char **out = shk__xcalloc(8, sizeof *out);
   size_t n = 0;
-  const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
-  out[n++] = shk__xstrdup("PATH=/usr/local/bin:/usr/bin:/bin");
-  if (home)
-    out[n++] = shk__xasprintf("HOME=%s", home);
-  if (env->user) {
-    out[n++] = shk__xasprintf("USER=%s", env->user);
-    out[n++] = shk__xasprintf("LOGNAME=%s", env->user);
-  }
-  for (const char *const *k = keep; *k; k++)
-    for (char *const *e = env->environ; e && *e; e++)
-      if (!strncmp(*e, *k, strlen(*k))) {
-        out[n++] = shk__xstrdup(*e);
-        break;
-      }
-  return out;
+  res->cgroup_v1 = cg->procs_fd < 0 && cg->path;
+  for (int i = 0; i < SHK_CG1_N; i++)
+    if (cg->v1[i] && !(res->cgroup_paths[n++] = strdup(cg->v1[i])))
+      return -ENOMEM;
+  if (cg->path && cg->procs_fd >= 0 && !(res->cgroup_paths[n++] = strdup(cg->path)))
+    return -ENOMEM;
+  return 0;
 }
 
-/* With the host's network, the resolver file may be a symlink into /run,
- * which is private inside: show that one file. */
-static char *host_resolver(void)
-{
-  char real[PATH_MAX];
-  if (realpath("/etc/resolv.conf", real) && !strncmp(real, "/run/", 5))
-    return shk__xstrdup(real);
-  return NULL;
-}
-
-/* Runs the sandbox the plan describes: bwrap, then stage 2, then the
- * command, and waits for it. Returns the exit status `shinken run` exits
- * with. */
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
-                       const shk_sandbox_plan *plan, const shk_sandbox_features *f,
-                       const shk_sandbox_cgroup *cg, const char *egress_dir)
+                       const shk_sandbox_features *f, const shk_sandbox_assessment *a,
+                       const shk_sandbox_egress *eg, shk_sandbox_result *res, shk_error *err)
 {
-  int sync[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0)
-    shk__die_errno(RUN_FAIL, "run: socketpair");
+  memset(res, 0, sizeof *res);
+  res->exit_status = -1;
+  shk_sandbox_cgroup cg = { NULL, -1, { NULL }, { -1, -1, -1, -1 } };
+  int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1;
+  char **bargv = NULL, **benv = NULL;
+  shk__guard *g = NULL;
+  pid_t pid = -1;
+  bool handlers = false, reaped = false;
+  struct sigaction old[NFORWARDED];
+  sigset_t all, mask;
+  char resolv[PATH_MAX], resolv_src[PATH_MAX];
+
+  int r = shk_sandbox_plan_build(o, env, &res->plan, err);
+  if (r < 0)
+    goto out;
+  if (a->cgroup && (r = shk_sandbox_cgroup_create(f, o, &cg, err)) < 0)
+    goto out;
+  if ((r = keep_cgroup_paths(&cg, res)) < 0) {
+    nomem(err);
+    goto out;
+  }
+  if (o->net == SHK_NET_PROXY && (!eg || !eg->dir)) {
+    r = shk__error_set(err, -EINVAL, "--net proxy needs the session's egress directory");
+    goto out;
+  }
   /* Host mode shows the host's resolver file where it really is; proxy mode
    * puts the session's own (nameserver 127.0.0.1, the DNS stub) where the
    * host's is, so resolvers inside ask the stub. */
-  shk_autofree char *resolv = o->net == SHK_NET_HOST || o->net == SHK_NET_PROXY ? host_resolver() : NULL;
-  shk_autofree char *resolv_src = o->net == SHK_NET_PROXY ? shk__xasprintf("%s/resolv.conf", egress_dir) : NULL;
+  resolv[0] = resolv_src[0] = '\0';
+  if (o->net != SHK_NET_NONE)
+    host_resolver(resolv);
+  if (o->net == SHK_NET_PROXY &&
+      snprintf(resolv_src, sizeof resolv_src, "%s/resolv.conf", eg->dir) >= (int)sizeof resolv_src) {
+    r = shk__error_set(err, -ENAMETOOLONG, "the egress directory's path is too long");
+    goto out;
+  }
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
+    r = shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
+    goto out;
+  }
   bool visible;
-  shk_sandbox_plan_access(plan, env->cwd, &visible);
-  shk_sandbox_bwrap_opts l = {
+  shk_sandbox_plan_access(&res->plan, env->cwd, &visible);
+  shk__bwrap_opts l = {
     .bwrap = f->bwrap,
     .exe = env->exe,
-    .egress_dir = egress_dir,
-    .resolv = resolv_src && !resolv ? "/etc/resolv.conf" : resolv,
-    .resolv_src = resolv_src,
+    .egress_dir = o->net == SHK_NET_PROXY ? eg->dir : NULL,
+    .resolv = o->net == SHK_NET_NONE ? NULL
+              : resolv[0] ? resolv : resolv_src[0] ? "/etc/resolv.conf" : NULL,
+    .resolv_src = resolv_src[0] ? resolv_src : NULL,
     .chdir = visible ? env->cwd : NULL,
     .net = o->net,
     .root = env->root,
-    .landlock = f->landlock_abi > 0,
-    .seccomp = f->seccomp,
-    .guard = f->connect_guard,
+    .landlock = a->landlock_abi > 0,
+    .seccomp = a->seccomp,
+    .guard = a->guard,
     .sync_fd = sync[1],
     .command = o->command,
     .ncommand = o->ncommand,
   };
-  char **bargv = shk_sandbox_bwrap_argv(plan, &l);
-  char **benv = o->env_clean ? clean_env(env) : (char **)env->environ;
+  if ((r = shk__bwrap_argv(&res->plan, &l, &bargv)) < 0 ||
+      (o->env_clean && !(benv = clean_env(env))) ||
+      (a->guard && !(g = make_guard(&res->plan, o->net == SHK_NET_HOST)))) {
+    r = nomem(err);
+    goto out;
+  }
+  if ((self = (int)syscall(SYS_pidfd_open, getpid(), 0)) < 0) {
+    r = shk__error_set(err, -errno, "pidfd_open: %s", strerror(errno));
+    goto out;
+  }
 
+  /* Signals stay blocked from before the child exists until the handlers
+   * are in place and child_pid is known, so none is lost in between. */
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &mask);
   struct sigaction sa = { .sa_handler = forward };
   sigemptyset(&sa.sa_mask);
-  static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
-  for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-    sigaction(sigs[i], &sa, NULL);
-
-  shk_autoclose int self = (int)syscall(SYS_pidfd_open, getpid(), 0);
-  if (self < 0)
-    shk__die_errno(RUN_FAIL, "run: pidfd_open");
-  bool mapped;
-  pid_t pid = fork_bwrap(f, env, &mapped);
-  if (pid < 0)
-    shk__die_errno(RUN_FAIL, "run: fork");
-  if (pid == 0) {
-    /* bwrap dies with us, and --die-with-parent chains that to the
-     * sandbox's pid 1, whose death ends every process inside. */
-    child_start(self, mapped, env->uid, env->gid);
-    if (cg->path && shk_sandbox_cgroup_join(cg) < 0)
-      shk__die_errno(RUN_FAIL, "run: joining the session cgroup");
-    /* Only stdin, stdout, stderr and the sync socket reach the sandbox: any
-     * other descriptor the caller left open would be authority the command
-     * was not given. */
-    if (sync[1] < 3 ||
-        (sync[1] > 3 && close_range(3, (unsigned)sync[1] - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
-        close_range((unsigned)sync[1] + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0 ||
-        fcntl(sync[1], F_SETFD, 0) < 0)
-      shk__die_errno(RUN_FAIL, "run: closing inherited descriptors");
-    execve(bargv[0], bargv, benv);
-    shk__die_errno(RUN_FAIL, "run: %s", bargv[0]);
+  for (size_t i = 0; i < NFORWARDED; i++)
+    sigaction(forwarded[i], &sa, &old[i]);
+  handlers = true;
+  got_signal = 0;
+  child_args ca = { .parent = self, .uid = env->uid, .gid = env->gid, .cg = &cg,
+                    .keep = sync[1], .argv = bargv, .envp = benv ? benv : (char **)env->environ,
+                    .mask = mask, .err = 0, .what = NULL };
+  pid = start_bwrap(f, env, &ca);
+  if (pid > 0)
+    child_pid = pid;
+  sigprocmask(SIG_SETMASK, &mask, NULL);
+  if (pid < 0) {
+    r = shk__error_set(err, pid, "%s: %s", ca.what ? ca.what : "starting bwrap", strerror(-pid));
+    pid = -1;
+    goto out;
   }
-  child_pid = pid;
   close(sync[1]);
-  bool started = supervise(pid, sync[0], plan, o->net == SHK_NET_HOST);
+  sync[1] = -1;
+  if ((exited = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+    r = shk__error_set(err, -errno, "pidfd_open: %s", strerror(errno));
+    goto out;
+  }
+  if ((r = supervise(exited, sync[0], g, &res->started, &listener)) < 0) {
+    shk__error_set(err, r, "supervising the sandbox: %s", strerror(-r));
+    goto out;
+  }
   int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR)
-      shk__die_errno(RUN_FAIL, "run: waitpid");
-  child_pid = 0;
-  close(sync[0]);
-
-  shk_sandbox_strv_free(bargv);
-  if (o->env_clean)
-    shk_sandbox_strv_free(benv);
-  /* Without the byte stage 2 writes just before exec, the sandbox was never
-   * complete and the command never ran; bwrap or stage 2 said why. */
-  if (got_signal)
-    return 128 + got_signal;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      r = shk__error_set(err, -errno, "waitpid: %s", strerror(errno));
+      goto out;
+    }
+  }
+  reaped = true;
+  /* bwrap exits with the command's status (128+N when signal N ended it);
+   * a signal that ended bwrap itself is the launcher's SIGKILL or worse. */
   if (WIFSIGNALED(status))
-    return 128 + WTERMSIG(status);
-  if (!started)
-    return RUN_FAIL;
-  return WEXITSTATUS(status);
+    res->exit_signal = WTERMSIG(status);
+  else
+    res->exit_status = WEXITSTATUS(status);
+out:
+  /* The one way out. A sandbox that is still running when something failed
+   * is killed first, then everything is released in reverse order. */
+  if (pid > 0 && !reaped) {
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  child_pid = 0;
+  res->launcher_signal = got_signal;
+  if (handlers)
+    for (size_t i = 0; i < NFORWARDED; i++)
+      sigaction(forwarded[i], &old[i], NULL);
+  if (listener >= 0)
+    close(listener);
+  if (exited >= 0)
+    close(exited);
+  if (self >= 0)
+    close(self);
+  for (int i = 0; i < 2; i++)
+    if (sync[i] >= 0)
+      close(sync[i]);
+  shk__guard_free(g);
+  shk_sandbox_cgroup_destroy(&cg);
+  /* Every process of the sandbox died with its pid namespace. */
+  shk_sandbox_plan_cleanup(&res->plan);
+  shk__strv_free(bargv);
+  free(benv);
+  return r;
+}
+
+void shk_sandbox_result_free(shk_sandbox_result *res)
+{
+  shk_sandbox_plan_free(&res->plan);
+  for (size_t i = 0; i < sizeof res->cgroup_paths / sizeof res->cgroup_paths[0]; i++)
+    free(res->cgroup_paths[i]);
+  memset(res, 0, sizeof *res);
 }

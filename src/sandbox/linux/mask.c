@@ -1,7 +1,7 @@
 /* Stage 2's mount helper: a mask stage 2 makes itself, over an existing
  * file, while it still holds CAP_SYS_ADMIN over the sandbox's mount
  * namespace (see bwrap.c for when). */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
  * symlink and must be a regular file, the bind goes onto that very file
  * (through its descriptor), and the mount is read-only. No process of the
  * workload exists yet, so nothing inside can race it. */
-int shk_sandbox_mask_file(const char *path)
+int shk__mask_file(const char *path)
 {
   int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)

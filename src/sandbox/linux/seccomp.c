@@ -1,6 +1,6 @@
 /* Installing stage 2's seccomp filter: the BPF was compiled by libseccomp at
  * build time (seccomp-gen.c), so this is one prctl(). */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #include <errno.h>
 #include <linux/seccomp.h>
@@ -11,7 +11,7 @@
 
 /* Safe because a seccomp filter can only narrow what this process and its
  * children may do, and it can never be removed. */
-int shk_sandbox_seccomp_apply(shk_net_mode net)
+int shk__seccomp_apply(shk_net_mode net)
 {
   struct sock_fprog prog;
   switch (net) {

@@ -18,7 +18,7 @@
 
 #include "common/common.h"
 #include "shinken/egress.h"
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #define STAGE2_FAIL 125
 
@@ -121,7 +121,7 @@ int shk_sandbox_stage2(int argc, char **argv)
 
   /* The masks bwrap left to stage 2 (bwrap.c), while it still may mount. */
   for (size_t m = 0; m < mask.n; m++) {
-    int r = shk_sandbox_mask_file(mask.v[m]);
+    int r = shk__mask_file(mask.v[m]);
     if (r < 0)
       shk__die(STAGE2_FAIL, "stage 2: masking %s: %s", mask.v[m], strerror(-r));
   }
@@ -138,13 +138,13 @@ int shk_sandbox_stage2(int argc, char **argv)
     if ((r = shk_egress_apply_env()) < 0)
       shk__die(STAGE2_FAIL, "stage 2: proxy environment: %s", strerror(-r));
   }
-  int r = shk_sandbox_drop_caps();
+  int r = shk__drop_caps();
   if (r < 0)
     shk__die(STAGE2_FAIL, "stage 2: dropping capabilities: %s", strerror(-r));
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
     shk__die_errno(STAGE2_FAIL, "stage 2: PR_SET_NO_NEW_PRIVS");
   if (landlock) {
-    r = shk_sandbox_landlock_apply(ro.v, ro.n, rw.v, rw.n, dev.v, dev.n, net == SHK_NET_NONE);
+    r = shk__landlock_apply(ro.v, ro.n, rw.v, rw.n, dev.v, dev.n, net == SHK_NET_NONE);
     if (r < 0)
       shk__die(STAGE2_FAIL, "stage 2: Landlock: %s", strerror(-r));
   }
@@ -152,9 +152,9 @@ int shk_sandbox_stage2(int argc, char **argv)
   free(rw.v);
   free(dev.v);
   int listener = -1;
-  if (seccomp && guard && (listener = shk_sandbox_guard_install()) < 0)
+  if (seccomp && guard && (listener = shk__guard_install()) < 0)
     shk__die(STAGE2_FAIL, "stage 2: connect() guard: %s", strerror(-listener));
-  if (seccomp && (r = shk_sandbox_seccomp_apply(net)) < 0)
+  if (seccomp && (r = shk__seccomp_apply(net)) < 0)
     shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
   if (send_ready(sync_fd, listener) < 0)
     shk__die_errno(STAGE2_FAIL, "stage 2: sync socket");
