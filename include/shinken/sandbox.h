@@ -307,6 +307,22 @@ typedef struct shk_sandbox_egress {
   const char *session; /* the session's id */
 } shk_sandbox_egress;
 
+/* What stage 2 applied, as it reported just before it exec'd the command
+ * (stage 2 stops rather than run the command with less than it was asked,
+ * and the launcher checks the report against what it asked). */
+typedef struct shk_sandbox_applied {
+  int landlock_abi;     /* the ABI Landlock was applied at; 0: not applied */
+  bool landlock_net;    /* TCP bind and connect handled (refused) */
+  bool landlock_scope;  /* abstract unix sockets and signals scoped */
+  bool seccomp;         /* the syscall filter is loaded */
+  bool guard;           /* the connect() guard is installed, its listener with the launcher */
+  bool caps_dropped;    /* no capability left, the bounding set empty */
+  bool no_new_privs;
+  bool keyring;         /* a fresh session keyring */
+  bool bridge;          /* the egress bridge runs (--net proxy) */
+  unsigned masks;       /* mounts stage 2 made itself (bwrap made the others) */
+} shk_sandbox_applied;
+
 /* What one launch did. */
 typedef struct shk_sandbox_result {
   shk_sandbox_plan plan;  /* the filesystem plan the sandbox was built from */
@@ -314,7 +330,9 @@ typedef struct shk_sandbox_result {
    * cgroup_v1 when they are cgroup v1 ones. */
   char *cgroup_paths[SHK_CG1_N + 1];
   bool cgroup_v1;
+  char *session;          /* the egress session's id (--net proxy), or NULL */
   bool started;           /* stage 2 said the sandbox was complete: the command ran */
+  shk_sandbox_applied applied; /* what stage 2 reported, when started */
   int exit_status;        /* bwrap's exit status, the command's (128+N after signal
                            * N), or -1 when bwrap was killed */
   int exit_signal;        /* the signal that killed bwrap, or 0 */
@@ -338,12 +356,19 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_egress *eg, shk_sandbox_result *res, shk_error *err);
 void shk_sandbox_result_free(shk_sandbox_result *res);
 
+/* The report of a run, as JSON text (malloc'd, into *JSON): what was
+ * asked (O), what this host enforces (A, the assessment the run was
+ * decided on), the plan's rules, what stage 2 applied, and the exit. The
+ * same object is what a sandbox's audit event carries. 0 or -ENOMEM. */
+int shk_sandbox_report(const shk_sandbox_opts *o, const shk_sandbox_assessment *a,
+                       const shk_sandbox_result *res, char **json, shk_error *err);
+
 /* ---- stage 2 (inside the sandbox) ---- */
 
-/* The stage 2 program, `shinken __stage2 ARGS`, run by bwrap with the
- * arguments the launcher wrote: applies the layers and execs the command,
- * or exits 125. Never returns on success. */
-int shk_sandbox_stage2(int argc, char **argv);
+/* The stage 2 program, `shinken __stage2 ARGS` (argv[0] is "__stage2"),
+ * run by bwrap with the arguments the launcher wrote: applies the layers
+ * and execs the command, or exits 125. Never returns. */
+__attribute__((noreturn)) int shk_sandbox_stage2(int argc, char **argv);
 
 #ifdef __cplusplus
 }

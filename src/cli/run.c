@@ -1,7 +1,9 @@
-/* `shinken run [OPTIONS] -- CMD [ARGS...]`: checks what the host can
- * enforce, resolves the filesystem plan, starts bwrap (which starts stage 2,
- * which execs CMD) and exits with CMD's status. Errors of Shinken itself exit
- * 125 with one line, before anything runs. */
+/* `shinken run [OPTIONS] -- CMD [ARGS...]`: parses the options, asks the
+ * sandbox module what this host enforces and decides whether a missing
+ * layer stops the run, opens the capability manager's session for --net
+ * proxy, runs the sandbox (src/sandbox/linux/launch.c), writes the report
+ * and exits with CMD's status. Errors of Shinken itself exit 125 with one
+ * line, before anything runs. */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -31,95 +33,6 @@ static void check_layers(const shk_sandbox_assessment *a, const shk_sandbox_opts
                "nothing was run", a->gaps[i].why);
   for (size_t i = 0; i < a->ngaps; i++)
     shk__warn("%s: %s", a->gaps[i].requested ? "warning" : "degraded", a->gaps[i].why);
-}
-
-static json_t *strv_json(char *const *v, size_t n)
-{
-  json_t *a = json_array();
-  for (size_t i = 0; i < n; i++)
-    json_array_append_new(a, json_string(v[i]));
-  return a;
-}
-
-static json_t *num_or_null(uint64_t v)
-{
-  return v ? json_integer((json_int_t)v) : json_null();
-}
-
-static bool write_report(FILE *out, const shk_sandbox_opts *o, const shk_sandbox_assessment *a,
-                         const shk_sandbox_result *res)
-{
-  const shk_sandbox_plan *p = &res->plan;
-  char cpu[32] = "";
-  if (o->cpu_milli)
-    snprintf(cpu, sizeof cpu, "%u.%03u", o->cpu_milli / 1000, o->cpu_milli % 1000);
-  json_t *asked = json_pack("{s:o, s:o, s:o, s:b, s:s, s:o, s:o, s:o, s:b, s:b, s:o, s:o, s:o}",
-      "write", strv_json(o->write.v, o->write.n), "read", strv_json(o->read.v, o->read.n),
-      "deny", strv_json(o->deny.v, o->deny.n), "read-only", o->read_only,
-      "net", shk_net_mode_name(o->net), "mem", num_or_null(o->mem), "pids", num_or_null(o->pids),
-      "cpu", o->cpu_milli ? json_string(cpu) : json_null(), "env-clean", o->env_clean,
-      "allow-degraded", o->allow_degraded,
-      "allow-domain", strv_json(o->allow_domains.v, o->allow_domains.n),
-      "deny-domain", strv_json(o->deny_domains.v, o->deny_domains.n),
-      "command", strv_json(o->command, o->ncommand));
-  json_t *rules = json_array();
-  for (size_t i = 0; i < p->n; i++)
-    json_array_append_new(rules, json_pack("{s:s, s:s, s:s, s:s}", "path", p->rules[i].path,
-        "access", shk_access_name(p->rules[i].access),
-        "origin", p->rules[i].is_default ? "default" : "option",
-        "mechanism", shk_mount_kind_name(p->rules[i].kind)));
-  json_t *netmech = json_array();
-  if (o->net != SHK_NET_HOST)
-    json_array_append_new(netmech, json_string("network namespace (lo only)"));
-  if (a->seccomp)
-    json_array_append_new(netmech, json_string(o->net == SHK_NET_NONE
-        ? "seccomp: socket() AF_UNIX only" : "seccomp: socket() AF_UNIX, AF_INET, AF_INET6, "
-                                             "netlink route only"));
-  if (a->landlock_net)
-    json_array_append_new(netmech, json_string("Landlock: TCP bind and connect refused"));
-  if (o->net == SHK_NET_PROXY)
-    json_array_append_new(netmech, json_string("egress proxy (HTTP 3128, SOCKS5 1080, DNS 53)"));
-  char cpumax[48] = "";
-  if (o->cpu_milli)
-    snprintf(cpumax, sizeof cpumax, "%u 100000", o->cpu_milli * 100);
-  bool cg_on = res->cgroup_paths[0] != NULL;
-  /* With cgroup v1 the limits sit in one cgroup per hierarchy. */
-  json_t *cgpaths = json_array();
-  for (int i = 0; res->cgroup_paths[i]; i++)
-    json_array_append_new(cgpaths, json_string(res->cgroup_paths[i]));
-  json_t *cgroup = json_pack("{s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "enforced", cg_on,
-      "mechanism", !cg_on ? json_null() : json_string(res->cgroup_v1 ? "cgroup v1" : "cgroup v2"),
-      "paths", cgpaths,
-      "path", cg_on ? json_string(res->cgroup_paths[0]) : json_null(),
-      "memory.max", cg_on ? num_or_null(o->mem) : json_null(),
-      "pids.max", cg_on ? num_or_null(o->pids) : json_null(),
-      "cpu.max", cg_on && o->cpu_milli ? json_string(cpumax) : json_null());
-  json_t *enforced = json_pack(
-      "{s:o, s:b, s:[sssssss], s:{s:s, s:o}, s:{s:i, s:b, s:b, s:b, s:b}, s:{s:b, s:s},"
-      " s:o, s:s, s:b, s:s, s:b, s:b, s:s}",
-      "rules", rules, "read-restricted", p->read_restricted,
-      "namespaces", "user", "pid", "mount", "ipc", "uts", "cgroup",
-      o->net == SHK_NET_HOST ? "net (not used: --net host)" : "net",
-      "network", "mode", shk_net_mode_name(o->net), "mechanism", netmech,
-      "landlock", "abi", a->landlock_abi, "enforced", a->landlock_abi > 0,
-      "fs", a->landlock_abi > 0, "net", a->landlock_net, "scope", a->landlock_scope,
-      "seccomp", "enforced", a->seccomp, "mechanism", "libseccomp (precompiled BPF)",
-      "cgroup", cgroup,
-      "capabilities", "all dropped (effective, permitted, inheritable, ambient, bounding)",
-      "no-new-privs", 1, "keyring", "fresh session keyring", "new-session", 1,
-      "die-with-parent", 1,
-      "unix-connect", a->guard ? "connect() mediated by the launcher (seccomp user "
-                                   "notification): pathname sockets only on writable mounts"
-                                 : "not mediated");
-  json_t *degraded = json_array();
-  for (size_t i = 0; i < a->ngaps; i++)
-    if (!a->gaps[i].requested)
-      json_array_append_new(degraded, json_string(a->gaps[i].why));
-  json_t *report = json_pack("{s:i, s:o, s:o, s:o}", "version", 1, "asked", asked,
-                             "enforced", enforced, "degraded", degraded);
-  bool ok = report && json_dumpf(report, out, JSON_INDENT(2) | JSON_SORT_KEYS) == 0;
-  json_decref(report);
-  return ok;
 }
 
 /* The capability manager of a --net proxy session: a running `shinken
@@ -280,7 +193,9 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");
   int status = exit_status(&res);
   if (report) {
-    bool ok = write_report(report, &o, &a, &res);
+    char *json = NULL;
+    bool ok = shk_sandbox_report(&o, &a, &res, &json, &e) == 0 && fputs(json, report) >= 0;
+    free(json);
     if (fclose(report) != 0 || !ok)
       shk__warn("--report %s: cannot write the report", o.report);
   }

@@ -218,7 +218,28 @@ case $CASE in
     grep -q '^CapBnd:[[:space:]]*0000000000000000' "$scratch/stdout" || fail "capabilities left in CapBnd"
     if [ "$(json 'r["enforced"]["seccomp"]["enforced"]')" = True ]; then
       grep -q '^Seccomp:[[:space:]]*2' "$scratch/stdout" || fail "seccomp claimed but not in force"
-    fi ;;
+    fi
+    # What stage 2 reported it applied, against what the command sees.
+    [ "$(json 'r["exit"]["started"]')" = True ] || fail "the report says the command did not start"
+    [ "$(json 'r["applied"]["seccomp"]')" = True ] || fail "stage 2 did not report its seccomp filter"
+    grep -q '^Seccomp:[[:space:]]*2' "$scratch/stdout" || fail "stage 2 reported seccomp, the command runs without"
+    [ "$(json 'r["applied"]["capabilities-dropped"]')" = True ] || fail "stage 2 did not report the capabilities dropped"
+    [ "$(json 'r["applied"]["no-new-privs"]')" = True ] || fail "stage 2 did not report no-new-privs"
+    abi=$("$SHINKEN" doctor --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["landlock"]["abi"])')
+    [ "$(json 'r["applied"]["landlock-abi"]')" = "$abi" ] || fail "stage 2 reported Landlock ABI $(json 'r["applied"]["landlock-abi"]'), the kernel has $abi"
+    [ "$(json 'r["exit"]["status"]')" = 0 ] || fail "the report's exit status is $(json 'r["exit"]["status"]'), not 0"
+    # The exit status is the command's, and a signal's shows as 128+N.
+    sr --report "$scratch/report.json" -- /bin/sh -c 'exit 3'
+    [ $rc = 3 ] && [ "$(json 'r["exit"]["status"]')" = 3 ] || fail "exit 3: status $rc, report $(json 'r["exit"]')"
+    sr --report "$scratch/report.json" -- /bin/sh -c 'kill -TERM $$'
+    [ "$(json 'r["exit"]["status"]')" = 143 ] || fail "SIGTERM: report $(json 'r["exit"]')"
+    # A sandbox that never completed (bwrap cannot make a mount point in
+    # the read-only /usr) is reported as such: nothing applied, not started.
+    sr --deny "/usr/shk-absent-$$" --report "$scratch/report.json" -- /bin/sh -c "touch $marker"
+    [ $rc = 125 ] || fail "a sandbox bwrap could not build: status $rc, not 125"
+    [ -e "$marker" ] && fail "the command ran although the sandbox was not built"
+    [ "$(json 'r["exit"]["started"]')" = False ] && [ "$(json 'r["applied"]')" = None ] ||
+      fail "the report of a sandbox that never started claims: $(json 'r["exit"]'), applied $(json 'r["applied"]')" ;;
   net-host)
     # The positive control of the network cases: with --net host the host's
     # listener is reachable, without it not.

@@ -527,9 +527,10 @@ static void test_bwrap_argv(void **state)
   char *cmd[] = { (char *)"echo", (char *)"hi" };
   shk__bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
                            .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
-                           .sync_fd = 5, .command = cmd, .ncommand = 2 };
+                           .sync_fd = 5, .exe_fd = -1, .command = cmd, .ncommand = 2 };
   char **v = NULL;
-  assert_int_equal(shk__bwrap_argv(&p, &l, &v), 0);
+  shk__stage2_args s2;
+  assert_int_equal(shk__bwrap_argv(&p, &l, &v, &s2), 0);
   size_t n = 0, tmpfs = 0, remount = 0, dd = 0;
   bool unshare_net = false, cap_drop = false;
   for (; v[n]; n++) {
@@ -550,8 +551,58 @@ static void test_bwrap_argv(void **state)
   assert_string_equal(v[dd + 1], "/x/shinken");
   assert_string_equal(v[n - 2], "echo");
   assert_string_equal(v[n - 1], "hi");
+  /* What was written for stage 2 parses back into the same arguments. */
+  shk__stage2_args back;
+  const char *why;
+  assert_int_equal(shk__stage2_args_parse((int)(n - dd - 2), v + dd + 2, &back, &why), 0);
+  assert_int_equal(back.net, SHK_NET_NONE);
+  assert_int_equal(back.sync_fd, 5);
+  assert_int_equal(back.exe_fd, -1);
+  assert_true(back.landlock && back.seccomp && !back.guard);
+  const shk__stage2_list *lists[][2] = { { &s2.ll_ro, &back.ll_ro }, { &s2.ll_rw, &back.ll_rw },
+                                         { &s2.ll_dev, &back.ll_dev },
+                                         { &s2.mask_files, &back.mask_files } };
+  for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(lists[i][0]->n, lists[i][1]->n);
+    for (size_t k = 0; k < lists[i][0]->n; k++)
+      assert_string_equal(lists[i][0]->v[k], lists[i][1]->v[k]);
+  }
+  /* The writable roots are writable to Landlock too. */
+  bool w = false;
+  for (size_t k = 0; k < s2.ll_rw.n; k++)
+    w |= !strcmp(s2.ll_rw.v[k], at("w"));
+  assert_true(w);
+  assert_int_equal(back.ncommand, 2);
+  assert_string_equal(back.command[1], "hi");
+  shk__stage2_args_free(&s2);
   shk__strv_free(v);
   shk_sandbox_plan_free(&p);
+}
+
+/* The parser refuses what the launcher never writes. */
+static void test_stage2_args_errors(void **state)
+{
+  (void)state;
+  static const char *const bad[][8] = {
+    { "__stage2", "--net", "none", "--", "true" },           /* no --sync-fd */
+    { "__stage2", "--sync-fd", "4", "--", "true" },          /* no --net */
+    { "__stage2", "--net", "wifi", "--sync-fd", "4", "--", "true" },
+    { "__stage2", "--net", "none", "--sync-fd", "2", "--", "true" }, /* not above stderr */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--" },         /* no command */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--ll-ro", "9", "/" }, /* count too big */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--bogus", "x", "--" },
+    { "stage2", "--net", "none", "--sync-fd", "4", "--", "true" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int argc = 0;
+    while (argc < 8 && bad[i][argc])
+      argc++;
+    shk__stage2_args a;
+    const char *why = NULL;
+    if (shk__stage2_args_parse(argc, (char **)bad[i], &a, &why) == 0)
+      fail_msg("stage 2 accepted bad arguments #%zu", i);
+    assert_non_null(why);
+  }
 }
 
 int main(void)
@@ -568,6 +619,7 @@ int main(void)
     cmocka_unit_test(test_plan_errors),
     cmocka_unit_test(test_read_restricted),
     cmocka_unit_test(test_bwrap_argv),
+    cmocka_unit_test(test_stage2_args_errors),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }

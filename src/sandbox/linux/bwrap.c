@@ -110,7 +110,100 @@ static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r,
   return shk_sandbox_plan_access(p, dirname(path), &visible) != SHK_ACCESS_DENY && visible;
 }
 
-int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char ***out)
+/* The writer's push: the vector remembers a failure itself. */
+static int push_arg(void *ctx, const char *a)
+{
+  push(ctx, a);
+  return 0;
+}
+
+/* A list of the stage-2 arguments, grown one path at a time. */
+typedef struct list {
+  const char **v;
+  size_t n, cap;
+} list;
+
+static int add(list *l, const char *path)
+{
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 8;
+    const char **v = realloc(l->v, cap * sizeof *v);
+    if (!v)
+      return -ENOMEM;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = path;
+  return 0;
+}
+
+static shk__stage2_list done(const list *l)
+{
+  return (shk__stage2_list){ l->v, l->n };
+}
+
+/* Stage 2's arguments: its masks and Landlock's paths. The paths point
+ * into the plan and into static strings. */
+static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, const bool *in_stage2,
+                       bool var_tmp, shk__stage2_args *a)
+{
+  list masks = { 0 }, ro = { 0 }, rw = { 0 }, dev = { 0 };
+  int r = 0;
+  for (size_t i = 0; i < p->n && r == 0; i++)
+    if (in_stage2[i])
+      r = add(&masks, p->rules[i].path);
+  if (p->read_restricted) {
+    for (const char *const *d = shk_sandbox_system_dirs; *d && r == 0; d++)
+      r = add(&ro, *d);
+    if (r == 0)
+      r = add(&ro, "/run");
+  } else if (r == 0) {
+    r = add(&ro, "/");
+  }
+  for (size_t i = 0; i < p->n && r == 0; i++) {
+    const shk_sandbox_rule *rule = &p->rules[i];
+    if (rule->access == SHK_ACCESS_WRITE)
+      r = add(&rw, rule->path);
+    else if (rule->access == SHK_ACCESS_READ && p->read_restricted)
+      r = add(&ro, rule->path);
+  }
+  if (r == 0)
+    r = add(&rw, "/tmp");
+  if (r == 0 && var_tmp)
+    r = add(&rw, "/var/tmp");
+  if (r == 0)
+    r = add(&rw, "/dev/shm");
+  if (r == 0)
+    r = add(&dev, "/dev");
+  /* /proc is read-only to Landlock as well: writes there reach the kernel's
+   * global settings when the caller is root outside. */
+  if (r == 0 && p->read_restricted)
+    r = add(&ro, "/proc");
+  *a = (shk__stage2_args){ .net = l->net, .landlock = l->landlock, .seccomp = l->seccomp,
+                           .guard = l->guard, .sync_fd = l->sync_fd, .exe_fd = l->exe_fd,
+                           .mask_files = done(&masks), .ll_ro = done(&ro), .ll_rw = done(&rw),
+                           .ll_dev = done(&dev), .command = l->command,
+                           .ncommand = l->ncommand };
+  if (r < 0)
+    shk__stage2_args_free(a);
+  return r;
+}
+
+void shk__stage2_args_free(shk__stage2_args *a)
+{
+  free((void *)a->mask_files.v);
+  free((void *)a->mask_dirs.v);
+  free((void *)a->ro_files.v);
+  free((void *)a->create_files.v);
+  free((void *)a->create_dirs.v);
+  free((void *)a->ll_ro.v);
+  free((void *)a->ll_rw.v);
+  free((void *)a->ll_dev.v);
+  memset(a, 0, sizeof *a);
+}
+
+int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char ***out,
+                    shk__stage2_args *s2)
 {
   strv s = { NULL, 0, false };
   /* Decided once per rule: each answer resolves the rule's directory in
@@ -210,48 +303,12 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     push2(&s, "--chdir", l->chdir);
   push(&s, "--");
   push(&s, stage2);
-  push(&s, "__stage2");
-  push2(&s, "--net", shk_net_mode_name(l->net));
-  char fd[16];
-  snprintf(fd, sizeof fd, "%d", l->sync_fd);
-  push2(&s, "--sync-fd", fd);
-  if (!l->landlock)
-    push(&s, "--no-landlock");
-  if (!l->seccomp)
-    push(&s, "--no-seccomp");
-  if (!l->guard)
-    push(&s, "--no-guard");
-  for (size_t i = 0; i < p->n; i++)
-    if (in_stage2[i])
-      push2(&s, "--mask", p->rules[i].path);
-  if (p->read_restricted) {
-    for (const char *const *d = shk_sandbox_system_dirs; *d; d++)
-      push2(&s, "--ll-ro", *d);
-    push2(&s, "--ll-ro", "/run");
-  } else {
-    push2(&s, "--ll-ro", "/");
-  }
-  for (size_t i = 0; i < p->n; i++) {
-    const shk_sandbox_rule *r = &p->rules[i];
-    if (r->access == SHK_ACCESS_WRITE)
-      push2(&s, "--ll-rw", r->path);
-    else if (r->access == SHK_ACCESS_READ && p->read_restricted)
-      push2(&s, "--ll-ro", r->path);
-  }
-  push2(&s, "--ll-rw", "/tmp");
-  if (var_tmp)
-    push2(&s, "--ll-rw", "/var/tmp");
-  push2(&s, "--ll-rw", "/dev/shm");
-  push2(&s, "--ll-dev", "/dev");
-  /* /proc is read-only to Landlock as well: writes there reach the kernel's
-   * global settings when the caller is root outside. */
-  if (p->read_restricted)
-    push2(&s, "--ll-ro", "/proc");
-  push(&s, "--");
-  for (size_t i = 0; i < l->ncommand; i++)
-    push(&s, l->command[i]);
-  if (s.oom) {
+  int r = stage2_args(p, l, in_stage2, var_tmp, s2);
+  if (r == 0)
+    r = shk__stage2_args_write(s2, push_arg, &s);
+  if (r < 0 || s.oom) {
     shk__strv_free(s.v);
+    shk__stage2_args_free(s2);
     return -ENOMEM;
   }
   *out = s.v;

@@ -1,15 +1,14 @@
 /* Stage 2 drops every capability it starts with. bwrap already drops them
- * for an unprivileged caller; for root, and in proxy mode where stage 2
- * keeps a few to set the network bridge up, this is what takes them away. */
+ * for an unprivileged caller; for root, and where stage 2 keeps a few to
+ * make its masks or set the network bridge up, this is what takes them
+ * away. Stage 2 code: system calls only (sys.h). */
 #include "sandbox-internal.h"
 
-#include <errno.h>
 #include <linux/capability.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <linux/errno.h>
+#include <linux/prctl.h>
 
-#include "common/common.h"
+#include "sys.h"
 
 /* Safe because it only ever removes authority: the bounding set first (so
  * nothing can be regained through exec of a file with capabilities), each
@@ -18,20 +17,20 @@
 int shk__drop_caps(void)
 {
   for (int cap = 0; cap < 64; cap++) {
-    int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+    long in = shk__sys(__NR_prctl, PR_CAPBSET_READ, cap, 0, 0, 0);
     if (in < 0)
       break; /* past the kernel's last capability */
-    if (in == 1 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-      return -errno;
+    long r = in == 1 ? shk__sys(__NR_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0) : 0;
+    if (r < 0)
+      return (int)r;
   }
-  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-    return -errno;
+  long r = shk__sys(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  if (r < 0 && r != -EINVAL) /* a kernel without ambient capabilities */
+    return (int)r;
   struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
   struct __user_cap_data_struct data[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
-  if (syscall(SYS_capset, &hdr, data) < 0)
-    return -errno;
-  if (syscall(SYS_capget, &hdr, data) < 0)
-    return -errno;
+  if ((r = shk__sys(__NR_capset, &hdr, data)) < 0 || (r = shk__sys(__NR_capget, &hdr, data)) < 0)
+    return (int)r;
   for (int i = 0; i < 2; i++)
     if (data[i].effective || data[i].permitted || data[i].inheritable)
       return -EPERM;

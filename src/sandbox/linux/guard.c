@@ -15,8 +15,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
@@ -31,14 +29,6 @@
 #include <sys/un.h>
 
 #include "common/common.h"
-
-#if defined(__x86_64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#else
-#error "the connect() guard needs this architecture's AUDIT_ARCH"
-#endif
 
 #define MAX_ALLOWED 64
 
@@ -205,23 +195,4 @@ int shk__guard_serve(shk__guard *g, int listener)
   if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
     return -errno;
   return 0;
-}
-
-/* Safe because a seccomp filter only narrows what this process and its
- * children may do; this one hands their connect() calls to the launcher. */
-int shk__guard_install(void)
-{
-  struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), /* the main filter kills it */
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-  int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                              SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-  return listener < 0 ? -errno : listener;
 }

@@ -177,32 +177,40 @@ static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *e
   return pid;
 }
 
-/* Receives stage 2's one byte (and the connect() guard's listener) on
- * `sock`. Returns whether it came. */
-static bool receive_ready(int sock, int *listener)
+/* Receives stage 2's report (and the connect() guard's listener) on SOCK
+ * and checks it against what was asked (S2). Returns 1 when it came and
+ * says the sandbox is complete, 0 when stage 2 ended without one (it, or
+ * bwrap, said why on stderr), -EPROTO when it is malformed or says less. */
+static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_applied *applied,
+                          int *listener, const char **why)
 {
-  char b;
-  struct iovec iov = { &b, 1 };
+  shk__stage2_report rep;
+  struct iovec iov = { &rep, sizeof rep };
   union {
     struct cmsghdr h;
     char buf[CMSG_SPACE(sizeof(int))];
   } u;
   struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf };
-  if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1)
-    return false;
-  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
   if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
     memcpy(listener, CMSG_DATA(c), sizeof *listener);
-  return true;
+  if (n <= 0)
+    return 0;
+  if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+      shk__stage2_report_read(&rep, (size_t)n, *listener >= 0, s2, applied, why) < 0)
+    return -EPROTO;
+  return 1;
 }
 
-/* Until bwrap exits (EXITED, its pidfd, is readable): takes stage 2's word
- * that the sandbox is complete, and serves the workload's connect() calls
- * (guard.c). Without a listener every connect() inside fails (ENOSYS): the
- * guard fails closed. Returns 0, or -errno when supervising failed (the
- * caller then kills the sandbox). */
-static int supervise(int exited, int sync, shk__guard *g, bool *started, int *listener)
+/* Until bwrap exits (EXITED, its pidfd, is readable): takes stage 2's
+ * report that the sandbox is complete, and serves the workload's connect()
+ * calls (guard.c). Without a listener every connect() inside fails
+ * (ENOSYS): the guard fails closed. Returns 0, or -errno when supervising
+ * failed (the caller then kills the sandbox). */
+static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guard *g,
+                     shk_sandbox_result *res, int *listener, const char **why)
 {
   struct pollfd fds[3] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 }, { exited, POLLIN, 0 } };
   while (!(fds[2].revents & (POLLIN | POLLHUP))) {
@@ -212,7 +220,10 @@ static int supervise(int exited, int sync, shk__guard *g, bool *started, int *li
       return -errno;
     }
     if (fds[0].revents) {
-      *started = receive_ready(sync, listener);
+      int r = receive_report(sync, s2, &res->applied, listener, why);
+      if (r < 0)
+        return r;
+      res->started = r > 0;
       fds[0].fd = -1;
       fds[1].fd = *listener;
     }
@@ -317,6 +328,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   shk_sandbox_cgroup cg = { NULL, -1, { NULL }, { -1, -1, -1, -1 } };
   int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1;
   char **bargv = NULL, **benv = NULL;
+  shk__stage2_args s2 = { 0 };
   shk__guard *g = NULL;
   pid_t pid = -1;
   bool handlers = false, reaped = false;
@@ -335,6 +347,10 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   }
   if (o->net == SHK_NET_PROXY && (!eg || !eg->dir)) {
     r = shk__error_set(err, -EINVAL, "--net proxy needs the session's egress directory");
+    goto out;
+  }
+  if (o->net == SHK_NET_PROXY && eg->session && !(res->session = strdup(eg->session))) {
+    r = nomem(err);
     goto out;
   }
   /* Host mode shows the host's resolver file where it really is; proxy mode
@@ -368,10 +384,11 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .seccomp = a->seccomp,
     .guard = a->guard,
     .sync_fd = sync[1],
+    .exe_fd = -1,
     .command = o->command,
     .ncommand = o->ncommand,
   };
-  if ((r = shk__bwrap_argv(&res->plan, &l, &bargv)) < 0 ||
+  if ((r = shk__bwrap_argv(&res->plan, &l, &bargv, &s2)) < 0 ||
       (o->env_clean && !(benv = clean_env(env))) ||
       (a->guard && !(g = make_guard(&res->plan, o->net == SHK_NET_HOST)))) {
     r = nomem(err);
@@ -410,8 +427,10 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     r = shk__error_set(err, -errno, "pidfd_open: %s", strerror(errno));
     goto out;
   }
-  if ((r = supervise(exited, sync[0], g, &res->started, &listener)) < 0) {
-    shk__error_set(err, r, "supervising the sandbox: %s", strerror(-r));
+  const char *why = NULL;
+  if ((r = supervise(exited, sync[0], &s2, g, res, &listener, &why)) < 0) {
+    shk__error_set(err, r, "%s; the sandbox was killed", why ? why : strerror(-r));
+    res->started = false;
     goto out;
   }
   int status;
@@ -455,6 +474,7 @@ out:
   /* Every process of the sandbox died with its pid namespace. */
   shk_sandbox_plan_cleanup(&res->plan);
   shk__strv_free(bargv);
+  shk__stage2_args_free(&s2);
   free(benv);
   return r;
 }
@@ -462,6 +482,7 @@ out:
 void shk_sandbox_result_free(shk_sandbox_result *res)
 {
   shk_sandbox_plan_free(&res->plan);
+  free(res->session);
   for (size_t i = 0; i < sizeof res->cgroup_paths / sizeof res->cgroup_paths[0]; i++)
     free(res->cgroup_paths[i]);
   memset(res, 0, sizeof *res);

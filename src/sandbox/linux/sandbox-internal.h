@@ -4,6 +4,7 @@
 #pragma once
 
 #include "shinken/sandbox.h"
+#include "stage2-proto.h"
 
 typedef struct shk__bwrap_opts {
   const char *bwrap;      /* host path of bwrap */
@@ -17,48 +18,83 @@ typedef struct shk__bwrap_opts {
   bool root;              /* the caller is root outside */
   bool landlock, seccomp; /* false only when degraded mode was allowed */
   bool guard;             /* the connect() guard; likewise */
-  int sync_fd;            /* a unix socket: stage 2 sends one byte here just before
-                           * exec, with the connect() guard's listener */
+  int sync_fd;            /* a unix socket: stage 2 reports here just before exec,
+                           * with the connect() guard's listener */
+  int exe_fd;             /* the descriptor stage 2 is run from, or -1 */
   char *const *command;
   size_t ncommand;
 } shk__bwrap_opts;
 
 /* bwrap's argv (argv[0] is l->bwrap), ending with stage 2's command line,
- * into *OUT; free with shk__strv_free. 0 or -ENOMEM. */
-int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char ***out);
+ * into *OUT (free with shk__strv_free), and stage 2's arguments as written
+ * there into *S2 (free with shk__stage2_args_free), which the launcher
+ * checks stage 2's report against. 0 or -ENOMEM. */
+int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char ***out,
+                    shk__stage2_args *s2);
+void shk__stage2_args_free(shk__stage2_args *a);
 void shk__strv_free(char **v);
 
-/* ---- stage 2's pieces (inside the sandbox) ---- */
+/* ---- stage 2 (inside the sandbox) ----
+ *
+ * Stage 2's code (stage2.c and the pieces below) makes system calls itself
+ * (sys.h) and calls nothing of the C library: it is built both into the
+ * small program the launcher runs as stage 2 and into `shinken __stage2`. */
 
-/* Stage 2, caller root only: binds /dev/null read-only over the existing
- * file PATH (see bwrap.c for when a mask is made here instead of by bwrap).
- * Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
-int shk__mask_file(const char *path);
+typedef struct shk__stage2_hooks {
+  /* --net proxy: starts the egress bridge, while stage 2 still has the
+   * capabilities it needs, and sets the proxy variables. 0 or -errno. */
+  int (*bridge)(void);
+  /* The environment the command gets, read after bridge(); NULL: the one
+   * stage 2 was started with. */
+  char **(*environ)(void);
+} shk__stage2_hooks;
+
+/* Runs stage 2: parses ARGV (stage2-proto.h), applies every layer, reports
+ * to the launcher and execs the command. Never returns: a failure exits 125
+ * with one line on stderr. HOOKS may be NULL (no bridge: --net proxy is
+ * then refused). */
+__attribute__((noreturn)) void shk__stage2_main(int argc, char **argv, char **envp,
+                                                const shk__stage2_hooks *hooks);
+
+typedef enum shk__mount_op {
+  SHK__MOUNT_MASK_FILE, /* /dev/null over a file */
+  SHK__MOUNT_MASK_DIR,  /* an empty read-only tmpfs over a directory */
+  SHK__MOUNT_RO_FILE,   /* a read-only bind of a regular file onto itself */
+} shk__mount_op;
+
+/* One of stage 2's own mounts on PATH (mask.c); CREATE makes the mount
+ * point first. Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
+int shk__stage2_mount(const char *path, shk__mount_op op, bool create);
 /* Drops every capability: bounding set, ambient, effective, permitted,
  * inheritable. Returns 0 only when none is left. */
 int shk__drop_caps(void);
 /* Applies Landlock at the best ABI the kernel offers: read-only access
- * beneath `ro`, full access beneath `rw`, device access beneath `dev`;
- * TCP bind/connect refused when `deny_tcp`; abstract unix sockets and
- * signals scoped at ABI 6 and later. Returns the ABI applied. */
-int shk__landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
-                               size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp);
-/* The connect() guard (guard.c). Stage 2 installs a filter that hands
- * every connect() of the workload to a listener (returned, or -errno) and
- * passes that listener to the launcher; call it just before
- * shk__seccomp_apply, whose filter forbids the workload a listener of
- * its own (which would take precedence). */
+ * beneath A's ll_ro, full access beneath ll_rw, device access beneath
+ * ll_dev; TCP bind/connect refused with --net none (ABI 4); abstract unix
+ * sockets and signals scoped (ABI 6). Returns the ABI applied, and adds the
+ * SHK__APPLIED_LANDLOCK_* bits of what it handled to *FLAGS. */
+int shk__landlock_apply(const shk__stage2_args *a, unsigned *flags);
+/* The connect() guard. Stage 2 installs a filter that hands every
+ * connect() of the workload to a listener (returned, or -errno) and passes
+ * that listener to the launcher; call it just before shk__seccomp_apply,
+ * whose filter forbids the workload a listener of its own (which would take
+ * precedence). */
 int shk__guard_install(void);
-/* The launcher's side: `allowed` are the paths (as inside) on whose mounts
- * a pathname unix socket may be connected, the writable ones; with
- * `deny_abstract` (--net host) abstract sockets are refused. serve() handles
- * one pending request: call it when the listener is readable. new()
- * returns NULL when out of memory. */
+/* Installs the precompiled seccomp filter for `net`. Must be the last step
+ * before exec: it refuses the syscalls used to set the sandbox up. */
+int shk__seccomp_apply(shk_net_mode net);
+/* The precompiled filter for `net`, for tests. */
+struct sock_filter;
+int shk__seccomp_filter(shk_net_mode net, const struct sock_filter **prog, size_t *len);
+
+/* ---- the connect() guard, the launcher's side (guard.c) ---- */
+
+/* `allowed` are the paths (as inside) on whose mounts a pathname unix
+ * socket may be connected, the writable ones; with `deny_abstract` (--net
+ * host) abstract sockets are refused. serve() handles one pending request:
+ * call it when the listener is readable. new() returns NULL when out of
+ * memory. */
 typedef struct shk__guard shk__guard;
 shk__guard *shk__guard_new(const char *const *allowed, size_t n, bool deny_abstract);
 int shk__guard_serve(shk__guard *g, int listener);
 void shk__guard_free(shk__guard *g);
-/* Installs the precompiled seccomp filter for `net`. Must be the last step
- * before exec: it refuses the syscalls used to set the sandbox up. */
-int shk__seccomp_apply(shk_net_mode net);
-

@@ -1,168 +1,318 @@
-/* Stage 2 (`shinken __stage2`): run by bwrap inside the new namespaces, it
- * applies the layers bwrap does not (a fresh keyring, the egress bridge,
- * dropping every capability, no-new-privs, Landlock, seccomp last) and execs
- * the workload. Every failure exits 125 before the workload runs: nothing
- * runs with less than what was asked. Its command line is written by the
- * launcher only. This is the one program of the module that may die. */
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/keyctl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
-#include "common/common.h"
-#include "shinken/egress.h"
+/* Stage 2: run by bwrap inside the new namespaces, it applies the layers
+ * bwrap does not (its own masks, a fresh keyring, the egress bridge,
+ * dropping every capability, no-new-privs, Landlock, the connect() guard,
+ * seccomp last), tells the launcher what it applied, and execs the
+ * workload. Every failure exits 125 before the workload runs: nothing runs
+ * with less than what was asked. Its command line is written by the
+ * launcher only (stage2-proto.c).
+ *
+ * It makes its system calls itself and calls nothing of the C library, so
+ * that it can run as a program without one: that program starts in a
+ * fraction of the time a program with the C library's start-up takes
+ * (stage2-main.c). This is the one program of the module that may die. */
 #include "sandbox-internal.h"
 
+#include <linux/errno.h>
+#include <linux/fcntl.h>
+#include <linux/keyctl.h>
+#include <linux/prctl.h>
+#include <linux/uio.h>
+#include <asm/socket.h>
+
+#include "sys.h"
+
 #define STAGE2_FAIL 125
+#define PATH_MAX_ 4096
+#define SIGKILL_ 9
 
-typedef struct list {
-  const char **v;
-  size_t n;
-} list;
-
-static void list_add(list *l, const char *s)
+/* The messages of the C library, for the errors stage 2 can meet. */
+static const char *error_text(long e)
 {
-  l->v = shk__xrealloc(l->v, (l->n + 1) * sizeof *l->v);
-  l->v[l->n++] = s;
-}
-
-/* Safe because it only replaces this process's session keyring with a new,
- * empty one: keys of the caller's session are never reachable inside. */
-static void fresh_keyring(void)
-{
-  if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0)
-    shk__die_errno(STAGE2_FAIL, "stage 2: a fresh session keyring");
-}
-
-/* The one byte that tells the launcher the sandbox is complete, with the
- * connect() guard's listener when there is one. */
-static int send_ready(int sock, int listener)
-{
-  char b = '1';
-  struct iovec iov = { &b, 1 };
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  memset(&u, 0, sizeof u);
-  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-  if (listener >= 0) {
-    mh.msg_control = u.buf;
-    mh.msg_controllen = sizeof u.buf;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &listener, sizeof listener);
+  switch (-e) {
+  case EPERM: return "Operation not permitted";
+  case ENOENT: return "No such file or directory";
+  case ESRCH: return "No such process";
+  case EIO: return "Input/output error";
+  case E2BIG: return "Argument list too long";
+  case ENOEXEC: return "Exec format error";
+  case EBADF: return "Bad file descriptor";
+  case EAGAIN: return "Resource temporarily unavailable";
+  case ENOMEM: return "Cannot allocate memory";
+  case EACCES: return "Permission denied";
+  case EFAULT: return "Bad address";
+  case EBUSY: return "Device or resource busy";
+  case EEXIST: return "File exists";
+  case EXDEV: return "Invalid cross-device link";
+  case ENODEV: return "No such device";
+  case ENOTDIR: return "Not a directory";
+  case EISDIR: return "Is a directory";
+  case EINVAL: return "Invalid argument";
+  case ENFILE: return "Too many open files in system";
+  case EMFILE: return "Too many open files";
+  case ETXTBSY: return "Text file busy";
+  case ENOSPC: return "No space left on device";
+  case EROFS: return "Read-only file system";
+  case EPIPE: return "Broken pipe";
+  case ENAMETOOLONG: return "File name too long";
+  case ENOSYS: return "Function not implemented";
+  case ELOOP: return "Too many levels of symbolic links";
+  case EOPNOTSUPP: return "Operation not supported";
+  case EADDRINUSE: return "Address already in use";
+  case EADDRNOTAVAIL: return "Cannot assign requested address";
+  case ENETUNREACH: return "Network is unreachable";
+  case ECONNREFUSED: return "Connection refused";
+  default: return "Unknown error";
   }
-  return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
-int shk_sandbox_stage2(int argc, char **argv)
+static void put(const char *s)
 {
-  shk_net_mode net = SHK_NET_NONE;
-  bool net_given = false, landlock = true, seccomp = true, guard = true;
-  int sync_fd = -1;
-  list ro = { 0 }, rw = { 0 }, dev = { 0 }, mask = { 0 };
-  int i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--")) {
-      i++;
-      break;
-    } else if (!strcmp(a, "--no-landlock")) {
-      landlock = false;
-    } else if (!strcmp(a, "--no-seccomp")) {
-      seccomp = false;
-    } else if (!strcmp(a, "--no-guard")) {
-      guard = false;
-    } else if (v && !strcmp(a, "--net")) {
-      net_given = true;
-      if (!strcmp(v, "none"))
-        net = SHK_NET_NONE;
-      else if (!strcmp(v, "proxy"))
-        net = SHK_NET_PROXY;
-      else if (!strcmp(v, "host"))
-        net = SHK_NET_HOST;
-      else
-        shk__die(STAGE2_FAIL, "stage 2: bad --net %s", v);
-      i++;
-    } else if (v && !strcmp(a, "--sync-fd")) {
-      sync_fd = atoi(v);
-      i++;
-    } else if (v && !strcmp(a, "--ll-ro")) {
-      list_add(&ro, argv[++i]);
-    } else if (v && !strcmp(a, "--ll-rw")) {
-      list_add(&rw, argv[++i]);
-    } else if (v && !strcmp(a, "--ll-dev")) {
-      list_add(&dev, argv[++i]);
-    } else if (v && !strcmp(a, "--mask")) {
-      list_add(&mask, argv[++i]);
-    } else {
-      shk__die(STAGE2_FAIL, "stage 2 is run by 'shinken run' only (unexpected '%s')", a);
+  size_t n = shk__s_len(s);
+  while (n > 0) {
+    long w = shk__sys(__NR_write, 2, s, n);
+    if (w == -EINTR)
+      continue;
+    if (w <= 0)
+      return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+static __attribute__((noreturn)) void leave(int status)
+{
+  for (;;)
+    shk__sys(__NR_exit_group, status);
+}
+
+/* "shinken: stage 2: WHAT[ DETAIL]: the error" and exit 125. */
+static __attribute__((noreturn)) void die(const char *what, const char *detail, long err)
+{
+  put("shinken: stage 2: ");
+  put(what);
+  if (detail) {
+    put(" ");
+    put(detail);
+  }
+  if (err) {
+    put(": ");
+    put(error_text(err));
+  }
+  put("\n");
+  leave(STAGE2_FAIL);
+}
+
+/* The mounts bwrap left to stage 2 (bwrap.c), while it still may mount. */
+static unsigned make_masks(const shk__stage2_args *a)
+{
+  static const struct {
+    size_t offset;
+    shk__mount_op op;
+    bool create;
+  } kinds[] = {
+    { offsetof(shk__stage2_args, mask_files), SHK__MOUNT_MASK_FILE, false },
+    { offsetof(shk__stage2_args, create_files), SHK__MOUNT_MASK_FILE, true },
+    { offsetof(shk__stage2_args, mask_dirs), SHK__MOUNT_MASK_DIR, false },
+    { offsetof(shk__stage2_args, create_dirs), SHK__MOUNT_MASK_DIR, true },
+    { offsetof(shk__stage2_args, ro_files), SHK__MOUNT_RO_FILE, false },
+  };
+  unsigned n = 0;
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    const shk__stage2_list *l = (const shk__stage2_list *)((const char *)a + kinds[k].offset);
+    for (size_t i = 0; i < l->n; i++, n++) {
+      int r = shk__stage2_mount(l->v[i], kinds[k].op, kinds[k].create);
+      if (r < 0)
+        die("masking", l->v[i], r);
     }
   }
-  if (i >= argc || !net_given || sync_fd < 3)
-    shk__die(STAGE2_FAIL, "stage 2 is run by 'shinken run' only");
-  /* The workload must never inherit the socket that tells the launcher it
-   * started. */
-  if (fcntl(sync_fd, F_SETFD, FD_CLOEXEC) < 0)
-    shk__die_errno(STAGE2_FAIL, "stage 2: sync fd");
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-    shk__die_errno(STAGE2_FAIL, "stage 2: PR_SET_PDEATHSIG");
+  return n;
+}
 
-  /* The masks bwrap left to stage 2 (bwrap.c), while it still may mount. */
-  for (size_t m = 0; m < mask.n; m++) {
-    int r = shk__mask_file(mask.v[m]);
-    if (r < 0)
-      shk__die(STAGE2_FAIL, "stage 2: masking %s: %s", mask.v[m], strerror(-r));
+/* The layout of the kernel's msghdr and cmsghdr (the C library's
+ * <sys/socket.h> is not available to stage 2). */
+struct s2_msghdr {
+  void *name;
+  int namelen;
+  struct iovec *iov;
+  size_t iovlen;
+  void *control;
+  size_t controllen;
+  unsigned flags;
+};
+struct s2_cmsghdr {
+  size_t len;
+  int level;
+  int type;
+};
+#define S2_SCM_RIGHTS 1
+
+/* The report that tells the launcher the sandbox is complete, with the
+ * connect() guard's listener when there is one. */
+static long send_report(int sock, const shk__stage2_report *rep, int listener)
+{
+  struct iovec iov = { (void *)rep, sizeof *rep };
+  union {
+    struct s2_cmsghdr h;
+    char buf[sizeof(struct s2_cmsghdr) + 8];
+  } u;
+  struct s2_msghdr mh = { .iov = &iov, .iovlen = 1 };
+  if (listener >= 0) {
+    u.h = (struct s2_cmsghdr){ sizeof(struct s2_cmsghdr) + sizeof(int), SOL_SOCKET,
+                               S2_SCM_RIGHTS };
+    *(int *)(u.buf + sizeof(struct s2_cmsghdr)) = listener;
+    mh.control = u.buf;
+    mh.controllen = sizeof u.buf;
   }
-  free(mask.v);
-  fresh_keyring();
-  if (net == SHK_NET_PROXY) {
+  long r = shk__sys(__NR_sendmsg, sock, &mh, 0x4000 /* MSG_NOSIGNAL */);
+  return r == (long)sizeof *rep ? 0 : r < 0 ? r : -EIO;
+}
+
+/* The value of NAME (with its '=') in ENVP, or NULL. */
+static const char *env_get(char **envp, const char *name)
+{
+  for (char **e = envp; e && *e; e++)
+    if (shk__s_prefix(*e, name))
+      return *e + shk__s_len(name);
+  return NULL;
+}
+
+/* execve, and a file that is not a binary run by /bin/sh, as execvp does. */
+static long exec_file(const char *file, char *const *argv, size_t argc, char **envp)
+{
+  long r = shk__sys(__NR_execve, file, argv, envp);
+  if (r != -ENOEXEC)
+    return r;
+  const char *sh[argc + 2];
+  sh[0] = "/bin/sh";
+  sh[1] = file;
+  for (size_t i = 1; i <= argc; i++)
+    sh[i + 1] = argv[i]; /* argv[argc] is NULL */
+  shk__sys(__NR_execve, "/bin/sh", sh, envp);
+  return r;
+}
+
+/* execvp(3): a name without '/' is looked for in $PATH. Returns the error
+ * that stopped it. */
+static long exec_command(char *const *argv, size_t argc, char **envp)
+{
+  const char *cmd = argv[0];
+  for (const char *c = cmd; *c; c++)
+    if (*c == '/')
+      return exec_file(cmd, argv, argc, envp);
+  if (!*cmd)
+    return -ENOENT;
+  const char *path = env_get(envp, "PATH=");
+  if (!path)
+    path = "/bin:/usr/bin";
+  size_t clen = shk__s_len(cmd);
+  bool denied = false;
+  for (const char *d = path;; d++) {
+    const char *end = d;
+    while (*end && *end != ':')
+      end++;
+    size_t dlen = (size_t)(end - d);
+    char full[PATH_MAX_];
+    if (dlen + clen + 2 <= sizeof full) {
+      size_t n = 0;
+      for (const char *p = d; p < end; p++)
+        full[n++] = *p;
+      if (n > 0)
+        full[n++] = '/';
+      for (size_t i = 0; i <= clen; i++)
+        full[n + i] = cmd[i];
+      long r = exec_file(full, argv, argc, envp);
+      switch (-r) {
+      case EACCES:
+        denied = true;
+        break;
+      case ENOENT: case ENOTDIR: case ENODEV: case ETIMEDOUT: case ESTALE:
+        break;
+      default:
+        return r;
+      }
+    }
+    if (!*end)
+      break;
+    d = end;
+  }
+  return denied ? -EACCES : -ENOENT;
+}
+
+void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hooks *hooks)
+{
+  shk__stage2_args a;
+  const char *why;
+  if (shk__stage2_args_parse(argc, argv, &a, &why) < 0) {
+    put("shinken: ");
+    put(why);
+    put("\n");
+    leave(STAGE2_FAIL);
+  }
+  /* Neither the copy of stage 2 it was run from nor the socket that tells
+   * the launcher it started may reach the workload. */
+  if (a.exe_fd >= 0)
+    shk__sys(__NR_close, a.exe_fd);
+  long r = shk__sys(__NR_fcntl, a.sync_fd, F_SETFD, FD_CLOEXEC);
+  if (r < 0)
+    die("sync fd", NULL, r);
+  if ((r = shk__sys(__NR_prctl, PR_SET_PDEATHSIG, SIGKILL_, 0, 0, 0)) < 0)
+    die("PR_SET_PDEATHSIG", NULL, r);
+
+  shk__stage2_report rep = { .magic = SHK__STAGE2_MAGIC, .size = sizeof rep };
+  rep.masks = make_masks(&a);
+  /* Safe because it only replaces this process's session keyring with a
+   * new, empty one: keys of the caller's session are never reachable
+   * inside. */
+  if ((r = shk__sys(__NR_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0)) < 0)
+    die("a fresh session keyring", NULL, r);
+  rep.flags |= SHK__APPLIED_KEYRING;
+  if (a.net == SHK_NET_PROXY) {
+    if (!hooks || !hooks->bridge)
+      die("--net proxy needs the egress bridge of the shinken binary", NULL, -EINVAL);
     /* The bridge helper keeps running beside the workload: nothing inside
      * may ptrace it or read its memory. */
-    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-      shk__die_errno(STAGE2_FAIL, "stage 2: PR_SET_DUMPABLE");
-    int r = shk_egress_bridge_start(SHK_SANDBOX_EGRESS_DIR);
-    if (r < 0)
-      shk__die(STAGE2_FAIL, "stage 2: egress bridge: %s", strerror(-r));
-    if ((r = shk_egress_apply_env()) < 0)
-      shk__die(STAGE2_FAIL, "stage 2: proxy environment: %s", strerror(-r));
+    if ((r = shk__sys(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0)) < 0)
+      die("PR_SET_DUMPABLE", NULL, r);
+    if ((r = hooks->bridge()) < 0)
+      die("egress bridge", NULL, r);
+    rep.flags |= SHK__APPLIED_BRIDGE;
   }
-  int r = shk__drop_caps();
-  if (r < 0)
-    shk__die(STAGE2_FAIL, "stage 2: dropping capabilities: %s", strerror(-r));
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-    shk__die_errno(STAGE2_FAIL, "stage 2: PR_SET_NO_NEW_PRIVS");
-  if (landlock) {
-    r = shk__landlock_apply(ro.v, ro.n, rw.v, rw.n, dev.v, dev.n, net == SHK_NET_NONE);
-    if (r < 0)
-      shk__die(STAGE2_FAIL, "stage 2: Landlock: %s", strerror(-r));
+  if ((r = shk__drop_caps()) < 0)
+    die("dropping capabilities", NULL, r);
+  rep.flags |= SHK__APPLIED_CAPS;
+  if ((r = shk__sys(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) < 0)
+    die("PR_SET_NO_NEW_PRIVS", NULL, r);
+  rep.flags |= SHK__APPLIED_NNP;
+  if (a.landlock) {
+    unsigned ll = 0;
+    int abi = shk__landlock_apply(&a, &ll);
+    if (abi < 0)
+      die("Landlock", NULL, abi);
+    rep.landlock_abi = abi;
+    rep.flags |= ll;
   }
-  free(ro.v);
-  free(rw.v);
-  free(dev.v);
   int listener = -1;
-  if (seccomp && guard && (listener = shk__guard_install()) < 0)
-    shk__die(STAGE2_FAIL, "stage 2: connect() guard: %s", strerror(-listener));
-  if (seccomp && (r = shk__seccomp_apply(net)) < 0)
-    shk__die(STAGE2_FAIL, "stage 2: seccomp: %s", strerror(-r));
-  if (send_ready(sync_fd, listener) < 0)
-    shk__die_errno(STAGE2_FAIL, "stage 2: sync socket");
+  if (a.seccomp && a.guard) {
+    if ((listener = shk__guard_install()) < 0)
+      die("connect() guard", NULL, listener);
+    rep.flags |= SHK__APPLIED_GUARD;
+  }
+  if (a.seccomp) {
+    if ((r = shk__seccomp_apply(a.net)) < 0)
+      die("seccomp", NULL, r);
+    rep.flags |= SHK__APPLIED_SECCOMP;
+  }
+  if ((r = send_report(a.sync_fd, &rep, listener)) < 0)
+    die("sync socket", NULL, r);
   if (listener >= 0)
-    close(listener);
-  execvp(argv[i], argv + i);
-  int err = errno;
-  shk__warn("%s: %s", argv[i], strerror(err));
-  /* _exit: past seccomp, exit-time hooks (sanitizers') may not work. */
-  _exit(err == ENOENT ? 127 : 126);
+    shk__sys(__NR_close, listener);
+  if (hooks && hooks->environ)
+    envp = hooks->environ();
+  r = exec_command(a.command, a.ncommand, envp);
+  put("shinken: ");
+  put(a.command[0]);
+  put(": ");
+  put(error_text(r));
+  put("\n");
+  leave(r == -ENOENT ? 127 : 126);
 }
