@@ -74,18 +74,16 @@ int shk__drop_caps(void);
  * sockets and signals scoped (ABI 6). Returns the ABI applied, and adds the
  * SHK__APPLIED_LANDLOCK_* bits of what it handled to *FLAGS. */
 int shk__landlock_apply(const shk__stage2_args *a, unsigned *flags);
-/* The connect() guard. Stage 2 installs a filter that hands every
- * connect() of the workload to a listener (returned, or -errno) and passes
- * that listener to the launcher; call it just before shk__seccomp_apply,
- * whose filter forbids the workload a listener of its own (which would take
- * precedence). */
-int shk__guard_install(void);
 /* Installs the precompiled seccomp filter for `net`. Must be the last step
- * before exec: it refuses the syscalls used to set the sandbox up. */
-int shk__seccomp_apply(shk_net_mode net);
-/* The precompiled filter for `net`, for tests. */
+ * before exec: it refuses the syscalls used to set the sandbox up. With
+ * GUARD, the filter also hands every connect() of the workload to a
+ * listener, returned (the connect() guard; stage 2 passes it to the
+ * launcher), and forbids the workload a listener of its own, which would
+ * take precedence. Returns 0 (or the listener), or -errno. */
+int shk__seccomp_apply(shk_net_mode net, bool guard);
+/* The precompiled filter, for tests. */
 struct sock_filter;
-int shk__seccomp_filter(shk_net_mode net, const struct sock_filter **prog, size_t *len);
+int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter **prog, size_t *len);
 
 /* ---- the connect() guard, the launcher's side (guard.c) ---- */
 

@@ -292,15 +292,11 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     rep.flags |= ll;
   }
   int listener = -1;
-  if (a.seccomp && a.guard) {
-    if ((listener = shk__guard_install()) < 0)
-      die("connect() guard", NULL, listener);
-    rep.flags |= SHK__APPLIED_GUARD;
-  }
   if (a.seccomp) {
-    if ((r = shk__seccomp_apply(a.net)) < 0)
-      die("seccomp", NULL, r);
-    rep.flags |= SHK__APPLIED_SECCOMP;
+    if ((r = shk__seccomp_apply(a.net, a.guard)) < 0)
+      die(a.guard ? "seccomp (with the connect() guard)" : "seccomp", NULL, r);
+    rep.flags |= SHK__APPLIED_SECCOMP | (a.guard ? SHK__APPLIED_GUARD : 0);
+    listener = a.guard ? (int)r : -1;
   }
   if ((r = send_report(a.sync_fd, &rep, listener)) < 0)
     die("sync socket", NULL, r);
