@@ -274,8 +274,16 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
   if (var_tmp)
     push2(&s, "--tmpfs", "/var/tmp");
   push2(&s, "--tmpfs", "/run");
-  const char *stage2 = stage2_path(p, l->exe);
-  if (stage2 != l->exe)
+  /* The stage 2 program runs from the launcher's copy in memory, which
+   * bwrap's child reaches through its own descriptor table; `shinken
+   * __stage2` from the binary. */
+  char self[40];
+  const char *stage2 = self;
+  if (l->exe_fd >= 0)
+    snprintf(self, sizeof self, "/proc/self/fd/%d", l->exe_fd);
+  else
+    stage2 = stage2_path(p, l->exe);
+  if (l->exe_fd < 0 && stage2 != l->exe)
     push3(&s, "--ro-bind", l->exe, stage2);
   if (l->egress_dir)
     push3(&s, "--bind", l->egress_dir, SHK_SANDBOX_EGRESS_DIR);

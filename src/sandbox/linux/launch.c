@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -53,7 +54,8 @@ typedef struct child_args {
   uid_t uid;
   gid_t gid;
   const shk_sandbox_cgroup *cg;
-  int keep;        /* the one descriptor above stderr the sandbox gets */
+  int keep[2];     /* the descriptors above stderr the sandbox gets, ascending;
+                    * -1 for none */
   char **argv, **envp;
   sigset_t mask;   /* the launcher's signal mask, restored before exec */
   int err;         /* set by the child: -errno of the step that failed */
@@ -112,10 +114,21 @@ static int child_main(void *arg)
     a->what = "joining the session cgroup";
     _exit(125);
   }
-  unsigned keep = (unsigned)a->keep;
-  if (keep < 3 || (keep > 3 && close_range(3, keep - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
-      close_range(keep + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0 || fcntl(a->keep, F_SETFD, 0) < 0) {
-    a->err = keep < 3 ? -EBADF : -errno;
+  unsigned from = 3;
+  for (int i = 0; i < 2; i++) {
+    if (a->keep[i] < 0)
+      continue;
+    unsigned k = (unsigned)a->keep[i];
+    if (k < from || (k > from && close_range(from, k - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
+        fcntl(a->keep[i], F_SETFD, 0) < 0) {
+      a->err = k < from ? -EBADF : -errno;
+      a->what = "closing inherited descriptors";
+      _exit(125);
+    }
+    from = k + 1;
+  }
+  if (close_range(from, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+    a->err = -errno;
     a->what = "closing inherited descriptors";
     _exit(125);
   }
@@ -287,6 +300,44 @@ static void host_resolver(char *out)
     out[0] = '\0';
 }
 
+/* The stage 2 program (stage2-main.c, embedded at build time) in a sealed
+ * memory file: it runs from there, so it needs no path in the sandbox and
+ * nothing on disk can stand in for it. Returns the descriptor, or -errno
+ * where this kernel will not run one (memfd_create refused, or
+ * vm.memfd_noexec=2): the launcher then runs `shinken __stage2`. */
+extern const unsigned char shk__stage2_image[];
+extern const size_t shk__stage2_image_size;
+
+static int stage2_memfd(void)
+{
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+  int fd = memfd_create("shinken-stage2", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL) /* before Linux 6.3, which knows no MFD_EXEC */
+    fd = memfd_create("shinken-stage2", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return -errno;
+  size_t off = 0;
+  while (off < shk__stage2_image_size) {
+    ssize_t w = write(fd, shk__stage2_image + off, shk__stage2_image_size - off);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      int e = w < 0 ? errno : EIO;
+      close(fd);
+      return -e;
+    }
+    off += (size_t)w;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
 /* Where a pathname unix socket may be connected: the writable mounts. */
 static shk__guard *make_guard(const shk_sandbox_plan *plan, bool host_net)
 {
@@ -326,7 +377,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   memset(res, 0, sizeof *res);
   res->exit_status = -1;
   shk_sandbox_cgroup cg = { NULL, -1, { NULL }, { -1, -1, -1, -1 } };
-  int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1;
+  int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1, exe = -1;
   char **bargv = NULL, **benv = NULL;
   shk__stage2_args s2 = { 0 };
   shk__guard *g = NULL;
@@ -368,6 +419,9 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     r = shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
     goto out;
   }
+  /* --net proxy needs the egress bridge, which lives in the binary. */
+  if (o->net != SHK_NET_PROXY)
+    exe = stage2_memfd();
   bool visible;
   shk_sandbox_plan_access(&res->plan, env->cwd, &visible);
   shk__bwrap_opts l = {
@@ -384,7 +438,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .seccomp = a->seccomp,
     .guard = a->guard,
     .sync_fd = sync[1],
-    .exe_fd = -1,
+    .exe_fd = exe >= 0 ? exe : -1,
     .command = o->command,
     .ncommand = o->ncommand,
   };
@@ -410,7 +464,9 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   handlers = true;
   got_signal = 0;
   child_args ca = { .parent = self, .uid = env->uid, .gid = env->gid, .cg = &cg,
-                    .keep = sync[1], .argv = bargv, .envp = benv ? benv : (char **)env->environ,
+                    .keep = { exe >= 0 && exe < sync[1] ? exe : sync[1],
+                              exe < 0 ? -1 : exe < sync[1] ? sync[1] : exe },
+                    .argv = bargv, .envp = benv ? benv : (char **)env->environ,
                     .mask = mask, .err = 0, .what = NULL };
   pid = start_bwrap(f, env, &ca);
   if (pid > 0)
@@ -466,6 +522,8 @@ out:
     close(exited);
   if (self >= 0)
     close(self);
+  if (exe >= 0)
+    close(exe);
   for (int i = 0; i < 2; i++)
     if (sync[i] >= 0)
       close(sync[i]);
