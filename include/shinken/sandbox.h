@@ -112,13 +112,14 @@ typedef struct shk_sandbox_env {
   gid_t gid;
   const char *user;          /* the caller's name in the password database, or NULL */
   const char *cgroup_parent; /* SHINKEN_CGROUP_PARENT (cgroup v1), or NULL */
-  const char *exe;           /* the shinken binary */
+  const char *exe;           /* the shinken binary, for `shinken __stage2`; NULL:
+                              * /proc/self/exe, read when it is needed */
   char *const *environ;      /* the environment the command inherits */
   char *storage_;            /* what shk_sandbox_env_from_process allocated */
 } shk_sandbox_env;
 
-/* Reads the caller's ids, the working directory, the binary's path and the
- * variables above from this process. Free with shk_sandbox_env_free. */
+/* Reads the caller's ids, the working directory and the variables above
+ * from this process. Free with shk_sandbox_env_free. */
 int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err);
 void shk_sandbox_env_free(shk_sandbox_env *env);
 

@@ -73,8 +73,8 @@ int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err)
 {
   memset(env, 0, sizeof *env);
   /* One block for every string this function owns: the working directory,
-   * the binary's path, and the password database's home and name. */
-  enum { CWD = 0, EXE = PATH_MAX, HOME = 2 * PATH_MAX, NAME = 3 * PATH_MAX, SIZE = 3 * PATH_MAX + 256 };
+   * and the password database's home and name. */
+  enum { CWD = 0, HOME = PATH_MAX, NAME = 2 * PATH_MAX, SIZE = 2 * PATH_MAX + 256 };
   char *s = malloc(SIZE);
   if (!s)
     return shk__error_set(err, -ENOMEM, "out of memory");
@@ -83,13 +83,6 @@ int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err)
     free(s);
     return shk__error_set(err, r, "the current directory: %s", strerror(-r));
   }
-  ssize_t n = readlink("/proc/self/exe", s + EXE, PATH_MAX - 1);
-  if (n <= 0) {
-    int r = n < 0 ? -errno : -EIO;
-    free(s);
-    return shk__error_set(err, r, "/proc/self/exe: %s", strerror(-r));
-  }
-  s[EXE + n] = '\0';
   /* The effective ids decide what the caller is outside (root or not) and
    * are what the launcher maps into its user namespace; the password
    * database is asked about the real uid, as login does. */
@@ -98,7 +91,6 @@ int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err)
   env->root = env->uid == 0;
   passwd_entry(getuid(), s + HOME, PATH_MAX, s + NAME, 256);
   env->cwd = s + CWD;
-  env->exe = s + EXE;
   env->homes[0] = nonempty(getenv("HOME"));
   env->homes[1] = nonempty(s + HOME);
   env->user = nonempty(s + NAME);

@@ -18,6 +18,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include "cgroup-internal.h"
@@ -55,16 +56,6 @@ static long read_long(const char *path)
   return v;
 }
 
-static bool file_contains(const char *path, const char *needle)
-{
-  char *text;
-  size_t len;
-  if (shk__read_file(path, &text, &len) < 0)
-    return false;
-  bool found = strstr(text, needle) != NULL;
-  free(text);
-  return found;
-}
 
 /* Tries a user namespace in a child: unshare, then mount a tmpfs in a new
  * mount namespace, which is what bwrap needs and what Ubuntu's AppArmor
@@ -119,7 +110,12 @@ static void detect_userns(shk_sandbox_features *f, const shk_sandbox_env *env, u
   const char *why = NULL;
   long apparmor = env->root ? -1 : read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
   f->apparmor_userns = apparmor >= 0;
-  if (file_contains("/proc/sys/kernel/osrelease", "Microsoft"))
+  /* The kernel's release names WSL: one system call, where reading
+   * /proc/sys/kernel/osrelease takes four. */
+  struct utsname u;
+  if (uname(&u) < 0)
+    u.release[0] = '\0';
+  if (strstr(u.release, "Microsoft"))
     why = "WSL 1 has no namespaces";
   else if (read_long("/proc/sys/user/max_user_namespaces") == 0)
     why = "user.max_user_namespaces is 0";
@@ -143,7 +139,7 @@ static void detect_userns(shk_sandbox_features *f, const shk_sandbox_env *env, u
   f->userns = !why;
   if (why)
     f->userns_detail = fstr("%s", why);
-  else if (file_contains("/proc/sys/kernel/osrelease", "WSL2"))
+  else if (strstr(u.release, "WSL2"))
     f->userns_detail = fstr("available (WSL 2)");
   else
     f->userns_detail = fstr("%s", env->root ? "available (root)" : "available");

@@ -422,11 +422,23 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   /* --net proxy needs the egress bridge, which lives in the binary. */
   if (o->net != SHK_NET_PROXY)
     exe = stage2_memfd();
+  char self_exe[PATH_MAX];
+  const char *binary = env->exe;
+  if (exe < 0 && !binary) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) {
+      r = shk__error_set(err, n < 0 ? -errno : -EIO, "/proc/self/exe: %s",
+                         n < 0 ? strerror(errno) : "empty");
+      goto out;
+    }
+    self_exe[n] = '\0';
+    binary = self_exe;
+  }
   bool visible;
   shk_sandbox_plan_access(&res->plan, env->cwd, &visible);
   shk__bwrap_opts l = {
     .bwrap = f->bwrap,
-    .exe = env->exe,
+    .exe = binary,
     .egress_dir = o->net == SHK_NET_PROXY ? eg->dir : NULL,
     .resolv = o->net == SHK_NET_NONE ? NULL
               : resolv[0] ? resolv : resolv_src[0] ? "/etc/resolv.conf" : NULL,
