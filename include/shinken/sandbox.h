@@ -321,6 +321,7 @@ typedef struct shk_sandbox_applied {
   bool no_new_privs;
   bool keyring;         /* a fresh session keyring */
   bool bridge;          /* the egress bridge runs (--net proxy) */
+  bool userns;          /* the command runs in stage 2's own user namespace */
   unsigned masks;       /* mounts stage 2 made itself (bwrap made the others) */
 } shk_sandbox_applied;
 

@@ -523,11 +523,14 @@ static void test_bwrap_argv(void **state)
 {
   (void)state;
   shk_sandbox_plan p;
-  build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), NULL);
+  /* w/a is masked with w/a/b writable inside it: bwrap makes that mask,
+   * before the bind nested in it, and makes it read-only after. */
+  build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), "--write", at("w/a/b"), NULL);
   char *cmd[] = { (char *)"echo", (char *)"hi" };
   shk__bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
                            .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
-                           .sync_fd = 5, .exe_fd = -1, .command = cmd, .ncommand = 2 };
+                           .sync_fd = 5, .exe_fd = -1, .uid = 1000, .gid = 1001,
+                           .command = cmd, .ncommand = 2 };
   char **v = NULL;
   shk__stage2_args s2;
   assert_int_equal(shk__bwrap_argv(&p, &l, &v, &s2), 0);
@@ -558,11 +561,15 @@ static void test_bwrap_argv(void **state)
   assert_int_equal(back.net, SHK_NET_NONE);
   assert_int_equal(back.sync_fd, 5);
   assert_int_equal(back.exe_fd, -1);
+  /* An unprivileged caller's ids, for stage 2's own user namespace. */
+  assert_int_equal(back.map_uid, 1000);
+  assert_int_equal(back.map_gid, 1001);
   assert_true(back.landlock && back.seccomp && !back.guard);
   const shk__stage2_list *lists[][2] = { { &s2.ll_ro, &back.ll_ro }, { &s2.ll_rw, &back.ll_rw },
                                          { &s2.ll_dev, &back.ll_dev },
-                                         { &s2.mask_files, &back.mask_files } };
-  for (size_t i = 0; i < 4; i++) {
+                                         { &s2.mask_files, &back.mask_files },
+                                         { &s2.mask_dirs, &back.mask_dirs } };
+  for (size_t i = 0; i < 5; i++) {
     assert_int_equal(lists[i][0]->n, lists[i][1]->n);
     for (size_t k = 0; k < lists[i][0]->n; k++)
       assert_string_equal(lists[i][0]->v[k], lists[i][1]->v[k]);
@@ -577,13 +584,31 @@ static void test_bwrap_argv(void **state)
   shk__stage2_args_free(&s2);
   shk__strv_free(v);
   shk_sandbox_plan_free(&p);
+
+  /* With nothing inside it, stage 2 makes the mask itself (one mount,
+   * where bwrap rereads the mount table), and keeps the capabilities for
+   * it until it drops them all. */
+  build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), NULL);
+  assert_int_equal(shk__bwrap_argv(&p, &l, &v, &s2), 0);
+  bool sys_admin = false;
+  for (n = 0; v[n] && strcmp(v[n], "--"); n++) {
+    if (!strcmp(v[n], "--tmpfs") || !strcmp(v[n], "--remount-ro"))
+      assert_string_not_equal(v[n + 1], at("w/a"));
+    sys_admin |= !strcmp(v[n], "--cap-add") && !strcmp(v[n + 1], "CAP_SYS_ADMIN");
+  }
+  assert_true(sys_admin);
+  assert_int_equal(s2.mask_dirs.n, 1);
+  assert_string_equal(s2.mask_dirs.v[0], at("w/a"));
+  shk__stage2_args_free(&s2);
+  shk__strv_free(v);
+  shk_sandbox_plan_free(&p);
 }
 
 /* The parser refuses what the launcher never writes. */
 static void test_stage2_args_errors(void **state)
 {
   (void)state;
-  static const char *const bad[][8] = {
+  static const char *const bad[][9] = {
     { "__stage2", "--net", "none", "--", "true" },           /* no --sync-fd */
     { "__stage2", "--sync-fd", "4", "--", "true" },          /* no --net */
     { "__stage2", "--net", "wifi", "--sync-fd", "4", "--", "true" },
@@ -592,10 +617,12 @@ static void test_stage2_args_errors(void **state)
     { "__stage2", "--net", "none", "--sync-fd", "4", "--ll-ro", "9", "/" }, /* count too big */
     { "__stage2", "--net", "none", "--sync-fd", "4", "--bogus", "x", "--" },
     { "stage2", "--net", "none", "--sync-fd", "4", "--", "true" },
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--map-uid", "7", "--", "true" }, /* no gid */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--map-uid", "4294967296", "--" },
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int argc = 0;
-    while (argc < 8 && bad[i][argc])
+    while (argc < 9 && bad[i][argc])
       argc++;
     shk__stage2_args a;
     const char *why = NULL;

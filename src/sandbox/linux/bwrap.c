@@ -92,22 +92,41 @@ static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
   return exe;
 }
 
-/* Whether stage 2 makes this mask instead of bwrap. For bwrap 0.8 each bind
- * means a reread of the whole mount table (about 0.12 ms at every start on
- * the development VM); stage 2 binds with two mount calls. It can only for a
- * caller that is root, whose stage 2 may keep CAP_SYS_ADMIN over the
- * sandbox's mount namespace until it drops every capability, and only over
- * a file that is there to bind onto: not a mount point bwrap would have to
- * create, nor one inside a directory that is itself masked. */
-static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r, bool root)
+/* Which of the plan's mounts stage 2 makes itself instead of bwrap: -1 for
+ * bwrap, else the shk__mount_op. For bwrap 0.8 each bind means a reread of
+ * the whole mount table (about 0.12 ms at every start on the development
+ * VM, so a hundred masks would cost more than everything else); stage 2
+ * makes one in a few system calls. It holds CAP_SYS_ADMIN over the
+ * sandbox's mount namespace until it drops every capability, for any
+ * caller. It takes the masks of files and directories and the read-only
+ * binds of regular files, where it cannot change their meaning: the mount
+ * point must already show inside (beneath one of bwrap's binds of host
+ * content, or in the default view), a mount point to create must lie in a
+ * writable directory, and nothing the plan mounts may lie beneath a
+ * directory it masks (bwrap's mounts all come first). */
+static int stage2_op(const shk_sandbox_plan *p, size_t i)
 {
-  if (!root || r->kind != SHK_MOUNT_DEV_NULL || r->created)
-    return false;
-  char path[PATH_MAX];
-  if (NEVER(snprintf(path, sizeof path, "%s", r->path) >= (int)sizeof path))
-    return false;
-  bool visible;
-  return shk_sandbox_plan_access(p, dirname(path), &visible) != SHK_ACCESS_DENY && visible;
+  const shk_sandbox_rule *r = &p->rules[i];
+  int op = r->kind == SHK_MOUNT_DEV_NULL ? SHK__MOUNT_MASK_FILE
+           : r->kind == SHK_MOUNT_TMPFS ? SHK__MOUNT_MASK_DIR
+           : r->kind == SHK_MOUNT_BIND_RO && !r->created ? SHK__MOUNT_RO_FILE : -1;
+  char parent[PATH_MAX];
+  if (op < 0 || NEVER(snprintf(parent, sizeof parent, "%s", r->path) >= (int)sizeof parent))
+    return -1;
+  const shk_sandbox_rule *anc = shk__plan_covering(p, dirname(parent));
+  bool shown = anc ? anc->kind == SHK_MOUNT_BIND_RW || anc->kind == SHK_MOUNT_BIND_RO ||
+                         anc->kind == SHK_MOUNT_PIN
+                   : !p->read_restricted && !shk_sandbox_is_private(r->path);
+  if (!shown || (r->created && !(anc && anc->access == SHK_ACCESS_WRITE)))
+    return -1;
+  if (op == SHK__MOUNT_MASK_DIR)
+    for (size_t j = 0; j < p->n; j++)
+      if (j != i && shk__path_under(p->rules[j].path, r->path))
+        return -1;
+  struct stat st;
+  if (op == SHK__MOUNT_RO_FILE && (lstat(r->path, &st) < 0 || !S_ISREG(st.st_mode)))
+    return -1;
+  return op;
 }
 
 /* The writer's push: the vector remembers a failure itself. */
@@ -142,16 +161,23 @@ static shk__stage2_list done(const list *l)
   return (shk__stage2_list){ l->v, l->n };
 }
 
-/* Stage 2's arguments: its masks and Landlock's paths. The paths point
+/* Stage 2's arguments: its mounts and Landlock's paths. The paths point
  * into the plan and into static strings. */
-static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, const bool *in_stage2,
+static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, const int *op,
                        bool var_tmp, shk__stage2_args *a)
 {
-  list masks = { 0 }, ro = { 0 }, rw = { 0 }, dev = { 0 };
+  list mask_files = { 0 }, create_files = { 0 }, mask_dirs = { 0 }, create_dirs = { 0 },
+       ro_files = { 0 }, ro = { 0 }, rw = { 0 }, dev = { 0 };
   int r = 0;
-  for (size_t i = 0; i < p->n && r == 0; i++)
-    if (in_stage2[i])
-      r = add(&masks, p->rules[i].path);
+  for (size_t i = 0; i < p->n && r == 0; i++) {
+    bool created = p->rules[i].created;
+    switch (op[i]) {
+    case SHK__MOUNT_MASK_FILE: r = add(created ? &create_files : &mask_files, p->rules[i].path); break;
+    case SHK__MOUNT_MASK_DIR: r = add(created ? &create_dirs : &mask_dirs, p->rules[i].path); break;
+    case SHK__MOUNT_RO_FILE: r = add(&ro_files, p->rules[i].path); break;
+    default: break;
+    }
+  }
   if (p->read_restricted) {
     for (const char *const *d = shk_sandbox_system_dirs; *d && r == 0; d++)
       r = add(&ro, *d);
@@ -181,8 +207,12 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
     r = add(&ro, "/proc");
   *a = (shk__stage2_args){ .net = l->net, .landlock = l->landlock, .seccomp = l->seccomp,
                            .guard = l->guard, .sync_fd = l->sync_fd, .exe_fd = l->exe_fd,
-                           .mask_files = done(&masks), .ll_ro = done(&ro), .ll_rw = done(&rw),
-                           .ll_dev = done(&dev), .command = l->command,
+                           .map_uid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->uid,
+                           .map_gid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->gid,
+                           .mask_files = done(&mask_files), .mask_dirs = done(&mask_dirs),
+                           .ro_files = done(&ro_files), .create_files = done(&create_files),
+                           .create_dirs = done(&create_dirs), .ll_ro = done(&ro),
+                           .ll_rw = done(&rw), .ll_dev = done(&dev), .command = l->command,
                            .ncommand = l->ncommand };
   if (r < 0)
     shk__stage2_args_free(a);
@@ -206,14 +236,14 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
                     shk__stage2_args *s2)
 {
   strv s = { NULL, 0, false };
-  /* Decided once per rule: each answer resolves the rule's directory in
+  /* Decided once per rule: each answer looks the rule's directory up in
    * the plan, and three places below read it. */
-  shk_autofree bool *in_stage2 = calloc(p->n ? p->n : 1, sizeof *in_stage2);
-  if (!in_stage2)
+  shk_autofree int *op = calloc(p->n ? p->n : 1, sizeof *op);
+  if (!op)
     return -ENOMEM;
-  bool stage2_masks = false;
+  bool stage2_mounts = false;
   for (size_t i = 0; i < p->n; i++)
-    stage2_masks |= (in_stage2[i] = mask_in_stage2(p, &p->rules[i], l->root));
+    stage2_mounts |= (op[i] = stage2_op(p, i)) >= 0;
   push(&s, l->bwrap);
   push(&s, "--unshare-user");
   push(&s, "--unshare-ipc");
@@ -240,11 +270,28 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     push2(&s, "--cap-add", "CAP_NET_ADMIN");
     push2(&s, "--cap-add", "CAP_NET_BIND_SERVICE");
     push2(&s, "--cap-add", "CAP_SETPCAP");
+    if (stage2_mounts)
+      push2(&s, "--cap-add", "CAP_SYS_ADMIN");
   } else {
+    /* For an unprivileged caller bwrap sets the sandbox up as uid 0 of a
+     * user namespace, then enters a second one that maps the caller's uid
+     * back, where its capabilities no longer reach the mount namespace.
+     * Stage 2 needs them for its own mounts: bwrap stops at uid 0, and
+     * stage 2 enters that second namespace itself once its mounts are
+     * made (stage2.c). The command sees the caller's ids either way. */
     push2(&s, "--cap-drop", "ALL");
-    /* A root caller's stage 2 makes file masks (mask_in_stage2), and then
-     * needs CAP_SETPCAP to empty the bounding set (caps.c; the mask itself is mask.c). */
-    if (stage2_masks) {
+    if (!l->root) {
+      push2(&s, "--uid", "0");
+      push2(&s, "--gid", "0");
+      /* The kernel lets a process map its new namespace's ids onto uid 0
+       * of the parent only when it held CAP_SETFCAP there as it made it
+       * (so that file capabilities valid for that root cannot be set from
+       * inside). */
+      push2(&s, "--cap-add", "CAP_SETFCAP");
+    }
+    /* Stage 2 makes mounts of its own (stage2_op, mask.c), and then needs
+     * CAP_SETPCAP to empty the bounding set (caps.c). */
+    if (stage2_mounts) {
       push2(&s, "--cap-add", "CAP_SYS_ADMIN");
       push2(&s, "--cap-add", "CAP_SETPCAP");
     }
@@ -294,10 +341,16 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     switch (r->kind) {
     case SHK_MOUNT_BIND_RW:
     case SHK_MOUNT_PIN: push3(&s, "--bind", r->path, r->path); break;
-    case SHK_MOUNT_BIND_RO: push3(&s, "--ro-bind", r->path, r->path); break;
-    case SHK_MOUNT_TMPFS: push2(&s, "--tmpfs", r->path); break;
+    case SHK_MOUNT_BIND_RO:
+      if (op[i] < 0)
+        push3(&s, "--ro-bind", r->path, r->path);
+      break;
+    case SHK_MOUNT_TMPFS:
+      if (op[i] < 0)
+        push2(&s, "--tmpfs", r->path);
+      break;
     case SHK_MOUNT_DEV_NULL:
-      if (!in_stage2[i])
+      if (op[i] < 0)
         push3(&s, "--ro-bind", "/dev/null", r->path);
       break;
     }
@@ -305,13 +358,13 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
   /* Made read-only last, once the rules nested inside have their mount
    * points. */
   for (size_t i = 0; i < p->n; i++)
-    if (p->rules[i].kind == SHK_MOUNT_TMPFS)
+    if (p->rules[i].kind == SHK_MOUNT_TMPFS && op[i] < 0)
       push2(&s, "--remount-ro", p->rules[i].path);
   if (l->chdir)
     push2(&s, "--chdir", l->chdir);
   push(&s, "--");
   push(&s, stage2);
-  int r = stage2_args(p, l, in_stage2, var_tmp, s2);
+  int r = stage2_args(p, l, op, var_tmp, s2);
   if (r == 0)
     r = shk__stage2_args_write(s2, push_arg, &s);
   if (r < 0 || s.oom) {

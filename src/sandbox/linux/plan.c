@@ -3,7 +3,7 @@
  * mount that makes it real. Paths are resolved here, once, before anything
  * uses them, so that a symlink cannot redirect a rule later. The work done is
  * proportional to the number of rules, never to the size of the filesystem. */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -93,8 +93,10 @@ static int join(char *dst, const char *dir, const char *name)
   return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
 }
 
+#define is_under shk__path_under
+
 /* Is `path` equal to `root` or beneath it? Both absolute and normalized. */
-static bool is_under(const char *path, const char *root)
+bool shk__path_under(const char *path, const char *root)
 {
   size_t n = strlen(root);
   if (n == 1)
@@ -119,7 +121,9 @@ bool shk_sandbox_is_private(const char *path)
   return false;
 }
 
-static const shk_sandbox_rule *covering_rule(const shk_sandbox_plan *p, const char *path)
+#define covering_rule shk__plan_covering
+
+const shk_sandbox_rule *shk__plan_covering(const shk_sandbox_plan *p, const char *path)
 {
   const shk_sandbox_rule *best = NULL;
   for (size_t i = 0; i < p->n; i++)

@@ -136,11 +136,12 @@ static json_t *applied_json(const shk_sandbox_result *res)
   const shk_sandbox_applied *ap = &res->applied;
   if (!res->started)
     return json_null();
-  return json_pack("{s:i, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:i}",
+  return json_pack("{s:i, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:i}",
       "landlock-abi", ap->landlock_abi, "landlock-net", ap->landlock_net,
       "landlock-scope", ap->landlock_scope, "seccomp", ap->seccomp, "connect-guard", ap->guard,
       "capabilities-dropped", ap->caps_dropped, "no-new-privs", ap->no_new_privs,
-      "keyring", ap->keyring, "egress-bridge", ap->bridge, "mounts", (int)ap->masks);
+      "keyring", ap->keyring, "egress-bridge", ap->bridge, "user-namespace", ap->userns,
+      "mounts", (int)ap->masks);
 }
 
 static json_t *gaps_json(const shk_sandbox_assessment *a, bool all)

@@ -16,6 +16,8 @@ typedef struct shk__bwrap_opts {
   const char *chdir;      /* working directory inside, or NULL */
   shk_net_mode net;
   bool root;              /* the caller is root outside */
+  uid_t uid;              /* the caller's ids outside */
+  gid_t gid;
   bool landlock, seccomp; /* false only when degraded mode was allowed */
   bool guard;             /* the connect() guard; likewise */
   int sync_fd;            /* a unix socket: stage 2 reports here just before exec,
@@ -24,6 +26,11 @@ typedef struct shk__bwrap_opts {
   char *const *command;
   size_t ncommand;
 } shk__bwrap_opts;
+
+/* The plan's rule nearest above PATH (PATH itself included), or NULL. */
+const shk_sandbox_rule *shk__plan_covering(const shk_sandbox_plan *p, const char *path);
+/* Is PATH equal to ROOT or beneath it? Both absolute and normalized. */
+bool shk__path_under(const char *path, const char *root);
 
 /* bwrap's argv (argv[0] is l->bwrap), ending with stage 2's command line,
  * into *OUT (free with shk__strv_free), and stage 2's arguments as written
@@ -62,9 +69,9 @@ typedef enum shk__mount_op {
   SHK__MOUNT_RO_FILE,   /* a read-only bind of a regular file onto itself */
 } shk__mount_op;
 
-/* One of stage 2's own mounts on PATH (mask.c); CREATE makes the mount
+/* One of stage 2's own mounts on PATH (mask.c); MAKE creates the mount
  * point first. Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
-int shk__stage2_mount(const char *path, shk__mount_op op, bool create);
+int shk__stage2_mount(const char *path, shk__mount_op op, bool make);
 /* Drops every capability: bounding set, ambient, effective, permitted,
  * inheritable. Returns 0 only when none is left. */
 int shk__drop_caps(void);

@@ -49,6 +49,12 @@ int shk__stage2_args_write(const shk__stage2_args *a, int (*push)(void *ctx, con
     PUSH("--exe-fd");
     PUSH(shk__s_utoa((uint64_t)a->exe_fd, num));
   }
+  if (a->map_uid >= 0) {
+    PUSH("--map-uid");
+    PUSH(shk__s_utoa((uint64_t)a->map_uid, num));
+    PUSH("--map-gid");
+    PUSH(shk__s_utoa((uint64_t)a->map_gid, num));
+  }
   if (!a->landlock)
     PUSH("--no-landlock");
   if (!a->seccomp)
@@ -81,7 +87,8 @@ static int fd_arg(const char *s)
 int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const char **why)
 {
   *a = (shk__stage2_args){ .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
-                           .guard = true, .sync_fd = -1, .exe_fd = -1 };
+                           .guard = true, .sync_fd = -1, .exe_fd = -1, .map_uid = -1,
+                           .map_gid = -1 };
   bool net = false;
   int i = 1;
   *why = "stage 2 is run by 'shinken run' only";
@@ -118,6 +125,12 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
     } else if (shk__s_eq(o, "--exe-fd")) {
       if ((a->exe_fd = fd_arg(v)) < 0)
         return -1;
+    } else if (shk__s_eq(o, "--map-uid")) {
+      if ((a->map_uid = shk__s_atou(v)) < 0)
+        return -1;
+    } else if (shk__s_eq(o, "--map-gid")) {
+      if ((a->map_gid = shk__s_atou(v)) < 0)
+        return -1;
     } else {
       size_t l = 0;
       while (l < NLISTS && !shk__s_eq(o, lists[l].name))
@@ -129,7 +142,7 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
       i += (int)n;
     }
   }
-  if (i + 1 >= argc || !net || a->sync_fd < 0)
+  if (i + 1 >= argc || !net || a->sync_fd < 0 || (a->map_uid < 0) != (a->map_gid < 0))
     return -1;
   a->command = argv + i + 1;
   a->ncommand = (size_t)(argc - i - 1);
@@ -160,6 +173,7 @@ int shk__stage2_report_read(const void *msg, size_t len, bool listener, const sh
     .no_new_privs = f & SHK__APPLIED_NNP,
     .keyring = f & SHK__APPLIED_KEYRING,
     .bridge = f & SHK__APPLIED_BRIDGE,
+    .userns = f & SHK__APPLIED_USERNS,
     .masks = rep.masks,
   };
   /* Stage 2 stops rather than run the command with less; a report of less
@@ -170,6 +184,7 @@ int shk__stage2_report_read(const void *msg, size_t len, bool listener, const sh
   if ((a->landlock && !rep.landlock_abi) || (a->seccomp && !out->seccomp) ||
       (a->seccomp && a->guard) != out->guard || out->guard != listener || !out->caps_dropped ||
       !out->no_new_privs || !out->keyring || (a->net == SHK_NET_PROXY) != out->bridge ||
+      (a->map_uid >= 0) != out->userns ||
       rep.masks != masks)
     return -1;
   return 0;

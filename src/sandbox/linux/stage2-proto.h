@@ -22,6 +22,10 @@ typedef struct shk__stage2_args {
   bool landlock, seccomp, guard; /* false only when degraded mode was allowed */
   int sync_fd;                   /* the launcher's socket */
   int exe_fd;                    /* the descriptor stage 2 was run from, or -1 */
+  /* After its mounts, stage 2 enters a user namespace of its own that maps
+   * these ids (the caller's, outside) to the uid and gid 0 bwrap set it up
+   * with, so that the workload sees its own ids; -1: it does not. */
+  long map_uid, map_gid;
   /* Masks stage 2 makes itself, in order, while it still may mount:
    * /dev/null over a file, an empty read-only tmpfs over a directory, a
    * read-only bind of a file onto itself. A path marked created did not
@@ -58,6 +62,7 @@ enum {
   SHK__APPLIED_LANDLOCK_SCOPE = 1 << 5,
   SHK__APPLIED_GUARD = 1 << 6,
   SHK__APPLIED_SECCOMP = 1 << 7,
+  SHK__APPLIED_USERNS = 1 << 8,
 };
 
 #define SHK__STAGE2_MAGIC 0x326b6873u /* "shk2" */

@@ -128,6 +128,57 @@ static unsigned make_masks(const shk__stage2_args *a)
   return n;
 }
 
+/* Writes TEXT to /proc/self/FILE in one write. */
+static long write_self(const char *file, const char *text)
+{
+  char path[32] = "/proc/self/";
+  size_t n = 11;
+  for (const char *f = file; *f; f++)
+    path[n++] = *f;
+  path[n] = '\0';
+  long fd = shk__sys(__NR_openat, AT_FDCWD, path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fd;
+  size_t len = shk__s_len(text);
+  long w = shk__sys(__NR_write, fd, text, len);
+  shk__sys(__NR_close, fd);
+  return w < 0 ? w : (size_t)w == len ? 0 : -EIO;
+}
+
+/* "ID 0 1": ID inside is the 0 outside (the uid bwrap set stage 2 up with,
+ * which is the caller's own id further out). */
+static long map_to_0(const char *file, long id)
+{
+  char line[40];
+  shk__s_utoa((uint64_t)id, line);
+  size_t n = shk__s_len(line);
+  const char *tail = " 0 1";
+  for (size_t i = 0; tail[i]; i++)
+    line[n++] = tail[i];
+  line[n] = '\0';
+  return write_self(file, line);
+}
+
+/* Safe because a new user namespace only ever holds less: the command runs
+ * as the caller's ids, which map to the ids stage 2 already had, and the
+ * capabilities it gets in the new namespace are dropped below, before
+ * anything else runs. This is what bwrap does at the end of its set-up
+ * for an unprivileged caller; stage 2 does it instead so that it keeps,
+ * until here, the capabilities its own mounts need over the sandbox's
+ * mount namespace. */
+static void enter_userns(long uid, long gid)
+{
+  long r = shk__sys(__NR_unshare, 0x10000000 /* CLONE_NEWUSER */);
+  if (r == 0)
+    r = write_self("setgroups", "deny");
+  if (r == 0)
+    r = map_to_0("uid_map", uid);
+  if (r == 0)
+    r = map_to_0("gid_map", gid);
+  if (r < 0)
+    die("a user namespace for the command", NULL, r);
+}
+
 /* The layout of the kernel's msghdr and cmsghdr (the C library's
  * <sys/socket.h> is not available to stage 2). */
 struct s2_msghdr {
@@ -260,6 +311,10 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
 
   shk__stage2_report rep = { .magic = SHK__STAGE2_MAGIC, .size = sizeof rep };
   rep.masks = make_masks(&a);
+  if (a.map_uid >= 0) {
+    enter_userns(a.map_uid, a.map_gid);
+    rep.flags |= SHK__APPLIED_USERNS;
+  }
   /* Safe because it only replaces this process's session keyring with a
    * new, empty one: keys of the caller's session are never reachable
    * inside. */

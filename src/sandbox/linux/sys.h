@@ -68,6 +68,7 @@ static inline long shk__syscall6(long n, long a, long b, long c, long d, long e,
 #define SHK__S_IFMT 0170000
 #define SHK__S_IFDIR 0040000
 #define SHK__S_IFREG 0100000
+#define SHK__S_IFLNK 0120000
 
 static inline size_t shk__s_len(const char *s)
 {
@@ -91,14 +92,14 @@ static inline bool shk__s_prefix(const char *s, const char *prefix)
   return !*prefix;
 }
 
-/* A decimal number of at most nine digits, no sign; -1 when S is not one. */
+/* A decimal number below 2^32, no sign; -1 when S is not one. */
 static inline long shk__s_atou(const char *s)
 {
   long v = 0;
   int n = 0;
-  for (; *s >= '0' && *s <= '9' && n < 9; s++, n++)
+  for (; *s >= '0' && *s <= '9' && n < 10; s++, n++)
     v = v * 10 + (*s - '0');
-  return n == 0 || *s ? -1 : v;
+  return n == 0 || *s || v > 0xffffffffL ? -1 : v;
 }
 
 /* V in decimal into BUF (at least 21 bytes); returns BUF. */
