@@ -59,8 +59,23 @@ const char *shk_mount_kind_name(shk_mount_kind k)
   return "?";
 }
 
+/* The names of one directory, listed once: most protected paths are
+ * missing names in a handful of directories (the home, ~/.config), and one
+ * listing answers for all of them where each lstat() would walk the whole
+ * path. */
+typedef struct listing {
+  char dir[PATH_MAX];
+  unsigned lookups;  /* lstat()s so far; the directory is listed at the second */
+  bool listed;       /* `names` holds every name in it */
+  char **names;      /* sorted */
+  size_t n;
+} listing;
+
+enum { LISTINGS = 8, LISTING_MAX = 4096 };
+
 typedef struct builder {
   shk_sandbox_plan *p;
+  listing *dirs[LISTINGS];
   size_t nroots; /* the rules that defaults are judged against */
   shk_error *err;
   /* The last directory first_missing resolved, and what it resolved to
@@ -228,6 +243,84 @@ static void parent_of(const char *path, char *d)
     *slash = '\0';
 }
 
+static int name_cmp(const void *x, const void *y)
+{
+  return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Lists DIR into L; false (and L unlisted) when it cannot be read or holds
+ * more than LISTING_MAX names, and lstat() answers instead. */
+static bool list_dir(listing *l)
+{
+  DIR *d = opendir(l->dir);
+  if (!d)
+    return false;
+  size_t cap = 0;
+  bool ok = true;
+  for (struct dirent *e; ok && (e = readdir(d));) {
+    if (l->n == LISTING_MAX) {
+      ok = false;
+      break;
+    }
+    if (l->n == cap) {
+      char **v = realloc(l->names, (cap = cap ? 2 * cap : 64) * sizeof *v);
+      if (!v) {
+        ok = false;
+        break;
+      }
+      l->names = v;
+    }
+    if (!(l->names[l->n] = strdup(e->d_name)))
+      ok = false;
+    else
+      l->n++;
+  }
+  closedir(d);
+  if (ok)
+    qsort(l->names, l->n, sizeof *l->names, name_cmp);
+  return ok;
+}
+
+static void listings_free(builder *b)
+{
+  for (int i = 0; i < LISTINGS && b->dirs[i]; i++) {
+    for (size_t k = 0; k < b->dirs[i]->n; k++)
+      free(b->dirs[i]->names[k]);
+    free(b->dirs[i]->names);
+    free(b->dirs[i]);
+  }
+}
+
+/* lstat(), except that a name its directory's listing does not hold is
+ * missing without a system call. An answer from the listing is as old as
+ * the listing, as lstat()'s is as old as its call: the plan is a snapshot
+ * either way, and the mounts made from it check what they mount onto. */
+static int plan_lstat(builder *b, const char *path, struct stat *st)
+{
+  char dir[PATH_MAX];
+  parent_of(path, dir);
+  const char *name = strrchr(path, '/') + 1;
+  listing *l = NULL;
+  int i = 0;
+  for (; i < LISTINGS && b->dirs[i]; i++)
+    if (!strcmp(b->dirs[i]->dir, dir)) {
+      l = b->dirs[i];
+      break;
+    }
+  if (!l && i < LISTINGS && (l = calloc(1, sizeof *l))) {
+    strcpy(l->dir, dir);
+    b->dirs[i] = l;
+  }
+  if (l && !l->listed && ++l->lookups == 2)
+    l->listed = list_dir(l);
+  if (l && l->listed && *name &&
+      !bsearch(&name, l->names, l->n, sizeof *l->names, name_cmp)) {
+    errno = ENOENT;
+    return -1;
+  }
+  return lstat(path, st);
+}
+
 /* For a path that does not exist: the first missing component, made of the
  * resolved existing prefix and one more name, into the PATH_MAX buffer OUT.
  * Returns 1, or 0 when no prefix resolves to a directory (nothing could be
@@ -241,7 +334,7 @@ static int first_missing(builder *b, const char *path, char *out)
     parent_of(cur, par);
     struct stat st;
     bool known = b->memo && !strcmp(par, b->memo_dir);
-    if (known || lstat(par, &st) == 0) {
+    if (known || plan_lstat(b, par, &st) == 0) {
       if (!known) {
         b->memo = true;
         strcpy(b->memo_dir, par);
@@ -294,7 +387,7 @@ static int protect(builder *b, const char *path, shk_access a, bool dir)
   struct stat st;
   bool visible;
   char par[PATH_MAX], miss[PATH_MAX];
-  if (lstat(path, &st) == 0) {
+  if (plan_lstat(b, path, &st) == 0) {
     parent_of(path, par);
     if (S_ISLNK(st.st_mode)) {
       if (writable(&roots, par))
@@ -601,7 +694,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
                            shk_sandbox_plan *p, shk_error *err)
 {
   memset(p, 0, sizeof *p);
-  builder b = { p, 0, err, false, "", "" };
+  builder b = { p, { NULL }, 0, err, false, "", "" };
   p->read_restricted = o->read.n > 0;
   int r = 0;
   if (o->read_only && o->write.n > 0) {
@@ -639,6 +732,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
     goto out;
   finish(p);
 out:
+  listings_free(&b);
   if (r < 0)
     shk_sandbox_plan_free(p);
   return r;
