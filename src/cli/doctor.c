@@ -84,9 +84,15 @@ int shk_cli_doctor(int argc, char **argv)
     for (int i = 0; i < SHK_CG1_N; i++)
       if (f.cgroup_v1_parent[i])
         json_object_set_new(v1, v1_names[i], json_string(f.cgroup_v1_parent[i]));
+    /* The layers a default `shinken run` would be refused without. */
+    json_t *gaps = json_array();
+    for (size_t i = 0; i < a.ngaps; i++)
+      json_array_append_new(gaps, json_pack("{s:s, s:b, s:s}", "layer",
+          shk_sandbox_layer_name(a.gaps[i].layer), "requested", a.gaps[i].requested,
+          "why", a.gaps[i].why));
     json_t *root = json_pack(
         "{s:{s:s?, s:s?, s:b}, s:{s:b, s:s?}, s:{s:i}, s:{s:b, s:b},"
-        " s:{s:b, s:s?, s:s?, s:o, s:s?, s:s?, s:b, s:o}, s:o, s:b}",
+        " s:{s:b, s:s?, s:s?, s:o, s:s?, s:s?, s:b, s:o}, s:o, s:o, s:b}",
         "bwrap", "path", f.bwrap, "version", version, "setuid", f.bwrap_setuid,
         "userns", "available", f.userns, "detail", f.userns_detail,
         "landlock", "abi", f.landlock_abi,
@@ -95,7 +101,7 @@ int shk_cli_doctor(int argc, char **argv)
         "controllers", ctl, "detail", f.cgroup_detail,
         "mechanism", !ctl_n ? NULL : f.cgroup_v1 ? "cgroup v1" : "cgroup v2",
         "delegated", ctl_n && !env.root, "v1", v1,
-        "classes", classes, "can_run", can_run);
+        "classes", classes, "gaps", gaps, "can_run", can_run);
     char *s = json_dumps(root, JSON_INDENT(2));
     puts(s);
     free(s);
