@@ -333,7 +333,8 @@ typedef struct shk_sandbox_result {
   char *cgroup_paths[SHK_CG1_N + 1];
   bool cgroup_v1;
   char *session;          /* the egress session's id (--net proxy), or NULL */
-  bool started;           /* stage 2 said the sandbox was complete: the command ran */
+  bool started;           /* stage 2 reported: the command was exec'd (or, with an
+                           * error, it may have been before the sandbox was killed) */
   shk_sandbox_applied applied; /* what stage 2 reported, when started */
   int exit_status;        /* bwrap's exit status, the command's (128+N after signal
                            * N), or -1 when bwrap was killed */

@@ -193,7 +193,9 @@ static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *e
 /* Receives stage 2's report (and the connect() guard's listener) on SOCK
  * and checks it against what was asked (S2). Returns 1 when it came and
  * says the sandbox is complete, 0 when stage 2 ended without one (it, or
- * bwrap, said why on stderr), -EPROTO when it is malformed or says less. */
+ * bwrap, said why on stderr), -EPROTO when it came but is malformed, says
+ * less, or lost its descriptor: stage 2 was then about to exec the
+ * command, which the caller kills with the sandbox. */
 static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_applied *applied,
                           int *listener, const char **why)
 {
@@ -211,8 +213,12 @@ static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_appl
     memcpy(listener, CMSG_DATA(c), sizeof *listener);
   if (n <= 0)
     return 0;
-  if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-      shk__stage2_report_read(&rep, (size_t)n, *listener >= 0, s2, applied, why) < 0)
+  if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    *why = "stage 2's report came without the connect() guard's listener (is the launcher "
+           "out of descriptors?)";
+    return -EPROTO;
+  }
+  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0, s2, applied, why) < 0)
     return -EPROTO;
   return 1;
 }
@@ -234,9 +240,9 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
     }
     if (fds[0].revents) {
       int r = receive_report(sync, s2, &res->applied, listener, why);
+      res->started = r != 0;
       if (r < 0)
         return r;
-      res->started = r > 0;
       fds[0].fd = -1;
       fds[1].fd = *listener;
     }
@@ -500,7 +506,6 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   const char *why = NULL;
   if ((r = supervise(exited, sync[0], &s2, g, res, &listener, &why)) < 0) {
     shk__error_set(err, r, "%s; the sandbox was killed", why ? why : strerror(-r));
-    res->started = false;
     goto out;
   }
   int status;
