@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shinken/common.h"
+#include "shinken/match.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,41 +37,33 @@ const char *shk_cap_class_name(shk_cap_class c);
 /* 0, or -EINVAL when `name` is not one of the eight classes. */
 int shk_cap_class_parse(const char *name, shk_cap_class *out);
 
-/* A list of strings (domain patterns, CIDRs, paths, device ids, scopes). */
-typedef struct shk_cap_strv {
-  char **v;
-  size_t n;
-} shk_cap_strv;
-
-/* A port range; a single port has lo == hi. */
-typedef struct shk_cap_port_range {
-  uint16_t lo, hi;
-} shk_cap_port_range;
-
 /* The scope of one capability. Only the fields of its class are used; every
- * field defaults to empty (no authority). */
+ * field defaults to empty (no authority). The lists hold canonical text
+ * (shinken/match.h), so one grant has one spelling: a host pattern with its
+ * host lowercased ("**.example.test:443"), a CIDR range in its canonical
+ * form ("2001:db8::/32"), a path as shk_path_check accepts it. */
 typedef struct shk_cap_scope {
   shk_cap_class cls;
   /* net.egress */
-  shk_cap_strv domains;       /* host, *.host or **.host, each with an optional :port */
-  shk_cap_strv cidrs;
-  shk_cap_port_range *ports; /* a further restriction; empty: ports as the patterns say */
+  shk_strv domains;          /* host, *.host or **.host, each with an optional :port */
+  shk_strv cidrs;            /* ADDRESS/PREFIX */
+  shk_port_range *ports;     /* a further restriction; empty: ports as the patterns say */
   size_t n_ports;
   bool tls_inspect;
   /* fs.scope */
-  shk_cap_strv read, write, deny;
+  shk_strv read, write, deny;
   /* clipboard */
   bool paste_in, copy_out;
   /* gpu */
-  shk_cap_strv device_ids;
-  bool gpu_exclusive;         /* mode "exclusive" (else "shared") */
+  shk_strv device_ids;
+  bool gpu_exclusive;        /* mode "exclusive" (else "shared") */
   /* install.privileged */
-  bool install_any;           /* scope "any" (else "pkg") */
+  bool install_any;          /* scope "any" (else "pkg") */
   /* persistence */
-  shk_cap_strv paths;
+  shk_strv paths;
   bool survives_session;
   /* credentials (never_raw is always true: a raw credential is never granted) */
-  shk_cap_strv broker_scopes;
+  shk_strv broker_scopes;
   /* peripheral */
   bool camera, mic, usb, input_inject;
 } shk_cap_scope;
@@ -76,21 +71,30 @@ typedef struct shk_cap_scope {
 /* Parses a scope given as a JSON object for class `cls`. An unknown field, a
  * field of the wrong type, a malformed pattern/CIDR/path/port, or
  * credentials with never_raw other than true is an error: -EINVAL with a
- * message naming the field. */
+ * sentence naming the field (for example "domains[1]: the host name
+ * contains '_', ..."). -ENOMEM. On failure *out is empty. Host patterns are
+ * stored lowercased (DNS names are case-insensitive), CIDRs in canonical
+ * form; paths must already be canonical, and are refused otherwise. */
 int shk_cap_scope_parse(shk_cap_class cls, const char *json, shk_cap_scope *out,
-                        char *err, size_t errlen);
+                        shk_error *err);
+/* A deep copy of src into dst (overwritten, not freed). 0, or -ENOMEM with
+ * dst empty. */
+int shk_cap_scope_copy(shk_cap_scope *dst, const shk_cap_scope *src);
 void shk_cap_scope_clear(shk_cap_scope *s);
-/* The scope as a JSON object (malloc'd). */
+/* The scope as a JSON object (malloc'd), which shk_cap_scope_parse reads
+ * back to the same scope; NULL when out of memory. */
 char *shk_cap_scope_to_json(const shk_cap_scope *s);
 
 /* True when `child` grants nothing `parent` does not. On false, `why` (if
  * given) names the first field that widens. */
 bool shk_cap_scope_subset(const shk_cap_scope *child, const shk_cap_scope *parent,
-                          char *why, size_t whylen);
+                          shk_error *why);
 
-/* True when a net.egress scope lets a connection reach `host` (canonical:
- * lowercase name, dotted quad or bare IPv6) on `port`; port 0 asks about
- * the name alone (a DNS lookup). */
+/* True when a net.egress scope lets a connection reach `host` on `port`:
+ * a name against the domain patterns, an address (dotted quad or bare
+ * IPv6) against the CIDRs only. `host` is read as shk_host_parse reads it
+ * (the egress proxy passes canonical text). Port 0 asks about the name
+ * alone (a DNS lookup). */
 bool shk_cap_scope_allows_host(const shk_cap_scope *s, const char *host, uint16_t port);
 
 /* ---- tiers and provenance ---- */

@@ -13,11 +13,16 @@
  *    and 127.0.0.1:53 (DNS, UDP and TCP) to those sockets and sets the proxy
  *    variables in the environment.
  *
- * Every function returns 0 or a negative errno; none exits or prints. */
+ * Every function returns 0 or a negative errno (the set of shinken/common.h,
+ * and the errno of a system call that failed underneath); none exits or
+ * prints, out of memory included. Hosts, patterns and ranges are read with
+ * the shared grammar of shinken/match.h. */
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "shinken/common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,7 +36,8 @@ typedef enum shk_egress_proto {
   SHK_EGRESS_DNS,      /* an A or AAAA query to the stub resolver */
 } shk_egress_proto;
 
-/* The verdicts of the policy lattice None < Allow < Deny. */
+/* The verdicts of the policy lattice None < Allow < Deny: the hook's
+ * answer, and every rule's verdict inside the proxy. */
 typedef enum shk_egress_verdict {
   SHK_EGRESS_NONE = 0,  /* no opinion */
   SHK_EGRESS_ALLOW = 1,
@@ -91,9 +97,11 @@ typedef struct shk_egress_session shk_egress_session;
  * holding http.sock, socks5.sock and dns.sock, and resolv.conf
  * ("nameserver 127.0.0.1", to bind over the sandbox's /etc/resolv.conf so
  * the DNS stub is its resolver). On failure returns a negative errno and
- * writes one line into err. */
+ * fills err (may be NULL) with one sentence: -EINVAL for a bad pattern or
+ * configuration, -ENOMEM, or the errno of the file, directory, socket or
+ * thread that could not be made. */
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
-                            char *err, size_t errlen);
+                            shk_error *err);
 /* The directory holding the three sockets. */
 const char *shk_egress_session_dir(const shk_egress_session *s);
 /* Closes the tunnels of S whose hook tag equals TAG (every tunnel when TAG

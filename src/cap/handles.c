@@ -146,12 +146,8 @@ static void grow(shk_cap_table *t)
 
 static void scope_copy(shk_cap_scope *dst, const shk_cap_scope *src)
 {
-  /* A deep copy through the JSON form keeps one definition of the fields. */
-  char *json = shk_cap_scope_to_json(src);
-  char err[256];
-  if (shk_cap_scope_parse(src->cls, json, dst, err, sizeof err))
-    shk__die(1, "internal error: scope does not round-trip: %s", err);
-  free(json);
+  if (shk_cap_scope_copy(dst, src))
+    shk__die(1, "out of memory");
 }
 
 /* Caller holds the write lock. */
@@ -217,7 +213,10 @@ int shk_cap_attenuate(shk_cap_table *t, const char *parent_id, const shk_cap_sco
     r = -EPERM;
     goto out;
   }
-  if (!shk_cap_scope_subset(scope, &p->scope, why, whylen)) {
+  shk_error serr;
+  if (!shk_cap_scope_subset(scope, &p->scope, &serr)) {
+    if (why)
+      snprintf(why, whylen, "%s", serr.message);
     r = -EPERM;
     goto out;
   }

@@ -137,11 +137,11 @@ int shk_cap_manifest_parse(const char *json, shk_cap_manifest **out, char *err, 
       goto out;
     }
     char *text = scope ? json_dumps(scope, JSON_COMPACT) : shk__xstrdup("{}");
-    char serr[256];
-    int pr = shk_cap_scope_parse(c, text, &en->scope, serr, sizeof serr);
+    shk_error serr;
+    int pr = shk_cap_scope_parse(c, text, &en->scope, &serr);
     free(text);
     if (pr) {
-      snprintf(err, errlen, "capabilities[%zu].scope: %s", i, serr);
+      snprintf(err, errlen, "capabilities[%zu].scope: %s", i, serr.message);
       goto out;
     }
     m->n++;
@@ -163,10 +163,12 @@ int shk_cap_manifest_check(const shk_cap_manifest *m, const shk_cap_scope *req,
   for (size_t i = 0; i < m->n; i++) {
     if (m->entries[i].scope.cls != req->cls)
       continue;
-    if (shk_cap_scope_subset(req, &m->entries[i].scope, last, sizeof last)) {
+    shk_error serr;
+    if (shk_cap_scope_subset(req, &m->entries[i].scope, &serr)) {
       *tier = m->entries[i].tier;
       return (int)i;
     }
+    snprintf(last, sizeof last, "%.255s", serr.message);
   }
   snprintf(why, whylen, "outside the manifest of image %s: %s", m->image, last);
   return -EPERM;

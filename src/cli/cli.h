@@ -14,6 +14,7 @@ int shk_cli_grant(int argc, char **argv);
 int shk_cli_grants(int argc, char **argv);
 int shk_cli_revoke(int argc, char **argv);
 int shk_cli_attenuate(int argc, char **argv);
+int shk_cli_audit(int argc, char **argv);
 
 /* `shinken cedar SUB`: src/cli/cedar.c dispatches; these live in their own
  * files (cedar-validate.c, cedar-format.c) and are called when present. */

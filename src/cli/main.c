@@ -18,6 +18,7 @@
 #pragma weak shk_cli_grants
 #pragma weak shk_cli_revoke
 #pragma weak shk_cli_attenuate
+#pragma weak shk_cli_audit
 
 struct subcommand {
   const char *name;
@@ -36,6 +37,7 @@ static const struct subcommand commands[] = {
   { "grants", shk_cli_grants, "list live grants" },
   { "revoke", shk_cli_revoke, "revoke a handle and everything derived from it" },
   { "attenuate", shk_cli_attenuate, "derive a narrower handle" },
+  { "audit", shk_cli_audit, "the signed authority timeline: verify, prove, key, tail, show, export" },
   /* Re-executed by bwrap inside the sandbox; not for people. */
   { "__stage2", shk_cli_stage2, NULL },
 };

@@ -22,22 +22,6 @@ struct proxy {
   struct event_base *base;
 };
 
-static int load(const char *path, shk__eg_config **cfg, char *err, size_t errlen)
-{
-  shk_autofree char *text = NULL;
-  size_t len;
-  int r = shk__read_file(path, &text, &len);
-  if (r < 0) {
-    snprintf(err, errlen, "%s: %s", path, strerror(-r));
-    return r;
-  }
-  char msg[512];
-  r = shk__eg_config_parse(text, len, cfg, msg, sizeof msg);
-  if (r < 0)
-    snprintf(err, errlen, "%s: %s", path, msg);
-  return r;
-}
-
 /* SIGHUP: the new policy applies from the next connection; a file that
  * does not parse leaves the running policy in place. Listeners and the
  * audit destination are fixed at start. */
@@ -45,10 +29,10 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
 {
   struct proxy *p = arg;
   shk__eg_config *cfg;
-  char err[600];
-  if (load(p->path, &cfg, err, sizeof err) < 0 ||
-      shk__eg_server_set_config(p->srv, cfg, err, sizeof err) < 0) {
-    shk__warn("proxy: reload refused, keeping the running policy: %s", err);
+  shk_error err;
+  if (shk__eg_config_load(p->path, &cfg, &err) < 0 ||
+      shk__eg_server_set_config(p->srv, cfg, &err) < 0) {
+    shk__warn("proxy: reload refused, keeping the running policy: %s", err.message);
     return;
   }
   shk__warn("proxy: reloaded %s", p->path);
@@ -80,9 +64,10 @@ int shk_cli_proxy(int argc, char **argv)
     return 2;
   }
   shk__eg_config *cfg;
-  char err[600];
-  if (load(p.path, &cfg, err, sizeof err) < 0)
-    shk__die(EXIT_CONFIG, "proxy: %s", err);
+  shk_error err;
+  int r = shk__eg_config_load(p.path, &cfg, &err);
+  if (r < 0)
+    shk__die(r == -ENOMEM ? 1 : EXIT_CONFIG, "proxy: %s", err.message);
   if (!cfg->listen_http && !cfg->listen_socks5) {
     shk__eg_config_free(cfg);
     shk__die(EXIT_CONFIG, "proxy: %s: listen: needs at least one of http, socks5", p.path);
@@ -109,11 +94,9 @@ int shk_cli_proxy(int argc, char **argv)
   struct sockaddr_storage http = cfg->http_addr, socks = cfg->socks5_addr;
   socklen_t http_len = cfg->listen_http ? cfg->http_addrlen : 0;
   socklen_t socks_len = cfg->listen_socks5 ? cfg->socks5_addrlen : 0;
-  p.srv = shk__eg_server_new(p.base, cfg, &o, err, sizeof err);
-  if (!p.srv)
-    shk__die(1, "proxy: %s", err);
+  if (shk__eg_server_new(p.base, cfg, &o, &p.srv, &err) < 0)
+    shk__die(1, "proxy: %s", err.message);
   char bound[80];
-  int r;
   if (http_len) {
     r = shk__eg_server_listen_tcp(p.srv, SHK__LISTEN_HTTP, (struct sockaddr *)&http, http_len,
                                   bound, sizeof bound);

@@ -107,11 +107,12 @@ static int load_standing(shk_manager *m, const char *path, char *err, size_t err
       r = -EINVAL;
       break;
     }
-    char *text = json_dumps(scope, JSON_COMPACT), serr[256];
-    r = shk_cap_scope_parse(cls, text, &m->standing[m->n_standing], serr, sizeof serr);
+    char *text = json_dumps(scope, JSON_COMPACT);
+    shk_error serr;
+    r = shk_cap_scope_parse(cls, text, &m->standing[m->n_standing], &serr);
     free(text);
     if (r) {
-      snprintf(err, errlen, "%s: entry %zu: %s", path, i, serr);
+      snprintf(err, errlen, "%s: entry %zu: %s", path, i, serr.message);
       break;
     }
     m->n_standing++;
@@ -399,10 +400,10 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn)
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
         .audit_fd = fileno(m->events), .hook = egress_hook, .hook_data = m,
       };
-      char err[512];
-      int r = shk_egress_session_open(&eo, &s->egress, err, sizeof err);
+      shk_error err;
+      int r = shk_egress_session_open(&eo, &s->egress, &err);
       if (r)
-        ans = refuse("open_session: egress proxy: %s", err);
+        ans = refuse("open_session: egress proxy: %s", err.message);
     }
     free(allow);
     free(deny);
@@ -490,11 +491,12 @@ static json_t *op_grant(shk_manager *m, json_t *req, const char *actor)
     return refuse("grant: scope must be a JSON object");
   char *scope_text = jscope ? json_dumps(jscope, JSON_COMPACT) : shk__xstrdup("{}");
   shk_cap_scope scope;
+  shk_error serr;
   char err[512];
-  int r = shk_cap_scope_parse(cls, scope_text, &scope, err, sizeof err);
+  int r = shk_cap_scope_parse(cls, scope_text, &scope, &serr);
   free(scope_text);
   if (r)
-    return refuse("grant: scope: %s", err);
+    return refuse("grant: scope: %s", serr.message);
   json_t *ans = NULL;
   int64_t now = now_ms();
 
@@ -650,11 +652,12 @@ static json_t *op_attenuate(shk_manager *m, json_t *req, const char *actor)
   }
   char *text = json_dumps(jscope, JSON_COMPACT);
   shk_cap_scope scope;
+  shk_error serr;
   char err[512];
-  int r = shk_cap_scope_parse(parent->cls, text, &scope, err, sizeof err);
+  int r = shk_cap_scope_parse(parent->cls, text, &scope, &serr);
   free(text);
   if (r) {
-    ans = refuse("attenuate: scope: %s", err);
+    ans = refuse("attenuate: scope: %s", serr.message);
     goto out;
   }
   grant g = { .cls = parent->cls };

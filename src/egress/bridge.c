@@ -123,7 +123,12 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
     close(cfd);
     return;
   }
-  shk__relay **slot = shk__xcalloc(1, sizeof *slot);
+  shk__relay **slot = calloc(1, sizeof *slot);
+  if (!slot) {
+    close(cfd);
+    close(ufd);
+    return;
+  }
   shk__relay_opts o = { .client_fd = cfd, .up_fd = ufd, .c2u_limit = UINT64_MAX,
                         .done = relay_done, .arg = slot };
   *slot = shk__relay_new(sc->h->base, &o);
@@ -192,16 +197,27 @@ static void on_udp(evutil_socket_t udp, short what, void *arg)
     close(ufd);
     return;
   }
-  struct udp_query *q = shk__xcalloc(1, sizeof *q);
+  struct udp_query *q = calloc(1, sizeof *q);
+  if (!q) {
+    close(ufd);
+    return;
+  }
   q->ufd = ufd;
   q->udp = udp;
   q->from = from;
   q->fromlen = fromlen;
   q->ev = event_new(h->base, ufd, EV_READ | EV_PERSIST, on_udp_answer, q);
+  if (!q->ev) {
+    close(ufd);
+    free(q);
+    return;
+  }
   struct timeval tv = { DNS_SECONDS, 0 };
   event_add(q->ev, &tv);
 }
 
+/* The helper is a process of its own, forked by shk_egress_bridge_start:
+ * its _exit calls end the helper, never the caller. */
 SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], pid_t parent)
 {
   /* Not dumpable: no ptrace attach and no /proc/PID/mem from the workload,

@@ -15,20 +15,23 @@
 #include <string.h>
 
 struct ctx {
-  char *err;
-  size_t errlen;
+  shk_error *err;
 };
 
+/* Fills the error with "KEY: MESSAGE" and returns -EINVAL. */
 SHK_PRINTF(3, 4) static int fail(struct ctx *c, const char *key, const char *fmt, ...)
 {
-  int n = snprintf(c->err, c->errlen, "%s: ", key);
-  if (n >= 0 && (size_t)n < c->errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-  }
-  return -EINVAL;
+  char msg[sizeof c->err->message];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return shk__error_set(c->err, -EINVAL, "%s: %s", key, msg);
+}
+
+static int oom(struct ctx *c)
+{
+  return shk__error_set(c->err, -ENOMEM, "out of memory");
 }
 
 /* "IP:PORT" or "[IPv6]:PORT" with PORT 0..65535 (0: any free port). */
@@ -50,20 +53,16 @@ static int parse_listen(struct ctx *c, const char *key, json_t *v, bool non_loop
     h++;
     hl -= 2;
   }
-  shk__ip ip;
-  if (shk__ip_parse(h, hl, &ip) < 0 || (ip.family == 6 && s[0] != '['))
+  shk_ip ip;
+  if (shk_ip_parse(h, hl, &ip, NULL) < 0 || (ip.family == 6 && s[0] != '['))
     return fail(c, key, "bad address (an IP literal, IPv6 in brackets)");
-  unsigned port = 0;
-  const char *p = colon + 1, *end = s + len;
-  if (p == end || end - p > 5)
-    return fail(c, key, "bad port");
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9')
-      return fail(c, key, "bad port");
-    port = port * 10 + (unsigned)(*p - '0');
-  }
-  if (port > 65535)
-    return fail(c, key, "bad port");
+  /* Port 0 asks the kernel for a free port; any other is a port as the
+   * shared grammar reads one. */
+  const char *p = colon + 1;
+  size_t plen = (size_t)(s + len - p);
+  uint16_t port = 0;
+  if (!(plen == 1 && p[0] == '0') && shk_port_parse(p, plen, &port, NULL) < 0)
+    return fail(c, key, "bad port (0 for any free port, or 1 to 65535)");
   static const uint8_t v6_lo[16] = { [15] = 1 };
   bool loopback = ip.family == 4 ? ip.b[0] == 127 : !memcmp(ip.b, v6_lo, 16);
   if (!loopback && !non_loopback_ok)
@@ -72,27 +71,27 @@ static int parse_listen(struct ctx *c, const char *key, json_t *v, bool non_loop
   if (ip.family == 4) {
     struct sockaddr_in *sin = (struct sockaddr_in *)ss;
     sin->sin_family = AF_INET;
-    sin->sin_port = htons((uint16_t)port);
+    sin->sin_port = htons(port);
     memcpy(&sin->sin_addr, ip.b, 4);
     *sl = sizeof *sin;
   } else {
     struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
     sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons((uint16_t)port);
+    sin6->sin6_port = htons(port);
     memcpy(&sin6->sin6_addr, ip.b, 16);
     *sl = sizeof *sin6;
   }
-  *text = shk__xstrdup(s);
-  return 0;
+  *text = strdup(s);
+  return *text ? 0 : oom(c);
 }
 
-static int parse_verdict(struct ctx *c, const char *key, json_t *v, shk__verdict *out)
+static int parse_verdict(struct ctx *c, const char *key, json_t *v, shk_egress_verdict *out)
 {
   const char *s = json_string_value(v);
   if (s && !strcmp(s, "allow"))
-    *out = SHK__ALLOW;
+    *out = SHK_EGRESS_ALLOW;
   else if (s && !strcmp(s, "deny"))
-    *out = SHK__DENY;
+    *out = SHK_EGRESS_DENY;
   else
     return fail(c, key, "must be \"allow\" or \"deny\"");
   return 0;
@@ -129,20 +128,24 @@ static int parse_domains(struct ctx *c, json_t *v, shk__eg_config *cfg)
   json_object_foreach(v, k, x) {
     char key[300];
     snprintf(key, sizeof key, "domains.%s", k);
-    shk__verdict verdict = SHK__NONE;
+    shk_egress_verdict verdict = SHK_EGRESS_NONE;
     if (parse_verdict(c, key, x, &verdict) < 0)
       return -EINVAL;
-    const char *r = shk__eg_config_add_domain(cfg, k, verdict);
-    if (r)
-      return fail(c, key, "bad pattern (%s)", r);
+    shk_error perr;
+    int r = shk__eg_config_add_domain(cfg, k, verdict, &perr);
+    if (r == -ENOMEM)
+      return oom(c);
+    if (r < 0)
+      return fail(c, key, "%s", perr.message);
   }
   return 0;
 }
 
-static int parse_cidr(struct ctx *c, const char *key, const char *s, shk__cidr *out)
+static int parse_cidr(struct ctx *c, const char *key, const char *s, shk_cidr *out)
 {
-  if (shk__cidr_parse(s, strlen(s), out) < 0)
-    return fail(c, key, "bad CIDR range '%s' (ADDRESS/PREFIX, no host bits set)", s);
+  shk_error cerr;
+  if (shk_cidr_parse(s, strlen(s), out, &cerr) < 0)
+    return fail(c, key, "bad CIDR range '%s': %s", s, cerr.message);
   return 0;
 }
 
@@ -150,7 +153,9 @@ static int parse_cidrs(struct ctx *c, json_t *v, shk__eg_config *cfg)
 {
   if (!json_is_object(v))
     return fail(c, "cidrs", "must be an object of CIDR: \"allow\"|\"deny\"");
-  cfg->cidrs = shk__xcalloc(json_object_size(v), sizeof *cfg->cidrs);
+  cfg->cidrs = calloc(json_object_size(v) + 1, sizeof *cfg->cidrs);
+  if (!cfg->cidrs)
+    return oom(c);
   const char *k;
   json_t *x;
   json_object_foreach(v, k, x) {
@@ -159,7 +164,9 @@ static int parse_cidrs(struct ctx *c, json_t *v, shk__eg_config *cfg)
     shk__cidr_rule *rule = &cfg->cidrs[cfg->n_cidrs];
     if (parse_cidr(c, key, k, &rule->cidr) < 0 || parse_verdict(c, key, x, &rule->verdict) < 0)
       return -EINVAL;
-    rule->text = shk__xstrdup(k);
+    rule->text = strdup(k);
+    if (!rule->text)
+      return oom(c);
     cfg->n_cidrs++;
   }
   return 0;
@@ -169,7 +176,9 @@ static int parse_private(struct ctx *c, json_t *v, shk__eg_config *cfg)
 {
   if (!json_is_array(v))
     return fail(c, "allow_private_cidrs", "must be an array of CIDR strings");
-  cfg->private_ok = shk__xcalloc(json_array_size(v), sizeof *cfg->private_ok);
+  cfg->private_ok = calloc(json_array_size(v) + 1, sizeof *cfg->private_ok);
+  if (!cfg->private_ok)
+    return oom(c);
   size_t i;
   json_t *x;
   json_array_foreach(v, i, x) {
@@ -186,28 +195,34 @@ static int parse_hosts(struct ctx *c, json_t *v, shk__eg_config *cfg)
 {
   if (!json_is_object(v))
     return fail(c, "hosts", "must be an object of NAME: [ADDRESS, ...]");
-  cfg->pins = shk__xcalloc(json_object_size(v), sizeof *cfg->pins);
+  cfg->pins = calloc(json_object_size(v) + 1, sizeof *cfg->pins);
+  if (!cfg->pins)
+    return oom(c);
   const char *k;
   json_t *x;
   json_object_foreach(v, k, x) {
     char key[300];
     snprintf(key, sizeof key, "hosts.%s", k);
-    shk__host h;
-    const char *r = shk__host_canon(k, strlen(k), &h);
-    if (r || h.kind != SHK__HOST_NAME)
-      return fail(c, key, "not a host name (%s)", r ? r : "an IP literal");
+    shk_host h;
+    shk_error herr;
+    if (shk_host_parse(k, strlen(k), &h, NULL, &herr) < 0)
+      return fail(c, key, "not a host name: %s", herr.message);
+    if (h.kind != SHK_HOST_NAME)
+      return fail(c, key, "not a host name: an IP address needs no pin");
     if (shk__eg_pin_find(cfg, h.text))
       return fail(c, key, "the same name twice");
     if (!json_is_array(x) || json_array_size(x) == 0)
       return fail(c, key, "must be a non-empty array of addresses");
     shk__pin *pin = &cfg->pins[cfg->n_pins++];
     memcpy(pin->host, h.text, sizeof pin->host);
-    pin->ips = shk__xcalloc(json_array_size(x), sizeof *pin->ips);
+    pin->ips = calloc(json_array_size(x), sizeof *pin->ips);
+    if (!pin->ips)
+      return oom(c);
     size_t i;
     json_t *a;
     json_array_foreach(x, i, a) {
       if (!json_is_string(a) ||
-          shk__ip_parse(json_string_value(a), json_string_length(a), &pin->ips[i]) < 0)
+          shk_ip_parse(json_string_value(a), json_string_length(a), &pin->ips[i], NULL) < 0)
         return fail(c, key, "element %zu is not an IP address", i);
       pin->n_ips++;
     }
@@ -217,11 +232,11 @@ static int parse_hosts(struct ctx *c, json_t *v, shk__eg_config *cfg)
 
 static int parse_upstream(struct ctx *c, json_t *v, shk__eg_config *cfg)
 {
-  shk__host h;
+  shk_host h;
   uint16_t port;
   if (!json_is_string(v) ||
       shk__authority_parse(json_string_value(v), json_string_length(v), 53, &h, &port) ||
-      h.kind == SHK__HOST_NAME)
+      h.kind == SHK_HOST_NAME)
     return fail(c, "dns_upstream", "must be \"IP[:PORT]\" (IPv6 in brackets)");
   cfg->has_dns_upstream = true;
   cfg->dns_upstream = h.ip;
@@ -281,8 +296,8 @@ static int parse_root(struct ctx *c, json_t *root, shk__eg_config *cfg)
     } else if (!strcmp(k, "audit")) {
       if (!json_is_string(x) || json_string_length(x) == 0)
         r = fail(c, k, "must be a file name");
-      else
-        cfg->audit_path = shk__xstrdup(json_string_value(x));
+      else if (!(cfg->audit_path = strdup(json_string_value(x))))
+        r = oom(c);
     } else if (strcmp(k, "dangerously_allow_non_loopback") && strcmp(k, "dangerously_allow_all"))
       r = fail(c, k, "unknown key");
     if (r < 0)
@@ -291,24 +306,40 @@ static int parse_root(struct ctx *c, json_t *root, shk__eg_config *cfg)
   return 0;
 }
 
-int shk__eg_config_parse(const char *json, size_t len, shk__eg_config **out, char *err,
-                         size_t errlen)
+int shk__eg_config_parse(const char *json, size_t len, shk__eg_config **out, shk_error *err)
 {
-  struct ctx c = { err, errlen };
+  struct ctx c = { err };
   *out = NULL;
   json_error_t jerr;
   /* Without JSON_ALLOW_NUL jansson refuses "\u0000" in keys and strings,
    * so every string below is an ordinary C string. */
   json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
   if (!root)
-    return fail(&c, "(json)", "line %d: %s", jerr.line, jerr.text);
+    return shk__error_at(err, -EINVAL, NULL, (unsigned)(jerr.line > 0 ? jerr.line : 0),
+                         (unsigned)(jerr.column > 0 ? jerr.column : 0), "(json): line %d: %s",
+                         jerr.line, jerr.text);
   shk__eg_config *cfg = shk__eg_config_new();
-  int r = parse_root(&c, root, cfg);
+  int r = cfg ? parse_root(&c, root, cfg) : oom(&c);
   json_decref(root);
   if (r < 0) {
     shk__eg_config_free(cfg);
     return r;
   }
   *out = cfg;
+  return 0;
+}
+
+int shk__eg_config_load(const char *path, shk__eg_config **out, shk_error *err)
+{
+  *out = NULL;
+  shk_autofree char *text = NULL;
+  size_t len;
+  int r = shk__read_file(path, &text, &len);
+  if (r < 0)
+    return shk__error_at(err, r, path, 0, 0, "%s: %s", path, strerror(-r));
+  shk_error perr;
+  r = shk__eg_config_parse(text, len, out, &perr);
+  if (r < 0)
+    return shk__error_at(err, r, path, perr.line, perr.column, "%s: %s", path, perr.message);
   return 0;
 }

@@ -62,11 +62,12 @@ const char *shk__dns_parse_query(const uint8_t *msg, size_t len, shk__dns_query 
   off += 4;
   q->question = msg + 12;
   q->question_len = off - 12;
-  q->name_ok = ok && !shk__host_canon(name, nl, &q->host) && q->host.kind == SHK__HOST_NAME;
+  q->name_ok = ok && shk_host_parse(name, nl, &q->host, NULL, NULL) == 0 &&
+              q->host.kind == SHK_HOST_NAME;
   return NULL;
 }
 
-size_t shk__dns_build_reply(const shk__dns_query *q, const shk__ip *ips, size_t n_ips,
+size_t shk__dns_build_reply(const shk__dns_query *q, const shk_ip *ips, size_t n_ips,
                             uint8_t *out, size_t cap)
 {
   uint8_t want = q->qtype == QTYPE_A ? 4 : q->qtype == QTYPE_AAAA ? 6 : 0;

@@ -1,14 +1,16 @@
 /* The egress proxy's internal interfaces. Everything declared here except
- * the server (shk__eg_server_*) is a pure function of its input: no I/O, no
- * global state, no allocation that outlives the call unless a *_free is
- * named. That is what lets the fuzz targets and the unit tests call the
- * parsers directly, and it is why every refusal is a value (a reason token)
- * rather than a log line.
+ * the server (shk__eg_server_*) and the reading of the configuration file
+ * (shk__eg_config_load) is a pure function of its input: no I/O, no global
+ * state, no allocation that outlives the call unless a *_free is named.
+ * That is what lets the fuzz targets and the unit tests call the parsers
+ * directly.
  *
- * Reason tokens are short, stable, lowercase words joined by '-' (for
+ * The refusal of a request is a value, a reason token, rather than a log
+ * line: tokens are short, stable, lowercase words joined by '-' (for
  * example "host-bad-char"); they appear verbatim in audit lines, in the
  * X-Shinken-Decision header and in tests. They are static strings: never
- * free them. */
+ * free them. A bad configuration, which a person reads, is an shk_error
+ * sentence instead, and out of memory is -ENOMEM: nothing here exits. */
 #pragma once
 
 #include <stdbool.h>
@@ -17,127 +19,40 @@
 #include <sys/socket.h>
 
 #include "shinken/egress.h"
+#include "shinken/match.h"
 
 /* ---------------------------------------------------------------------------
- * IP addresses and classes (ip.c)
+ * Hosts (host.c). Host names, IP addresses, CIDRs, ports and patterns are
+ * the shared grammar's (shinken/match.h); what is the proxy's own is the
+ * authority form of its protocols.
  */
-
-/* An IPv4 or IPv6 address. family is 4 or 6; an IPv4 address uses b[0..3]
- * in network order and leaves the rest zero. */
-typedef struct shk__ip {
-  uint8_t family;
-  uint8_t b[16];
-} shk__ip;
-
-typedef struct shk__cidr {
-  shk__ip ip; /* host bits are zero */
-  uint8_t prefix;
-} shk__cidr;
-
-/* Parses the strict textual forms only: dotted-quad IPv4 with four decimal
- * parts and no leading zeros, or IPv6 (no zone id). Returns 0 or -EINVAL.
- * Hostnames and the odd IPv4 spellings go through shk__host_canon. */
-int shk__ip_parse(const char *s, size_t len, shk__ip *out);
-/* Writes the canonical text (dotted quad, or RFC 5952 IPv6 without
- * brackets) into buf, which must hold SHK__IP_TEXT_MAX bytes. */
-#define SHK__IP_TEXT_MAX 46
-void shk__ip_format(const shk__ip *ip, char buf[SHK__IP_TEXT_MAX]);
-
-/* "A.B.C.D/N" or "X::/N"; the address must have no host bits set, so a
- * typo like 10.0.0.1/8 is an error rather than a silently wider range. */
-int shk__cidr_parse(const char *s, size_t len, shk__cidr *out);
-/* An IPv4 address never matches an IPv6 range and vice versa: mapped forms
- * are unwrapped by the classifier, not here. */
-bool shk__cidr_contains(const shk__cidr *c, const shk__ip *ip);
-
-/* The IP classifier. Returns NULL when the address is public, else the
- * reason token of its class ("ip-loopback", "ip-private", "ip-link-local",
- * ...). IPv6 forms that embed an IPv4 address (IPv4-mapped,
- * IPv4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by the
- * embedded address. */
-const char *shk__ip_nonpublic(const shk__ip *ip);
-
-/* ---------------------------------------------------------------------------
- * Host canonicalization (host.c)
- */
-
-typedef enum shk__host_kind {
-  SHK__HOST_NAME = 1,
-  SHK__HOST_IPV4,
-  SHK__HOST_IPV6,
-} shk__host_kind;
-
-#define SHK__HOST_MAX 253 /* longest DNS name in text form, no trailing dot */
-
-typedef struct shk__host {
-  shk__host_kind kind;
-  /* Canonical text: lowercase name without trailing dot, dotted-quad IPv4,
-   * or IPv6 without brackets. Always NUL-terminated. */
-  char text[SHK__HOST_MAX + 1];
-  shk__ip ip; /* valid for SHK__HOST_IPV4 and SHK__HOST_IPV6 */
-} shk__host;
-
-/* Canonicalizes LEN bytes (not NUL-terminated, may contain anything) that
- * stand where a host is expected: a DNS name, a bracketed or bare IPv6
- * literal, or an IPv4 address in any of its historical spellings (decimal
- * 2130706433, octal 0177.0.0.1, hex 0x7f.1, short forms), which are
- * normalized to the dotted quad they mean. Anything else is refused: NUL,
- * control characters, spaces, '%', '_', non-ASCII (IDN must arrive as
- * punycode), empty or over-long labels and names, a numeric last label that
- * is not a valid IPv4 address. Returns NULL on success or a reason token. */
-const char *shk__host_canon(const char *in, size_t len, shk__host *out);
-
-/* A decimal port 1..65535, no sign, no leading zero. NULL or a reason. */
-const char *shk__port_parse(const char *s, size_t len, uint16_t *port);
 
 /* Splits "host:port" / "[v6]:port" (authority form, no userinfo) and
- * canonicalizes the host. The port is required when default_port is 0.
- * Returns NULL or a reason token. */
+ * canonicalizes the host with shk_host_parse. The port is required when
+ * default_port is 0. Returns NULL or a reason token. */
 const char *shk__authority_parse(const char *in, size_t len, uint16_t default_port,
-                                 shk__host *host, uint16_t *port);
+                                 shk_host *host, uint16_t *port);
 
 /* ---------------------------------------------------------------------------
- * Policy: patterns, the None < Allow < Deny lattice (policy.c)
+ * Policy: rules and the None < Allow < Deny lattice of shk_egress_verdict
+ * (policy.c)
  */
 
-typedef enum shk__verdict {
-  SHK__NONE = 0,
-  SHK__ALLOW = 1,
-  SHK__DENY = 2,
-} shk__verdict;
-
-typedef enum shk__pattern_kind {
-  SHK__PAT_EXACT = 1, /* host */
-  SHK__PAT_SUB,       /* *.host: strict subdomains */
-  SHK__PAT_APEX_SUB,  /* **.host: host and its subdomains */
-  SHK__PAT_ANY,       /* *: everything (allow only, and only when asked for) */
-} shk__pattern_kind;
-
 typedef struct shk__domain_rule {
-  shk__pattern_kind kind;
-  char host[SHK__HOST_MAX + 1]; /* canonical; empty for SHK__PAT_ANY */
-  uint16_t port;                /* 0: any port */
-  shk__verdict verdict;
+  shk_host_pattern pattern;
+  shk_egress_verdict verdict;
   char *text; /* the rule as written, for audit lines */
 } shk__domain_rule;
 
 typedef struct shk__cidr_rule {
-  shk__cidr cidr;
-  shk__verdict verdict;
+  shk_cidr cidr;
+  shk_egress_verdict verdict;
   char *text;
 } shk__cidr_rule;
 
-/* Parses one domain pattern ("host", "*.host", "**.host", each with an
- * optional ":port", or "*") for VERDICT. allow_all permits a bare "*" in an
- * allow rule; a bare "*" is always refused in a deny rule (deny-all is the
- * empty allowlist). On success rule->text is a copy of the pattern. Returns
- * NULL or a reason token. */
-const char *shk__pattern_parse(const char *pat, shk__verdict verdict, bool allow_all,
-                               shk__domain_rule *rule);
-
 typedef struct shk__pin {
-  char host[SHK__HOST_MAX + 1];
-  shk__ip *ips;
+  char host[SHK_HOST_MAX + 1];
+  shk_ip *ips;
   size_t n_ips;
 } shk__pin;
 
@@ -152,12 +67,12 @@ typedef struct shk__eg_config {
   size_t n_domains;
   shk__cidr_rule *cidrs;
   size_t n_cidrs;
-  shk__cidr *private_ok; /* allow_private_cidrs */
+  shk_cidr *private_ok; /* allow_private_cidrs */
   size_t n_private_ok;
   shk__pin *pins; /* hosts */
   size_t n_pins;
   bool has_dns_upstream;
-  shk__ip dns_upstream;
+  shk_ip dns_upstream;
   uint16_t dns_upstream_port;
   unsigned dns_timeout_ms;
   bool connect_only; /* mode "connect": CONNECT and SOCKS5 only */
@@ -167,19 +82,27 @@ typedef struct shk__eg_config {
 } shk__eg_config;
 
 /* Parses the JSON configuration. An unknown key, a wrong type or a bad
- * value fails with a message in err that names the key (for example
- * "domains.*.bad.test: a bare '*' ..."). Returns 0 or -EINVAL. */
-int shk__eg_config_parse(const char *json, size_t len, shk__eg_config **out,
-                         char *err, size_t errlen);
-/* An empty configuration (no listeners, nothing allowed). */
+ * value fails with -EINVAL and a message that names the key (for example
+ * "domains.*.bad.test: a bare '*' ..."); -ENOMEM. *out is NULL on failure. */
+int shk__eg_config_parse(const char *json, size_t len, shk__eg_config **out, shk_error *err);
+/* Reads and parses the configuration file at PATH: the one reader of the
+ * file, for the standalone proxy and for a session. Errors as for
+ * shk__eg_config_parse, each message beginning with PATH (and err->file set
+ * to it), and the negative errno of a file that cannot be read. */
+int shk__eg_config_load(const char *path, shk__eg_config **out, shk_error *err);
+/* An empty configuration (no listeners, nothing allowed); NULL when out of
+ * memory. */
 shk__eg_config *shk__eg_config_new(void);
-/* Adds a domain rule to CFG; returns NULL or a reason token. */
-const char *shk__eg_config_add_domain(shk__eg_config *cfg, const char *pat, shk__verdict v);
+/* Adds the domain rule PAT (a host pattern; a bare "*" only in an allow
+ * rule of a configuration with dangerously_allow_all) to CFG. 0, -EINVAL
+ * with the reason in err, or -ENOMEM. */
+int shk__eg_config_add_domain(shk__eg_config *cfg, const char *pat, shk_egress_verdict v,
+                              shk_error *err);
 void shk__eg_config_free(shk__eg_config *cfg);
 
 typedef struct shk__decision {
-  shk__verdict verdict; /* the join over every matching rule */
-  const char *rule;     /* the text of the rule that decided, or NULL */
+  shk_egress_verdict verdict; /* the join over every matching rule */
+  const char *rule;           /* the text of the rule that decided, or NULL */
 } shk__decision;
 
 /* Decides a canonical host and port (0 for a DNS query, see policy.c)
@@ -188,13 +111,13 @@ typedef struct shk__decision {
  * result is the join of every match in None < Allow < Deny, so a deny
  * always wins and no match at all is None, which callers treat as a
  * refusal. */
-void shk__eg_decide(const shk__eg_config *cfg, const shk__host *host, uint16_t port,
+void shk__eg_decide(const shk__eg_config *cfg, const shk_host *host, uint16_t port,
                     shk__decision *d);
 /* The check every address goes through before it is used (resolved,
  * pinned or literal): a "deny" cidr rule refuses it ("policy-deny-cidr"),
  * and so does a non-public class unless allow_private_cidrs opts it in.
  * NULL when IP may be dialed, else the reason token. */
-const char *shk__eg_ip_blocked(const shk__eg_config *cfg, const shk__ip *ip);
+const char *shk__eg_ip_blocked(const shk__eg_config *cfg, const shk_ip *ip);
 /* The pinned addresses of a canonical name, or NULL. */
 const shk__pin *shk__eg_pin_find(const shk__eg_config *cfg, const char *host);
 
@@ -206,7 +129,7 @@ const shk__pin *shk__eg_pin_find(const shk__eg_config *cfg, const char *host);
 
 typedef struct shk__http_req {
   bool is_connect;
-  shk__host host;
+  shk_host host;
   uint16_t port;
   size_t head_len;       /* bytes of BUF the head occupied */
   uint64_t content_length; /* request body bytes that follow the head */
@@ -272,7 +195,7 @@ enum {
 int shk__socks5_parse_greeting(const uint8_t *buf, size_t len, const char **reason);
 
 typedef struct shk__socks5_req {
-  shk__host host;
+  shk_host host;
   uint16_t port;
 } shk__socks5_req;
 
@@ -293,7 +216,7 @@ typedef struct shk__dns_query {
   uint16_t qtype;    /* 1 A, 28 AAAA; anything else is answered REFUSED */
   size_t question_len; /* bytes of the question section, to echo back */
   const uint8_t *question;
-  shk__host host; /* valid when name_ok */
+  shk_host host; /* valid when name_ok */
   bool name_ok;
 } shk__dns_query;
 
@@ -304,7 +227,7 @@ const char *shk__dns_parse_query(const uint8_t *msg, size_t len, shk__dns_query 
 /* Builds the response to Q into OUT (at least 512 bytes of CAP): RCODE
  * REFUSED when ips is NULL, else one answer per address of Q's type.
  * Returns the length, or 0 if it does not fit. */
-size_t shk__dns_build_reply(const shk__dns_query *q, const shk__ip *ips, size_t n_ips,
+size_t shk__dns_build_reply(const shk__dns_query *q, const shk_ip *ips, size_t n_ips,
                             uint8_t *out, size_t cap);
 
 /* ---------------------------------------------------------------------------
@@ -359,18 +282,19 @@ typedef struct shk__eg_server_opts {
   void *hook_data;
 } shk__eg_server_opts;
 
-/* Creates a server on BASE with CFG (owned from now on). */
-shk__eg_server *shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
-                                   const shk__eg_server_opts *o, char *err, size_t errlen);
+/* Creates a server on BASE with CFG, which it owns from now on (and frees
+ * when it fails). -EINVAL (no DNS resolver could be set up) or -ENOMEM. */
+int shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
+                       const shk__eg_server_opts *o, shk__eg_server **out, shk_error *err);
 /* Listens on a TCP address; writes the bound "ADDR:PORT" into bound. */
 int shk__eg_server_listen_tcp(shk__eg_server *s, shk__eg_listener_kind kind,
                               const struct sockaddr *sa, socklen_t sl, char *bound,
                               size_t boundlen);
 /* Listens on a unix socket at PATH (mode 0600). */
 int shk__eg_server_listen_unix(shk__eg_server *s, shk__eg_listener_kind kind, const char *path);
-/* Replaces the policy (CFG owned from now on); it applies from the next
- * connection. Resolver settings are rebuilt when they changed. */
-int shk__eg_server_set_config(shk__eg_server *s, shk__eg_config *cfg, char *err, size_t errlen);
+/* Replaces the policy (CFG owned from now on, freed when it fails); it
+ * applies from the next connection. Resolver settings are rebuilt. */
+int shk__eg_server_set_config(shk__eg_server *s, shk__eg_config *cfg, shk_error *err);
 /* Closes the tunnels whose hook tag is TAG (all when 0). Loop thread only. */
 int shk__eg_server_close_tunnels(shk__eg_server *s, uint64_t tag);
 /* Closes every listener and connection. */

@@ -8,6 +8,7 @@
 #include "common/common.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -56,11 +57,21 @@ static bool is_hop_by_hop(struct slice name)
   return false;
 }
 
+/* Out of memory frees the buffer and leaves *buf NULL, and every later
+ * append does nothing, so the caller checks once, at the end. */
 static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
 {
+  if (!*buf)
+    return;
   if (*len + n + 1 > *cap) {
     *cap = (*len + n + 1) * 2;
-    *buf = shk__xrealloc(*buf, *cap);
+    char *nb = realloc(*buf, *cap);
+    if (!nb) {
+      free(*buf);
+      *buf = NULL;
+      return;
+    }
+    *buf = nb;
   }
   memcpy(*buf + *len, p, n);
   *len += n;
@@ -242,7 +253,7 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
   if (n_host == 0 && !req->is_connect && version.p[7] == '1')
     return refuse(ref, 400, "http-host-missing");
   if (n_host) {
-    shk__host hh;
+    shk_host hh;
     uint16_t hp;
     if (shk__authority_parse(host_value.p, host_value.n, req->is_connect ? req->port : 80,
                              &hh, &hp) ||
@@ -258,8 +269,9 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
    * Connection: close so the origin ends the exchange after one response
    * and nothing the client sends later can ride along unchecked. */
   size_t cap = (size_t)end + 128, ulen = 0;
-  char *u = shk__xmalloc(cap);
-  u[0] = '\0';
+  char *u = malloc(cap);
+  if (u)
+    u[0] = '\0';
   append(&u, &ulen, &cap, method.p, method.n);
   appends(&u, &ulen, &cap, " ");
   if (path.n == 0 || path.p[0] == '?')
@@ -270,7 +282,7 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
   appends(&u, &ulen, &cap, " ");
   append(&u, &ulen, &cap, version.p, version.n);
   appends(&u, &ulen, &cap, "\r\nHost: ");
-  bool v6 = req->host.kind == SHK__HOST_IPV6;
+  bool v6 = req->host.kind == SHK_HOST_IPV6;
   if (v6)
     appends(&u, &ulen, &cap, "[");
   appends(&u, &ulen, &cap, req->host.text);
@@ -302,6 +314,8 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
     appends(&u, &ulen, &cap, "\r\n");
   }
   appends(&u, &ulen, &cap, "Connection: close\r\n\r\n");
+  if (!u)
+    return refuse(ref, 503, "proxy-out-of-memory");
   req->upstream = u;
   req->upstream_len = ulen;
   return 1;

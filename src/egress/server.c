@@ -59,12 +59,12 @@ struct conn {
   struct event *ev, *timer;
   char buf[SHK__HTTP_HEAD_MAX];
   size_t len;
-  shk__host host;
+  shk_host host;
   uint16_t port;
   shk__http_req req;
   size_t consumed; /* bytes of buf that the handshake used */
   const char *rule;
-  shk__ip addrs[MAX_ADDRS];
+  shk_ip addrs[MAX_ADDRS];
   size_t n_addrs, next_addr;
   struct evdns_getaddrinfo_request *dnsreq;
   shk__dns_query dq;
@@ -99,7 +99,7 @@ static void quiet_log(int is_warning, const char *msg)
 }
 
 static struct evdns_base *make_resolver(struct event_base *base, const shk__eg_config *cfg,
-                                        char *err, size_t errlen)
+                                        shk_error *err)
 {
   struct evdns_base *dns;
   evdns_set_log_fn(quiet_log);
@@ -131,7 +131,7 @@ static struct evdns_base *make_resolver(struct event_base *base, const shk__eg_c
                                    EVDNS_BASE_NAMESERVERS_NO_DEFAULT);
   }
   if (!dns) {
-    snprintf(err, errlen, "cannot set up the DNS resolver");
+    shk__error_set(err, -EINVAL, "cannot set up the DNS resolver");
     return NULL;
   }
   /* The lookup's deadline is the connection's own timer (resolve_timeout);
@@ -261,6 +261,7 @@ static void refuse_http(struct conn *c, int status, const char *reason)
                      : status == 431 ? "Request Header Fields Too Large"
                      : status == 501 ? "Not Implemented"
                      : status == 502 ? "Bad Gateway"
+                     : status == 503 ? "Service Unavailable"
                      : status == 504 ? "Gateway Timeout"
                      : status == 505 ? "HTTP Version Not Supported" : "Error";
   char r[512];
@@ -277,7 +278,7 @@ static void refuse_socks(struct conn *c, uint8_t code)
   close_with(c, (const char *)r, sizeof r);
 }
 
-static void dns_reply(struct conn *c, const shk__ip *ips, size_t n);
+static void dns_reply(struct conn *c, const shk_ip *ips, size_t n);
 
 /* A refusal of the request that has been parsed, in the connection's own
  * protocol, and its audit line. */
@@ -330,7 +331,9 @@ static void established(struct conn *c)
       body = shk__chunked_done(&o.chunk) ? now : UINT64_MAX;
       o.c2u_chunked = !shk__chunked_done(&o.chunk);
     }
-    o.c2u_pre = shk__xmalloc(c->req.upstream_len + now);
+    o.c2u_pre = malloc(c->req.upstream_len + now);
+    if (!o.c2u_pre)
+      goto oom;
     memcpy(o.c2u_pre, c->req.upstream, c->req.upstream_len);
     memcpy(o.c2u_pre + c->req.upstream_len, c->buf + c->consumed, now);
     o.c2u_pre_len = c->req.upstream_len + now;
@@ -338,14 +341,18 @@ static void established(struct conn *c)
     o.http = true;
   } else {
     if (extra) {
-      o.c2u_pre = shk__xmalloc(extra);
+      o.c2u_pre = malloc(extra);
+      if (!o.c2u_pre)
+        goto oom;
       memcpy(o.c2u_pre, c->buf + c->consumed, extra);
       o.c2u_pre_len = extra;
     }
     static const char ok_http[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     static const uint8_t ok_socks[10] = { 5, 0, 0, 1 };
     size_t n = c->proto == SHK_EGRESS_CONNECT ? sizeof ok_http - 1 : sizeof ok_socks;
-    o.u2c_pre = shk__xmalloc(n);
+    o.u2c_pre = malloc(n);
+    if (!o.u2c_pre)
+      goto oom;
     memcpy(o.u2c_pre, c->proto == SHK_EGRESS_CONNECT ? ok_http : (const char *)ok_socks, n);
     o.u2c_pre_len = n;
   }
@@ -361,6 +368,10 @@ static void established(struct conn *c)
     struct timeval now = { 0, 0 };
     event_base_once(c->srv->base, -1, EV_TIMEOUT, timeout_cb, c, &now);
   }
+  return;
+oom:
+  free(o.c2u_pre);
+  deny(c, "proxy-out-of-memory", 503, SHK__SOCKS5_FAILURE);
 }
 
 static void try_dial(struct conn *c);
@@ -388,7 +399,7 @@ static void try_dial(struct conn *c)
 {
   const shk__eg_config *cfg = c->pol->cfg;
   while (c->next_addr < c->n_addrs) {
-    const shk__ip *ip = &c->addrs[c->next_addr++];
+    const shk_ip *ip = &c->addrs[c->next_addr++];
     const char *blocked = shk__eg_ip_blocked(cfg, ip);
     if (blocked) {
       deny(c, blocked, 403, SHK__SOCKS5_NOT_ALLOWED);
@@ -433,7 +444,7 @@ static void try_dial(struct conn *c)
  * Deciding and resolving
  */
 
-static void dns_reply(struct conn *c, const shk__ip *ips, size_t n)
+static void dns_reply(struct conn *c, const shk_ip *ips, size_t n)
 {
   uint8_t out[2 + 2048];
   size_t len = shk__dns_build_reply(&c->dq, ips, n, out + 2, sizeof out - 2);
@@ -504,7 +515,7 @@ static void resolved_cb(int result, struct evutil_addrinfo *res, void *arg)
       overflow = true;
       break;
     }
-    shk__ip *ip = &c->addrs[c->n_addrs];
+    shk_ip *ip = &c->addrs[c->n_addrs];
     memset(ip, 0, sizeof *ip);
     if (a->ai_family == AF_INET) {
       ip->family = 4;
@@ -541,25 +552,26 @@ static void decide(struct conn *c)
 {
   shk__decision d;
   shk__eg_decide(c->pol->cfg, &c->host, c->kind == SHK__LISTEN_DNS ? 0 : c->port, &d);
-  shk__verdict v = d.verdict;
+  shk_egress_verdict v = d.verdict;
   c->rule = d.rule;
-  if (c->srv->hook && v != SHK__DENY) {
+  if (c->srv->hook && v != SHK_EGRESS_DENY) {
     shk_egress_request r = { c->srv->name, c->proto, c->host.text, c->port, c->id };
     const char *hook_rule = NULL;
     shk_egress_verdict hv = c->srv->hook(c->srv->hook_data, &r, &c->tag, &hook_rule);
-    if (hv == SHK_EGRESS_DENY || (hv == SHK_EGRESS_ALLOW && v == SHK__NONE)) {
-      v = hv == SHK_EGRESS_DENY ? SHK__DENY : SHK__ALLOW;
+    if (hv == SHK_EGRESS_DENY || (hv == SHK_EGRESS_ALLOW && v == SHK_EGRESS_NONE)) {
+      v = hv;
       c->rule = hook_rule;
     } else if (hv != SHK_EGRESS_NONE && hv != SHK_EGRESS_ALLOW) {
-      v = SHK__DENY; /* an unknown answer is a refusal */
+      v = SHK_EGRESS_DENY; /* an unknown answer is a refusal */
       c->rule = NULL;
     }
   }
-  if (v != SHK__ALLOW) {
-    deny(c, v == SHK__DENY ? "policy-deny" : "policy-no-match", 403, SHK__SOCKS5_NOT_ALLOWED);
+  if (v != SHK_EGRESS_ALLOW) {
+    deny(c, v == SHK_EGRESS_DENY ? "policy-deny" : "policy-no-match", 403,
+         SHK__SOCKS5_NOT_ALLOWED);
     return;
   }
-  if (c->host.kind != SHK__HOST_NAME) {
+  if (c->host.kind != SHK_HOST_NAME) {
     c->addrs[0] = c->host.ip;
     c->n_addrs = 1;
     addresses_known(c);
@@ -723,7 +735,13 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 {
   struct listener *l = arg;
   shk__eg_server *s = l->srv;
-  struct conn *c = shk__xcalloc(1, sizeof *c);
+  struct conn *c = calloc(1, sizeof *c);
+  if (!c) {
+    /* Out of memory: the connection is dropped unanswered, which the
+     * client sees as a refusal; the listener goes on. */
+    close(fd);
+    return;
+  }
   c->srv = s;
   c->kind = l->kind;
   c->fd = fd;
@@ -797,24 +815,29 @@ static void accept_error_cb(struct evconnlistener *lev, void *arg)
 
 static int add_listener(shk__eg_server *s, shk__eg_listener_kind kind, int fd, const char *path)
 {
-  struct listener *l = shk__xcalloc(1, sizeof *l);
+  struct listener *l = calloc(1, sizeof *l);
+  if (!l) {
+    close(fd);
+    return -ENOMEM;
+  }
   l->srv = s;
   l->kind = kind;
   l->lev = evconnlistener_new(s->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
                               128, fd);
   l->retry = evtimer_new(s->base, retry_cb, l);
-  if (!l->lev || !l->retry) {
+  l->unix_path = path ? strdup(path) : NULL;
+  if (!l->lev || !l->retry || (path && !l->unix_path)) {
     if (l->lev)
       evconnlistener_free(l->lev);
     else
       close(fd);
     if (l->retry)
       event_free(l->retry);
+    free(l->unix_path);
     free(l);
     return -ENOMEM;
   }
   evconnlistener_set_error_cb(l->lev, accept_error_cb);
-  l->unix_path = path ? shk__xstrdup(path) : NULL;
   l->next = s->listeners;
   s->listeners = l;
   return 0;
@@ -837,17 +860,18 @@ int shk__eg_server_listen_tcp(shk__eg_server *s, shk__eg_listener_kind kind,
     close(fd);
     return e;
   }
-  char host[INET6_ADDRSTRLEN];
+  shk_ip ip = { .family = ss.ss_family == AF_INET ? 4 : 6 };
+  char host[SHK_IP_TEXT_MAX];
   uint16_t port;
   if (ss.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof host);
+    memcpy(ip.b, &((struct sockaddr_in *)&ss)->sin_addr, 4);
     port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    snprintf(bound, boundlen, "%s:%u", host, port);
   } else {
-    inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof host);
+    memcpy(ip.b, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
     port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    snprintf(bound, boundlen, "[%s]:%u", host, port);
   }
+  shk_ip_format(&ip, host);
+  snprintf(bound, boundlen, ip.family == 4 ? "%s:%u" : "[%s]:%u", host, port);
   return add_listener(s, kind, fd, NULL);
 }
 
@@ -874,35 +898,52 @@ int shk__eg_server_listen_unix(shk__eg_server *s, shk__eg_listener_kind kind, co
   return add_listener(s, kind, fd, path);
 }
 
-shk__eg_server *shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
-                                   const shk__eg_server_opts *o, char *err, size_t errlen)
+int shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
+                       const shk__eg_server_opts *o, shk__eg_server **out, shk_error *err)
 {
-  struct evdns_base *dns = make_resolver(base, cfg, err, errlen);
-  if (!dns) {
-    shk__eg_config_free(cfg);
-    return NULL;
-  }
-  shk__eg_server *s = shk__xcalloc(1, sizeof *s);
-  s->base = base;
-  s->pol = shk__xcalloc(1, sizeof *s->pol);
-  s->pol->cfg = cfg;
-  s->pol->dns = dns;
-  s->pol->refs = 1;
-  s->name = shk__xstrdup(o->name ? o->name : "proxy");
-  s->audit_fd = o->audit_fd;
-  s->hook = o->hook;
-  s->hook_data = o->hook_data;
-  return s;
-}
-
-int shk__eg_server_set_config(shk__eg_server *s, shk__eg_config *cfg, char *err, size_t errlen)
-{
-  struct evdns_base *dns = make_resolver(s->base, cfg, err, errlen);
+  *out = NULL;
+  struct evdns_base *dns = make_resolver(base, cfg, err);
   if (!dns) {
     shk__eg_config_free(cfg);
     return -EINVAL;
   }
-  struct policy *p = shk__xcalloc(1, sizeof *p);
+  shk__eg_server *s = calloc(1, sizeof *s);
+  struct policy *p = calloc(1, sizeof *p);
+  char *name = strdup(o->name ? o->name : "proxy");
+  if (!s || !p || !name) {
+    free(s);
+    free(p);
+    free(name);
+    evdns_base_free(dns, 1);
+    shk__eg_config_free(cfg);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
+  s->base = base;
+  s->pol = p;
+  s->pol->cfg = cfg;
+  s->pol->dns = dns;
+  s->pol->refs = 1;
+  s->name = name;
+  s->audit_fd = o->audit_fd;
+  s->hook = o->hook;
+  s->hook_data = o->hook_data;
+  *out = s;
+  return 0;
+}
+
+int shk__eg_server_set_config(shk__eg_server *s, shk__eg_config *cfg, shk_error *err)
+{
+  struct evdns_base *dns = make_resolver(s->base, cfg, err);
+  if (!dns) {
+    shk__eg_config_free(cfg);
+    return -EINVAL;
+  }
+  struct policy *p = calloc(1, sizeof *p);
+  if (!p) {
+    evdns_base_free(dns, 1);
+    shk__eg_config_free(cfg);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
   p->cfg = cfg;
   p->dns = dns;
   p->refs = 1;

@@ -99,48 +99,47 @@ static int call(shk_egress_session *s, enum request req, uint64_t tag)
   return r;
 }
 
-static shk__eg_config *build_config(const shk_egress_session_opts *o, char *err, size_t errlen)
+static int build_config(const shk_egress_session_opts *o, shk__eg_config **out, shk_error *err)
 {
   shk__eg_config *cfg = NULL;
-  if (o->config_path) {
-    shk_autofree char *text = NULL;
-    size_t len;
-    int r = shk__read_file(o->config_path, &text, &len);
-    if (r < 0) {
-      snprintf(err, errlen, "%s: %s", o->config_path, strerror(-r));
-      return NULL;
-    }
-    char msg[512];
-    if (shk__eg_config_parse(text, len, &cfg, msg, sizeof msg) < 0) {
-      snprintf(err, errlen, "%s: %s", o->config_path, msg);
-      return NULL;
-    }
-  } else {
-    cfg = shk__eg_config_new();
-  }
-  for (int pass = 0; pass < 2; pass++) {
+  int r = 0;
+  if (o->config_path)
+    r = shk__eg_config_load(o->config_path, &cfg, err);
+  else if (!(cfg = shk__eg_config_new()))
+    r = shk__error_set(err, -ENOMEM, "out of memory");
+  for (int pass = 0; pass < 2 && r == 0; pass++) {
     const char *const *pats = pass ? o->deny_domains : o->allow_domains;
     size_t n = pass ? o->n_deny_domains : o->n_allow_domains;
-    for (size_t i = 0; i < n; i++) {
-      const char *r = shk__eg_config_add_domain(cfg, pats[i], pass ? SHK__DENY : SHK__ALLOW);
-      if (r) {
-        snprintf(err, errlen, "--%s-domain '%s': %s", pass ? "deny" : "allow", pats[i], r);
-        shk__eg_config_free(cfg);
-        return NULL;
-      }
+    for (size_t i = 0; i < n && r == 0; i++) {
+      shk_error perr;
+      r = shk__eg_config_add_domain(cfg, pats[i], pass ? SHK_EGRESS_DENY : SHK_EGRESS_ALLOW,
+                                    &perr);
+      if (r < 0)
+        shk__error_set(err, r, "--%s-domain '%s': %s", pass ? "deny" : "allow", pats[i],
+                       perr.message);
     }
   }
-  return cfg;
+  if (r < 0) {
+    shk__eg_config_free(cfg);
+    return r;
+  }
+  *out = cfg;
+  return 0;
 }
 
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
-                            char *err, size_t errlen)
+                            shk_error *err)
 {
   *out = NULL;
-  shk__eg_config *cfg = build_config(opts, err, errlen);
-  if (!cfg)
-    return -EINVAL;
-  shk_egress_session *s = shk__xcalloc(1, sizeof *s);
+  shk__eg_config *cfg;
+  int r = build_config(opts, &cfg, err);
+  if (r < 0)
+    return r;
+  shk_egress_session *s = calloc(1, sizeof *s);
+  if (!s) {
+    shk__eg_config_free(cfg);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
   s->own_audit_fd = -1;
   s->wake_fd = -1;
   pthread_mutex_init(&s->mu, NULL);
@@ -150,11 +149,11 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
   if (cfg->audit_path) {
     s->own_audit_fd = open(cfg->audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (s->own_audit_fd < 0) {
-      int e = -errno;
-      snprintf(err, errlen, "audit: cannot open %s: %s", cfg->audit_path, strerror(errno));
+      r = shk__error_set(err, -errno, "audit: cannot open %s: %s", cfg->audit_path,
+                         strerror(errno));
       shk__eg_config_free(cfg);
       shk_egress_session_close(s);
-      return e;
+      return r;
     }
     audit_fd = s->own_audit_fd;
   }
@@ -163,21 +162,26 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     rt = "/tmp";
   snprintf(s->dir, sizeof s->dir, "%s/shinken-egress-XXXXXX", rt);
   s->base = event_base_new();
-  if (!mkdtemp(s->dir) || !s->base) {
-    int e = -errno;
-    snprintf(err, errlen, "cannot create the session directory under %s: %s", rt,
-             strerror(errno));
+  if (!s->base) {
     s->dir[0] = '\0';
     shk__eg_config_free(cfg);
     shk_egress_session_close(s);
-    return e ? e : -ENOMEM;
+    return shk__error_set(err, -ENOMEM, "cannot create the proxy's event loop");
+  }
+  if (!mkdtemp(s->dir)) {
+    r = shk__error_set(err, -errno, "cannot create the session directory under %s: %s", rt,
+                       strerror(errno));
+    s->dir[0] = '\0';
+    shk__eg_config_free(cfg);
+    shk_egress_session_close(s);
+    return r;
   }
   shk__eg_server_opts so = { .name = opts->name ? opts->name : "session", .audit_fd = audit_fd,
                              .hook = opts->hook, .hook_data = opts->hook_data };
-  s->srv = shk__eg_server_new(s->base, cfg, &so, err, errlen);
-  if (!s->srv) {
+  r = shk__eg_server_new(s->base, cfg, &so, &s->srv, err);
+  if (r < 0) {
     shk_egress_session_close(s);
-    return -EINVAL;
+    return r;
   }
   static const struct {
     const char *name;
@@ -188,9 +192,9 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
   for (size_t i = 0; i < 3; i++) {
     char path[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/%s", s->dir, socks[i].name);
-    int r = shk__eg_server_listen_unix(s->srv, socks[i].kind, path);
+    r = shk__eg_server_listen_unix(s->srv, socks[i].kind, path);
     if (r < 0) {
-      snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(-r));
+      shk__error_set(err, r, "cannot listen on %s: %s", path, strerror(-r));
       shk_egress_session_close(s);
       return r;
     }
@@ -202,21 +206,20 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
   int rfd = open(rpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   static const char text[] = "nameserver 127.0.0.1\n";
   if (rfd < 0 || write(rfd, text, sizeof text - 1) != (ssize_t)sizeof text - 1) {
-    int e = rfd < 0 ? -errno : -EIO;
-    snprintf(err, errlen, "cannot write %s", rpath);
+    r = shk__error_set(err, rfd < 0 ? -errno : -EIO, "cannot write %s", rpath);
     if (rfd >= 0)
       close(rfd);
     shk_egress_session_close(s);
-    return e;
+    return r;
   }
   close(rfd);
   s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (s->wake_fd >= 0)
     s->wake = event_new(s->base, s->wake_fd, EV_READ | EV_PERSIST, on_wake, s);
-  int r = s->wake && event_add(s->wake, NULL) == 0 ? -pthread_create(&s->thread, NULL, loop_main, s)
-                                                    : -ENOMEM;
+  r = s->wake && event_add(s->wake, NULL) == 0 ? -pthread_create(&s->thread, NULL, loop_main, s)
+                                                : -ENOMEM;
   if (r < 0) {
-    snprintf(err, errlen, "cannot start the proxy thread: %s", strerror(-r));
+    shk__error_set(err, r, "cannot start the proxy thread: %s", strerror(-r));
     shk_egress_session_close(s);
     return r;
   }

@@ -36,7 +36,7 @@ static int refuse(uint8_t *reply, const char **reason, uint8_t code, const char 
 }
 
 /* Safe on any bytes: each field is read only after the length check that
- * covers it, and a domain goes through shk__host_canon before use. */
+ * covers it, and a domain goes through shk_host_parse before use. */
 int shk__socks5_parse_request(const uint8_t *buf, size_t len, shk__socks5_req *req,
                               uint8_t *reply, const char **reason)
 {
@@ -72,15 +72,15 @@ int shk__socks5_parse_request(const uint8_t *buf, size_t len, shk__socks5_req *r
   if (len < need)
     return 0;
   if (buf[3] == 3) {
-    const char *r = shk__host_canon((const char *)buf + 5, buf[4], &req->host);
-    if (r)
+    const char *r;
+    if (shk_host_parse((const char *)buf + 5, buf[4], &req->host, &r, NULL) < 0)
       return refuse(reply, reason, SHK__SOCKS5_NOT_ALLOWED, r);
   } else {
-    shk__host *h = &req->host;
+    shk_host *h = &req->host;
     h->ip.family = buf[3] == 1 ? 4 : 6;
     memcpy(h->ip.b, buf + 4, h->ip.family == 4 ? 4 : 16);
-    h->kind = h->ip.family == 4 ? SHK__HOST_IPV4 : SHK__HOST_IPV6;
-    shk__ip_format(&h->ip, h->text);
+    h->kind = h->ip.family == 4 ? SHK_HOST_IPV4 : SHK_HOST_IPV6;
+    shk_ip_format(&h->ip, h->text);
   }
   req->port = (uint16_t)(buf[need - 2] << 8 | buf[need - 1]);
   if (req->port == 0)

@@ -92,7 +92,10 @@ static int pump_chunked(struct dir *d)
 {
   if (d->pre_cap < CHUNKED_BUF) {
     free(d->pre);
-    d->pre = shk__xmalloc(CHUNKED_BUF);
+    d->pre_cap = 0;
+    d->pre = malloc(CHUNKED_BUF);
+    if (!d->pre)
+      return -1; /* out of memory ends the exchange, as bad framing does */
     d->pre_cap = CHUNKED_BUF;
   }
   for (int round = 0; round < 8; round++) {
@@ -203,12 +206,21 @@ static int dir_init(shk__relay *r, struct event_base *base, int i, int from, int
 
 shk__relay *shk__relay_new(struct event_base *base, const shk__relay_opts *o)
 {
-  shk__relay *r = shk__xcalloc(1, sizeof *r);
+  shk__relay *r = calloc(1, sizeof *r);
+  if (!r) {
+    /* What the relay owns from the call on is released on failure too. */
+    close(o->client_fd);
+    close(o->up_fd);
+    free(o->c2u_pre);
+    free(o->u2c_pre);
+    return NULL;
+  }
   r->http = o->http;
   r->done = o->done;
   r->arg = o->arg;
   for (int i = 0; i < 2; i++)
     r->d[i].pipe[0] = r->d[i].pipe[1] = -1;
+  r->d[1].pre = o->u2c_pre; /* freed with R even when the first direction fails */
   if (dir_init(r, base, 0, o->client_fd, o->up_fd, o->c2u_pre, o->c2u_pre_len, o->c2u_limit) < 0 ||
       dir_init(r, base, 1, o->up_fd, o->client_fd, o->u2c_pre, o->u2c_pre_len, UINT64_MAX) < 0) {
     shk__relay_free(r);

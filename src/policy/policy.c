@@ -243,7 +243,7 @@ int shk_policy_decide(shk_policy *p, const shk_policy_session *s, const shk_poli
     ADD("ip", json_string(sc->cidrs.v[i]));
   for (size_t i = 0; i < sc->n_ports; i++)
     ADD("port", json_integer(sc->ports[i].lo));
-  const shk_cap_strv *fs[] = { &sc->read, &sc->write, &sc->deny };
+  const shk_strv *fs[] = { &sc->read, &sc->write, &sc->deny };
   const char *access[] = { "read", "write", "deny" };
   for (int k = 0; k < 3; k++)
     for (size_t i = 0; i < fs[k]->n; i++)

@@ -14,10 +14,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   shk__eg_config *cfg = NULL;
-  char err[256];
-  err[0] = 0;
-  if (shk__eg_config_parse((const char *)data, size, &cfg, err, sizeof err) < 0) {
-    if (cfg || !err[0] || !memchr(err, 0, sizeof err))
+  shk_error err = { "" };
+  if (shk__eg_config_parse((const char *)data, size, &cfg, &err) < 0) {
+    if (cfg || !err.message[0] || !memchr(err.message, 0, sizeof err.message))
       abort();
     return 0;
   }
@@ -25,22 +24,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     abort();
   for (size_t i = 0; i < cfg->n_domains; i++) {
     const shk__domain_rule *r = &cfg->domains[i];
-    if (r->kind == SHK__PAT_ANY && (r->verdict != SHK__ALLOW || !cfg->allow_all))
+    if (r->pattern.kind == SHK_HOST_PATTERN_ANY &&
+        (r->verdict != SHK_EGRESS_ALLOW || !cfg->allow_all))
       abort();
-    if (r->verdict != SHK__ALLOW && r->verdict != SHK__DENY)
+    if (r->verdict != SHK_EGRESS_ALLOW && r->verdict != SHK_EGRESS_DENY)
       abort();
   }
-  shk__ip lo = { .family = 4, .b = { 127, 0, 0, 1 } };
+  shk_ip lo = { .family = 4, .b = { 127, 0, 0, 1 } };
   bool opted = false;
   for (size_t i = 0; i < cfg->n_private_ok; i++)
-    opted |= shk__cidr_contains(&cfg->private_ok[i], &lo);
+    opted |= shk_cidr_contains(&cfg->private_ok[i], &lo);
   if (!opted && !shk__eg_ip_blocked(cfg, &lo))
     abort();
-  shk__host h;
-  if (!shk__host_canon("example.test", 12, &h)) {
+  shk_host h;
+  if (!shk_host_parse("example.test", 12, &h, NULL, NULL)) {
     shk__decision d;
     shk__eg_decide(cfg, &h, 443, &d);
-    if (d.verdict > SHK__DENY)
+    if (d.verdict > SHK_EGRESS_DENY)
       abort();
   }
   shk__eg_config_free(cfg);

@@ -40,8 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   if (r != 1 || req.head_len == 0 || req.head_len > size || req.port == 0)
     abort();
-  shk__host again;
-  if (shk__host_canon(req.host.text, strlen(req.host.text), &again) || strcmp(again.text, req.host.text))
+  shk_host again;
+  if (shk_host_parse(req.host.text, strlen(req.host.text), &again, NULL, NULL) || strcmp(again.text, req.host.text))
     abort();
   if (!req.is_connect) {
     if (!req.upstream || req.upstream_len < 4)

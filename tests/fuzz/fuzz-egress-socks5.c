@@ -34,8 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   if (n < 0 && (reply == SHK__SOCKS5_OK || !reason))
     abort();
   if (n > 0) {
-    shk__host again;
-    if (req.port == 0 || shk__host_canon(req.host.text, strlen(req.host.text), &again) ||
+    shk_host again;
+    if (req.port == 0 || shk_host_parse(req.host.text, strlen(req.host.text), &again, NULL, NULL) ||
         strcmp(again.text, req.host.text))
       abort();
     shk__socks5_req req2;

@@ -9,5 +9,5 @@ trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus"
 [ -d "$seeds" ] && cp -r "$seeds"/. "$work/corpus/" 2>/dev/null || true
 cd "$work"
-exec "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+exec "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=1 -timeout_exitcode=1 \
   -max_len=4096 -print_final_stats=1 "$work/corpus"

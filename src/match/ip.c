@@ -1,10 +1,16 @@
-/* IP addresses: strict parsing, CIDR ranges and the public/non-public
- * classifier that every dial goes through. */
-#include "egress/egress-internal.h"
+/* IP addresses: the strict textual forms, CIDR ranges, and the classifier
+ * of non-public addresses that every dial of the egress proxy goes
+ * through. */
+#include "shinken/match.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
+
+#include "common/common.h"
+
+static const char bad_ip[] =
+  "not an IP address (a dotted quad without leading zeros, or IPv6 without a zone id)";
 
 static int parse_v4_strict(const char *s, size_t len, uint8_t out[4])
 {
@@ -27,29 +33,33 @@ static int parse_v4_strict(const char *s, size_t len, uint8_t out[4])
   return i == len ? 0 : -EINVAL;
 }
 
-int shk__ip_parse(const char *s, size_t len, shk__ip *out)
+int shk_ip_parse(const char *s, size_t len, shk_ip *out, shk_error *err)
 {
   memset(out, 0, sizeof *out);
   if (memchr(s, ':', len)) {
+    /* inet_pton wants a C string; the copy is bounded by the longest text
+     * an IPv6 address has, and a NUL or a zone id inside is refused. */
     char buf[INET6_ADDRSTRLEN];
     if (len >= sizeof buf || memchr(s, '%', len) || memchr(s, '\0', len))
-      return -EINVAL;
+      return shk__error_set(err, -EINVAL, "%s", bad_ip);
     memcpy(buf, s, len);
     buf[len] = '\0';
     if (inet_pton(AF_INET6, buf, out->b) != 1)
-      return -EINVAL;
+      return shk__error_set(err, -EINVAL, "%s", bad_ip);
     out->family = 6;
     return 0;
   }
-  if (parse_v4_strict(s, len, out->b) < 0)
-    return -EINVAL;
+  if (parse_v4_strict(s, len, out->b) < 0) {
+    memset(out, 0, sizeof *out);
+    return shk__error_set(err, -EINVAL, "%s", bad_ip);
+  }
   out->family = 4;
   return 0;
 }
 
-void shk__ip_format(const shk__ip *ip, char buf[SHK__IP_TEXT_MAX])
+void shk_ip_format(const shk_ip *ip, char buf[SHK_IP_TEXT_MAX])
 {
-  if (!inet_ntop(ip->family == 4 ? AF_INET : AF_INET6, ip->b, buf, SHK__IP_TEXT_MAX))
+  if (!inet_ntop(ip->family == 4 ? AF_INET : AF_INET6, ip->b, buf, SHK_IP_TEXT_MAX))
     strcpy(buf, "?");
 }
 
@@ -64,36 +74,68 @@ static bool prefix_match(const uint8_t *a, const uint8_t *b, unsigned bits)
   return (a[full] & mask) == (b[full] & mask);
 }
 
-int shk__cidr_parse(const char *s, size_t len, shk__cidr *out)
+int shk_cidr_parse(const char *s, size_t len, shk_cidr *out, shk_error *err)
 {
+  memset(out, 0, sizeof *out);
   const char *slash = memchr(s, '/', len);
   if (!slash)
-    return -EINVAL;
-  if (shk__ip_parse(s, (size_t)(slash - s), &out->ip) < 0)
-    return -EINVAL;
+    return shk__error_set(err, -EINVAL,
+                          "a CIDR range needs a prefix length: ADDRESS/PREFIX (one address is "
+                          "/32, or /128 for IPv6)");
+  if (shk_ip_parse(s, (size_t)(slash - s), &out->ip, NULL) < 0)
+    return shk__error_set(err, -EINVAL, "the address of the range is %s", bad_ip);
   const char *p = slash + 1, *end = s + len;
   unsigned max = out->ip.family == 4 ? 32 : 128, v = 0;
-  if (p == end || end - p > 3 || (*p == '0' && end - p > 1))
-    return -EINVAL;
-  for (; p < end; p++) {
-    if (*p < '0' || *p > '9')
-      return -EINVAL;
+  bool ok = p < end && end - p <= 3 && !(*p == '0' && end - p > 1);
+  for (; ok && p < end; p++) {
+    ok = *p >= '0' && *p <= '9';
     v = v * 10 + (unsigned)(*p - '0');
   }
-  if (v > max)
-    return -EINVAL;
+  if (!ok || v > max) {
+    memset(out, 0, sizeof *out);
+    return shk__error_set(err, -EINVAL,
+                          "the prefix length must be a decimal number from 0 to %u", max);
+  }
   out->prefix = (uint8_t)v;
-  /* Host bits must be zero: 10.0.0.1/8 is more likely a typo than a wish
-   * for the whole of 10/8. */
-  shk__ip masked = out->ip;
+  shk_ip masked = out->ip;
   for (unsigned bit = v; bit < max; bit++)
     masked.b[bit / 8] &= (uint8_t)~(0x80 >> (bit % 8));
-  return memcmp(masked.b, out->ip.b, 16) ? -EINVAL : 0;
+  if (memcmp(masked.b, out->ip.b, sizeof masked.b)) {
+    char text[SHK_IP_TEXT_MAX];
+    shk_ip_format(&masked, text);
+    memset(out, 0, sizeof *out);
+    return shk__error_set(err, -EINVAL,
+                          "the address has bits set past the /%u prefix (the range it is in "
+                          "is %s/%u)", v, text, v);
+  }
+  return 0;
 }
 
-bool shk__cidr_contains(const shk__cidr *c, const shk__ip *ip)
+void shk_cidr_format(const shk_cidr *c, char buf[SHK_CIDR_TEXT_MAX])
+{
+  char ip[SHK_IP_TEXT_MAX];
+  shk_ip_format(&c->ip, ip);
+  size_t n = strlen(ip);
+  memcpy(buf, ip, n);
+  buf[n++] = '/';
+  unsigned p = c->prefix;
+  if (p >= 100)
+    buf[n++] = (char)('0' + p / 100);
+  if (p >= 10)
+    buf[n++] = (char)('0' + p / 10 % 10);
+  buf[n++] = (char)('0' + p % 10);
+  buf[n] = '\0';
+}
+
+bool shk_cidr_contains(const shk_cidr *c, const shk_ip *ip)
 {
   return c->ip.family == ip->family && prefix_match(c->ip.b, ip->b, c->prefix);
+}
+
+bool shk_cidr_covers(const shk_cidr *outer, const shk_cidr *inner)
+{
+  return outer->ip.family == inner->ip.family && inner->prefix >= outer->prefix &&
+         prefix_match(outer->ip.b, inner->ip.b, outer->prefix);
 }
 
 struct range {
@@ -142,7 +184,10 @@ static const char *classify_v4(const uint8_t *b)
   return NULL;
 }
 
-const char *shk__ip_nonpublic(const shk__ip *ip)
+/* Security-relevant: a NULL answer lets the egress proxy dial the
+ * address. It fails closed: an unknown family, and every IPv6 address
+ * outside the allocated global unicast 2000::/3, is non-public. */
+const char *shk_ip_nonpublic(const shk_ip *ip)
 {
   if (ip->family == 4)
     return classify_v4(ip->b);
