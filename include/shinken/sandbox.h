@@ -1,6 +1,7 @@
-/* Shinken's enforcement layer on Linux: the options of `shinken run`, the
- * filesystem plan they resolve to, what the host can enforce, and the pieces
- * stage 2 applies inside the sandbox (capabilities, Landlock, seccomp).
+/* Shinken's enforcement layer on Linux: the options of `shinken run`, who the
+ * caller is, the filesystem plan the options resolve to, what the host can
+ * enforce and what a run would, the launch (bwrap, then stage 2 inside,
+ * which applies the layers bwrap does not), and the report of a run.
  *
  * Library functions follow the contract of shinken/common.h: 0 or a
  * negative errno, and one sentence in an optional shk_error. */
@@ -95,7 +96,7 @@ typedef struct shk_sandbox_rule {
   shk_access access;
   shk_mount_kind kind;
   bool is_default; /* a built-in protection, not an option */
-  bool created;    /* masks a missing path: bwrap creates the mount point */
+  bool created;    /* masks a missing path: the sandbox creates the mount point */
   bool via_symlink; /* an option whose path led here through a symlink */
 } shk_sandbox_rule;
 
@@ -137,7 +138,7 @@ typedef struct shk_sandbox_plan {
 int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                            shk_sandbox_plan *p, shk_error *err);
 void shk_sandbox_plan_free(shk_sandbox_plan *p);
-/* After the sandbox is gone: removes the mount points bwrap created on the
+/* After the sandbox is gone: removes the mount points it created on the
  * host for masks of missing paths, when they are still empty. */
 void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p);
 /* The access the plan gives PATH (absolute, resolved): the rule on its

@@ -16,14 +16,19 @@
  * reads back empty before reporting success. */
 int shk__drop_caps(void)
 {
-  /* Dropping a capability already gone succeeds, and one past the
-   * kernel's last is EINVAL: one call per capability, where reading each
-   * first took two. */
+  /* One call per capability where stage 2 holds CAP_SETPCAP (in its own
+   * user namespace it holds all of them): the drop succeeds also for one
+   * already gone, and fails with EINVAL past the kernel's last. Without
+   * CAP_SETPCAP every drop fails with EPERM, which is right only for a
+   * capability the bounding set holds. */
   for (int cap = 0; cap < 64; cap++) {
     long r = shk__sys(__NR_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0);
-    if (r == -EINVAL && cap > 0 && shk__sys(__NR_prctl, PR_CAPBSET_READ, cap, 0, 0, 0) < 0)
-      break;
-    if (r < 0)
+    if (r == 0)
+      continue;
+    long in = shk__sys(__NR_prctl, PR_CAPBSET_READ, cap, 0, 0, 0);
+    if (in < 0)
+      break; /* past the kernel's last capability */
+    if (in == 1)
       return (int)r;
   }
   long r = shk__sys(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
