@@ -190,35 +190,40 @@ static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *e
   return pid;
 }
 
-/* Receives stage 2's report (and the connect() guard's listener) on SOCK
- * and checks it against what was asked (S2). Returns 1 when it came and
- * says the sandbox is complete, 0 when stage 2 ended without one (it, or
- * bwrap, said why on stderr), -EPROTO when it came but is malformed, says
- * less, or lost its descriptor: stage 2 was then about to exec the
- * command, which the caller kills with the sandbox. */
+/* Receives stage 2's report (and the connect() guard's listener and
+ * sock_diag socket) on SOCK and checks it against what was asked (S2).
+ * Returns 1 when it came and says the sandbox is complete, 0 when stage 2
+ * ended without one (it, or bwrap, said why on stderr), -EPROTO when it
+ * came but is malformed, says less, or lost its descriptors: stage 2 was
+ * then about to exec the command, which the caller kills with the sandbox. */
 static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_applied *applied,
-                          int *listener, const char **why)
+                          int *listener, int *diag, const char **why)
 {
   shk__stage2_report rep;
   struct iovec iov = { &rep, sizeof rep };
   union {
     struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
+    char buf[CMSG_SPACE(2 * sizeof(int))];
   } u;
   struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf };
   ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-    memcpy(listener, CMSG_DATA(c), sizeof *listener);
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+    int fds[2] = { -1, -1 };
+    size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    memcpy(fds, CMSG_DATA(c), (nfd < 2 ? nfd : 2) * sizeof(int));
+    *listener = fds[0];
+    *diag = fds[1];
+  }
   if (n <= 0)
     return 0;
   if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-    *why = "stage 2's report came without the connect() guard's listener (is the launcher "
+    *why = "stage 2's report came without the connect() guard's descriptors (is the launcher "
            "out of descriptors?)";
     return -EPROTO;
   }
-  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0, s2, applied, why) < 0)
+  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0 && *diag >= 0, s2, applied, why) < 0)
     return -EPROTO;
   return 1;
 }
@@ -239,8 +244,13 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
       return -errno;
     }
     if (fds[0].revents) {
-      int r = receive_report(sync, s2, &res->applied, listener, why);
+      int diag = -1;
+      int r = receive_report(sync, s2, &res->applied, listener, &diag, why);
       res->started = r != 0;
+      if (diag >= 0 && g)
+        shk__guard_attach_diag(g, diag);
+      else if (diag >= 0)
+        close(diag);
       if (r < 0)
         return r;
       fds[0].fd = -1;
@@ -342,24 +352,6 @@ static int stage2_memfd(void)
     return -e;
   }
   return fd;
-}
-
-/* Where a pathname unix socket may be connected: the writable mounts. */
-static shk__guard *make_guard(const shk_sandbox_plan *plan, bool host_net)
-{
-  const char **allowed = calloc(plan->n + 3, sizeof *allowed);
-  if (!allowed)
-    return NULL;
-  size_t n = 0;
-  for (size_t i = 0; i < plan->n; i++)
-    if (plan->rules[i].access == SHK_ACCESS_WRITE)
-      allowed[n++] = plan->rules[i].path;
-  allowed[n++] = "/tmp";
-  allowed[n++] = "/var/tmp";
-  allowed[n++] = "/dev/shm";
-  shk__guard *g = shk__guard_new(allowed, n, host_net);
-  free(allowed);
-  return g;
 }
 
 /* The session cgroup's paths, for the report: the cgroup itself is removed
@@ -464,7 +456,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   };
   if ((r = shk__bwrap_argv(&res->plan, &l, &bargv, &s2)) < 0 ||
       (o->env_clean && !(benv = clean_env(env))) ||
-      (a->guard && !(g = make_guard(&res->plan, o->net == SHK_NET_HOST)))) {
+      (a->guard && !(g = shk__guard_new(o->net == SHK_NET_HOST)))) {
     r = nomem(err);
     goto out;
   }

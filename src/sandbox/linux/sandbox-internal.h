@@ -94,12 +94,15 @@ int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter *
 
 /* ---- the connect() guard, the launcher's side (guard.c) ---- */
 
-/* `allowed` are the paths (as inside) on whose mounts a pathname unix
- * socket may be connected, the writable ones; with `deny_abstract` (--net
- * host) abstract sockets are refused. serve() handles one pending request:
- * call it when the listener is readable. new() returns NULL when out of
- * memory. */
+/* A pathname unix socket may be connected only when it was bound inside
+ * the sandbox (the guard records every unix bind()); with `deny_abstract`
+ * (--net host) abstract sockets are refused. attach_diag() gives the guard
+ * the NETLINK_SOCK_DIAG socket stage 2 made in the sandbox's network
+ * namespace (the guard owns it from then on; without one no pathname
+ * socket can be connected). serve() handles one pending request: call it
+ * when the listener is readable. new() returns NULL when out of memory. */
 typedef struct shk__guard shk__guard;
-shk__guard *shk__guard_new(const char *const *allowed, size_t n, bool deny_abstract);
+shk__guard *shk__guard_new(bool deny_abstract);
+void shk__guard_attach_diag(shk__guard *g, int diag);
 int shk__guard_serve(shk__guard *g, int listener);
 void shk__guard_free(shk__guard *g);

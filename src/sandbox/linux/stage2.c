@@ -198,8 +198,8 @@ struct s2_cmsghdr {
 #define S2_SCM_RIGHTS 1
 
 /* The report that tells the launcher the sandbox is complete, with the
- * connect() guard's listener when there is one. */
-static long send_report(int sock, const shk__stage2_report *rep, int listener)
+ * connect() guard's listener and sock_diag socket when there is a guard. */
+static long send_report(int sock, const shk__stage2_report *rep, int listener, int diag)
 {
   struct iovec iov = { (void *)rep, sizeof *rep };
   union {
@@ -208,9 +208,11 @@ static long send_report(int sock, const shk__stage2_report *rep, int listener)
   } u;
   struct s2_msghdr mh = { .iov = &iov, .iovlen = 1 };
   if (listener >= 0) {
-    u.h = (struct s2_cmsghdr){ sizeof(struct s2_cmsghdr) + sizeof(int), SOL_SOCKET,
+    u.h = (struct s2_cmsghdr){ sizeof(struct s2_cmsghdr) + 2 * sizeof(int), SOL_SOCKET,
                                S2_SCM_RIGHTS };
-    *(int *)(u.buf + sizeof(struct s2_cmsghdr)) = listener;
+    int *fds = (int *)(u.buf + sizeof(struct s2_cmsghdr));
+    fds[0] = listener;
+    fds[1] = diag;
     mh.control = u.buf;
     mh.controllen = sizeof u.buf;
   }
@@ -346,17 +348,26 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     rep.landlock_abi = abi;
     rep.flags |= ll;
   }
-  int listener = -1;
+  int listener = -1, diag = -1;
+  /* The connect() guard asks the kernel's unix socket diagnostics which
+   * socket a file is bound to, in the sandbox's network namespace: the
+   * socket that asks must be made here, before the filter refuses it. */
+  if (a.seccomp && a.guard &&
+      (diag = (int)shk__sys(__NR_socket, 16 /* AF_NETLINK */, 2 | 02000000 /* SOCK_DGRAM |
+                            SOCK_CLOEXEC */, 4 /* NETLINK_SOCK_DIAG */)) < 0)
+    die("the connect() guard's sock_diag socket", NULL, diag);
   if (a.seccomp) {
     if ((r = shk__seccomp_apply(a.net, a.guard)) < 0)
       die(a.guard ? "seccomp (with the connect() guard)" : "seccomp", NULL, r);
     rep.flags |= SHK__APPLIED_SECCOMP | (a.guard ? SHK__APPLIED_GUARD : 0);
     listener = a.guard ? (int)r : -1;
   }
-  if ((r = send_report(a.sync_fd, &rep, listener)) < 0)
+  if ((r = send_report(a.sync_fd, &rep, listener, diag)) < 0)
     die("sync socket", NULL, r);
   if (listener >= 0)
     shk__sys(__NR_close, listener);
+  if (diag >= 0)
+    shk__sys(__NR_close, diag);
   if (hooks && hooks->environ)
     envp = hooks->environ();
   r = exec_command(a.command, a.ncommand, envp);
