@@ -55,10 +55,18 @@ typedef struct shk_sandbox_opts {
   uint64_t mem;       /* bytes; 0: no limit asked */
   uint64_t pids;      /* 0: no limit asked */
   uint32_t cpu_milli; /* thousandths of a core; 0: no limit asked */
+  uint64_t tmpfs_size; /* bytes each private tmpfs (/tmp, /var/tmp, /dev/shm, /run)
+                        * may hold; SHK_SANDBOX_TMPFS_SIZE unless asked */
+  shk_sandbox_paths env; /* --env NAME: variables passed although they would be removed */
+  char *hostname;     /* the sandbox's host name; NULL: "shinken" */
+  char *machine_id;   /* its /etc/machine-id (32 hex digits); NULL: a new one per run */
   char *report;       /* NULL: no report */
   char **command;     /* points into the argv given to parse; NULL-terminated */
   size_t ncommand;
 } shk_sandbox_opts;
+
+/* The default bound of each private tmpfs: 1 GiB. */
+#define SHK_SANDBOX_TMPFS_SIZE (UINT64_C(1) << 30)
 
 void shk_sandbox_opts_init(shk_sandbox_opts *o);
 void shk_sandbox_opts_free(shk_sandbox_opts *o);
@@ -98,6 +106,9 @@ typedef struct shk_sandbox_rule {
   bool is_default; /* a built-in protection, not an option */
   bool created;    /* masks a missing path: the sandbox creates the mount point */
   bool via_symlink; /* an option whose path led here through a symlink */
+  bool symlink;     /* a protected path that is a symlink inside a writable root
+                     * (planted there, say, by an earlier run): masked where
+                     * it is, by /dev/null over the link itself */
 } shk_sandbox_rule;
 
 /* Who the caller is and where the defaults come from. The module reads
@@ -334,6 +345,10 @@ typedef struct shk_sandbox_result {
   char *cgroup_paths[SHK_CG1_N + 1];
   bool cgroup_v1;
   char *session;          /* the egress session's id (--net proxy), or NULL */
+  /* The names of the caller's variables the command did not get (they
+   * carry secrets or sockets; --env NAME passes one), never their values. */
+  char **env_removed;
+  size_t nenv_removed;
   bool started;           /* stage 2 reported: the command was exec'd (or, with an
                            * error, it may have been before the sandbox was killed) */
   shk_sandbox_applied applied; /* what stage 2 reported, when started */

@@ -266,46 +266,6 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
   return 0;
 }
 
-/* The minimal environment of --env-clean: a fixed PATH, the caller's home
- * and name, and the terminal and locale variables of ENV's environment.
- * Allocated as one block (the vector, then the strings); NULL when out of
- * memory. */
-static char **clean_env(const shk_sandbox_env *env)
-{
-  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
-  const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
-  const char *vars[8];
-  size_t n = 0;
-  for (const char *const *k = keep; *k; k++)
-    for (char *const *e = env->environ; e && *e; e++)
-      if (!strncmp(*e, *k, strlen(*k))) {
-        vars[n++] = *e;
-        break;
-      }
-  size_t size = 8 * sizeof(char *) + sizeof "PATH=/usr/local/bin:/usr/bin:/bin";
-  size += home ? strlen(home) + sizeof "HOME=" : 0;
-  size += env->user ? 2 * strlen(env->user) + sizeof "USER=" + sizeof "LOGNAME=" : 0;
-  for (size_t i = 0; i < n; i++)
-    size += strlen(vars[i]) + 1;
-  char **out = calloc(1, size);
-  if (!out)
-    return NULL;
-  char *p = (char *)(out + 8);
-  size_t o = 0;
-#define ADD(...) (out[o++] = p, p += sprintf(p, __VA_ARGS__) + 1)
-  ADD("PATH=/usr/local/bin:/usr/bin:/bin");
-  if (home)
-    ADD("HOME=%s", home);
-  if (env->user) {
-    ADD("USER=%s", env->user);
-    ADD("LOGNAME=%s", env->user);
-  }
-  for (size_t i = 0; i < n; i++)
-    ADD("%s", vars[i]);
-#undef ADD
-  return out;
-}
-
 /* With the host's network, the resolver file may be a symlink into /run,
  * which is private inside: show that one file. OUT is PATH_MAX long; ""
  * when nothing is needed. */
@@ -376,7 +336,9 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   res->exit_status = -1;
   shk_sandbox_cgroup cg = { NULL, -1, { NULL }, { -1, -1, -1, -1 } };
   int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1, exe = -1;
-  char **bargv = NULL, **benv = NULL;
+  char **bargv = NULL;
+  shk__env_result cenv = { 0 };
+  shk__identity id;
   shk__stage2_args s2 = { 0 };
   shk__guard *g = NULL;
   pid_t pid = -1;
@@ -432,6 +394,10 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     self_exe[n] = '\0';
     binary = self_exe;
   }
+  if ((r = shk__sandbox_identity(o, &id)) < 0) {
+    shk__error_set(err, r, "a machine id for the sandbox: %s", strerror(-r));
+    goto out;
+  }
   bool visible;
   shk_sandbox_plan_access(&res->plan, env->cwd, &visible);
   shk__bwrap_opts l = {
@@ -442,6 +408,10 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
               : resolv[0] ? resolv : resolv_src[0] ? "/etc/resolv.conf" : NULL,
     .resolv_src = resolv_src[0] ? resolv_src : NULL,
     .chdir = visible ? env->cwd : NULL,
+    .hostname = id.hostname,
+    .hostname_file = id.hostname_file,
+    .machine_id = id.machine_id,
+    .tmpfs_size = o->tmpfs_size,
     .net = o->net,
     .root = env->root,
     .uid = env->uid,
@@ -455,7 +425,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .ncommand = o->ncommand,
   };
   if ((r = shk__bwrap_argv(&res->plan, &l, &bargv, &s2)) < 0 ||
-      (o->env_clean && !(benv = clean_env(env))) ||
+      shk__env_for_command(env, o, &cenv) < 0 ||
       (a->guard && !(g = shk__guard_new(o->net == SHK_NET_HOST)))) {
     r = nomem(err);
     goto out;
@@ -478,7 +448,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   child_args ca = { .parent = self, .uid = env->uid, .gid = env->gid, .cg = &cg,
                     .keep = { exe >= 0 && exe < sync[1] ? exe : sync[1],
                               exe < 0 ? -1 : exe < sync[1] ? sync[1] : exe },
-                    .argv = bargv, .envp = benv ? benv : (char **)env->environ,
+                    .argv = bargv, .envp = cenv.environ,
                     .mask = mask, .err = 0, .what = NULL };
   pid = start_bwrap(f, env, &ca);
   if (pid > 0)
@@ -544,7 +514,12 @@ out:
   shk_sandbox_plan_cleanup(&res->plan);
   shk__strv_free(bargv);
   shk__stage2_args_free(&s2);
-  free(benv);
+  /* The names of the variables the command did not get, for the report. */
+  res->env_removed = cenv.removed;
+  res->nenv_removed = cenv.nremoved;
+  cenv.removed = NULL;
+  cenv.nremoved = 0;
+  shk__env_result_free(&cenv);
   return r;
 }
 
@@ -552,6 +527,9 @@ void shk_sandbox_result_free(shk_sandbox_result *res)
 {
   shk_sandbox_plan_free(&res->plan);
   free(res->session);
+  for (size_t i = 0; i < res->nenv_removed; i++)
+    free(res->env_removed[i]);
+  free(res->env_removed);
   for (size_t i = 0; i < sizeof res->cgroup_paths / sizeof res->cgroup_paths[0]; i++)
     free(res->cgroup_paths[i]);
   memset(res, 0, sizeof *res);

@@ -15,6 +15,7 @@
 #include "sys.h"
 
 /* statfs(2)'s flags, as the kernel sets them. */
+#define ST_RDONLY 0x0001
 #define ST_NOSUID 0x0002
 #define ST_NOEXEC 0x0008
 
@@ -93,14 +94,18 @@ static long create(const char *path, bool dir)
 
 /* Safe because it only hides or narrows: the target is opened without
  * following a symlink and must have the expected type, the mount goes onto
- * that very inode (through its descriptor), and the result is read-only.
- * A mount point it creates is created in its parent the same way, and only
- * where the plan found nothing and the parent is writable; the launcher
- * removes it afterwards while it is empty. No process of the workload
- * exists yet, so nothing inside can race it. */
+ * that very inode (through its descriptor), and the result is read-only
+ * (a pin is a directory bound onto itself, which changes nothing but that
+ * it can no longer be renamed or removed). A mount point it creates is
+ * created in its parent the same way, and only where the plan found
+ * nothing and the parent is writable; the launcher removes it afterwards
+ * while it is empty. A symlink is masked only when the plan found one
+ * there: /dev/null goes onto the link itself, which can then be neither
+ * followed nor replaced. No process of the workload exists yet, so nothing
+ * inside can race it. */
 int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
 {
-  bool dir = op == SHK__MOUNT_MASK_DIR;
+  bool dir = op == SHK__MOUNT_MASK_DIR || op == SHK__MOUNT_RO_DIR || op == SHK__MOUNT_PIN;
   long r = make ? create(path, dir) : 0;
   if (r < 0)
     return (int)r;
@@ -110,7 +115,9 @@ int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
   struct statx stx;
   r = shk__sys(__NR_statx, fd, "", AT_EMPTY_PATH, STATX_TYPE, &stx);
   unsigned type = r == 0 ? stx.stx_mode & SHK__S_IFMT : 0;
-  if (r == 0 && type == SHK__S_IFLNK)
+  if (r == 0 && op == SHK__MOUNT_MASK_LINK)
+    r = type == SHK__S_IFLNK ? 0 : -EINVAL;
+  else if (r == 0 && type == SHK__S_IFLNK)
     r = -ELOOP;
   else if (r == 0 && (dir ? type != SHK__S_IFDIR
                       : op == SHK__MOUNT_RO_FILE ? type != SHK__S_IFREG
@@ -121,10 +128,16 @@ int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
   if (r == 0) {
     switch (op) {
     case SHK__MOUNT_MASK_FILE:
+    case SHK__MOUNT_MASK_LINK:
       r = shk__sys(__NR_mount, "/dev/null", self, 0, MS_BIND, 0);
       break;
     case SHK__MOUNT_RO_FILE:
       r = shk__sys(__NR_mount, self, self, 0, MS_BIND, 0);
+      break;
+    case SHK__MOUNT_RO_DIR:
+    case SHK__MOUNT_PIN:
+      /* Recursive: mounts already made beneath it stay. */
+      r = shk__sys(__NR_mount, self, self, 0, MS_BIND | MS_REC, 0);
       break;
     case SHK__MOUNT_MASK_DIR:
       /* An empty tmpfs, read-only from the start: nothing is nested in
@@ -135,7 +148,90 @@ int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
     }
   }
   shk__sys(__NR_close, fd);
-  if (r == 0 && !dir)
+  if (r == 0 && op != SHK__MOUNT_MASK_DIR && op != SHK__MOUNT_PIN)
     r = remount_ro(path);
+  return (int)r;
+}
+
+/* DIR (under /run, a tmpfs of the sandbox's own) as a directory; one that
+ * exists already is fine. */
+static long ensure_dir(const char *dir)
+{
+  long r = shk__sys(__NR_mkdirat, AT_FDCWD, dir, 0755);
+  return r == -EEXIST ? 0 : r;
+}
+
+/* Safe because the file it writes lives in the sandbox's private /run, and
+ * the bind it makes is read-only, onto a regular file the plan saw (opened
+ * without following a symlink), through its descriptor. */
+int shk__stage2_data(const char *target, const char *text, unsigned index)
+{
+  static const char dir[] = "/run/shinken";
+  char src[64] = "/run/shinken/data-";
+  shk__s_utoa(index, src + sizeof "/run/shinken/data-" - 1);
+  long r = ensure_dir(dir);
+  if (r < 0)
+    return (int)r;
+  long fd = shk__sys(__NR_openat, AT_FDCWD, src,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (fd < 0)
+    return (int)fd;
+  size_t len = shk__s_len(text), off = 0;
+  while (off < len) {
+    long w = shk__sys(__NR_write, fd, text + off, len - off);
+    if (w == -EINTR)
+      continue;
+    if (w <= 0) {
+      shk__sys(__NR_close, fd);
+      return w < 0 ? (int)w : -EIO;
+    }
+    off += (size_t)w;
+  }
+  shk__sys(__NR_close, fd);
+  long t = open_exact(target, 0);
+  if (t < 0)
+    return (int)t;
+  struct statx stx;
+  r = shk__sys(__NR_statx, t, "", AT_EMPTY_PATH, STATX_TYPE, &stx);
+  if (r == 0 && (stx.stx_mode & SHK__S_IFMT) != SHK__S_IFREG)
+    r = -EINVAL;
+  char self[40];
+  if (r == 0)
+    r = shk__sys(__NR_mount, src, fd_path(t, self), 0, MS_BIND, 0);
+  shk__sys(__NR_close, t);
+  if (r == 0)
+    r = remount_ro(target);
+  return (int)r;
+}
+
+/* Safe because it only lowers the size of a tmpfs of the sandbox's own
+ * (bwrap made it, empty), keeping the flags its mount has. */
+int shk__stage2_tmpfs_limit(const char *path, uint64_t size)
+{
+  long fd = open_exact(path, O_DIRECTORY);
+  if (fd < 0)
+    return (int)fd;
+  struct statfs sf;
+  long r = shk__sys(__NR_fstatfs, fd, &sf);
+  /* One inode per 16 KiB: the kernel's own memory for inodes and names is
+   * not counted in the size, so the number of files is bounded too. */
+  uint64_t inodes = size / 16384 < 1024 ? 1024 : size / 16384;
+  char opts[64] = "size=", num[24];
+  size_t n = 5;
+  for (const char *d = shk__s_utoa(size, num); *d; d++)
+    opts[n++] = *d;
+  for (const char *d = ",nr_inodes="; *d; d++)
+    opts[n++] = *d;
+  for (const char *d = shk__s_utoa(inodes, num); *d; d++)
+    opts[n++] = *d;
+  opts[n] = '\0';
+  char self[40];
+  if (r == 0) {
+    unsigned long flags = MS_REMOUNT | MS_NOSUID | MS_NODEV;
+    flags |= sf.f_flags & ST_NOEXEC ? MS_NOEXEC : 0;
+    flags |= sf.f_flags & ST_RDONLY ? MS_RDONLY : 0;
+    r = shk__sys(__NR_mount, 0, fd_path(fd, self), 0, flags, opts);
+  }
+  shk__sys(__NR_close, fd);
   return (int)r;
 }

@@ -115,6 +115,9 @@ static unsigned make_masks(const shk__stage2_args *a)
     { offsetof(shk__stage2_args, mask_dirs), SHK__MOUNT_MASK_DIR, false },
     { offsetof(shk__stage2_args, create_dirs), SHK__MOUNT_MASK_DIR, true },
     { offsetof(shk__stage2_args, ro_files), SHK__MOUNT_RO_FILE, false },
+    { offsetof(shk__stage2_args, mask_links), SHK__MOUNT_MASK_LINK, false },
+    { offsetof(shk__stage2_args, ro_dirs), SHK__MOUNT_RO_DIR, false },
+    { offsetof(shk__stage2_args, pins), SHK__MOUNT_PIN, false },
   };
   unsigned n = 0;
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -124,6 +127,16 @@ static unsigned make_masks(const shk__stage2_args *a)
       if (r < 0)
         die("masking", l->v[i], r);
     }
+  }
+  for (size_t i = 0; i < a->data_paths.n; i++, n++) {
+    int r = shk__stage2_data(a->data_paths.v[i], a->data_texts.v[i], (unsigned)i);
+    if (r < 0)
+      die("the sandbox's own", a->data_paths.v[i], r);
+  }
+  for (size_t i = 0; i < a->tmpfs.n; i++, n++) {
+    int r = shk__stage2_tmpfs_limit(a->tmpfs.v[i], a->tmpfs_size);
+    if (r < 0)
+      die("bounding the size of", a->tmpfs.v[i], r);
   }
   return n;
 }
@@ -313,6 +326,14 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
 
   shk__stage2_report rep = { .magic = SHK__STAGE2_MAGIC, .size = sizeof rep };
   rep.masks = make_masks(&a);
+  /* bwrap changed into the working directory before stage 2's binds of
+   * directories onto themselves: one of them may hold it, so the path is
+   * looked up again, through the new mounts. */
+  if (a.pins.n || a.ro_dirs.n) {
+    char cwd[PATH_MAX_];
+    if (shk__sys(__NR_getcwd, cwd, sizeof cwd) > 0 && cwd[0] == '/')
+      shk__sys(__NR_chdir, cwd);
+  }
   if (a.map_uid >= 0) {
     enter_userns(a.map_uid, a.map_gid);
     rep.flags |= SHK__APPLIED_USERNS;
