@@ -112,7 +112,8 @@ static int stage2_op(const shk_sandbox_plan *p, size_t i)
   struct stat st;
   bool is_dir = r->kind == SHK_MOUNT_BIND_RO && !r->created && lstat(r->path, &st) == 0 &&
                 S_ISDIR(st.st_mode);
-  int op = r->kind == SHK_MOUNT_DEV_NULL ? (r->symlink ? SHK__MOUNT_MASK_LINK : SHK__MOUNT_MASK_FILE)
+  int op = r->kind == SHK_MOUNT_FILE ? SHK__MOUNT_FILE
+           : r->kind == SHK_MOUNT_DEV_NULL ? (r->symlink ? SHK__MOUNT_MASK_LINK : SHK__MOUNT_MASK_FILE)
            : r->kind == SHK_MOUNT_TMPFS ? SHK__MOUNT_MASK_DIR
            : r->kind == SHK_MOUNT_PIN ? SHK__MOUNT_PIN
            : r->kind == SHK_MOUNT_BIND_RO && !r->created ? (is_dir ? SHK__MOUNT_RO_DIR
@@ -214,7 +215,7 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
 {
   list mask_files = { 0 }, create_files = { 0 }, mask_dirs = { 0 }, create_dirs = { 0 },
        ro_files = { 0 }, ro_dirs = { 0 }, pins = { 0 }, mask_links = { 0 }, ro = { 0 },
-       rw = { 0 }, dev = { 0 }, tmpfs = { 0 };
+       rw = { 0 }, dev = { 0 }, tmpfs = { 0 }, create_data = { 0 }, create_texts = { 0 };
   int r = 0;
   for (size_t i = 0; i < p->n && r == 0; i++) {
     bool created = p->rules[i].created;
@@ -225,6 +226,11 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
     case SHK__MOUNT_RO_DIR: r = add(&ro_dirs, p->rules[i].path); break;
     case SHK__MOUNT_PIN: r = add(&pins, p->rules[i].path); break;
     case SHK__MOUNT_MASK_LINK: r = add(&mask_links, p->rules[i].path); break;
+    case SHK__MOUNT_FILE:
+      r = add(&create_data, p->rules[i].path);
+      if (r == 0)
+        r = add(&create_texts, p->rules[i].text ? p->rules[i].text : "");
+      break;
     default: break;
     }
   }
@@ -270,7 +276,11 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
                            .create_dirs = done(&create_dirs), .ro_dirs = done(&ro_dirs),
                            .pins = done(&pins), .mask_links = done(&mask_links),
                            .data_paths = { df->paths, df->n }, .data_texts = { df->texts, df->n },
-                           .tmpfs = done(&tmpfs), .tmpfs_size = l->tmpfs_size, .ll_ro = done(&ro),
+                           .create_data_paths = done(&create_data),
+                           .create_data_texts = done(&create_texts),
+                           .tmpfs = done(&tmpfs), .tmpfs_size = l->tmpfs_size,
+                           .warnings = { (const char *const *)p->warnings, p->nwarnings },
+                           .ll_ro = done(&ro),
                            .ll_rw = done(&rw), .ll_dev = done(&dev), .command = l->command,
                            .ncommand = l->ncommand };
   if (r < 0)
@@ -289,6 +299,8 @@ void shk__stage2_args_free(shk__stage2_args *a)
   free((void *)a->pins.v);
   free((void *)a->mask_links.v);
   free((void *)a->tmpfs.v);
+  free((void *)a->create_data_paths.v);
+  free((void *)a->create_data_texts.v);
   free((void *)a->ll_ro.v);
   free((void *)a->ll_rw.v);
   free((void *)a->ll_dev.v);
@@ -433,6 +445,11 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     case SHK_MOUNT_DEV_NULL:
       if (op[i] < 0)
         push3(&s, "--ro-bind", "/dev/null", r->path);
+      break;
+    case SHK_MOUNT_FILE:
+      /* Stage 2's alone: the plan makes one only in a writable directory
+       * the view shows. */
+      (void)NEVER(op[i] < 0);
       break;
     }
   }

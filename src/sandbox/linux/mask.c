@@ -66,9 +66,40 @@ static long remount_ro(const char *path)
   return r;
 }
 
-/* Creates the mount point PATH, a directory or an empty file, in its
- * parent opened as above; one that exists already is left as it is. */
-static long create(const char *path, bool dir)
+/* Writes all of TEXT to FD. */
+static long write_all(long fd, const char *text)
+{
+  size_t len = shk__s_len(text), off = 0;
+  while (off < len) {
+    long w = shk__sys(__NR_write, fd, text + off, len - off);
+    if (w == -EINTR)
+      continue;
+    if (w <= 0)
+      return w < 0 ? w : -EIO;
+    off += (size_t)w;
+  }
+  return 0;
+}
+
+/* The parent's times, put back after a mount point is created or removed:
+ * the mount point is the sandbox's, not a change the command made, and the
+ * host's tools that watch a directory's times (git's untracked cache, a
+ * build's) should not see it. Best effort: a caller that does not own the
+ * directory cannot set them, and nothing depends on it. */
+static void put_times(long pfd, const struct statx *before)
+{
+  char self[40];
+  struct {
+    long sec, nsec;
+  } ts[2] = { { before->stx_atime.tv_sec, before->stx_atime.tv_nsec },
+              { before->stx_mtime.tv_sec, before->stx_mtime.tv_nsec } };
+  shk__sys(__NR_utimensat, AT_FDCWD, fd_path(pfd, self), ts, 0);
+}
+
+/* Creates the mount point PATH, a directory, an empty file or (given TEXT)
+ * a file holding TEXT, in its parent opened as above, keeping the
+ * parent's times; one that exists already is left as it is. */
+static long create(const char *path, bool dir, const char *text)
 {
   char parent[4096];
   size_t n = shk__s_len(path), slash = n;
@@ -82,12 +113,20 @@ static long create(const char *path, bool dir)
   long pfd = open_exact(parent, O_DIRECTORY);
   if (pfd < 0)
     return pfd;
+  struct statx before;
+  bool timed = shk__sys(__NR_statx, pfd, "", AT_EMPTY_PATH, STATX_ATIME | STATX_MTIME,
+                        &before) == 0;
   const char *name = path + slash;
   long r = dir ? shk__sys(__NR_mkdirat, pfd, name, 0755)
                : shk__sys(__NR_openat, pfd, name,
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (r >= 0 && !dir)
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, text ? 0644 : 0666);
+  if (r >= 0 && !dir) {
+    long w = text ? write_all(r, text) : 0;
     shk__sys(__NR_close, r);
+    r = w;
+  }
+  if (r >= 0 && timed)
+    put_times(pfd, &before);
   shk__sys(__NR_close, pfd);
   return r == -EEXIST || r >= 0 ? 0 : r;
 }
@@ -106,7 +145,7 @@ static long create(const char *path, bool dir)
 int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
 {
   bool dir = op == SHK__MOUNT_MASK_DIR || op == SHK__MOUNT_RO_DIR || op == SHK__MOUNT_PIN;
-  long r = make ? create(path, dir) : 0;
+  long r = make ? create(path, dir, NULL) : 0;
   if (r < 0)
     return (int)r;
   long fd = open_exact(path, 0);
@@ -139,6 +178,9 @@ int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
       /* Recursive: mounts already made beneath it stay. */
       r = shk__sys(__NR_mount, self, self, 0, MS_BIND | MS_REC, 0);
       break;
+    case SHK__MOUNT_FILE:
+      r = -EINVAL; /* shk__stage2_data's */
+      break;
     case SHK__MOUNT_MASK_DIR:
       /* An empty tmpfs, read-only from the start: nothing is nested in
        * it (bwrap makes a mask that has). */
@@ -161,10 +203,13 @@ static long ensure_dir(const char *dir)
   return r == -EEXIST ? 0 : r;
 }
 
+
 /* Safe because the file it writes lives in the sandbox's private /run, and
- * the bind it makes is read-only, onto a regular file the plan saw (opened
- * without following a symlink), through its descriptor. */
-int shk__stage2_data(const char *target, const char *text, unsigned index)
+ * the bind it makes is read-only, onto a regular file the plan saw or, with
+ * MAKE, one it created where the plan found nothing in a writable
+ * directory (opened without following a symlink), through its
+ * descriptor. */
+int shk__stage2_data(const char *target, const char *text, unsigned index, bool make)
 {
   static const char dir[] = "/run/shinken";
   char src[64] = "/run/shinken/data-";
@@ -176,18 +221,12 @@ int shk__stage2_data(const char *target, const char *text, unsigned index)
                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
   if (fd < 0)
     return (int)fd;
-  size_t len = shk__s_len(text), off = 0;
-  while (off < len) {
-    long w = shk__sys(__NR_write, fd, text + off, len - off);
-    if (w == -EINTR)
-      continue;
-    if (w <= 0) {
-      shk__sys(__NR_close, fd);
-      return w < 0 ? (int)w : -EIO;
-    }
-    off += (size_t)w;
-  }
+  r = write_all(fd, text);
   shk__sys(__NR_close, fd);
+  if (r == 0 && make)
+    r = create(target, false, text);
+  if (r < 0)
+    return (int)r;
   long t = open_exact(target, 0);
   if (t < 0)
     return (int)t;

@@ -97,6 +97,7 @@ typedef enum shk__mount_op {
   SHK__MOUNT_RO_DIR,    /* a read-only bind of a directory onto itself (recursive) */
   SHK__MOUNT_PIN,       /* a directory bound onto itself (recursive), writable */
   SHK__MOUNT_MASK_LINK, /* /dev/null over a symlink itself */
+  SHK__MOUNT_FILE,      /* a read-only file of fixed content over a missing one */
 } shk__mount_op;
 
 /* One of stage 2's own mounts on PATH (mask.c); MAKE creates the mount
@@ -104,8 +105,10 @@ typedef enum shk__mount_op {
 int shk__stage2_mount(const char *path, shk__mount_op op, bool make);
 /* A read-only bind of a new file holding TEXT (written under /run/shinken,
  * named by INDEX) onto the regular file TARGET: the sandbox's own
- * /etc/machine-id, /etc/hostname, resolver file. */
-int shk__stage2_data(const char *target, const char *text, unsigned index);
+ * /etc/machine-id, /etc/hostname, resolver file, or a missing file git
+ * reads. MAKE creates TARGET first, holding TEXT too (what the host sees
+ * there until the launcher removes it). */
+int shk__stage2_data(const char *target, const char *text, unsigned index, bool make);
 /* Bounds the tmpfs mounted at PATH to SIZE bytes (and SIZE/16 KiB files). */
 int shk__stage2_tmpfs_limit(const char *path, uint64_t size);
 /* Drops every capability: bounding set, ambient, effective, permitted,

@@ -21,7 +21,10 @@ static const struct {
   { "--mask-links", offsetof(shk__stage2_args, mask_links) },
   { "--data-paths", offsetof(shk__stage2_args, data_paths) },
   { "--data-texts", offsetof(shk__stage2_args, data_texts) },
+  { "--create-data-paths", offsetof(shk__stage2_args, create_data_paths) },
+  { "--create-data-texts", offsetof(shk__stage2_args, create_data_texts) },
   { "--tmpfs", offsetof(shk__stage2_args, tmpfs) },
+  { "--warnings", offsetof(shk__stage2_args, warnings) },
   { "--ll-ro", offsetof(shk__stage2_args, ll_ro) },
   { "--ll-rw", offsetof(shk__stage2_args, ll_rw) },
   { "--ll-dev", offsetof(shk__stage2_args, ll_dev) },
@@ -162,7 +165,8 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
     }
   }
   if (i + 1 >= argc || !net || a->sync_fd < 0 || (a->map_uid < 0) != (a->map_gid < 0) ||
-      a->data_paths.n != a->data_texts.n || (a->tmpfs.n > 0) != (a->tmpfs_size > 0))
+      a->data_paths.n != a->data_texts.n || a->create_data_paths.n != a->create_data_texts.n ||
+      (a->tmpfs.n > 0) != (a->tmpfs_size > 0))
     return -1;
   a->command = argv + i + 1;
   a->ncommand = (size_t)(argc - i - 1);
@@ -200,7 +204,7 @@ int shk__stage2_report_read(const void *msg, size_t len, bool listener, const sh
    * is a broken stage 2, and the launcher treats it as one. */
   size_t masks = a->mask_files.n + a->mask_dirs.n + a->ro_files.n + a->create_files.n +
                  a->create_dirs.n + a->ro_dirs.n + a->pins.n + a->mask_links.n + a->data_paths.n +
-                 a->tmpfs.n;
+                 a->create_data_paths.n + a->tmpfs.n;
   *why = "stage 2 applied less than it was asked to";
   if ((a->landlock && !rep.landlock_abi) || (a->seccomp && !out->seccomp) ||
       (a->seccomp && a->guard) != out->guard || out->guard != listener || !out->caps_dropped ||

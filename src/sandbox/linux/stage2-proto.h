@@ -36,8 +36,12 @@ typedef struct shk__stage2_args {
    * over symlinks the plan found where a protected path should be. */
   shk__stage2_list ro_dirs, pins, mask_links;
   /* The sandbox's own files: data_texts[i] is bound read-only onto the
-   * regular file data_paths[i] (the same count). */
-  shk__stage2_list data_paths, data_texts;
+   * regular file data_paths[i] (the same count); the create_ ones did not
+   * exist on the host, and stage 2 makes them first, holding the text. */
+  shk__stage2_list data_paths, data_texts, create_data_paths, create_data_texts;
+  /* Lines stage 2 prints on stderr just before it execs the command (the
+   * plan's warnings), so that they come before anything the command says. */
+  shk__stage2_list warnings;
   /* The private tmpfs mounts whose size stage 2 bounds to tmpfs_size. */
   shk__stage2_list tmpfs;
   uint64_t tmpfs_size;

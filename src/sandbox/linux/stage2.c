@@ -129,9 +129,15 @@ static unsigned make_masks(const shk__stage2_args *a)
     }
   }
   for (size_t i = 0; i < a->data_paths.n; i++, n++) {
-    int r = shk__stage2_data(a->data_paths.v[i], a->data_texts.v[i], (unsigned)i);
+    int r = shk__stage2_data(a->data_paths.v[i], a->data_texts.v[i], (unsigned)i, false);
     if (r < 0)
       die("the sandbox's own", a->data_paths.v[i], r);
+  }
+  for (size_t i = 0; i < a->create_data_paths.n; i++, n++) {
+    int r = shk__stage2_data(a->create_data_paths.v[i], a->create_data_texts.v[i],
+                             (unsigned)(a->data_paths.n + i), true);
+    if (r < 0)
+      die("masking", a->create_data_paths.v[i], r);
   }
   for (size_t i = 0; i < a->tmpfs.n; i++, n++) {
     int r = shk__stage2_tmpfs_limit(a->tmpfs.v[i], a->tmpfs_size);
@@ -389,6 +395,11 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     shk__sys(__NR_close, listener);
   if (diag >= 0)
     shk__sys(__NR_close, diag);
+  for (size_t i = 0; i < a.warnings.n; i++) {
+    put("shinken: warning: ");
+    put(a.warnings.v[i]);
+    put("\n");
+  }
   if (hooks && hooks->environ)
     envp = hooks->environ();
   r = exec_command(a.command, a.ncommand, envp);
