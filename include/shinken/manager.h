@@ -76,10 +76,10 @@ typedef struct shk_manager_opts {
  * the file, else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/
  * shinken/policies); never from the source tree. Other defaults: the
  * directory's manifests/default.json, the audit store
- * shk_audit_default_path(false) names, proxy lines on stderr,
- * shk_manager_socket_path() (also set as opts.socket), and $PATH for
- * exec_path. path NULL: the defaults alone. -EINVAL (err naming the key),
- * -ENOENT (no home for the default audit store), or -ENOMEM. */
+ * shk_audit_default_path(false) names (NULL when no home is known), proxy
+ * lines on stderr, shk_manager_socket_path() (also set as opts.socket), and
+ * $PATH for exec_path. path NULL: the defaults alone. -EINVAL (err naming
+ * the key) or -ENOMEM. */
 typedef struct shk_manager_config {
   shk_manager_opts opts;
   const char *socket;

@@ -37,6 +37,8 @@ int shk_cli_daemon(int argc, char **argv)
   shk_error err;
   if (shk_manager_config_load(config, &mc, &err))
     shk__die(1, "daemon: %s", err.message);
+  if (!mc.opts.audit_db)
+    shk__die(1, "daemon: no place for the audit log: set HOME or XDG_STATE_HOME, or audit_db in the configuration");
   shk_manager *m;
   if (shk_manager_new(&mc.opts, &m, &err))
     shk__die(1, "daemon: %s", err.message);

@@ -146,14 +146,11 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, shk_error *
   const char *path_env = getenv("PATH");
   if (!r && path_env && !(p->exec_path = strdup(path_env)))
     r = -ENOMEM;
-  if (!r && !p->audit_db) {
-    char db[4096];
-    shk_error aerr;
-    if ((r = shk_audit_default_path(false, db, sizeof db, &aerr)) < 0)
-      shk__error_set(err, r, "the audit log: %s; name one with the configuration key audit_db", aerr.message);
-    else if (!(p->audit_db = strdup(db)))
-      r = -ENOMEM;
-  }
+  /* No home, no default store: audit_db stays NULL, and the caller says
+   * whether it can run without one (the daemon cannot). */
+  char db[4096];
+  if (!r && !p->audit_db && shk_audit_default_path(false, db, sizeof db, NULL) == 0 && !(p->audit_db = strdup(db)))
+    r = -ENOMEM;
   if (r) {
     if (r == -ENOMEM)
       shk__error_set(err, r, "out of memory");

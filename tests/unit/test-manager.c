@@ -850,6 +850,21 @@ static void config_keys(void **state)
   assert_int_equal(shk_audit_default_path(false, want, sizeof want, NULL), 0);
   assert_string_equal(c.opts.audit_db, want);
   shk_manager_config_clear(&c);
+  /* With no home there is no default store: the caller decides (the
+   * daemon refuses to start). */
+  char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+  char *xdg_state = getenv("XDG_STATE_HOME") ? strdup(getenv("XDG_STATE_HOME")) : NULL;
+  unsetenv("HOME");
+  unsetenv("XDG_STATE_HOME");
+  assert_int_equal(shk_manager_config_load(NULL, &c, NULL), 0);
+  assert_null(c.opts.audit_db);
+  shk_manager_config_clear(&c);
+  if (home)
+    setenv("HOME", home, 1);
+  if (xdg_state)
+    setenv("XDG_STATE_HOME", xdg_state, 1);
+  free(home);
+  free(xdg_state);
   /* A second manager on the same store is refused: one writer per log. */
   shk_manager_opts o = { .policy_dir = policies, .audit_db = auditdb };
   shk_manager *m = NULL;
