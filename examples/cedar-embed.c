@@ -78,7 +78,7 @@ static void print_policy(const shk_cedar_policy_set *ps, const char *id)
 
 int main(void)
 {
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   int status = 1;
   shk_cedar_schema *schema = NULL;
   shk_cedar_policy_set *ps = NULL;

@@ -7,7 +7,7 @@ set -eu
 PKGS="meson ninja-build gcc clang libclang-rt-14-dev pkg-config make
 bubblewrap libseccomp-dev libevent-dev libssl-dev libjansson-dev
 libsqlite3-dev libcmocka-dev scdoc zlib1g-dev libc6-dev python3 curl wget git
-iproute2 procps util-linux passwd ca-certificates time openssl"
+iproute2 procps util-linux passwd ca-certificates time openssl shellcheck binutils"
 
 missing=""
 for p in $PKGS; do
@@ -28,8 +28,8 @@ fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -f "$root/tests/node/package.json" ]; then
-  if [ ! -d "$root/tests/node/node_modules" ] || \
-     [ "$root/tests/node/package-lock.json" -nt "$root/tests/node/node_modules" ]; then
+  if [ ! -d "$root/tests/node/node_modules" ] ||
+     [ -n "$(find "$root/tests/node/package-lock.json" -newer "$root/tests/node/node_modules")" ]; then
     echo "install-deps: installing npm packages for the tests"
     (cd "$root/tests/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     touch "$root/tests/node/node_modules"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shared helpers for the shell tests. Source it; it sets -eu.
 set -eu
 : "${SHINKEN:?SHINKEN must name the shinken binary (meson test sets it)}"

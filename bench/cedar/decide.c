@@ -31,7 +31,7 @@ static char *slurp(const char *dir, const char *name, size_t *len)
   return buf;
 }
 
-static void die(const char *what, const shk_cedar_error *err)
+static void die(const char *what, const shk_error *err)
 {
   fprintf(stderr, "decide: %s: %u:%u: %s\n", what, err->line, err->column, err->message);
   exit(1);
@@ -45,7 +45,7 @@ int main(int argc, char **argv)
   }
   const char *dir = argv[1];
   int passes = atoi(argv[2]);
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   size_t len;
   shk_cedar_schema *schema = NULL;
   char *text = slurp(dir, "schema.cedarschema", &len);

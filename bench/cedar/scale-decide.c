@@ -54,7 +54,7 @@ int main(int argc, char **argv)
   const char *dir = argv[1];
   int passes = atoi(argv[2]);
   size_t check = (size_t)atol(argv[3]);
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   size_t len;
 
   char *text = read_all(dir, "policies.cedar", &len);

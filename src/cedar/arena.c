@@ -1,6 +1,15 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A bump allocator. Policy sets, schemas and entity stores each own one, and
  * the evaluator resets a scratch arena between requests, so deciding a
- * request does not call malloc once the scratch arena has grown. */
+ * request does not call malloc once the scratch arena has grown.
+ *
+ * Out of memory unwinds: an allocation that fails longjmps to the innermost
+ * shk__oom_guard() of the thread, which returns -ENOMEM. So the engine's
+ * many small allocations need no check each, and the hot path pays nothing
+ * for them. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,9 +28,60 @@ struct shk__arena {
 
 #define CHUNK_MIN (64 * 1024 - sizeof(chunk))
 
+/* The innermost guard of this thread; NULL outside every guard. */
+static _Thread_local jmp_buf *guard;
+
+int shk__oom_guard(int (*fn)(void *ctx), void *ctx, shk_error *err)
+{
+  jmp_buf here, *outer = guard;
+  /* Nothing here changes between setjmp and the longjmp that may come
+   * back to it, so every local keeps its value across the jump. */
+  int r;
+  guard = &here;
+  if (setjmp(here))
+    r = shk__error_nomem(err);
+  else
+    r = fn(ctx);
+  guard = outer;
+  return r;
+}
+
+void shk__oom_unwind(void)
+{
+  if (ALWAYS(guard))
+    longjmp(*guard, 1);
+  /* Unreachable in a correct engine: every entry point that allocates
+   * runs under a guard, which the out-of-memory test checks. */
+  abort();
+}
+
+void *shk__umalloc(size_t n)
+{
+  void *p = shk__malloc(n);
+  if (!p)
+    shk__oom_unwind();
+  return p;
+}
+
+void *shk__ucalloc(size_t n, size_t m)
+{
+  void *p = shk__calloc(n, m);
+  if (!p)
+    shk__oom_unwind();
+  return p;
+}
+
+void *shk__urealloc(void *p, size_t n, size_t m)
+{
+  void *q = shk__reallocarray(p, n, m);
+  if (!q)
+    shk__oom_unwind();
+  return q;
+}
+
 shk__arena *shk__arena_new(void)
 {
-  return shk__xcalloc(1, sizeof(shk__arena));
+  return shk__calloc(1, sizeof(shk__arena));
 }
 
 void shk__arena_free(shk__arena *a)
@@ -57,11 +117,13 @@ void shk__arena_reset(shk__arena *a)
 
 void *shk__arena_alloc(shk__arena *a, size_t n)
 {
+  if (n > SIZE_MAX / 2)
+    shk__oom_unwind();
   n = (n + 15) & ~(size_t)15;
   chunk *c = a->head;
   if (!c || c->size - c->used < n) {
     size_t size = n > CHUNK_MIN ? n : CHUNK_MIN;
-    chunk *nc = shk__xmalloc(sizeof(chunk) + size);
+    chunk *nc = shk__umalloc(sizeof(chunk) + size);
     nc->size = size;
     nc->used = 0;
     /* A big one-off allocation goes behind the current chunk so the

@@ -1,10 +1,14 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The authorizer: deny by default, forbid overrides permit, and a policy
  * whose evaluation errors is skipped and reported.
  *
  * Why this is safe: a decision is ALLOW only when at least one permit
  * policy was satisfied and no forbid policy was; an error in any policy can
  * only remove that policy's vote, never add one, so a malformed request or
- * store fails closed. */
+ * store fails closed. Running out of memory is not a policy's error: it
+ * ends the whole decision with -ENOMEM and DENY, so a forbid whose
+ * evaluation could not finish is never skipped. */
+#include <errno.h>
 #include <string.h>
 
 #include "cedar/cedar-eval-internal.h"
@@ -22,8 +26,9 @@ typedef struct resp_priv {
 static void push_id(const char ***v, size_t *n, size_t *cap, const char *id)
 {
   if (*n == *cap) {
-    *cap = *cap ? *cap * 2 : 8;
-    *v = shk__xrealloc(*v, *cap * sizeof **v);
+    size_t c = *cap ? *cap * 2 : 8;
+    *v = shk__urealloc(*v, c, sizeof **v);
+    *cap = c;
   }
   (*v)[(*n)++] = id;
 }
@@ -32,34 +37,30 @@ static const shk_cedar_entities empty_store;
 
 static void add_error(shk_cedar_response *resp, resp_priv *pv, const char *id, const char *msg)
 {
+  const char *copy = shk__arena_strndup(pv->scratch, msg, strlen(msg));
   if (resp->n_errors == pv->cap_errors) {
-    pv->cap_errors = pv->cap_errors ? pv->cap_errors * 2 : 8;
-    resp->errors = shk__xrealloc(resp->errors, pv->cap_errors * sizeof *resp->errors);
+    size_t cap = pv->cap_errors ? pv->cap_errors * 2 : 8;
+    resp->errors = shk__urealloc(resp->errors, cap, sizeof *resp->errors);
+    pv->cap_errors = cap;
   }
-  resp->errors[resp->n_errors++] = (shk_cedar_policy_error){
-    .policy_id = id,
-    .message = shk__arena_strndup(pv->scratch, msg, strlen(msg)),
-  };
+  resp->errors[resp->n_errors++] = (shk_cedar_policy_error){ .policy_id = id, .message = copy };
 }
 
-int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
-                            const shk_cedar_request *req, shk_cedar_response *resp)
-{
-  resp_priv *pv = resp->priv;
-  if (!pv) {
-    pv = shk__xcalloc(1, sizeof *pv);
-    pv->scratch = shk__arena_new();
-    resp->priv = pv;
-    resp->reasons = NULL;
-    resp->errors = NULL;
-  } else {
-    shk__arena_reset(pv->scratch);
-  }
-  resp->decision = SHK_CEDAR_DENY;
-  resp->n_reasons = 0;
-  resp->n_errors = 0;
+typedef struct decision {
+  const shk_cedar_policy_set *ps;
+  const shk_cedar_entities *es;
+  const shk_cedar_request *req;
+  shk_cedar_response *resp;
+} decision;
 
-  shk__eval ev = { .es = es ? es : &empty_store, .folds = &ps->folds, .scratch = pv->scratch };
+static int decide(void *ctx)
+{
+  const decision *d = ctx;
+  const shk_cedar_policy_set *ps = d->ps;
+  shk_cedar_response *resp = d->resp;
+  resp_priv *pv = resp->priv;
+  const shk_cedar_request *req = d->req;
+  shk__eval ev = { .es = d->es ? d->es : &empty_store, .folds = &ps->folds, .scratch = pv->scratch };
   ev.vars[SHK__VAR_PRINCIPAL] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->principal };
   ev.vars[SHK__VAR_ACTION] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->action };
   ev.vars[SHK__VAR_RESOURCE] = (shk__value){ .kind = SHK__V_ENTITY, .uid = &req->resource };
@@ -82,13 +83,44 @@ int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_enti
   }
 
   /* A satisfied forbid decides, and the forbids are then the reasons. */
-  resp->decision = resp->n_reasons && !pv->n_forbids ? SHK_CEDAR_ALLOW : SHK_CEDAR_DENY;
   if (pv->n_forbids) {
     resp->n_reasons = 0;
     for (size_t k = 0; k < pv->n_forbids; k++)
       push_id(&resp->reasons, &resp->n_reasons, &pv->cap_reasons, pv->forbids[k]);
+    return 0;
   }
+  resp->decision = resp->n_reasons ? SHK_CEDAR_ALLOW : SHK_CEDAR_DENY;
   return 0;
+}
+
+int shk_cedar_is_authorized(const shk_cedar_policy_set *ps, const shk_cedar_entities *es,
+                            const shk_cedar_request *req, shk_cedar_response *resp)
+{
+  resp->decision = SHK_CEDAR_DENY;
+  resp->n_reasons = 0;
+  resp->n_errors = 0;
+  resp_priv *pv = resp->priv;
+  if (!pv) {
+    pv = shk__calloc(1, sizeof *pv);
+    if (!pv || !(pv->scratch = shk__arena_new())) {
+      free(pv);
+      return -ENOMEM;
+    }
+    resp->priv = pv;
+    resp->reasons = NULL;
+    resp->errors = NULL;
+  } else {
+    shk__arena_reset(pv->scratch);
+  }
+  decision d = { ps, es, req, resp };
+  int r = shk__oom_guard(decide, &d, NULL);
+  if (r < 0) {
+    /* Whatever was decided before memory ran out is not an answer. */
+    resp->decision = SHK_CEDAR_DENY;
+    resp->n_reasons = 0;
+    resp->n_errors = 0;
+  }
+  return r;
 }
 
 void shk_cedar_response_clear(shk_cedar_response *resp)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runtime side of the Cedar engine: values, the entity store, requests and
  * the evaluator (value.c, entities.c, request.c, eval.c, authorize.c,
  * policyset.c). Internal to src/cedar/.
@@ -76,8 +77,9 @@ bool shk__set_contains(const shk__set *s, const shk__value *v);
 /* "long", "string", "set", ... as messages name a value's type. */
 const char *shk__vkind_name(shk__vkind k);
 
-/* Appends to a malloc'd vector, growing it as needed. */
-void shk__xpush_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x);
+/* Appends to a malloc'd vector, growing it as needed (under a guard: out of
+ * memory unwinds, and leaves the vector as it was). */
+void shk__upush_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -155,10 +157,12 @@ bool shk__entities_in(const shk_cedar_entities *es, const shk__entity *ea, const
                       uint64_t ha, const shk__uid *b, uint64_t hb);
 
 /* Parses JSON text as jansson does, except that NUL may appear in object
- * keys; NULL with err filled on a syntax error. */
-json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar_error *err);
+ * keys; NULL with err filled on a syntax error. Under a guard. */
+json_t *shk__json_load(const char *text, size_t len, const char *what, shk_error *err);
 /* A string of a tree from shk__json_load, decoded, copied into `a`. */
 shk__str shk__json_str(shk__arena *a, json_t *j);
+/* The same for the N bytes at P (an object key of such a tree). */
+shk__str shk__json_decode(shk__arena *a, const char *p, size_t n);
 /* Converts JSON to a value, read as `type` says when it is not NULL
  * (implicit entity and extension forms, required and unexpected
  * attributes, sets and records where they belong). With `schema` the value
@@ -167,10 +171,10 @@ shk__str shk__json_str(shk__arena *a, json_t *j);
  * request. `what` names the place for messages. Returns 0 or -EINVAL with
  * err filled. */
 int shk__json_to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
-                       const char *what, shk__value *out, shk_cedar_error *err);
+                       const char *what, shk__value *out, shk_error *err);
 /* Reads an entity reference {"type","id"} or {"__entity": {...}}. */
 int shk__json_to_uid(shk__arena *a, json_t *j, shk__uid *out, const char *what,
-                     shk_cedar_error *err);
+                     shk_error *err);
 /* Checks that a value has the schema type (used for request validation). */
 bool shk__value_has_type(const shk__schema *schema, const shk__value *v, const shk__type *t);
 
@@ -258,13 +262,13 @@ typedef struct shk__cands {
 
 /* Fills `c` (its vector reused between calls) with the policies that may
  * apply to the request, in policy order, each once, so that responses list
- * reasons and errors in the order of the set. */
+ * reasons and errors in the order of the set. Under a guard. */
 void shk__policy_set_candidates(const shk_cedar_policy_set *ps, const shk__eval *ev,
                                 shk__cands *c);
 
 /* Fills err (when given) with one message and no position; returns
  * -EINVAL. */
-__attribute__((format(printf, 2, 3))) int shk__cedar_fail(shk_cedar_error *err, const char *fmt, ...);
+#define shk__cedar_fail(err, ...) shk__error_set((err), -EINVAL, __VA_ARGS__)
 
 /* The longest excerpt of a user string that messages quote: for "%.*s". */
 #define Q(s) (int)((s).n > 80 ? 80 : (s).n), (s).p

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal interfaces of the Cedar engine (src/cedar/). Nothing here is
  * public: the public API is include/shinken/cedar.h. Internal non-static
  * symbols are shk__*.
@@ -13,21 +14,46 @@
  *   - est.c, format.c        policy JSON (EST) and the formatter
  *
  * Ownership: every structure below lives in the arena of the object that
- * made it (policy set, schema, entity store); nothing in it is freed alone. */
+ * made it (policy set, schema, entity store); nothing in it is freed alone.
+ *
+ * Out of memory: the engine never prints or exits. Each public function
+ * that allocates runs its work under shk__oom_guard(); an allocation that
+ * fails inside (an arena's, or one of shk__umalloc and friends) unwinds to
+ * the innermost guard, which returns -ENOMEM. Code that holds something an
+ * unwind would leak (a malloc'd buffer, a jansson tree) keeps it where the
+ * function around the guard frees it, or runs under a guard of its own. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/common.h"
+
 /* ---------------------------------------------------------------- arena */
 
+/* Runs fn(ctx) and returns what it returns, or -ENOMEM (with err, when
+ * given, saying "out of memory") when an allocation inside it failed and
+ * unwound. Guards nest; an unwind reaches the innermost. fn's own locals
+ * are gone after an unwind: what must be freed lives in ctx. */
+int shk__oom_guard(int (*fn)(void *ctx), void *ctx, shk_error *err);
+/* Unwinds to the innermost guard, as a failed allocation does: for a
+ * failure of a library that returns NULL (jansson). */
+__attribute__((noreturn)) void shk__oom_unwind(void);
+/* malloc, calloc and reallocarray that unwind instead of returning NULL
+ * (on failure, urealloc's p is left as it was). Only under a guard. */
+void *shk__umalloc(size_t n);
+void *shk__ucalloc(size_t n, size_t m);
+void *shk__urealloc(void *p, size_t n, size_t m);
+
 typedef struct shk__arena shk__arena;
+/* NULL when out of memory (an arena is made before its guard). */
 shk__arena *shk__arena_new(void);
 void shk__arena_free(shk__arena *a);
 /* Forget everything allocated, keep the first chunk for reuse. */
 void shk__arena_reset(shk__arena *a);
-/* 16-byte aligned; aborts on out-of-memory (arenas back the CLI and tests). */
+/* 16-byte aligned; never NULL: only under a guard, to which out of memory
+ * unwinds. */
 void *shk__arena_alloc(shk__arena *a, size_t n);
 void *shk__arena_calloc(shk__arena *a, size_t n);
 char *shk__arena_strndup(shk__arena *a, const char *s, size_t n);
@@ -322,10 +348,10 @@ struct shk_cedar_schema {
  * file order, with ids policy0, policy1, ...), allocated in `a`. On a syntax
  * error returns -EINVAL and fills err with the line, column and message. */
 int shk__parse_policies(shk__arena *a, const char *text, size_t len,
-                        shk__policy ***out, size_t *n, shk_cedar_error *err);
+                        shk__policy ***out, size_t *n, shk_error *err);
 /* Parses one entity reference in policy syntax: NS::Type::"id". */
 int shk__parse_entity_ref(shk__arena *a, const char *text, size_t len,
-                          shk__uid *out, shk_cedar_error *err);
+                          shk__uid *out, shk_error *err);
 /* Parses a name (Type or NS::Type), as found in JSON {"type": ...}; checks
  * it is a valid (possibly namespaced) identifier path. */
 bool shk__is_valid_name(const char *text, size_t len);
@@ -333,7 +359,7 @@ bool shk__is_valid_name(const char *text, size_t len);
  * entities set. -EINVAL with a message when a slot is missing or extra. */
 int shk__link_template(shk__arena *a, const shk__policy *tmpl, shk__str new_id,
                        const shk__uid *principal, const shk__uid *resource,
-                       shk__policy **out, shk_cedar_error *err);
+                       shk__policy **out, shk_error *err);
 
 /* policyset.c: the policies, templates and links of a set, in order. */
 shk__policy *const *shk__policy_set_policies(const shk_cedar_policy_set *ps, size_t *n);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Cedar front end's own internals: the lexer shared by the policy parser
  * and the .cedarschema parser, string unescaping and error helpers. Nothing
  * outside lexer.c, parser.c and schema*.c uses this file. */
@@ -108,11 +109,6 @@ int shk__unescape(shk__arena *a, const char *s, size_t n, shk__str *out,
  * false, if, then, else, in, is, has, like). */
 bool shk__ident_reserved(const char *p, size_t n);
 
-/* Fills err (when given) with a message at loc. */
-void shk__vset_error(shk_cedar_error *err, shk__loc loc, const char *fmt, va_list ap)
-  __attribute__((format(printf, 3, 0)));
-void shk__set_error(shk_cedar_error *err, shk__loc loc, const char *fmt, ...)
-  __attribute__((format(printf, 3, 4)));
 /* Names a token for messages: "`foo`", "end of input". Uses buf. */
 const char *shk__tok_describe(const shk__tok *t, char *buf, size_t n);
 
@@ -126,7 +122,7 @@ const char *shk__tk_spelling(shk__tk k);
 typedef struct shk__cursor {
   shk__lexer lx;
   shk__tok t;
-  shk_cedar_error *err;
+  shk_error *err;
   jmp_buf fail;
 } shk__cursor;
 
@@ -263,5 +259,5 @@ struct shk__sch {
 
 /* Schema parsers: each fills `sc` (allocating in sc->a) or returns -EINVAL
  * with err set. */
-int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err);
-int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err);
+int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_error *err);
+int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_error *err);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The entity store and the JSON forms of values.
  *
  * Entities are parsed once: their attributes become values in the store's
@@ -14,25 +15,166 @@
 
 #include "cedar/cedar-eval-internal.h"
 
-int shk__cedar_fail(shk_cedar_error *err, const char *fmt, ...)
+/* Whether TEXT is JSON that jansson's parser accepts as to its syntax (an
+ * array or an object at the top, jansson's tokens), read without
+ * allocating. jansson reports some of its own allocation failures as
+ * syntax errors (a token it could not store is "invalid"), so a syntax
+ * error in a text that has none was running out of memory. The semantic
+ * refusals (a duplicate key, a number too large, nesting too deep, bad
+ * UTF-8) have codes of their own and are not asked about here. */
+static bool json_wellformed(const char *text, size_t len)
 {
-  if (err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    err->line = err->column = 0;
+  enum { MAX_DEPTH = 2048 };
+  unsigned char in_object[MAX_DEPTH / 8] = { 0 };
+  const unsigned char *s = (const unsigned char *)text, *end = s + len;
+  size_t depth = 0;
+  bool want_value = true, want_key = false;
+#define WS() while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) s++
+#define OBJ(d) ((in_object[(d) / 8] >> ((d) % 8)) & 1)
+  WS();
+  if (s == end || (*s != '[' && *s != '{'))
+    return false;
+  for (;;) {
+    WS();
+    if (s == end)
+      return false;
+    if (want_value || want_key) {
+      if (want_value && (*s == '[' || *s == '{')) {
+        if (depth == MAX_DEPTH)
+          return false;
+        in_object[depth / 8] = (unsigned char)((in_object[depth / 8] & ~(1u << (depth % 8))) |
+                                               ((*s == '{') << (depth % 8)));
+        depth++;
+        bool obj = *s++ == '{';
+        WS();
+        if (s < end && *s == (obj ? '}' : ']')) {
+          s++;
+          depth--;
+          want_value = want_key = false;
+        } else {
+          want_value = !obj;
+          want_key = obj;
+        }
+        continue;
+      }
+      if (*s == '"') {
+        for (s++;; s++) {
+          if (s == end || *s < 0x20)
+            return false;
+          if (*s == '"')
+            break;
+          if (*s != '\\')
+            continue;
+          if (++s == end)
+            return false;
+          if (*s != 'u') {
+            if (!strchr("\"\\/bfnrt", *s) || !*s)
+              return false;
+            continue;
+          }
+          /* \uXXXX, a high surrogate only with a low one after it. */
+          unsigned v = 0;
+          for (int k = 0; k < 4; k++) {
+            if (++s == end || shk__hex_value(*s) < 0)
+              return false;
+            v = v * 16 + (unsigned)shk__hex_value(*s);
+          }
+          if (v >= 0xDC00 && v <= 0xDFFF)
+            return false;
+          if (v >= 0xD800 && v <= 0xDBFF) {
+            if (end - s < 7 || s[1] != '\\' || s[2] != 'u')
+              return false;
+            unsigned lo = 0;
+            for (int k = 3; k < 7; k++) {
+              if (shk__hex_value(s[k]) < 0)
+                return false;
+              lo = lo * 16 + (unsigned)shk__hex_value(s[k]);
+            }
+            if (lo < 0xDC00 || lo > 0xDFFF)
+              return false;
+            s += 6;
+          }
+        }
+        s++;
+        if (want_key) {
+          WS();
+          if (s == end || *s++ != ':')
+            return false;
+          want_key = false;
+          want_value = true;
+          continue;
+        }
+      } else if (want_key) {
+        return false;
+      } else if (*s == '-' || (*s >= '0' && *s <= '9')) {
+        if (*s == '-' && ++s == end)
+          return false;
+        if (*s == '0') {
+          s++;
+          if (s < end && *s >= '0' && *s <= '9')
+            return false;
+        } else if (*s >= '1' && *s <= '9') {
+          while (s < end && *s >= '0' && *s <= '9')
+            s++;
+        } else {
+          return false;
+        }
+        if (s < end && *s == '.') {
+          if (++s == end || *s < '0' || *s > '9')
+            return false;
+          while (s < end && *s >= '0' && *s <= '9')
+            s++;
+        }
+        if (s < end && (*s == 'e' || *s == 'E')) {
+          if (++s < end && (*s == '+' || *s == '-'))
+            s++;
+          if (s == end || *s < '0' || *s > '9')
+            return false;
+          while (s < end && *s >= '0' && *s <= '9')
+            s++;
+        }
+      } else {
+        /* jansson reads a run of letters as one word. */
+        const unsigned char *w = s;
+        while (s < end && ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+          s++;
+        size_t n = (size_t)(s - w);
+        if (!((n == 4 && !memcmp(w, "true", 4)) || (n == 5 && !memcmp(w, "false", 5)) ||
+              (n == 4 && !memcmp(w, "null", 4))))
+          return false;
+      }
+      want_value = false;
+      continue;
+    }
+    /* After a value: a comma, or the end of its container. */
+    if (!depth)
+      return false;
+    bool obj = OBJ(depth - 1);
+    if (*s == ',') {
+      s++;
+      want_value = !obj;
+      want_key = obj;
+    } else if (*s == (obj ? '}' : ']')) {
+      s++;
+      if (--depth == 0) {
+        WS();
+        return s == end;
+      }
+    } else {
+      return false;
+    }
   }
-  return -EINVAL;
+#undef WS
+#undef OBJ
 }
-
 
 /* jansson refuses NUL in object keys, which Cedar allows (attribute and tag
  * names are any string). So before parsing, the escapes \u0000 and \u0001
  * become \u0001 followed by '0' or by \u0001, and every string read back
  * from the tree is decoded. U+0001 can only be written as an escape (JSON
- * forbids raw control characters in strings), so the mapping is exact. */
-json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar_error *err)
+ * forbids raw control characters in strings), so the mapping is exact.
+ * Under a guard: out of memory unwinds. */
+json_t *shk__json_load(const char *text, size_t len, const char *what, shk_error *err)
 {
   char *copy = NULL;
   size_t n = 0;
@@ -47,7 +189,7 @@ json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar
     if (low) {
       if (!copy) {
         /* Each 6-byte escape grows to 12 bytes at most. */
-        copy = shk__xmalloc(len * 2 + 1);
+        copy = shk__umalloc(len * 2 + 1);
         memcpy(copy, text, i);
         n = i;
       }
@@ -68,18 +210,25 @@ json_t *shk__json_load(const char *text, size_t len, const char *what, shk_cedar
   json_error_t jerr;
   json_t *root = json_loadb(copy ? copy : text, copy ? n : len,
                             JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-  free(copy);
-  if (!root) {
-    shk__cedar_fail(err, "%s: %s", what, jerr.text);
-    if (err) {
-      err->line = jerr.line > 0 ? (unsigned)jerr.line : 0;
-      err->column = jerr.column > 0 ? (unsigned)jerr.column : 0;
-    }
+  /* jansson says out of memory with its code, or with no error text when
+   * its own set-up fails, or as a syntax error where it could not store a
+   * token (see json_wellformed). */
+  enum json_error_code code = root ? json_error_unknown : json_error_code(&jerr);
+  if (!root && (code == json_error_out_of_memory || !jerr.text[0] ||
+                ((code == json_error_invalid_syntax || code == json_error_premature_end_of_input ||
+                  code == json_error_end_of_input_expected || code == json_error_unknown) &&
+                 json_wellformed(copy ? copy : text, copy ? n : len)))) {
+    free(copy);
+    shk__oom_unwind();
   }
+  free(copy);
+  if (!root)
+    shk__error_at(err, -EINVAL, NULL, jerr.line > 0 ? (unsigned)jerr.line : 0,
+                  jerr.column > 0 ? (unsigned)jerr.column : 0, "%s: %s", what, jerr.text);
   return root;
 }
 
-static shk__str str_from(shk__arena *a, const char *p, size_t n)
+shk__str shk__json_decode(shk__arena *a, const char *p, size_t n)
 {
   char *s = shk__arena_strndup(a, p, n);
   if (!memchr(s, 1, n))
@@ -99,7 +248,7 @@ static shk__str str_from(shk__arena *a, const char *p, size_t n)
 
 shk__str shk__json_str(shk__arena *a, json_t *j)
 {
-  return str_from(a, json_string_value(j), json_string_length(j));
+  return shk__json_decode(a, json_string_value(j), json_string_length(j));
 }
 
 static const char *json_kind_name(json_t *j)
@@ -120,7 +269,7 @@ static const char *json_kind_name(json_t *j)
 /* ---------------------------------------------------------------- uids */
 
 static int type_and_id(shk__arena *a, json_t *o, shk__uid *out, const char *what,
-                       shk_cedar_error *err)
+                       shk_error *err)
 {
   json_t *t = json_object_get(o, "type"), *id = json_object_get(o, "id");
   if (!json_is_string(t) || !json_is_string(id))
@@ -133,7 +282,7 @@ static int type_and_id(shk__arena *a, json_t *o, shk__uid *out, const char *what
 }
 
 int shk__json_to_uid(shk__arena *a, json_t *j, shk__uid *out, const char *what,
-                     shk_cedar_error *err)
+                     shk_error *err)
 {
   if (!json_is_object(j))
     return shk__cedar_fail(err, "%s: expected an entity reference, got %s", what, json_kind_name(j));
@@ -151,10 +300,10 @@ int shk__json_to_uid(shk__arena *a, json_t *j, shk__uid *out, const char *what,
 /* ---------------------------------------------------------------- values */
 
 static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
-                    const char *what, shk__value *out, shk_cedar_error *err);
+                    const char *what, shk__value *out, shk_error *err);
 
 static int extn_call(shk__arena *a, json_t *fn, json_t *arg, json_t *args, const char *what,
-                     shk__value *out, shk_cedar_error *err)
+                     shk__value *out, shk_error *err)
 {
   if (!json_is_string(fn))
     return shk__cedar_fail(err, "%s: __extn needs a string \"fn\"", what);
@@ -180,7 +329,7 @@ static int extn_call(shk__arena *a, json_t *fn, json_t *arg, json_t *args, const
 }
 
 static int extn_escape(shk__arena *a, json_t *body, const char *what, shk__value *out,
-                       shk_cedar_error *err)
+                       shk_error *err)
 {
   if (!json_is_object(body))
     return shk__cedar_fail(err, "%s: malformed __extn escape", what);
@@ -194,12 +343,12 @@ static int extn_escape(shk__arena *a, json_t *body, const char *what, shk__value
 }
 
 static int record_from_object(shk__arena *a, json_t *j, const shk__schema *schema,
-                              const char *what, shk__value *out, shk_cedar_error *err);
+                              const char *what, shk__value *out, shk_error *err);
 
 /* Untyped parsing: the JSON decides the Cedar type, and the escapes mark
  * entities and extension values. */
 static int untyped(shk__arena *a, json_t *j, const shk__schema *schema, const char *what,
-                   shk__value *out, shk_cedar_error *err)
+                   shk__value *out, shk_error *err)
 {
   switch (json_typeof(j)) {
   case JSON_TRUE:
@@ -274,7 +423,7 @@ static jpair *object_pairs(shk__arena *a, json_t *j, size_t *n)
   const char *k;
   json_t *v;
   json_object_foreach(j, k, v)
-    ps[i++] = (jpair){ str_from(a, k, strlen(k)), v };
+    ps[i++] = (jpair){ shk__json_decode(a, k, strlen(k)), v };
   qsort(ps, *n, sizeof *ps, pair_cmp);
   return ps;
 }
@@ -284,7 +433,7 @@ static jpair *object_pairs(shk__arena *a, json_t *j, size_t *n)
  * value in messages. */
 static int uniform_record(shk__arena *a, json_t *j, const shk__schema *schema,
                           const shk__type *elem, const char *what, shk__record *out,
-                          shk_cedar_error *err)
+                          shk_error *err)
 {
   size_t n;
   jpair *ps = object_pairs(a, j, &n);
@@ -303,7 +452,7 @@ static int uniform_record(shk__arena *a, json_t *j, const shk__schema *schema,
 }
 
 static int record_from_object(shk__arena *a, json_t *j, const shk__schema *schema,
-                              const char *what, shk__value *out, shk_cedar_error *err)
+                              const char *what, shk__value *out, shk_error *err)
 {
   shk__record *rec = shk__arena_alloc(a, sizeof *rec);
   char sub[300];
@@ -339,7 +488,7 @@ static void type_name(const shk__type *t, char *buf, size_t n)
 }
 
 static int mismatch(const shk__type *t, const shk__value *v, const char *what,
-                    shk_cedar_error *err)
+                    shk_error *err)
 {
   char tn[128];
   type_name(t, tn, sizeof tn);
@@ -349,7 +498,7 @@ static int mismatch(const shk__type *t, const shk__value *v, const char *what,
 }
 
 static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *t,
-                        const char *what, shk__value *out, shk_cedar_error *err)
+                        const char *what, shk__value *out, shk_error *err)
 {
   /* Only declared attributes may appear, and every required one must. */
   size_t np;
@@ -391,7 +540,7 @@ static int typed_record(shk__arena *a, json_t *j, const shk__schema *schema, con
 }
 
 static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *t,
-                    const char *what, shk__value *out, shk_cedar_error *err)
+                    const char *what, shk__value *out, shk_error *err)
 {
   if (!t)
     return untyped(a, j, schema, what, out, err);
@@ -470,7 +619,7 @@ static int to_value(shk__arena *a, json_t *j, const shk__schema *schema, const s
 }
 
 int shk__json_to_value(shk__arena *a, json_t *j, const shk__schema *schema, const shk__type *type,
-                       const char *what, shk__value *out, shk_cedar_error *err)
+                       const char *what, shk__value *out, shk_error *err)
 {
   return to_value(a, j, schema, type, what, out, err);
 }
@@ -599,22 +748,37 @@ bool shk__entities_in(const shk_cedar_entities *es, const shk__entity *ea, const
   return false;
 }
 
-/* Load-time state: direct parents of each node, by index. */
+/* Load-time state, under a guard: the JSON tree, the direct parents of each
+ * node by index, and working vectors. An unwind leaves everything here for
+ * shk_cedar_entities_parse to free. Lists of a fixed size go to `tmp`, an
+ * arena freed with the loader. */
 typedef struct loader {
   shk_cedar_entities *es;
+  const char *json;
+  size_t len;
+  shk_error *err;
+  json_t *root;
+  shk__arena *tmp;
   size_t cap;
-  uint32_t **parents;
+  uint32_t **parents;    /* each in tmp */
   uint32_t *n_parents;
   const shk__schema *schema;
   uint32_t *actions;     /* action entities given in the data */
-  size_t n_actions, cap_actions;
+  uint32_t n_actions, cap_actions;
+  uint32_t *want;        /* check_actions: an action's declared ancestors */
+  uint32_t n_want, cap_want;
+  const shk__entity_type **seen; /* ancestor_type_ok: types visited */
+  size_t cap_seen;
+  uint32_t *buf;         /* closure: one node's ancestors before sorting */
+  size_t cap_buf;
 } loader;
 
 static void table_grow(shk_cedar_entities *es)
 {
   size_t size = es->table ? (es->mask + 1) * 2 : 1024;
+  uint32_t *table = shk__ucalloc(size, sizeof *table);
   free(es->table);
-  es->table = shk__xcalloc(size, sizeof *es->table);
+  es->table = table;
   es->mask = size - 1;
   for (size_t k = 0; k < es->n; k++) {
     size_t i = es->ents[k].hash & es->mask;
@@ -633,10 +797,11 @@ static uint32_t intern(loader *L, const shk__uid *u)
   if (found >= 0)
     return (uint32_t)found;
   if (es->n == L->cap) {
-    L->cap = L->cap ? L->cap * 2 : 256;
-    es->ents = shk__xrealloc(es->ents, L->cap * sizeof *es->ents);
-    L->parents = shk__xrealloc(L->parents, L->cap * sizeof *L->parents);
-    L->n_parents = shk__xrealloc(L->n_parents, L->cap * sizeof *L->n_parents);
+    size_t cap = L->cap ? L->cap * 2 : 256;
+    es->ents = shk__urealloc(es->ents, cap, sizeof *es->ents);
+    L->parents = shk__urealloc(L->parents, cap, sizeof *L->parents);
+    L->n_parents = shk__urealloc(L->n_parents, cap, sizeof *L->n_parents);
+    L->cap = cap;
   }
   if (!es->table || (es->n + 1) * 2 > es->mask + 1)
     table_grow(es);
@@ -663,12 +828,17 @@ static bool type_in(shk__str t, const shk__str *list, size_t n)
 /* May an entity of type `et` have an ancestor of type `t`? Any type
  * reachable through memberOf may be given as a parent directly, as the
  * reference allows (data often lists the whole closure). */
-static bool ancestor_type_ok(const shk__schema *s, const shk__entity_type *et, shk__str t)
+static bool ancestor_type_ok(loader *L, const shk__entity_type *et, shk__str t)
 {
+  const shk__schema *s = L->schema;
   if (type_in(t, et->member_of, et->n_member_of))
     return true;
-  const shk__entity_type **seen = shk__xmalloc(sizeof *seen);
-  size_t n = 1, cap = 1;
+  if (!L->cap_seen) {
+    L->seen = shk__urealloc(NULL, 8, sizeof *L->seen);
+    L->cap_seen = 8;
+  }
+  const shk__entity_type **seen = L->seen;
+  size_t n = 1;
   seen[0] = et;
   bool ok = false;
   for (size_t i = 0; i < n && !ok; i++) {
@@ -680,17 +850,18 @@ static bool ancestor_type_ok(const shk__schema *s, const shk__entity_type *et, s
       if (dup)
         continue;
       ok = type_in(t, up->member_of, up->n_member_of);
-      if (n == cap)
-        seen = shk__xrealloc(seen, (cap *= 2) * sizeof *seen);
+      if (n == L->cap_seen) {
+        L->seen = seen = shk__urealloc(seen, 2 * L->cap_seen, sizeof *seen);
+        L->cap_seen *= 2;
+      }
       seen[n++] = up;
     }
   }
-  free(seen);
   return ok;
 }
 
 static int load_tags(loader *L, json_t *j, const shk__type *elem, const char *what,
-                     shk__record *out, shk_cedar_error *err)
+                     shk__record *out, shk_error *err)
 {
   if (!json_is_object(j))
     return shk__cedar_fail(err, "%s: expected an object, got %s", what, json_kind_name(j));
@@ -725,7 +896,7 @@ static bool same_parents(uint32_t *a, uint32_t na, uint32_t *b, uint32_t nb)
 /* One entity of the data. Everything is read before the entity joins the
  * store, because an entity given twice is accepted when both copies are
  * the same (as the reference does) and is an error otherwise. */
-static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err)
+static int load_entity(loader *L, json_t *item, size_t pos, shk_error *err)
 {
   shk_cedar_entities *es = L->es;
   char what[256];
@@ -780,22 +951,18 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
   if (!json_is_array(jparents))
     return shk__cedar_fail(err, "%s: \"parents\" must be an array", what);
   size_t np = json_array_size(jparents);
-  uint32_t *ps = np ? shk__xmalloc(np * sizeof *ps) : NULL;
+  uint32_t *ps = np ? shk__arena_alloc(L->tmp, np * sizeof *ps) : NULL;
   for (size_t i = 0; i < np; i++) {
     shk__uid pu;
     char sub[300];
     snprintf(sub, sizeof sub, "%s, parent", what);
-    if ((r = shk__json_to_uid(es->arena, json_array_get(jparents, i), &pu, sub, err)) < 0) {
-      free(ps);
+    if ((r = shk__json_to_uid(es->arena, json_array_get(jparents, i), &pu, sub, err)) < 0)
       return r;
-    }
     /* An action's parents are checked against the schema once the
      * closure is known (data may list ancestors, not just parents). */
-    if (et && !ancestor_type_ok(L->schema, et, pu.type)) {
-      free(ps);
+    if (et && !ancestor_type_ok(L, et, pu.type))
       return shk__cedar_fail(err, "%s: parent %.*s::\"%.*s\" is not allowed by the schema", what,
                    Q(pu.type), Q(pu.id));
-    }
     ps[i] = intern(L, &pu);
   }
 
@@ -804,18 +971,13 @@ static int load_entity(loader *L, json_t *item, size_t pos, shk_cedar_error *err
   if (e->present) {
     bool same = same_record(&e->attrs, attrs.rec) && same_record(&e->tags, &tags) &&
                 same_parents(L->parents[k_ent], L->n_parents[k_ent], ps, (uint32_t)np);
-    free(ps);
     return same ? 0 : shk__cedar_fail(err, "%s: given twice, differently", what);
   }
   e->present = true;
   e->attrs = *attrs.rec;
   e->tags = tags;
-  if (act) {
-    uint32_t n = (uint32_t)L->n_actions, cap = (uint32_t)L->cap_actions;
-    shk__xpush_u32(&L->actions, &n, &cap, k_ent);
-    L->n_actions = n;
-    L->cap_actions = cap;
-  }
+  if (act)
+    shk__upush_u32(&L->actions, &L->n_actions, &L->cap_actions, k_ent);
   L->parents[k_ent] = ps;
   L->n_parents[k_ent] = (uint32_t)np;
   return 0;
@@ -827,14 +989,12 @@ static void add_schema_actions(loader *L)
   for (size_t i = 0; i < L->schema->n_actions; i++) {
     const shk__action *act = &L->schema->actions[i];
     uint32_t k = intern(L, &act->uid);
-    uint32_t *ps = act->n_member_of ? shk__xmalloc(act->n_member_of * sizeof *ps) : NULL;
+    uint32_t *ps = act->n_member_of ? shk__arena_alloc(L->tmp, act->n_member_of * sizeof *ps) : NULL;
     for (size_t m = 0; m < act->n_member_of; m++)
       ps[m] = intern(L, &act->member_of[m]);
-    if (L->es->ents[k].present) {
-      /* Given in the data: check_actions compares the two. */
-      free(ps);
+    /* Given in the data: check_actions compares the two. */
+    if (L->es->ents[k].present)
       continue;
-    }
     L->es->ents[k].present = true;
     L->parents[k] = ps;
     L->n_parents[k] = (uint32_t)act->n_member_of;
@@ -843,31 +1003,30 @@ static void add_schema_actions(loader *L)
 
 /* An action entity in the data must have exactly the ancestors that the
  * schema declares for it. */
-static int check_actions(loader *L, shk_cedar_error *err)
+static int check_actions(loader *L, shk_error *err)
 {
   shk_cedar_entities *es = L->es;
-  uint32_t *want = NULL;
-  uint32_t n_want = 0, cap_want = 0;
   int r = 0;
   for (size_t i = 0; i < L->n_actions && r == 0; i++) {
     const shk__entity *e = &es->ents[L->actions[i]];
     /* The schema's closure, by a worklist over member_of. */
-    n_want = 0;
+    L->n_want = 0;
     const shk__action *act = shk__schema_action(L->schema, e->uid);
     for (size_t m = 0; act && m < act->n_member_of; m++)
-      shk__xpush_u32(&want, &n_want, &cap_want, (uint32_t)slot_of(es, &act->member_of[m],
-                                                                  shk__uid_hash(&act->member_of[m])));
-    for (uint32_t w = 0; w < n_want; w++) {
-      const shk__action *up = shk__schema_action(L->schema, es->ents[want[w]].uid);
+      shk__upush_u32(&L->want, &L->n_want, &L->cap_want,
+                     (uint32_t)slot_of(es, &act->member_of[m], shk__uid_hash(&act->member_of[m])));
+    for (uint32_t w = 0; w < L->n_want; w++) {
+      const shk__action *up = shk__schema_action(L->schema, es->ents[L->want[w]].uid);
       for (size_t m = 0; up && m < up->n_member_of; m++) {
         uint32_t x = (uint32_t)slot_of(es, &up->member_of[m], shk__uid_hash(&up->member_of[m]));
         bool seen = false;
-        for (uint32_t k = 0; k < n_want && !seen; k++)
-          seen = want[k] == x;
+        for (uint32_t k = 0; k < L->n_want && !seen; k++)
+          seen = L->want[k] == x;
         if (!seen)
-          shk__xpush_u32(&want, &n_want, &cap_want, x);
+          shk__upush_u32(&L->want, &L->n_want, &L->cap_want, x);
       }
     }
+    const uint32_t *want = L->want, n_want = L->n_want;
     bool same = true;
     for (uint32_t k = 0; k < n_want && same; k++)
       same = anc_has(e, want[k]) ||
@@ -893,7 +1052,6 @@ static int check_actions(loader *L, shk_cedar_error *err)
       r = shk__cedar_fail(err, "entity %.*s::\"%.*s\": ancestors differ from the action's declaration in the schema",
                 Q(e->uid.type), Q(e->uid.id));
   }
-  free(want);
   return r;
 }
 
@@ -901,17 +1059,21 @@ static int check_actions(loader *L, shk_cedar_error *err)
 /* Computes every node's ancestor set, parents before children, with an
  * explicit stack so that a deep hierarchy cannot overflow the C stack. A
  * cycle is an error, as in the reference. */
-static int closure(loader *L, shk_cedar_error *err)
+static int closure(loader *L, shk_error *err)
 {
   shk_cedar_entities *es = L->es;
   size_t n = es->n;
-  uint8_t *state = shk__xcalloc(n ? n : 1, 1); /* 0 new, 1 on the stack, 2 done */
-  uint32_t *stack = shk__xmalloc((n ? n : 1) * sizeof *stack);
-  uint32_t *next = shk__xcalloc(n ? n : 1, sizeof *next); /* next parent to visit */
-  size_t bufcap = 64, sp = 0;
-  uint32_t *buf = shk__xmalloc(bufcap * sizeof *buf);
+  uint8_t *state = shk__arena_calloc(L->tmp, n ? n : 1); /* 0 new, 1 on the stack, 2 done */
+  uint32_t *stack = shk__arena_alloc(L->tmp, (n ? n : 1) * sizeof *stack);
+  uint32_t *next = shk__arena_calloc(L->tmp, (n ? n : 1) * sizeof *next); /* next parent to visit */
+  size_t sp = 0;
+  if (!L->buf) {
+    L->buf = shk__urealloc(NULL, 64, sizeof *L->buf);
+    L->cap_buf = 64;
+  }
+  uint32_t *buf = L->buf;
   const shk__entity none = { .n_anc = 0 };
-  bool *is_parent = shk__xcalloc(n ? n : 1, sizeof *is_parent);
+  bool *is_parent = shk__arena_calloc(L->tmp, (n ? n : 1) * sizeof *is_parent);
   for (size_t x = 0; x < n; x++)
     for (uint32_t i = 0; i < L->n_parents[x]; i++)
       is_parent[L->parents[x][i]] = true;
@@ -940,10 +1102,12 @@ static int closure(loader *L, shk_cedar_error *err)
       bool direct = !is_parent[x];
       for (uint32_t i = 0; i < L->n_parents[x]; i++) {
         const shk__entity *pe = direct ? &none : &es->ents[L->parents[x][i]];
-        if (m + 1 + pe->n_anc > bufcap) {
-          while (m + 1 + pe->n_anc > bufcap)
-            bufcap *= 2;
-          buf = shk__xrealloc(buf, bufcap * sizeof *buf);
+        if (m + 1 + pe->n_anc > L->cap_buf) {
+          size_t cap = L->cap_buf;
+          while (m + 1 + pe->n_anc > cap)
+            cap *= 2;
+          L->buf = buf = shk__urealloc(buf, cap, sizeof *buf);
+          L->cap_buf = cap;
         }
         buf[m++] = L->parents[x][i];
         if (pe->n_anc)
@@ -966,41 +1130,49 @@ static int closure(loader *L, shk_cedar_error *err)
       sp--;
     }
   }
-  free(buf);
-  free(is_parent);
-  free(next);
-  free(stack);
-  free(state);
+  return r;
+}
+
+static int load_all(void *ctx)
+{
+  loader *L = ctx;
+  if (!(L->root = shk__json_load(L->json, L->len, "entities JSON", L->err)))
+    return -EINVAL;
+  int r = 0;
+  if (!json_is_array(L->root))
+    r = shk__cedar_fail(L->err, "entities JSON: expected an array of entities, got %s",
+                        json_kind_name(L->root));
+  for (size_t i = 0; r == 0 && i < json_array_size(L->root); i++)
+    r = load_entity(L, json_array_get(L->root, i), i, L->err);
+  if (r == 0 && L->schema)
+    add_schema_actions(L);
+  if (r == 0)
+    r = closure(L, L->err);
+  if (r == 0 && L->n_actions)
+    r = check_actions(L, L->err);
   return r;
 }
 
 int shk_cedar_entities_parse(const char *json, size_t len, const shk_cedar_schema *schema,
-                             shk_cedar_entities **out, shk_cedar_error *err)
+                             shk_cedar_entities **out, shk_error *err)
 {
   *out = NULL;
-  json_t *root = shk__json_load(json, len, "entities JSON", err);
-  if (!root)
-    return -EINVAL;
-  shk_cedar_entities *es = shk__xcalloc(1, sizeof *es);
-  es->arena = shk__arena_new();
-  loader L = { .es = es, .schema = schema ? &schema->s : NULL };
-  int r = 0;
-  if (!json_is_array(root))
-    r = shk__cedar_fail(err, "entities JSON: expected an array of entities, got %s", json_kind_name(root));
-  for (size_t i = 0; r == 0 && i < json_array_size(root); i++)
-    r = load_entity(&L, json_array_get(root, i), i, err);
-  if (r == 0 && L.schema)
-    add_schema_actions(&L);
-  if (r == 0)
-    r = closure(&L, err);
-  if (r == 0 && L.n_actions)
-    r = check_actions(&L, err);
-  free(L.actions);
-  for (size_t i = 0; i < es->n; i++)
-    free(L.parents[i]);
+  shk_cedar_entities *es = shk__calloc(1, sizeof *es);
+  loader L = { .es = es, .json = json, .len = len, .err = err,
+               .schema = schema ? &schema->s : NULL, .tmp = shk__arena_new() };
+  int r;
+  if (!es || !(es->arena = shk__arena_new()) || !L.tmp)
+    r = shk__error_nomem(err);
+  else
+    r = shk__oom_guard(load_all, &L, err);
+  json_decref(L.root);
+  shk__arena_free(L.tmp);
   free(L.parents);
   free(L.n_parents);
-  json_decref(root);
+  free(L.actions);
+  free(L.want);
+  free(L.seen);
+  free(L.buf);
   if (r < 0) {
     shk_cedar_entities_free(es);
     return r;

@@ -1,10 +1,16 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Policy JSON: the reference's EST format, out and in.
  *
  * Out: each policy's AST as the reference's JSON. In: the JSON is turned
  * into Cedar text (every subexpression parenthesized) and given to the one
  * policy parser, so JSON input is held to exactly the same rules as text
  * (reserved names, literal limits, valid extension calls) with no second
- * implementation of them. */
+ * implementation of them.
+ *
+ * Out of memory: each builder of the writer returns a new tree or NULL, and
+ * a NULL given to a container makes the container NULL too (json_pack's "o"
+ * takes its argument's reference even when it fails), so the failure of any
+ * part reaches the top and nothing is left out silently. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -26,6 +32,39 @@ static json_t *jstr(shk__str s)
 static json_t *juid(shk__uid u)
 {
   return json_pack("{s:o, s:o}", "type", jstr(u.type), "id", jstr(u.id));
+}
+
+/* json_dumps() can lose part of the text when its buffer cannot grow, so
+ * the text goes to a shk__buf, which remembers a failure. */
+static int dump_part(const char *p, size_t n, void *data)
+{
+  return shk__buf_put(data, p, n);
+}
+
+char *shk__json_dumps(const json_t *root)
+{
+  shk__buf b = { 0 };
+  if (!root || json_dump_callback(root, dump_part, &b, JSON_INDENT(2) | JSON_PRESERVE_ORDER) < 0)
+    b.failed = true;
+  return shk__buf_take(&b);
+}
+
+json_t *shk__json_push(json_t *a, json_t *v)
+{
+  if (json_array_append_new(a, v) == 0)
+    return a;
+  json_decref(a);
+  return NULL;
+}
+
+json_t *shk__json_put(json_t *o, const char *k, size_t n, json_t *v)
+{
+  if (o && json_object_setn_new_nocheck(o, k, n, v) == 0)
+    return o;
+  if (!o)
+    json_decref(v);
+  json_decref(o);
+  return NULL;
 }
 
 static const char *const var_names[] = { "principal", "action", "resource", "context" };
@@ -69,30 +108,30 @@ static json_t *est_expr(const shk__expr *e)
     return json_pack("{s:{s:o, s:o}}", "is", "left", est_expr(e->a), "entity_type", jstr(e->s));
   case SHK__E_LIKE: {
     json_t *pat = json_array();
-    for (size_t i = 0; i < e->n_pat;) {
+    for (size_t i = 0; i < e->n_pat && pat;) {
       if (e->pat[i].wildcard) {
-        json_array_append_new(pat, json_string("Wildcard"));
+        pat = shk__json_push(pat, json_string("Wildcard"));
         i++;
         continue;
       }
       shk__buf run = { 0 };
       for (; i < e->n_pat && !e->pat[i].wildcard; i++)
         shk__buf_put(&run, (const char *)&e->pat[i].byte, 1);
-      json_array_append_new(pat, json_pack("{s:s%}", "Literal", run.p, run.len));
-      free(run.p);
+      pat = shk__json_push(pat, run.failed ? NULL : json_pack("{s:s%}", "Literal", run.p, run.len));
+      shk__buf_free(&run);
     }
     return json_pack("{s:{s:o, s:o}}", "like", "left", est_expr(e->a), "pattern", pat);
   }
   case SHK__E_SET: {
     json_t *a = json_array();
-    for (size_t i = 0; i < e->n_items; i++)
-      json_array_append_new(a, est_expr(e->items[i]));
+    for (size_t i = 0; i < e->n_items && a; i++)
+      a = shk__json_push(a, est_expr(e->items[i]));
     return json_pack("{s:o}", "Set", a);
   }
   case SHK__E_RECORD: {
     json_t *o = json_object();
-    for (size_t i = 0; i < e->n_items; i++)
-      json_object_setn_new_nocheck(o, e->keys[i].p, e->keys[i].n, est_expr(e->items[i]));
+    for (size_t i = 0; i < e->n_items && o; i++)
+      o = shk__json_put(o, e->keys[i].p, e->keys[i].n, est_expr(e->items[i]));
     return json_pack("{s:o}", "Record", o);
   }
   case SHK__E_CALL: {
@@ -106,8 +145,8 @@ static json_t *est_expr(const shk__expr *e)
       return json_pack("{s:{s:o, s:o}}", name, "left", est_expr(e->items[0]), "right",
                        est_expr(e->items[1]));
     json_t *a = json_array();
-    for (size_t i = 0; i < e->n_items; i++)
-      json_array_append_new(a, est_expr(e->items[i]));
+    for (size_t i = 0; i < e->n_items && a; i++)
+      a = shk__json_push(a, est_expr(e->items[i]));
     return json_pack("{s:o}", name, a);
   }
   }
@@ -122,11 +161,9 @@ static json_t *est_scope(const shk__scope *s, const char *slot)
     json_decref(target);
     return json_pack("{s:s}", "op", "All");
   case SHK__SC_EQ:
-    json_object_set_new(target, "op", json_string("=="));
-    return target;
+    return shk__json_put(target, "op", 2, json_string("=="));
   case SHK__SC_IN:
-    json_object_set_new(target, "op", json_string("in"));
-    return target;
+    return shk__json_put(target, "op", 2, json_string("in"));
   case SHK__SC_IS:
     json_decref(target);
     return json_pack("{s:s, s:o}", "op", "is", "entity_type", jstr(s->is_type));
@@ -135,8 +172,8 @@ static json_t *est_scope(const shk__scope *s, const char *slot)
   case SHK__SC_IN_LIST: {
     json_decref(target);
     json_t *a = json_array();
-    for (size_t i = 0; i < s->n_uids; i++)
-      json_array_append_new(a, juid(s->uids[i]));
+    for (size_t i = 0; i < s->n_uids && a; i++)
+      a = shk__json_push(a, juid(s->uids[i]));
     return json_pack("{s:s, s:o}", "op", "in", "entities", a);
   }
   }
@@ -146,18 +183,18 @@ static json_t *est_scope(const shk__scope *s, const char *slot)
 static json_t *est_policy(const shk__policy *p)
 {
   json_t *conds = json_array();
-  for (size_t i = 0; i < p->n_conds; i++)
-    json_array_append_new(conds, json_pack("{s:s, s:o}", "kind", p->conds[i].is_when ? "when" : "unless",
-                                           "body", est_expr(p->conds[i].body)));
+  for (size_t i = 0; i < p->n_conds && conds; i++)
+    conds = shk__json_push(conds, json_pack("{s:s, s:o}", "kind", p->conds[i].is_when ? "when" : "unless",
+                                  "body", est_expr(p->conds[i].body)));
   json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o}", "effect", p->is_forbid ? "forbid" : "permit",
                         "principal", est_scope(&p->principal, "?principal"), "action",
                         est_scope(&p->action, ""), "resource", est_scope(&p->resource, "?resource"),
                         "conditions", conds);
-  if (p->n_annots) {
+  if (p->n_annots && o) {
     json_t *an = json_object();
-    for (size_t i = 0; i < p->n_annots; i++)
-      json_object_setn_new_nocheck(an, p->annots[i].key.p, p->annots[i].key.n, jstr(p->annots[i].value));
-    json_object_set_new(o, "annotations", an);
+    for (size_t i = 0; i < p->n_annots && an; i++)
+      an = shk__json_put(an, p->annots[i].key.p, p->annots[i].key.n, jstr(p->annots[i].value));
+    o = shk__json_put(o, "annotations", strlen("annotations"), an);
   }
   return o;
 }
@@ -167,25 +204,27 @@ char *shk_cedar_policy_set_to_json(const shk_cedar_policy_set *ps)
   json_t *stat = json_object(), *tmpl = json_object(), *links = json_array();
   size_t n;
   shk__policy *const *v = shk__policy_set_policies(ps, &n);
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n && stat && tmpl && links; i++) {
     const shk__policy *p = v[i];
     if (p->is_link) {
       json_t *vals = json_object();
       if (p->principal.kind == SHK__SC_EQ || p->principal.kind == SHK__SC_IN || p->principal.kind == SHK__SC_IS_IN)
-        json_object_set_new(vals, "?principal", juid(p->principal.uid));
+        vals = shk__json_put(vals, "?principal", strlen("?principal"), juid(p->principal.uid));
       if (p->resource.kind == SHK__SC_EQ || p->resource.kind == SHK__SC_IN || p->resource.kind == SHK__SC_IS_IN)
-        json_object_set_new(vals, "?resource", juid(p->resource.uid));
-      json_array_append_new(links, json_pack("{s:o, s:o, s:o}", "templateId", jstr(p->template_id), "newId",
-                                             jstr(p->id), "values", vals));
+        vals = shk__json_put(vals, "?resource", strlen("?resource"), juid(p->resource.uid));
+      links = shk__json_push(links, json_pack("{s:o, s:o, s:o}", "templateId", jstr(p->template_id), "newId",
+                                    jstr(p->id), "values", vals));
+    } else if (p->is_template) {
+      tmpl = shk__json_put(tmpl, p->id.p, p->id.n, est_policy(p));
     } else {
-      json_object_setn_new_nocheck(p->is_template ? tmpl : stat, p->id.p, p->id.n, est_policy(p));
+      stat = shk__json_put(stat, p->id.p, p->id.n, est_policy(p));
     }
   }
   json_t *root = json_pack("{s:o, s:o, s:o}", "staticPolicies", stat, "templates", tmpl, "templateLinks", links);
-  char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  if (!root)
+    return NULL;
+  char *text = shk__json_dumps(root);
   json_decref(root);
-  if (!text)
-    shk__die(1, "out of memory");
   return text;
 }
 
@@ -205,8 +244,11 @@ static void quote_dec(shk__buf *b, const char *s, size_t n, bool pattern)
     }
     shk__buf_put(&d, &c, 1);
   }
-  shk__buf_quote(b, d.p, d.len, pattern);
-  free(d.p);
+  if (d.failed)
+    b->failed = true;
+  else
+    shk__buf_quote(b, d.p, d.len, pattern);
+  shk__buf_free(&d);
 }
 
 typedef struct rd {
@@ -409,8 +451,11 @@ static int rd_expr(rd *r, json_t *j)
       } else if (json_is_string(lit) && json_object_size(e) == 1) {
         shk__buf q = { 0 };
         quote_dec(&q, json_string_value(lit), json_string_length(lit), true);
-        shk__buf_put(&r->b, q.p + 1, q.len - 2);
-        free(q.p);
+        if (q.failed)
+          r->b.failed = true;
+        else
+          shk__buf_put(&r->b, q.p + 1, q.len - 2);
+        shk__buf_free(&q);
       } else {
         rc = FAIL(r, "like: pattern elements are \"Wildcard\" or {\"Literal\": S}");
         goto out;
@@ -615,61 +660,66 @@ static int rd_policy(rd *r, json_t *p)
   return 0;
 }
 
+typedef struct read_job {
+  const char *json;
+  size_t len;
+  shk_error *err;
+  json_t *root;
+  rd r;
+} read_job;
+
+/* Writes the policy text of the JSON into j->r.b; rd's own errors go to
+ * j->r.err. Only the load allocates anything an unwind could lose (the
+ * text buffer records its own failure). */
+static int read_policies(void *ctx)
+{
+  read_job *j = ctx;
+  if (!(j->root = shk__json_load(j->json, j->len, "policy JSON", j->err)))
+    return -EINVAL;
+  rd *r = &j->r;
+  json_t *root = j->root;
+  if (json_object_get(root, "effect"))
+    return rd_policy(r, root);
+  if (!json_is_object(root))
+    return FAIL(r, "policy JSON: expected a policy or a policy set object");
+  /* A policy set: static policies, then templates. Links are not read
+   * here: link them with shk_cedar_policy_set_link. */
+  const char *k;
+  json_t *v;
+  json_object_foreach(root, k, v) {
+    if (!strcmp(k, "templateLinks")) {
+      if (json_is_array(v) && json_array_size(v))
+        return FAIL(r, "templateLinks: link templates with a links file, not in policy JSON");
+      continue;
+    }
+    if (strcmp(k, "staticPolicies") && strcmp(k, "templates"))
+      return FAIL(r, "policy set: unknown key \"%s\"", k);
+    if (!json_is_object(v))
+      return FAIL(r, "%s: expected an object of policies by id", k);
+    const char *id;
+    json_t *p;
+    json_object_foreach(v, id, p) {
+      int rc = rd_policy(r, p);
+      if (rc)
+        return rc;
+    }
+  }
+  return 0;
+}
+
 int shk_cedar_policy_set_parse_json(const char *json, size_t len, shk_cedar_policy_set **out,
-                                    shk_cedar_error *err)
+                                    shk_error *err)
 {
   *out = NULL;
-  json_t *root = shk__json_load(json, len, "policy JSON", err);
-  if (!root)
-    return -EINVAL;
-  rd r = { 0 };
-  int rc = 0;
-  shk__buf_puts(&r.b, "");
-  if (json_object_get(root, "effect")) {
-    rc = rd_policy(&r, root);
-  } else if (json_is_object(root)) {
-    /* A policy set: static policies, then templates. Links are not read
-     * here: link them with shk_cedar_policy_set_link. */
-    const char *k;
-    json_t *v;
-    json_object_foreach(root, k, v) {
-      if (!strcmp(k, "templateLinks")) {
-        if (json_is_array(v) && json_array_size(v)) {
-          rc = FAIL(&r, "templateLinks: link templates with a links file, not in policy JSON");
-          break;
-        }
-        continue;
-      }
-      if (strcmp(k, "staticPolicies") && strcmp(k, "templates")) {
-        rc = FAIL(&r, "policy set: unknown key \"%s\"", k);
-        break;
-      }
-      if (!json_is_object(v)) {
-        rc = FAIL(&r, "%s: expected an object of policies by id", k);
-        break;
-      }
-      const char *id;
-      json_t *p;
-      json_object_foreach(v, id, p) {
-        if ((rc = rd_policy(&r, p)))
-          break;
-      }
-      if (rc)
-        break;
-    }
-  } else {
-    rc = FAIL(&r, "policy JSON: expected a policy or a policy set object");
-  }
-  json_decref(root);
-  if (rc) {
-    if (err) {
-      memset(err, 0, sizeof *err);
-      snprintf(err->message, sizeof err->message, "%s", r.err);
-    }
-    free(r.b.p);
-    return rc;
-  }
-  rc = shk_cedar_policy_set_parse(r.b.p, r.b.len, out, err);
-  free(r.b.p);
+  read_job j = { .json = json, .len = len, .err = err };
+  int rc = shk__oom_guard(read_policies, &j, err);
+  json_decref(j.root);
+  if (rc == -EINVAL && j.root)
+    shk__cedar_fail(err, "%s", j.r.err);
+  else if (rc == 0 && j.r.b.failed)
+    rc = shk__error_nomem(err);
+  if (rc == 0)
+    rc = shk_cedar_policy_set_parse(j.r.b.p ? j.r.b.p : "", j.r.b.len, out, err);
+  shk__buf_free(&j.r.b);
   return rc;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The evaluator: Cedar's semantics over the policy AST, with each error
  * raised where the reference raises it. Operands are evaluated left to
  * right before their types are checked; && and || short-circuit; scope

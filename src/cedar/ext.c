@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The four extension types: ipaddr, decimal, datetime and duration.
  *
  * Every parser here accepts exactly the strings the reference engine

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The formatter: a policy's AST printed back as Cedar text that parses to
  * the same AST, with no more parentheses than the grammar needs. The EST
  * (policy JSON) writer and reader are in est.c; the reader produces text
@@ -10,43 +11,6 @@
 #include "cedar/cedar-format-internal.h"
 #include "cedar/cedar-parse-internal.h"
 #include "common/common.h"
-
-void shk__buf_put(shk__buf *b, const char *s, size_t n)
-{
-  if (b->len + n + 1 > b->cap) {
-    b->cap = (b->len + n + 1) * 2;
-    b->p = shk__xrealloc(b->p, b->cap);
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-void shk__buf_puts(shk__buf *b, const char *s)
-{
-  shk__buf_put(b, s, strlen(s));
-}
-
-void shk__buf_printf(shk__buf *b, const char *fmt, ...)
-{
-  char tmp[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n >= 0 && (size_t)n < sizeof tmp) {
-    shk__buf_put(b, tmp, (size_t)n);
-    return;
-  }
-  char *big = NULL;
-  va_start(ap, fmt);
-  n = vasprintf(&big, fmt, ap);
-  va_end(ap);
-  if (n < 0)
-    shk__die(1, "out of memory");
-  shk__buf_put(b, big, (size_t)n);
-  free(big);
-}
 
 /* A Cedar string literal. Bytes are UTF-8 (the parser checked); only what
  * the lexer would misread is escaped. In a `like` pattern a literal star
@@ -223,8 +187,11 @@ static void expr(shk__buf *b, const shk__expr *e, int ctx)
         shk__buf tmp = { 0 };
         char c = (char)e->pat[i].byte;
         shk__buf_quote(&tmp, &c, 1, true);
-        shk__buf_put(b, tmp.p + 1, tmp.len - 2);
-        free(tmp.p);
+        if (tmp.failed)
+          b->failed = true;
+        else
+          shk__buf_put(b, tmp.p + 1, tmp.len - 2);
+        shk__buf_free(&tmp);
       }
     }
     shk__buf_puts(b, "\"");
@@ -317,21 +284,30 @@ static void condition(shk__buf *b, const shk__expr *body)
 {
   shk__buf one = { 0 };
   expr(&one, body, P_IF);
+  if (one.failed) {
+    b->failed = true;
+    shk__buf_free(&one);
+    return;
+  }
   if (one.len <= 72 || (body->kind != SHK__E_OR && body->kind != SHK__E_AND)) {
     shk__buf_puts(b, " ");
     shk__buf_put(b, one.p, one.len);
     shk__buf_puts(b, " ");
-    free(one.p);
+    shk__buf_free(&one);
     return;
   }
-  free(one.p);
+  shk__buf_free(&one);
   /* Left-associative: the chain's operands are the left spine's right
    * children, in reverse. */
   shk__expr_kind k = body->kind;
   size_t n = 1;
   for (const shk__expr *e = body; e->kind == k; e = e->a)
     n++;
-  const shk__expr **ops = shk__xcalloc(n, sizeof *ops);
+  const shk__expr **ops = shk__calloc(n, sizeof *ops);
+  if (!ops) {
+    b->failed = true;
+    return;
+  }
   size_t i = n;
   const shk__expr *e = body;
   for (; e->kind == k; e = e->a)
@@ -379,7 +355,6 @@ char *shk_cedar_policy_set_to_text(const shk_cedar_policy_set *ps)
   shk__buf b = { 0 };
   size_t n;
   shk__policy *const *v = shk__policy_set_policies(ps, &n);
-  shk__buf_puts(&b, "");
   for (size_t i = 0; i < n; i++) {
     /* A link is not policy text: it lives in the links file. */
     if (v[i]->is_link)
@@ -388,5 +363,5 @@ char *shk_cedar_policy_set_to_text(const shk_cedar_policy_set *ps)
       shk__buf_puts(&b, "\n");
     shk__format_policy(&b, v[i]);
   }
-  return b.p;
+  return shk__buf_take(&b);
 }

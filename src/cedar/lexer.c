@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lexer shared by the policy parser and the .cedarschema parser, and the
  * string-escape rules of the reference (Rust's, with \* added for `like`
  * patterns). One pass over the text; tokens point into it. */
@@ -541,23 +542,6 @@ int shk__unescape(shk__arena *a, const char *str, size_t n, shk__str *out,
   return 0;
 }
 
-void shk__vset_error(shk_cedar_error *err, shk__loc loc, const char *fmt, va_list ap)
-{
-  if (!err)
-    return;
-  vsnprintf(err->message, sizeof(err->message), fmt, ap);
-  err->line = loc.line;
-  err->column = loc.col;
-}
-
-void shk__set_error(shk_cedar_error *err, shk__loc loc, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  shk__vset_error(err, loc, fmt, ap);
-  va_end(ap);
-}
-
 const char *shk__tok_describe(const shk__tok *t, char *buf, size_t n)
 {
   switch (t->kind) {
@@ -683,7 +667,7 @@ void shk__cur_fail(shk__cursor *c, shk__loc loc, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  shk__vset_error(c->err, loc, fmt, ap);
+  shk__error_vat(c->err, -EINVAL, NULL, loc.line, loc.col, fmt, ap);
   va_end(ap);
   longjmp(c->fail, 1);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The policy parser: text to shk__policy, by recursive descent over the
  * reference grammar (cedar-policy-core's grammar.lalrpop), applying in the
  * same pass the checks the reference makes when it turns its syntax tree
@@ -1027,13 +1028,13 @@ static shk__policy *parse_policy(parser *p, size_t index)
   return pol;
 }
 
-static bool start(parser *p, shk__arena *a, const char *text, size_t len, shk_cedar_error *err)
+static bool start(parser *p, shk__arena *a, const char *text, size_t len, shk_error *err)
 {
   *p = (parser){ .c.err = err, .a = a };
   if (err)
-    *err = (shk_cedar_error){ 0 };
+    *err = (shk_error){ 0 };
   if (!shk__utf8_valid(text, len)) {
-    shk__set_error(err, (shk__loc){ 0, 0 }, "the text is not valid UTF-8");
+    shk__error_set(err, -EINVAL, "the text is not valid UTF-8");
     return false;
   }
   shk__lexer_init(&p->c.lx, text, len, false);
@@ -1041,7 +1042,7 @@ static bool start(parser *p, shk__arena *a, const char *text, size_t len, shk_ce
 }
 
 int shk__parse_policies(shk__arena *a, const char *text, size_t len, shk__policy ***out, size_t *n,
-                        shk_cedar_error *err)
+                        shk_error *err)
 {
   parser p;
   *out = NULL;
@@ -1062,7 +1063,7 @@ int shk__parse_policies(shk__arena *a, const char *text, size_t len, shk__policy
   return 0;
 }
 
-int shk__parse_entity_ref(shk__arena *a, const char *text, size_t len, shk__uid *out, shk_cedar_error *err)
+int shk__parse_entity_ref(shk__arena *a, const char *text, size_t len, shk__uid *out, shk_error *err)
 {
   parser p;
   if (!start(&p, a, text, len, err))
@@ -1119,25 +1120,23 @@ static shk__uid copy_uid(shk__arena *a, shk__uid u)
 }
 
 int shk__link_template(shk__arena *a, const shk__policy *tmpl, shk__str new_id, const shk__uid *principal,
-                       const shk__uid *resource, shk__policy **out, shk_cedar_error *err)
+                       const shk__uid *resource, shk__policy **out, shk_error *err)
 {
   bool want_p = tmpl->principal.slot, want_r = tmpl->resource.slot;
   if (err)
-    *err = (shk_cedar_error){ 0 };
+    *err = (shk_error){ 0 };
   if (!tmpl->is_template) {
-    shk__set_error(err, (shk__loc){ 0, 0 }, "`%.*s` is a static policy, not a template", (int)tmpl->id.n,
+    shk__error_set(err, -EINVAL, "`%.*s` is a static policy, not a template", (int)tmpl->id.n,
                    tmpl->id.p);
     return -EINVAL;
   }
   if ((want_p && !principal) || (want_r && !resource)) {
-    shk__set_error(err, (shk__loc){ 0, 0 }, "failed to link template: no value provided for `%s`",
+    shk__error_set(err, -EINVAL, "failed to link template: no value provided for `%s`",
                    want_p && !principal ? "?principal" : "?resource");
     return -EINVAL;
   }
   if ((!want_p && principal) || (!want_r && resource)) {
-    shk__set_error(
-        err, (shk__loc){0, 0},
-        "failed to link template: the slot `%s` was given a value but does not exist in the template",
+    shk__error_set(err, -EINVAL, "failed to link template: the slot `%s` was given a value but does not exist in the template",
         !want_p && principal ? "?principal" : "?resource");
     return -EINVAL;
   }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Policy metadata for embedders: ids, effects and annotations. The
  * capability manager names the deciding policy by its @id annotation. */
 #include <errno.h>

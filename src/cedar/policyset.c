@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The policy set: policies, templates and template links in order, with
  * NUL-terminated ids ready for responses. */
 #include <errno.h>
@@ -33,26 +34,44 @@ static const shk__anchor *anchor_find(const shk_cedar_policy_set *ps, shk__var v
   return an->pols ? an : NULL;
 }
 
-static void anchor_add(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u, uint32_t pol)
+/* Makes room for `room` more policies in the anchor of (var, u), creating
+ * it (empty) when it is new, so that anchor_push cannot fail. An anchor
+ * left empty by a link that failed later only costs its slot. */
+static void anchor_reserve(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u, uint32_t room)
 {
   uint64_t key = anchor_key(var, shk__uid_hash(u));
   if (!ps->anchors || (ps->n_anchors + 1) * 2 > ps->mask + 1) {
     size_t old_size = ps->anchors ? ps->mask + 1 : 0;
     size_t size = old_size ? old_size * 2 : 64;
     shk__anchor *old = ps->anchors;
-    ps->anchors = shk__xcalloc(size, sizeof *ps->anchors);
-    ps->mask = size - 1;
+    shk__anchor *grown = shk__ucalloc(size, sizeof *grown);
     for (size_t k = 0; k < old_size; k++)
       if (old[k].pols)
-        *anchor_slot(ps->anchors, ps->mask, old[k].key) = old[k];
+        *anchor_slot(grown, size - 1, old[k].key) = old[k];
+    ps->anchors = grown;
+    ps->mask = size - 1;
     free(old);
   }
   shk__anchor *an = anchor_slot(ps->anchors, ps->mask, key);
   if (!an->pols) {
+    an->pols = shk__urealloc(NULL, 4, sizeof *an->pols);
     an->key = key;
+    an->n = 0;
+    an->cap = 4;
     ps->n_anchors++;
   }
-  shk__xpush_u32(&an->pols, &an->n, &an->cap, pol);
+  if (an->n + room > an->cap) {
+    uint32_t cap = an->n + room > 2 * an->cap ? an->n + room : 2 * an->cap;
+    an->pols = shk__urealloc(an->pols, cap, sizeof *an->pols);
+    an->cap = cap;
+  }
+}
+
+static void anchor_push(shk_cedar_policy_set *ps, shk__var var, const shk__uid *u, uint32_t pol)
+{
+  shk__anchor *an = anchor_slot(ps->anchors, ps->mask, anchor_key(var, shk__uid_hash(u)));
+  if (ALWAYS(an->pols && an->n < an->cap))
+    an->pols[an->n++] = pol;
 }
 
 static bool anchorable(const shk__scope *sc)
@@ -60,40 +79,56 @@ static bool anchorable(const shk__scope *sc)
   return !sc->slot && (sc->kind == SHK__SC_EQ || sc->kind == SHK__SC_IN || sc->kind == SHK__SC_IS_IN);
 }
 
-static void index_policy(shk_cedar_policy_set *ps, uint32_t i)
+/* Puts policy `p` (index i) in the index. With `reserve`, only makes the
+ * room for it (which may unwind on out of memory), so that the call without
+ * it, which commits, cannot fail. */
+static void index_policy(shk_cedar_policy_set *ps, const shk__policy *p, uint32_t i, bool reserve)
 {
-  const shk__policy *p = ps->pols[i];
   if (p->is_template)
     return;
-  if (anchorable(&p->principal))
-    anchor_add(ps, SHK__VAR_PRINCIPAL, &p->principal.uid, i);
-  else if (anchorable(&p->resource))
-    anchor_add(ps, SHK__VAR_RESOURCE, &p->resource.uid, i);
-  else if (anchorable(&p->action))
-    anchor_add(ps, SHK__VAR_ACTION, &p->action.uid, i);
-  else if (p->action.kind == SHK__SC_IN_LIST) {
-    /* An empty list never matches, so such a policy needs no entry. */
-    for (size_t k = 0; k < p->action.n_uids; k++)
-      anchor_add(ps, SHK__VAR_ACTION, &p->action.uids[k], i);
-  } else {
-    uint32_t n = (uint32_t)ps->n_always, cap = (uint32_t)ps->cap_always;
-    shk__xpush_u32(&ps->always, &n, &cap, i);
-    ps->n_always = n;
-    ps->cap_always = cap;
+  const shk__scope *sc = anchorable(&p->principal) ? &p->principal
+                         : anchorable(&p->resource) ? &p->resource
+                         : anchorable(&p->action)   ? &p->action
+                                                    : NULL;
+  shk__var var = sc == &p->principal ? SHK__VAR_PRINCIPAL
+                 : sc == &p->resource ? SHK__VAR_RESOURCE
+                                      : SHK__VAR_ACTION;
+  if (sc) {
+    if (reserve)
+      anchor_reserve(ps, var, &sc->uid, 1);
+    else
+      anchor_push(ps, var, &sc->uid, i);
+  } else if (p->action.kind == SHK__SC_IN_LIST) {
+    /* An empty list never matches, so such a policy needs no entry. A uid
+     * listed twice reserves twice the room it needs, which is harmless. */
+    for (size_t k = 0; k < p->action.n_uids; k++) {
+      if (reserve)
+        anchor_reserve(ps, SHK__VAR_ACTION, &p->action.uids[k], (uint32_t)p->action.n_uids);
+      else
+        anchor_push(ps, SHK__VAR_ACTION, &p->action.uids[k], i);
+    }
+  } else if (reserve) {
+    if (ps->n_always == ps->cap_always) {
+      size_t cap = ps->cap_always ? ps->cap_always * 2 : 4;
+      ps->always = shk__urealloc(ps->always, cap, sizeof *ps->always);
+      ps->cap_always = cap;
+    }
+  } else if (ALWAYS(ps->n_always < ps->cap_always)) {
+    ps->always[ps->n_always++] = i;
   }
 }
 
 static void collect(const uint32_t *pols, uint32_t n, shk__cands *c)
 {
   if (c->n + n > c->cap) {
-    c->cap = c->n + n > 2 * c->cap ? c->n + n : 2 * c->cap;
-    c->v = shk__xrealloc(c->v, c->cap * sizeof *c->v);
+    uint32_t cap = c->n + n > 2 * c->cap ? c->n + n : 2 * c->cap;
+    c->v = shk__urealloc(c->v, cap, sizeof *c->v);
+    c->cap = cap;
   }
   if (n)
     memcpy(c->v + c->n, pols, n * sizeof *pols);
   c->n += n;
 }
-
 static int cmp_u32(const void *a, const void *b)
 {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -177,17 +212,18 @@ static void id_insert(uint32_t *table, size_t mask, const char *id, uint32_t k)
   table[i] = k + 1;
 }
 
-static void id_add(shk_cedar_policy_set *ps, uint32_t k)
+/* Makes room in the id table for one more policy. */
+static void id_reserve(shk_cedar_policy_set *ps)
 {
-  if (!ps->id_table || (ps->n + 1) * 2 > ps->id_mask + 1) {
-    size_t size = ps->id_table ? (ps->id_mask + 1) * 2 : 64;
-    free(ps->id_table);
-    ps->id_table = shk__xcalloc(size, sizeof *ps->id_table);
-    ps->id_mask = size - 1;
-    for (uint32_t i = 0; i < k; i++)
-      id_insert(ps->id_table, ps->id_mask, ps->ids[i], i);
-  }
-  id_insert(ps->id_table, ps->id_mask, ps->ids[k], k);
+  if (ps->id_table && (ps->n + 1) * 2 <= ps->id_mask + 1)
+    return;
+  size_t size = ps->id_table ? (ps->id_mask + 1) * 2 : 64;
+  uint32_t *table = shk__ucalloc(size, sizeof *table);
+  for (uint32_t i = 0; i < ps->n; i++)
+    id_insert(table, size - 1, ps->ids[i], i);
+  free(ps->id_table);
+  ps->id_table = table;
+  ps->id_mask = size - 1;
 }
 
 const shk__value *shk__folded(const shk__folds *f, const shk__expr *call)
@@ -236,7 +272,8 @@ static void fold(shk_cedar_policy_set *ps, const shk__expr *e)
     size_t size = f->slots ? (f->mask + 1) * 2 : 64;
     shk__fold *old = f->slots;
     size_t old_size = f->slots ? f->mask + 1 : 0;
-    f->slots = shk__xcalloc(size, sizeof *f->slots);
+    shk__fold *grown = shk__ucalloc(size, sizeof *grown);
+    f->slots = grown;
     f->mask = size - 1;
     for (size_t i = 0; i < old_size; i++)
       if (old[i].call)
@@ -247,46 +284,87 @@ static void fold(shk_cedar_policy_set *ps, const shk__expr *e)
   f->n++;
 }
 
+/* Adds a policy to the set. Everything that can run out of memory (and
+ * unwind) is done first, and leaves the set as it was but for spare room
+ * and folded constants; then the policy is committed by steps that cannot
+ * fail. So a link that runs out of memory leaves no half-added policy
+ * that the index would miss. */
 static void append(shk_cedar_policy_set *ps, shk__policy *p)
 {
   if (ps->n == ps->cap) {
-    ps->cap = ps->cap ? ps->cap * 2 : 16;
-    ps->pols = shk__xrealloc(ps->pols, ps->cap * sizeof *ps->pols);
-    ps->ids = shk__xrealloc(ps->ids, ps->cap * sizeof *ps->ids);
-    ps->hashes = shk__xrealloc(ps->hashes, ps->cap * sizeof *ps->hashes);
+    size_t cap = ps->cap ? ps->cap * 2 : 16;
+    ps->pols = shk__urealloc(ps->pols, cap, sizeof *ps->pols);
+    ps->ids = shk__urealloc(ps->ids, cap, sizeof *ps->ids);
+    ps->hashes = shk__urealloc(ps->hashes, cap, sizeof *ps->hashes);
+    ps->cap = cap;
   }
-  shk__scope_hash *h = &ps->hashes[ps->n];
-  h->principal = shk__uid_hash(&p->principal.uid);
-  h->action = shk__uid_hash(&p->action.uid);
-  h->resource = shk__uid_hash(&p->resource.uid);
-  h->action_list = shk__arena_alloc(ps->arena, (p->action.n_uids ? p->action.n_uids : 1) *
-                                                   sizeof *h->action_list);
+  shk__scope_hash h = {
+    .principal = shk__uid_hash(&p->principal.uid),
+    .action = shk__uid_hash(&p->action.uid),
+    .resource = shk__uid_hash(&p->resource.uid),
+    .action_list = shk__arena_alloc(ps->arena, (p->action.n_uids ? p->action.n_uids : 1) *
+                                                   sizeof *h.action_list),
+  };
   for (size_t k = 0; k < p->action.n_uids; k++)
-    h->action_list[k] = shk__uid_hash(&p->action.uids[k]);
-  ps->pols[ps->n] = p;
-  ps->ids[ps->n] = shk__arena_strndup(ps->arena, p->id.p, p->id.n);
-  id_add(ps, (uint32_t)ps->n);
-  ps->n++;
+    h.action_list[k] = shk__uid_hash(&p->action.uids[k]);
+  const char *id = shk__arena_strndup(ps->arena, p->id.p, p->id.n);
+  id_reserve(ps);
+  /* A folded constant of a policy that never joins the set is only
+   * unused: its key is a node of that policy, which no other has. */
   for (size_t i = 0; !p->is_template && i < p->n_conds; i++)
     fold(ps, p->conds[i].body);
-  index_policy(ps, (uint32_t)ps->n - 1);
+  uint32_t k = (uint32_t)ps->n;
+  index_policy(ps, p, k, true);
+
+  ps->pols[k] = p;
+  ps->ids[k] = id;
+  ps->hashes[k] = h;
+  id_insert(ps->id_table, ps->id_mask, id, k);
+  ps->n++;
+  index_policy(ps, p, k, false);
+}
+
+static shk_cedar_policy_set *set_new(void)
+{
+  shk_cedar_policy_set *ps = shk__calloc(1, sizeof *ps);
+  if (ps && !(ps->arena = shk__arena_new())) {
+    free(ps);
+    ps = NULL;
+  }
+  return ps;
+}
+
+typedef struct parse_job {
+  shk_cedar_policy_set *ps;
+  const char *text;
+  size_t len;
+  shk_error *err;
+} parse_job;
+
+static int parse_all(void *ctx)
+{
+  parse_job *j = ctx;
+  shk__policy **pols;
+  size_t n;
+  int r = shk__parse_policies(j->ps->arena, j->text, j->len, &pols, &n, j->err);
+  for (size_t i = 0; r == 0 && i < n; i++)
+    append(j->ps, pols[i]);
+  return r;
 }
 
 int shk_cedar_policy_set_parse(const char *text, size_t len, shk_cedar_policy_set **out,
-                               shk_cedar_error *err)
+                               shk_error *err)
 {
   *out = NULL;
-  shk_cedar_policy_set *ps = shk__xcalloc(1, sizeof *ps);
-  ps->arena = shk__arena_new();
-  shk__policy **pols;
-  size_t n;
-  int r = shk__parse_policies(ps->arena, text, len, &pols, &n, err);
+  shk_cedar_policy_set *ps = set_new();
+  if (!ps)
+    return shk__error_nomem(err);
+  parse_job j = { ps, text, len, err };
+  int r = shk__oom_guard(parse_all, &j, err);
   if (r < 0) {
     shk_cedar_policy_set_free(ps);
     return r;
   }
-  for (size_t i = 0; i < n; i++)
-    append(ps, pols[i]);
   *out = ps;
   return 0;
 }
@@ -319,38 +397,44 @@ shk__policy *const *shk__policy_set_policies(const shk_cedar_policy_set *ps, siz
   return ps->pols;
 }
 
-static int set_err(shk_cedar_error *err, const char *what, const char *id)
-{
-  if (err) {
-    snprintf(err->message, sizeof err->message, "%s: %.200s", what, id);
-    err->line = err->column = 0;
-  }
-  return -EINVAL;
-}
+typedef struct link_job {
+  shk_cedar_policy_set *ps;
+  const char *template_id, *new_id, *principal, *resource;
+  shk_error *err;
+} link_job;
 
-int shk_cedar_policy_set_link(shk_cedar_policy_set *ps, const char *template_id,
-                              const char *new_id, const char *principal,
-                              const char *resource, shk_cedar_error *err)
+static int link_policy(void *ctx)
 {
-  if (id_find(ps, new_id) >= 0)
-    return set_err(err, "a policy with this id already exists", new_id);
-  int64_t t = id_find(ps, template_id);
+  link_job *j = ctx;
+  shk_cedar_policy_set *ps = j->ps;
+  if (id_find(ps, j->new_id) >= 0)
+    return shk__cedar_fail(j->err, "a policy with this id already exists: %.200s", j->new_id);
+  int64_t t = id_find(ps, j->template_id);
   const shk__policy *tmpl = t >= 0 ? ps->pols[t] : NULL;
   if (!tmpl || !tmpl->is_template)
-    return set_err(err, "no template with this id", template_id);
+    return shk__cedar_fail(j->err, "no template with this id: %.200s", j->template_id);
   shk__uid pu, ru;
   int r;
-  if (principal &&
-      (r = shk__parse_entity_ref(ps->arena, principal, strlen(principal), &pu, err)) < 0)
+  if (j->principal &&
+      (r = shk__parse_entity_ref(ps->arena, j->principal, strlen(j->principal), &pu, j->err)) < 0)
     return r;
-  if (resource && (r = shk__parse_entity_ref(ps->arena, resource, strlen(resource), &ru, err)) < 0)
+  if (j->resource &&
+      (r = shk__parse_entity_ref(ps->arena, j->resource, strlen(j->resource), &ru, j->err)) < 0)
     return r;
-  shk__str id = { shk__arena_strndup(ps->arena, new_id, strlen(new_id)), strlen(new_id) };
+  shk__str id = { shk__arena_strndup(ps->arena, j->new_id, strlen(j->new_id)), strlen(j->new_id) };
   shk__policy *linked;
-  r = shk__link_template(ps->arena, tmpl, id, principal ? &pu : NULL, resource ? &ru : NULL,
-                         &linked, err);
+  r = shk__link_template(ps->arena, tmpl, id, j->principal ? &pu : NULL,
+                         j->resource ? &ru : NULL, &linked, j->err);
   if (r < 0)
     return r;
   append(ps, linked);
   return 0;
+}
+
+int shk_cedar_policy_set_link(shk_cedar_policy_set *ps, const char *template_id,
+                              const char *new_id, const char *principal,
+                              const char *resource, shk_error *err)
+{
+  link_job j = { ps, template_id, new_id, principal, resource, err };
+  return shk__oom_guard(link_policy, &j, err);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JSON schema form: jansson's tree to the unresolved shk__sch. As in
  * the reference, an unknown field or a repeated key is an error, and every
  * name is checked; schema.c then resolves names as for the text form. */
@@ -11,25 +12,26 @@
 #include "cedar/cedar-eval-internal.h"
 #include "cedar/cedar-parse-internal.h"
 
+/* The parser's state. The JSON trees are freed by shk__schema_json_parse,
+ * after a syntax error and after an out-of-memory unwind alike. */
 typedef struct jparser {
   shk__sch *sc;
   shk__arena *a;
-  shk_cedar_error *err;
+  shk_error *err;
   jmp_buf fail;
   unsigned depth;
+  const char *text;
+  size_t len;
+  json_t *root;
   json_t *empty; /* {}, standing in for [] (see struct_value) */
 } jparser;
 
 __attribute__((noreturn, format(printf, 2, 3))) static void jfail(jparser *p, const char *fmt, ...)
 {
-  if (p->err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->err->message, sizeof(p->err->message), fmt, ap);
-    va_end(ap);
-    p->err->line = 0;
-    p->err->column = 0;
-  }
+  va_list ap;
+  va_start(ap, fmt);
+  shk__error_vat(p->err, -EINVAL, NULL, 0, 0, fmt, ap);
+  va_end(ap);
   longjmp(p->fail, 1);
 }
 
@@ -41,15 +43,10 @@ static shk__str jstr(jparser *p, const json_t *v, const char *what)
 }
 
 /* An object key, decoded the way shk__json_load encoded it (NUL is allowed
- * in names); keys are not json_t, so it goes through a temporary string. */
+ * in names). */
 static shk__str key_str(jparser *p, const char *key)
 {
-  json_t *tmp = json_string_nocheck(key);
-  if (!tmp)
-    jfail(p, "out of memory");
-  shk__str s = shk__json_str(p->a, tmp);
-  json_decref(tmp);
-  return s;
+  return shk__json_decode(p->a, key, strlen(key));
 }
 
 /* Identifier syntax, reserved words allowed (annotation keys). */
@@ -92,7 +89,7 @@ static json_t *struct_value(jparser *p, json_t *v, const char *what)
 {
   if (json_is_array(v) && json_array_size(v) == 0) {
     if (!p->empty && !(p->empty = json_object()))
-      jfail(p, "out of memory");
+      shk__oom_unwind();
     return p->empty;
   }
   need_object(p, v, what);
@@ -392,19 +389,22 @@ static void parse_root(jparser *p, const json_t *root)
   }
 }
 
-int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err)
+static int parse(void *ctx)
 {
-  json_t *root = shk__json_load(text ? text : "", text ? len : 0, "JSON schema", err);
-  if (!root)
+  jparser *p = ctx;
+  if (!(p->root = shk__json_load(p->text, p->len, "JSON schema", p->err)))
     return -EINVAL;
-  jparser p = { .sc = sc, .a = sc->a, .err = err };
-  if (setjmp(p.fail)) {
-    json_decref(p.empty);
-    json_decref(root);
+  if (setjmp(p->fail))
     return -EINVAL;
-  }
-  parse_root(&p, root);
-  json_decref(p.empty);
-  json_decref(root);
+  parse_root(p, p->root);
   return 0;
+}
+
+int shk__schema_json_parse(shk__sch *sc, const char *text, size_t len, shk_error *err)
+{
+  jparser p = { .sc = sc, .a = sc->a, .err = err, .text = text ? text : "", .len = text ? len : 0 };
+  int r = shk__oom_guard(parse, &p, err);
+  json_decref(p.empty);
+  json_decref(p.root);
+  return r;
 }

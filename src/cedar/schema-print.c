@@ -1,7 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A schema written back out, as JSON or as .cedarschema text, from its
  * resolved form: every name fully qualified, common types inlined. The
  * result declares the same entity types and actions with the same types;
- * what only served to write it (common type names, comments) is not kept. */
+ * what only served to write it (common type names, comments) is not kept.
+ * Out of memory makes either writer return NULL (see est.c for the JSON
+ * builders, src/common for the text buffer). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +45,11 @@ static json_t *type_json(const shk__type *t)
   case SHK__T_EXT: return json_pack("{s:s, s:o}", "type", "Extension", "name", jstr(t->name));
   case SHK__T_RECORD: {
     json_t *attrs = json_object();
-    for (size_t i = 0; i < t->n_attrs; i++) {
+    for (size_t i = 0; i < t->n_attrs && attrs; i++) {
       json_t *a = type_json(t->attrs[i].type);
       if (!t->attrs[i].required)
-        json_object_set_new(a, "required", json_false());
-      json_object_setn_new_nocheck(attrs, t->attrs[i].name.p, t->attrs[i].name.n, a);
+        a = shk__json_put(a, "required", strlen("required"), json_false());
+      attrs = shk__json_put(attrs, t->attrs[i].name.p, t->attrs[i].name.n, a);
     }
     return json_pack("{s:s, s:o}", "type", "Record", "attributes", attrs);
   }
@@ -54,67 +57,70 @@ static json_t *type_json(const shk__type *t)
   return json_null();
 }
 
-static json_t *namespace_obj(json_t *root, shk__str name)
+/* Puts O under key K (N bytes) in the SECTION ("entityTypes" or
+ * "actions") of the namespace of NAME in ROOT, making the namespace when
+ * it is new. False when out of memory; O is taken either way. */
+static bool add(json_t *root, shk__str name, const char *section, const char *k, size_t n, json_t *o)
 {
-  size_t n = ns_len(name);
-  char *key = strndup(name.p, n);
-  json_t *ns = json_object_get(root, key);
-  if (!ns) {
+  char *key = shk__strndup(name.p, ns_len(name));
+  json_t *ns = key ? json_object_get(root, key) : NULL;
+  if (key && !ns) {
     ns = json_pack("{s:{}, s:{}}", "entityTypes", "actions");
-    json_object_set_new(root, key, ns);
+    if (!ns || json_object_set_new(root, key, ns) < 0)
+      ns = NULL;
   }
   free(key);
-  return ns;
+  json_t *sec = ns ? json_object_get(ns, section) : NULL;
+  if (!sec || !o) {
+    json_decref(o);
+    return false;
+  }
+  return json_object_setn_new_nocheck(sec, k, n, o) == 0;
+}
+
+static json_t *names_json(const shk__str *v, size_t n)
+{
+  json_t *a = json_array();
+  for (size_t k = 0; k < n && a; k++)
+    a = shk__json_push(a, jstr(v[k]));
+  return a;
 }
 
 char *shk_cedar_schema_to_json(const shk_cedar_schema *schema)
 {
   const shk__schema *s = &schema->s;
   json_t *root = json_object();
-  for (size_t i = 0; i < s->n_etypes; i++) {
+  bool ok = root != NULL;
+  for (size_t i = 0; i < s->n_etypes && ok; i++) {
     const shk__entity_type *et = &s->etypes[i];
     json_t *o = json_object();
     if (et->is_enum) {
-      json_t *ids = json_array();
-      for (size_t k = 0; k < et->n_enum_ids; k++)
-        json_array_append_new(ids, jstr(et->enum_ids[k]));
-      json_object_set_new(o, "enum", ids);
+      o = shk__json_put(o, "enum", strlen("enum"), names_json(et->enum_ids, et->n_enum_ids));
     } else {
-      json_t *mo = json_array();
-      for (size_t k = 0; k < et->n_member_of; k++)
-        json_array_append_new(mo, jstr(et->member_of[k]));
-      json_object_set_new(o, "memberOfTypes", mo);
-      json_object_set_new(o, "shape", type_json(et->shape));
+      o = shk__json_put(o, "memberOfTypes", strlen("memberOfTypes"), names_json(et->member_of, et->n_member_of));
+      o = shk__json_put(o, "shape", strlen("shape"), type_json(et->shape));
       if (et->tags)
-        json_object_set_new(o, "tags", type_json(et->tags));
+        o = shk__json_put(o, "tags", strlen("tags"), type_json(et->tags));
     }
     shk__str b = base(et->name);
-    json_object_setn_new_nocheck(json_object_get(namespace_obj(root, et->name), "entityTypes"), b.p, b.n, o);
+    ok = add(root, et->name, "entityTypes", b.p, b.n, o);
   }
-  for (size_t i = 0; i < s->n_actions; i++) {
+  for (size_t i = 0; i < s->n_actions && ok; i++) {
     const shk__action *ac = &s->actions[i];
-    json_t *o = json_object();
     json_t *mo = json_array();
-    for (size_t k = 0; k < ac->n_member_of; k++)
-      json_array_append_new(mo, json_pack("{s:o, s:o}", "id", jstr(ac->member_of[k].id), "type",
-                                          jstr(ac->member_of[k].type)));
-    json_object_set_new(o, "memberOf", mo);
-    if (ac->has_applies_to) {
-      json_t *pt = json_array(), *rt = json_array();
-      for (size_t k = 0; k < ac->n_principals; k++)
-        json_array_append_new(pt, jstr(ac->principals[k]));
-      for (size_t k = 0; k < ac->n_resources; k++)
-        json_array_append_new(rt, jstr(ac->resources[k]));
-      json_object_set_new(o, "appliesTo", json_pack("{s:o, s:o, s:o}", "principalTypes", pt, "resourceTypes",
-                                                    rt, "context", type_json(ac->context)));
-    }
-    json_object_setn_new_nocheck(json_object_get(namespace_obj(root, ac->uid.type), "actions"), ac->uid.id.p,
-                                 ac->uid.id.n, o);
+    for (size_t k = 0; k < ac->n_member_of && mo; k++)
+      mo = shk__json_push(mo, json_pack("{s:o, s:o}", "id", jstr(ac->member_of[k].id), "type",
+                                        jstr(ac->member_of[k].type)));
+    json_t *o = shk__json_put(json_object(), "memberOf", strlen("memberOf"), mo);
+    if (ac->has_applies_to)
+      o = shk__json_put(o, "appliesTo", strlen("appliesTo"),
+                        json_pack("{s:o, s:o, s:o}", "principalTypes", names_json(ac->principals, ac->n_principals),
+                                  "resourceTypes", names_json(ac->resources, ac->n_resources), "context",
+                                  type_json(ac->context)));
+    ok = add(root, ac->uid.type, "actions", ac->uid.id.p, ac->uid.id.n, o);
   }
-  char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  char *text = ok ? shk__json_dumps(root) : NULL;
   json_decref(root);
-  if (!text)
-    shk__die(1, "out of memory");
   return text;
 }
 
@@ -178,10 +184,11 @@ char *shk_cedar_schema_to_text(const shk_cedar_schema *schema)
 {
   const shk__schema *s = &schema->s;
   shk__buf b = { 0 };
-  shk__buf_puts(&b, "");
   /* One namespace block per distinct namespace, in order of appearance. */
   size_t total = s->n_etypes + s->n_actions;
-  shk__str *seen = shk__xcalloc(total + 1, sizeof *seen);
+  shk__str *seen = shk__calloc(total + 1, sizeof *seen);
+  if (!seen)
+    return NULL;
   size_t n_seen = 0;
   for (size_t i = 0; i < total; i++) {
     shk__str name = i < s->n_etypes ? s->etypes[i].name : s->actions[i - s->n_etypes].uid.type;
@@ -260,5 +267,5 @@ char *shk_cedar_schema_to_text(const shk_cedar_schema *schema)
       shk__buf_puts(&b, "}\n");
   }
   free(seen);
-  return b.p;
+  return shk__buf_take(&b);
 }

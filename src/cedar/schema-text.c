@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The human-readable schema form (.cedarschema): text to the unresolved
  * shk__sch, by recursive descent over the reference grammar
  * (cedar_schema/grammar.lalrpop) with its conversion checks. Names are
@@ -382,11 +383,11 @@ static void decl(sparser *p)
   }
 }
 
-int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_cedar_error *err)
+int shk__schema_text_parse(shk__sch *sc, const char *text, size_t len, shk_error *err)
 {
   sparser p = { .sc = sc, .c.err = err, .a = sc->a, .ns = SHK__STR_LIT("") };
   if (!shk__utf8_valid(text, len)) {
-    shk__set_error(err, (shk__loc){ 0, 0 }, "the schema is not valid UTF-8");
+    shk__error_set(err, -EINVAL, "the schema is not valid UTF-8");
     return -EINVAL;
   }
   shk__lexer_init(&p.c.lx, text, len, true);

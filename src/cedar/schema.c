@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Schemas: both source forms are parsed into the unresolved shk__sch, then
  * resolved here into the shk__schema the engine uses, with the reference's
  * name-resolution rules (RFC 24 and RFC 70 of Cedar): a name written in
@@ -91,7 +92,7 @@ typedef struct resolver {
   shk__arena *a;
   shk__sch *sc;
   shk__schema *out;
-  shk_cedar_error *err;
+  shk_error *err;
   jmp_buf fail;
   hmap ent, com;
   const hmap *action_types; /* "NS::Action" names, which are entity types too */
@@ -106,14 +107,10 @@ typedef struct resolver {
 
 __attribute__((noreturn, format(printf, 3, 4))) static void rfail(resolver *r, shk__loc loc, const char *fmt, ...)
 {
-  if (r->err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->err->message, sizeof(r->err->message), fmt, ap);
-    va_end(ap);
-    r->err->line = loc.line;
-    r->err->column = loc.col;
-  }
+  va_list ap;
+  va_start(ap, fmt);
+  shk__error_vat(r->err, -EINVAL, NULL, loc.line, loc.col, fmt, ap);
+  va_end(ap);
   longjmp(r->fail, 1);
 }
 
@@ -521,39 +518,61 @@ static void resolve_all(resolver *r, schema_priv *priv)
     hmap_put(&priv->etypes, out->etypes[i].name, NONE, (uint32_t)i);
 }
 
-int shk_cedar_schema_parse(const char *text, size_t len, shk_cedar_schema_format fmt, shk_cedar_schema **out,
-                           shk_cedar_error *err)
+typedef struct schema_job {
+  shk__arena *a;
+  const char *text;
+  size_t len;
+  shk_cedar_schema_format fmt;
+  shk_error *err;
+  shk__sch sc;
+  resolver r;
+  shk_cedar_schema *s;
+} schema_job;
+
+static int build(void *ctx)
 {
-  *out = NULL;
-  if (err)
-    *err = (shk_cedar_error){ 0 };
-  shk__arena *a = shk__arena_new();
-  shk__sch sc = { .a = a };
-  int rc = fmt == SHK_CEDAR_SCHEMA_JSON ? shk__schema_json_parse(&sc, text, len, err)
-                                        : shk__schema_text_parse(&sc, text, len, err);
-  if (rc < 0) {
-    shk__arena_free(a);
+  schema_job *j = ctx;
+  shk__arena *a = j->a;
+  j->sc = (shk__sch){ .a = a };
+  int rc = j->fmt == SHK_CEDAR_SCHEMA_JSON ? shk__schema_json_parse(&j->sc, j->text, j->len, j->err)
+                                           : shk__schema_text_parse(&j->sc, j->text, j->len, j->err);
+  if (rc < 0)
     return rc;
-  }
   shk_cedar_schema *s = shk__arena_calloc(a, sizeof(*s));
   schema_priv *priv = shk__arena_calloc(a, sizeof(*priv));
   s->s.arena = a;
   s->s.priv = priv;
-  resolver r = { .a = a, .sc = &sc, .out = &s->s, .err = err };
+  j->r = (resolver){ .a = a, .sc = &j->sc, .out = &s->s, .err = j->err };
   /* The three primitive types are shared by every use. */
   shk__type *prims = shk__arena_calloc(a, 3 * sizeof(*prims));
   prims[0].kind = SHK__T_BOOL;
   prims[1].kind = SHK__T_LONG;
   prims[2].kind = SHK__T_STRING;
-  r.t_bool = &prims[0];
-  r.t_long = &prims[1];
-  r.t_string = &prims[2];
-  if (setjmp(r.fail)) {
-    shk__arena_free(a);
+  j->r.t_bool = &prims[0];
+  j->r.t_long = &prims[1];
+  j->r.t_string = &prims[2];
+  if (setjmp(j->r.fail))
     return -EINVAL;
+  resolve_all(&j->r, priv);
+  j->s = s;
+  return 0;
+}
+
+int shk_cedar_schema_parse(const char *text, size_t len, shk_cedar_schema_format fmt, shk_cedar_schema **out,
+                           shk_error *err)
+{
+  *out = NULL;
+  if (err)
+    *err = (shk_error){ 0 };
+  schema_job j = { .a = shk__arena_new(), .text = text, .len = len, .fmt = fmt, .err = err };
+  if (!j.a)
+    return shk__error_nomem(err);
+  int rc = shk__oom_guard(build, &j, err);
+  if (rc < 0) {
+    shk__arena_free(j.a);
+    return rc;
   }
-  resolve_all(&r, priv);
-  *out = s;
+  *out = j.s;
   return 0;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The strict validator: type-checks every policy of a set against a schema,
  * the way the reference validator does in its default (strict) mode.
  *
@@ -23,7 +24,9 @@
  * Why this is safe: the checker only reads the policy and schema; its
  * working memory is in two scratch arenas freed before returning (only the
  * findings are malloc'd, for the caller), its recursion is bounded, and a
- * construct it does not recognise is reported as an error, never passed. */
+ * construct it does not recognise is reported as an error, never passed.
+ * Out of memory unwinds to shk_cedar_validate, which frees the findings
+ * and returns -ENOMEM: a partial list of findings is never an answer. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -276,10 +279,16 @@ SHK_NOINLINE SHK_PRINTF(3, 4) static void verr(checker *c, shk__loc loc, const c
   /* Capacity doubles at each power of two. */
   size_t n = o->n_errors;
   if ((n & (n - 1)) == 0)
-    o->errors = shk__xrealloc(o->errors, (n < 4 ? 8 : 2 * n) * sizeof *o->errors);
+    o->errors = shk__urealloc(o->errors, n < 4 ? 8 : 2 * n, sizeof *o->errors);
+  char *pid = shk__strdup(esc(id, sizeof id, c->p->id)), *m = shk__strdup(msg);
+  if (!pid || !m) {
+    free(pid);
+    free(m);
+    shk__oom_unwind();
+  }
   o->errors[o->n_errors++] = (shk_cedar_validation_error){
-    .policy_id = shk__xstrdup(esc(id, sizeof id, c->p->id)),
-    .message = shk__xstrdup(msg),
+    .policy_id = pid,
+    .message = m,
     .line = loc.line,
     .column = loc.col,
   };
@@ -1649,29 +1658,45 @@ static void check_types(checker *c, const shk__policy *p)
 
 /* ---------------------------------------------------------------- entry points */
 
+typedef struct vjob {
+  const shk_cedar_policy_set *ps;
+  const shk_cedar_schema *schema;
+  shk_cedar_validation_result *out;
+  shk__arena *a, *pa;
+} vjob;
+
+static int check_all(void *ctx)
+{
+  const vjob *j = ctx;
+  size_t n = 0;
+  shk__policy *const *pols = shk__policy_set_policies(j->ps, &n);
+  for (size_t i = 0; i < n; i++) {
+    checker c = { .s = &j->schema->s, .a = j->a, .pa = j->pa, .p = pols[i], .out = j->out };
+    check_names_scope(&c, &pols[i]->principal);
+    check_names_scope(&c, &pols[i]->action);
+    check_names_scope(&c, &pols[i]->resource);
+    for (size_t k = 0; k < pols[i]->n_conds; k++)
+      check_names_expr(&c, pols[i]->conds[k].body, 0);
+    check_applies(&c, pols[i]);
+    check_types(&c, pols[i]);
+    shk__arena_reset(j->pa);
+  }
+  return 0;
+}
+
 int shk_cedar_validate(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema,
                        shk_cedar_validation_result *out)
 {
   if (!ps || !schema || !out)
     return -EINVAL;
   *out = (shk_cedar_validation_result){ 0 };
-  size_t n = 0;
-  shk__policy *const *pols = shk__policy_set_policies(ps, &n);
-  shk__arena *a = shk__arena_new(), *pa = shk__arena_new();
-  for (size_t i = 0; i < n; i++) {
-    checker c = { .s = &schema->s, .a = a, .pa = pa, .p = pols[i], .out = out };
-    check_names_scope(&c, &pols[i]->principal);
-    check_names_scope(&c, &pols[i]->action);
-    check_names_scope(&c, &pols[i]->resource);
-    for (size_t j = 0; j < pols[i]->n_conds; j++)
-      check_names_expr(&c, pols[i]->conds[j].body, 0);
-    check_applies(&c, pols[i]);
-    check_types(&c, pols[i]);
-    shk__arena_reset(pa);
-  }
-  shk__arena_free(pa);
-  shk__arena_free(a);
-  return 0;
+  vjob j = { ps, schema, out, shk__arena_new(), shk__arena_new() };
+  int r = j.a && j.pa ? shk__oom_guard(check_all, &j, NULL) : -ENOMEM;
+  shk__arena_free(j.pa);
+  shk__arena_free(j.a);
+  if (r < 0)
+    shk_cedar_validation_result_clear(out);
+  return r;
 }
 
 void shk_cedar_validation_result_clear(shk_cedar_validation_result *r)

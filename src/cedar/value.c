@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runtime values: the total order behind set canonicalisation and equality,
  * record lookup, and the extension functions shared by the evaluator and the
  * JSON __extn escape. */
@@ -38,11 +39,12 @@ int shk__fail(shk__eval_error *e, shk__err_kind kind, const char *fmt, ...)
   return -1;
 }
 
-void shk__xpush_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x)
+void shk__upush_u32(uint32_t **v, uint32_t *n, uint32_t *cap, uint32_t x)
 {
   if (*n == *cap) {
-    *cap = *cap ? *cap * 2 : 4;
-    *v = shk__xrealloc(*v, *cap * sizeof **v);
+    uint32_t c = *cap ? *cap * 2 : 4;
+    *v = shk__urealloc(*v, c, sizeof **v);
+    *cap = c;
   }
   (*v)[(*n)++] = x;
 }

@@ -30,7 +30,7 @@ static char *read_input(const char *path, size_t *len)
   return buf;
 }
 
-SHK_NORETURN static void die_parse(const char *path, const shk_cedar_error *err)
+SHK_NORETURN static void die_parse(const char *path, const shk_error *err)
 {
   if (err->line)
     shk__die(EXIT_BAD, "%s:%u:%u: %s", path, err->line, err->column, err->message);
@@ -84,13 +84,15 @@ int shk_cli_cedar_format(int argc, char **argv)
   size_t len;
   shk_autofree char *text = read_input(a.file, &len);
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_policy_set_parse(text, len, &ps, &err) < 0)
     die_parse(a.file, &err);
   char *out = shk_cedar_policy_set_to_text(ps);
   shk_cedar_policy_set_free(ps);
+  if (!out)
+    shk__die(EXIT_BAD, "out of memory");
   if (a.check) {
-    bool same = out && strlen(out) == len && !memcmp(out, text, len);
+    bool same = strlen(out) == len && !memcmp(out, text, len);
     free(out);
     if (!same)
       fprintf(stderr, "shinken: %s is not formatted\n", a.file);
@@ -107,7 +109,7 @@ int shk_cli_cedar_translate_policy(int argc, char **argv)
   size_t len;
   shk_autofree char *text = read_input(a.file, &len);
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   bool to_json = !strcmp(a.direction, "cedar-to-json");
   int r = to_json ? shk_cedar_policy_set_parse(text, len, &ps, &err)
                   : shk_cedar_policy_set_parse_json(text, len, &ps, &err);
@@ -125,7 +127,7 @@ int shk_cli_cedar_translate_schema(int argc, char **argv)
   size_t len;
   shk_autofree char *text = read_input(a.file, &len);
   shk_cedar_schema *s = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   bool to_json = !strcmp(a.direction, "cedar-to-json");
   if (shk_cedar_schema_parse(text, len, to_json ? SHK_CEDAR_SCHEMA_TEXT : SHK_CEDAR_SCHEMA_JSON, &s, &err) < 0)
     die_parse(a.file, &err);

@@ -31,7 +31,7 @@ static char *read_input(const char *what, const char *path, size_t *len)
   return buf;
 }
 
-SHK_NORETURN static void die_parse(const char *path, const shk_cedar_error *err)
+SHK_NORETURN static void die_parse(const char *path, const shk_error *err)
 {
   if (err->line)
     shk__die(EXIT_BAD, "%s:%u:%u: %s", path, err->line, err->column, err->message);
@@ -81,7 +81,7 @@ int shk_cli_cedar_validate(int argc, char **argv)
   }
 
   size_t len;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   shk_autofree char *schema_text = read_input("schema", schema_path, &len);
   size_t n = strlen(schema_path);
   bool is_json = n >= 5 && !strcmp(schema_path + n - 5, ".json");

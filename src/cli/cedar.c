@@ -3,7 +3,7 @@
  *   authorize    decide one request, or a file of requests (one per line)
  *   conformance  run test files in the official cedar-integration-tests format
  *   validate, format, translate-policy, translate-schema
- *                live in their own files and are called when built in
+ *                live in their own files (cedar-validate.c, cedar-format.c)
  *
  * Flags and exit codes follow the official `cedar` CLI where it has the
  * same command: authorize exits 0 on ALLOW, 2 on DENY and 1 on bad input. */
@@ -17,16 +17,6 @@
 #include "cli/cli.h"
 #include "common/common.h"
 #include "shinken/cedar.h"
-
-/* The other cedar subcommands and the validator are separate parts of the
- * build; a weak reference is NULL when a part is absent, and the command
- * then says so instead of failing to link. */
-#pragma weak shk_cli_cedar_validate
-#pragma weak shk_cli_cedar_format
-#pragma weak shk_cli_cedar_translate_policy
-#pragma weak shk_cli_cedar_translate_schema
-#pragma weak shk_cedar_validate
-#pragma weak shk_cedar_validation_result_clear
 
 enum { EXIT_ALLOW = 0, EXIT_BAD_INPUT = 1, EXIT_DENY = 2 };
 
@@ -44,7 +34,7 @@ static char *read_or_die(const char *what, const char *path, size_t *len)
 }
 
 /* "FILE:LINE:COL: message", or "FILE: message" when the error has no place. */
-SHK_NORETURN static void die_parse(const char *path, const shk_cedar_error *err)
+SHK_NORETURN static void die_parse(const char *path, const shk_error *err)
 {
   if (err->line)
     shk__die(EXIT_BAD_INPUT, "%s:%u:%u: %s", path, err->line, err->column, err->message);
@@ -73,7 +63,7 @@ static shk_cedar_schema *load_schema(const char *path, const char *forced)
   size_t len;
   shk_autofree char *text = read_or_die("schema", path, &len);
   shk_cedar_schema *s = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_schema_parse(text, len, schema_format_of(path, forced), &s, &err) < 0)
     die_parse(path, &err);
   return s;
@@ -84,7 +74,7 @@ static shk_cedar_policy_set *load_policies(const char *path)
   size_t len;
   shk_autofree char *text = read_or_die("policies", path, &len);
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_policy_set_parse(text, len, &ps, &err) < 0)
     die_parse(path, &err);
   return ps;
@@ -120,7 +110,7 @@ static void load_links(shk_cedar_policy_set *ps, const char *path)
                                  "like User::\"alice\"", path, i);
       slot[k] = json_string_value(v);
     }
-    shk_cedar_error err = { 0 };
+    shk_error err = { 0 };
     if (shk_cedar_policy_set_link(ps, tid, lid, slot[0], slot[1], &err) < 0)
       shk__die(EXIT_BAD_INPUT, "%s: link %zu (%s): %s", path, i, lid, err.message);
   }
@@ -132,7 +122,7 @@ static shk_cedar_entities *load_entities(const char *path, const shk_cedar_schem
   size_t len;
   shk_autofree char *text = read_or_die("entities", path, &len);
   shk_cedar_entities *es = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_entities_parse(text, len, schema, &es, &err) < 0)
     die_parse(path, &err);
   return es;
@@ -243,7 +233,7 @@ static int authorize_batch(const shk_cedar_policy_set *ps, const shk_cedar_entit
     if (strspn(line, " \t\r\n") == (size_t)n)
       continue;
     shk_cedar_request *req = NULL;
-    shk_cedar_error err = { 0 };
+    shk_error err = { 0 };
     if (shk_cedar_request_from_json(line, (size_t)n, schema, schema != NULL, &req, &err) < 0 ||
         shk_cedar_is_authorized(ps, es, req, &resp) < 0) {
       fputs("{\"error\":", stdout);
@@ -334,7 +324,7 @@ static int cmd_authorize(int argc, char **argv)
     /* With a schema the request is checked against it, as the official CLI
      * does: a request the schema does not allow is bad input, not a DENY. */
     shk_cedar_request *req = NULL;
-    shk_cedar_error err = { 0 };
+    shk_error err = { 0 };
     int r;
     if (request_json) {
       size_t len;
@@ -471,7 +461,7 @@ static void run_request(test_file *tf, json_t *jr)
       json_object_set(q, parts[i], json_object_get(jr, parts[i]));
 
   shk_cedar_request *req = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   const char **got_errors = NULL;
   if (!want_dec) {
     printf("FAIL %s: %s: malformed test request\n", tf->file, desc);
@@ -524,11 +514,11 @@ static void fail_file(conformance *c, const char *file, size_t n, const char *wh
  * `parse`, or explains why it could not. */
 static bool load_input(test_file *tf, const char *what, json_t *name, char *why, size_t why_n,
                        int (*parse)(test_file *, const char *, size_t, const char *,
-                                    shk_cedar_error *))
+                                    shk_error *))
 {
   const char *rel = json_string_value(name);
   size_t len;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (!rel) {
     snprintf(why, why_n, "the test names no %s file", what);
     return false;
@@ -544,19 +534,19 @@ static bool load_input(test_file *tf, const char *what, json_t *name, char *why,
 }
 
 static int parse_schema_input(test_file *tf, const char *text, size_t len, const char *rel,
-                              shk_cedar_error *err)
+                              shk_error *err)
 {
   return shk_cedar_schema_parse(text, len, schema_format_of(rel, NULL), &tf->schema, err);
 }
 
 static int parse_policies_input(test_file *tf, const char *text, size_t len, const char *rel,
-                                shk_cedar_error *err)
+                                shk_error *err)
 {
   return shk_cedar_policy_set_parse(text, len, &tf->ps, err);
 }
 
 static int parse_entities_input(test_file *tf, const char *text, size_t len, const char *rel,
-                                shk_cedar_error *err)
+                                shk_error *err)
 {
   return shk_cedar_entities_parse(text, len, tf->schema, &tf->es, err);
 }
@@ -588,7 +578,7 @@ static void run_test_file(conformance *c, const char *file)
 {
   size_t len = 0;
   shk_autofree char *text = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   int r = shk__read_file(file, &text, &len);
   json_t *t = r < 0 ? NULL : shk_cedar_json_parse(text, len, &err);
   if (!json_is_object(t) || !json_is_array(json_object_get(t, "requests"))) {
@@ -608,7 +598,7 @@ static void run_test_file(conformance *c, const char *file)
     fail_file(c, file, json_array_size(requests), why);
     goto out;
   }
-  if (shk_cedar_validate && json_is_boolean(should))
+  if (json_is_boolean(should))
     check_validation(c, file, tf.ps, tf.schema, should);
   if (!load_input(&tf, "entities", json_object_get(t, "entities"), why, sizeof why,
                   parse_entities_input)) {
@@ -671,10 +661,7 @@ static int cmd_conformance(int argc, char **argv)
     if (f != stdin)
       fclose(f);
   }
-  if (shk_cedar_validate)
-    printf("validation: %u passed, %u failed\n", c.val_pass, c.val_fail);
-  else
-    puts("validation: not run (the validator is not part of this build)");
+  printf("validation: %u passed, %u failed\n", c.val_pass, c.val_fail);
   printf("%u passed, %u failed\n", c.req_pass, c.req_fail);
   return c.req_fail || c.val_fail ? 1 : 0;
 }
@@ -698,8 +685,7 @@ static void cedar_usage(FILE *f)
 {
   fputs("usage: shinken cedar COMMAND [ARGS...]\n\ncommands:\n", f);
   for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-    if (subcommands[i].fn)
-      fprintf(f, "  %-17s %s\n", subcommands[i].name, subcommands[i].help);
+    fprintf(f, "  %-17s %s\n", subcommands[i].name, subcommands[i].help);
 }
 
 int shk_cli_cedar(int argc, char **argv)
@@ -714,11 +700,8 @@ int shk_cli_cedar(int argc, char **argv)
     return 0;
   }
   for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
-    if (strcmp(sub, subcommands[i].name))
-      continue;
-    if (!subcommands[i].fn)
-      shk__die(EXIT_BAD_INPUT, "cedar %s: not available in this build", sub);
-    return subcommands[i].fn(argc - 1, argv + 1);
+    if (!strcmp(sub, subcommands[i].name))
+      return subcommands[i].fn(argc - 1, argv + 1);
   }
   shk__die(EXIT_BAD_INPUT, "cedar: unknown command '%s' (see 'shinken cedar help')", sub);
 }

@@ -3,6 +3,9 @@
  * returns the process exit status. */
 #pragma once
 
+/* The CLI may print and exit: it has the helpers that do. */
+#include "cli/die.h"
+
 int shk_cli_cedar(int argc, char **argv);
 int shk_cli_run(int argc, char **argv);
 int shk_cli_stage2(int argc, char **argv);
@@ -25,7 +28,7 @@ int shk_cli_audit(int argc, char **argv);
   "uid (run as an unprivileged user to protect root's files)"
 
 /* `shinken cedar SUB`: src/cli/cedar.c dispatches; these live in their own
- * files (cedar-validate.c, cedar-format.c) and are called when present. */
+ * files (cedar-validate.c, cedar-format.c). */
 int shk_cli_cedar_validate(int argc, char **argv);
 int shk_cli_cedar_format(int argc, char **argv);
 int shk_cli_cedar_translate_policy(int argc, char **argv);

@@ -1,24 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shinken: dispatches to one subcommand. */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-
-/* A subcommand whose file is not part of this build has no definition; the
- * weak declarations let the table below leave it out instead of failing to
- * link. */
-#pragma weak shk_cli_cedar
-#pragma weak shk_cli_run
-#pragma weak shk_cli_stage2
-#pragma weak shk_cli_doctor
-#pragma weak shk_cli_proxy
-#pragma weak shk_cli_daemon
-#pragma weak shk_cli_sessions
-#pragma weak shk_cli_grant
-#pragma weak shk_cli_grants
-#pragma weak shk_cli_revoke
-#pragma weak shk_cli_attenuate
-#pragma weak shk_cli_audit
+#include "shinken/common.h"
 
 struct subcommand {
   const char *name;
@@ -46,7 +32,7 @@ static void usage(FILE *f)
 {
   fputs("usage: shinken COMMAND [ARGS...]\n\ncommands:\n", f);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (commands[i].fn && commands[i].help)
+    if (commands[i].help)
       fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
 
@@ -61,11 +47,11 @@ int main(int argc, char **argv)
     return 0;
   }
   if (!strcmp(argv[1], "--version")) {
-    puts("shinken " SHK_VERSION);
+    printf("shinken %s\n", shk_version());
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (commands[i].fn && !strcmp(argv[1], commands[i].name))
+    if (!strcmp(argv[1], commands[i].name))
       return commands[i].fn(argc - 1, argv + 1);
   fprintf(stderr, "shinken: unknown command '%s' (see 'shinken --help')\n", argv[1]);
   return 1;

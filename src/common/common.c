@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The helpers of src/common/common.h. */
 #include "common/common.h"
 
 #include <errno.h>
@@ -6,91 +8,212 @@
 #include <string.h>
 #include <sys/stat.h>
 
-SHK_PRINTF(1, 0) static void vmsg(const char *fmt, va_list ap, int err)
-{
-  fputs("shinken: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  if (err)
-    fprintf(stderr, ": %s", strerror(err));
-  fputc('\n', stderr);
-}
-
-void shk__die(int code, const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  vmsg(fmt, ap, 0);
-  va_end(ap);
-  exit(code);
-}
-
-void shk__die_errno(int code, const char *fmt, ...)
-{
-  int err = errno;
-  va_list ap;
-  va_start(ap, fmt);
-  vmsg(fmt, ap, err);
-  va_end(ap);
-  exit(code);
-}
-
-void shk__warn(const char *fmt, ...)
-{
-  va_list ap;
-  va_start(ap, fmt);
-  vmsg(fmt, ap, 0);
-  va_end(ap);
-}
-
 void shk__assert_fail(const char *expr, const char *file, int line)
 {
   fprintf(stderr, "shinken: internal error: %s at %s:%d\n", expr, file, line);
   abort();
 }
 
-void *shk__xmalloc(size_t n)
+/* ---------------------------------------------------------------- allocation */
+
+#if SHK_FAULT_INJECTION
+static unsigned long fault_nth, fault_count;
+static bool fault_persist, fault_was_hit;
+
+bool shk__fault_enabled(void)
 {
-  void *p = malloc(n ? n : 1);
+  return true;
+}
+
+void shk__fault_arm(unsigned long nth, bool persist)
+{
+  fault_nth = nth;
+  fault_persist = persist;
+  fault_count = 0;
+  fault_was_hit = false;
+}
+
+unsigned long shk__fault_allocs(void)
+{
+  return fault_count;
+}
+
+bool shk__fault_hit(void)
+{
+  return fault_was_hit;
+}
+
+/* True when this allocation is to fail. Unarmed, it touches nothing, so
+ * threads of a program that never arms it do not share a counter. */
+static bool fault_now(void)
+{
+  if (!fault_nth)
+    return false;
+  fault_count++;
+  if (fault_count == fault_nth || (fault_persist && fault_count > fault_nth)) {
+    fault_was_hit = true;
+    return true;
+  }
+  return false;
+}
+#else
+bool shk__fault_enabled(void)
+{
+  return false;
+}
+
+void shk__fault_arm(unsigned long nth, bool persist)
+{
+  (void)nth;
+  (void)persist;
+}
+
+unsigned long shk__fault_allocs(void)
+{
+  return 0;
+}
+
+bool shk__fault_hit(void)
+{
+  return false;
+}
+
+static inline bool fault_now(void)
+{
+  return false;
+}
+#endif
+
+void *shk__malloc(size_t n)
+{
+  return fault_now() ? NULL : malloc(n ? n : 1);
+}
+
+void *shk__calloc(size_t n, size_t m)
+{
+  size_t total;
+  if (__builtin_mul_overflow(n, m, &total) || fault_now())
+    return NULL;
+  return calloc(total ? total : 1, 1);
+}
+
+void *shk__realloc(void *p, size_t n)
+{
+  return fault_now() ? NULL : realloc(p, n ? n : 1);
+}
+
+void *shk__reallocarray(void *p, size_t n, size_t m)
+{
+  size_t total;
+  if (__builtin_mul_overflow(n, m, &total))
+    return NULL;
+  return shk__realloc(p, total);
+}
+
+char *shk__strndup(const char *s, size_t n)
+{
+  char *p = shk__malloc(n + 1);
   if (!p)
-    shk__die(1, "out of memory");
+    return NULL;
+  if (n)
+    memcpy(p, s, n);
+  p[n] = '\0';
   return p;
 }
 
-void *shk__xcalloc(size_t n, size_t m)
+char *shk__strdup(const char *s)
 {
-  void *p = calloc(n ? n : 1, m ? m : 1);
-  if (!p)
-    shk__die(1, "out of memory");
-  return p;
+  return shk__strndup(s, strlen(s));
 }
 
-void *shk__xrealloc(void *p, size_t n)
+char *shk__vasprintf(const char *fmt, va_list ap)
 {
-  p = realloc(p, n ? n : 1);
-  if (!p)
-    shk__die(1, "out of memory");
-  return p;
-}
-
-char *shk__xstrdup(const char *s)
-{
-  char *p = strdup(s);
-  if (!p)
-    shk__die(1, "out of memory");
-  return p;
-}
-
-char *shk__xasprintf(const char *fmt, ...)
-{
-  va_list ap;
-  char *s = NULL;
-  va_start(ap, fmt);
-  int r = vasprintf(&s, fmt, ap);
-  va_end(ap);
-  if (r < 0)
-    shk__die(1, "out of memory");
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  char *s = n < 0 ? NULL : shk__malloc((size_t)n + 1);
+  if (s)
+    vsnprintf(s, (size_t)n + 1, fmt, again);
+  va_end(again);
   return s;
 }
+
+char *shk__asprintf(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = shk__vasprintf(fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+/* ---------------------------------------------------------------- text */
+
+int shk__buf_put(shk__buf *b, const char *s, size_t n)
+{
+  if (b->failed)
+    return -ENOMEM;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = (b->len + n + 1) * 2;
+    char *p = shk__realloc(b->p, cap);
+    if (!p) {
+      b->failed = true;
+      return -ENOMEM;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  if (n)
+    memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+  return 0;
+}
+
+int shk__buf_puts(shk__buf *b, const char *s)
+{
+  return shk__buf_put(b, s, strlen(s));
+}
+
+int shk__buf_printf(shk__buf *b, const char *fmt, ...)
+{
+  char tmp[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof tmp)
+    return shk__buf_put(b, tmp, (size_t)n);
+  va_start(ap, fmt);
+  char *big = n < 0 ? NULL : shk__vasprintf(fmt, ap);
+  va_end(ap);
+  if (!big) {
+    b->failed = true;
+    return -ENOMEM;
+  }
+  int r = shk__buf_put(b, big, (size_t)n);
+  free(big);
+  return r;
+}
+
+char *shk__buf_take(shk__buf *b)
+{
+  if (!b->failed && !b->p)
+    shk__buf_put(b, "", 0);
+  char *p = b->failed ? NULL : b->p;
+  if (!p)
+    free(b->p);
+  *b = (shk__buf){ 0 };
+  return p;
+}
+
+void shk__buf_free(shk__buf *b)
+{
+  free(b->p);
+  *b = (shk__buf){ 0 };
+}
+
+/* ---------------------------------------------------------------- files */
 
 int shk__read_file(const char *path, char **out, size_t *len)
 {
@@ -104,14 +227,14 @@ int shk__read_file(const char *path, char **out, size_t *len)
     return -e;
   }
   size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
-  char *buf = malloc(cap);
+  char *buf = shk__malloc(cap);
   if (!buf) {
     close(fd);
     return -ENOMEM;
   }
   for (;;) {
     if (n + 1 >= cap) {
-      char *nb = realloc(buf, cap * 2);
+      char *nb = shk__realloc(buf, cap * 2);
       if (!nb) {
         free(buf);
         close(fd);
@@ -159,21 +282,19 @@ int shk__errf(char **err, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  if (vasprintf(err, fmt, ap) < 0)
-    *err = NULL;
+  *err = shk__vasprintf(fmt, ap);
   va_end(ap);
   return -EINVAL;
 }
 
-int shk__error_set(shk_error *err, int code, const char *fmt, ...)
+int shk__error_vat(shk_error *err, int code, const char *file, unsigned line, unsigned column,
+                   const char *fmt, va_list ap)
 {
   if (err) {
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    err->file[0] = '\0';
-    err->line = err->column = 0;
+    snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+    err->line = line;
+    err->column = column;
   }
   return code;
 }
@@ -181,16 +302,25 @@ int shk__error_set(shk_error *err, int code, const char *fmt, ...)
 int shk__error_at(shk_error *err, int code, const char *file, unsigned line, unsigned column,
                   const char *fmt, ...)
 {
-  if (err) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
-    va_end(ap);
-    snprintf(err->file, sizeof err->file, "%s", file ? file : "");
-    err->line = line;
-    err->column = column;
-  }
+  va_list ap;
+  va_start(ap, fmt);
+  shk__error_vat(err, code, file, line, column, fmt, ap);
+  va_end(ap);
   return code;
+}
+
+int shk__error_set(shk_error *err, int code, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  shk__error_vat(err, code, NULL, 0, 0, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int shk__error_nomem(shk_error *err)
+{
+  return shk__error_set(err, -ENOMEM, "out of memory");
 }
 
 const char *shk_strerror(int code)

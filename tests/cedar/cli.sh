@@ -39,17 +39,17 @@ cat >"$tmp/e.json" <<'P'
 P
 echo '{"blocked": false}' >"$tmp/ctx-open.json"
 echo '{"blocked": true}' >"$tmp/ctx-blocked.json"
-auth="$SHINKEN cedar authorize --policies $tmp/p.cedar --entities $tmp/e.json"
+auth() { "$SHINKEN" cedar authorize --policies "$tmp/p.cedar" --entities "$tmp/e.json" "$@"; }
 
 # Single requests, text answers with their reasons and errors.
-expect 0 $auth --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json"
+expect 0 auth --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json"
 [ "$(head -n 1 "$tmp/out")" = ALLOW ] || fail "alice reading d: $(cat "$tmp/out")"
 grep -q 'permitted by policy0' "$tmp/out" || fail "no reason given: $(cat "$tmp/out")"
 grep -q 'skipped policy2' "$tmp/out" || fail "the erroring policy is not reported: $(cat "$tmp/out")"
-expect 2 $auth --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-blocked.json"
+expect 2 auth --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-blocked.json"
 [ "$(head -n 1 "$tmp/out")" = DENY ] || fail "blocked context: $(cat "$tmp/out")"
 grep -q 'forbidden by policy1' "$tmp/out" || fail "no forbid reason: $(cat "$tmp/out")"
-expect 2 $auth --principal 'User::"bob"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json"
+expect 2 auth --principal 'User::"bob"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json"
 grep -q 'deny by default' "$tmp/out" || fail "bob: $(cat "$tmp/out")"
 
 # The official CLI's short options.
@@ -57,7 +57,7 @@ expect 0 "$SHINKEN" cedar authorize -p "$tmp/p.cedar" -e "$tmp/e.json" -l 'User:
 [ "$(head -n 1 "$tmp/out")" = ALLOW ] || fail "short options: $(cat "$tmp/out")"
 
 # --json: one object with decision, reasons and errors.
-expect 0 $auth --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json" --json
+expect 0 auth --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/ctx-open.json" --json
 python3 -c '
 import json, sys
 a = json.load(open(sys.argv[1]))
@@ -67,7 +67,7 @@ assert [e["policy"] for e in a["errors"]] == ["policy2"] and a["errors"][0]["mes
 
 # --request-json gives the same answer as the parts.
 echo '{"principal": "User::\"alice\"", "action": {"type": "Action", "id": "read"}, "resource": {"type": "Doc", "id": "d"}, "context": {"blocked": true}}' >"$tmp/req.json"
-expect 2 $auth --request-json "$tmp/req.json"
+expect 2 auth --request-json "$tmp/req.json"
 grep -q 'forbidden by policy1' "$tmp/out" || fail "--request-json: $(cat "$tmp/out")"
 
 # Batch mode: one answer per line, in order; a bad line answers with an
@@ -77,7 +77,7 @@ grep -q 'forbidden by policy1' "$tmp/out" || fail "--request-json: $(cat "$tmp/o
   echo '{"principal": {"type": "User", "id": "bob"}, "action": {"type": "Action", "id": "read"}, "resource": {"type": "Doc", "id": "d"}, "context": {"blocked": false}}'
   echo '{"principal": {"type": "User", "id": "alice"}, "action": {"type": "Action", "id": "read"}, "resource": {"type": "Doc", "id": "d"}, "context": {"blocked": true}}'
 } >"$tmp/reqs.jsonl"
-expect 0 $auth --requests "$tmp/reqs.jsonl"
+expect 0 auth --requests "$tmp/reqs.jsonl"
 python3 -c '
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
@@ -85,7 +85,7 @@ assert [x["decision"] for x in a] == ["allow", "deny", "deny"], a
 assert a[2]["reasons"] == ["policy1"], a
 ' "$tmp/out" || fail "batch answers: $(cat "$tmp/out")"
 { head -n 1 "$tmp/reqs.jsonl"; echo '{"principal": 7}'; tail -n 1 "$tmp/reqs.jsonl"; } >"$tmp/bad.jsonl"
-expect 1 $auth --requests - <"$tmp/bad.jsonl"
+expect 1 auth --requests - <"$tmp/bad.jsonl"
 python3 -c '
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1])]
@@ -93,25 +93,25 @@ assert len(a) == 3 and a[0]["decision"] == "allow" and "error" in a[1] and a[2][
 ' "$tmp/out" || fail "batch with a bad line: $(cat "$tmp/out")"
 
 # With a schema, a request the schema does not allow is bad input, not DENY.
-sauth="$SHINKEN cedar authorize --schema $schema --policies $ex/session.cedar --entities $ex/entities.json"
-expect 0 $sauth --request-json "$ex/requests/egress-pypi.json"
+sauth() { "$SHINKEN" cedar authorize --schema "$schema" --policies "$ex/session.cedar" --entities "$ex/entities.json" "$@"; }
+expect 0 sauth --request-json "$ex/requests/egress-pypi.json"
 grep -q 'egress-package-registries' "$tmp/out" || fail "the @id of the reason is not shown: $(cat "$tmp/out")"
 sed 's/"Shinken::Agent"/"Shinken::Capability"/' "$ex/requests/egress-pypi.json" >"$tmp/wrong-type.json"
-expect 1 $sauth --request-json "$tmp/wrong-type.json"
-[ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ] || fail "a request outside the schema: $(cat "$tmp/out" "$tmp/err")"
+expect 1 sauth --request-json "$tmp/wrong-type.json"
+{ [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ]; } || fail "a request outside the schema: $(cat "$tmp/out" "$tmp/err")"
 
 # Bad input: one line naming the problem, exit 1.
-bad_input nosuch.cedar $SHINKEN cedar authorize --policies "$tmp/nosuch.cedar" --entities "$tmp/e.json" --request-json "$tmp/req.json"
+bad_input nosuch.cedar "$SHINKEN" cedar authorize --policies "$tmp/nosuch.cedar" --entities "$tmp/e.json" --request-json "$tmp/req.json"
 printf 'permit (principal, action, resource)\nwhen { principal. };\n' >"$tmp/broken.cedar"
-bad_input 'broken.cedar:2:' $SHINKEN cedar authorize --policies "$tmp/broken.cedar" --entities "$tmp/e.json" --request-json "$tmp/req.json"
+bad_input 'broken.cedar:2:' "$SHINKEN" cedar authorize --policies "$tmp/broken.cedar" --entities "$tmp/e.json" --request-json "$tmp/req.json"
 echo '[{"uid": 3}]' >"$tmp/broken.json"
-bad_input broken.json $SHINKEN cedar authorize --policies "$tmp/p.cedar" --entities "$tmp/broken.json" --request-json "$tmp/req.json"
-bad_input "--frobnicate" $auth --request-json "$tmp/req.json" --frobnicate
-bad_input "--policies" $SHINKEN cedar authorize --policies
-bad_input "exactly one" $auth
-bad_input "--principal" $auth --principal 'User::"alice"'
-bad_input request $auth --principal 'User::"alice' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/req.json"
-bad_input "unknown command" $SHINKEN cedar frobnicate
+bad_input broken.json "$SHINKEN" cedar authorize --policies "$tmp/p.cedar" --entities "$tmp/broken.json" --request-json "$tmp/req.json"
+bad_input "--frobnicate" auth --request-json "$tmp/req.json" --frobnicate
+bad_input "--policies" "$SHINKEN" cedar authorize --policies
+bad_input "exactly one" auth
+bad_input "--principal" auth --principal 'User::"alice"'
+bad_input request auth --principal 'User::"alice' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/req.json"
+bad_input "unknown command" "$SHINKEN" cedar frobnicate
 
 # Conformance: a passing file passes, and a wrong expectation is reported.
 mkdir "$tmp/conf"
@@ -126,9 +126,9 @@ for d in allow deny; do
     "decision": "$d", "reason": ["policy0"], "errors": ["policy2"] } ] }
 J
 done
-expect 0 $SHINKEN cedar conformance --root "$tmp/conf" "$tmp/conf/allow.json"
+expect 0 "$SHINKEN" cedar conformance --root "$tmp/conf" "$tmp/conf/allow.json"
 [ "$(tail -n 1 "$tmp/out")" = "1 passed, 0 failed" ] || fail "conformance pass: $(cat "$tmp/out")"
-expect 1 $SHINKEN cedar conformance --root "$tmp/conf" "$tmp/conf/deny.json" "$tmp/conf/allow.json"
+expect 1 "$SHINKEN" cedar conformance --root "$tmp/conf" "$tmp/conf/deny.json" "$tmp/conf/allow.json"
 [ "$(tail -n 1 "$tmp/out")" = "1 passed, 1 failed" ] || fail "conformance failure not counted: $(cat "$tmp/out")"
 grep -q '^FAIL .*deny.json: alice reads d: expected deny' "$tmp/out" || fail "failure not described: $(cat "$tmp/out")"
 # Template links: the linked policy decides, under its link id; a link to
@@ -136,13 +136,16 @@ grep -q '^FAIL .*deny.json: alice reads d: expected deny' "$tmp/out" || fail "fa
 printf 'permit (principal == ?principal, action, resource in ?resource);\n' >"$tmp/t.cedar"
 printf '[{"uid":{"type":"Doc","id":"d1"},"attrs":{},"parents":[{"type":"Folder","id":"docs"}]}]' >"$tmp/te.json"
 printf '[{"template_id":"policy0","link_id":"alice-docs","args":{"?principal":"User::\\"alice\\"","?resource":"Folder::\\"docs\\""}}]' >"$tmp/links.json"
-tauth="$SHINKEN cedar authorize --policies $tmp/t.cedar --entities $tmp/te.json --template-linked $tmp/links.json --action Action::\"read\" --resource Doc::\"d1\""
-expect 0 $tauth --principal 'User::"alice"' --json
+tauth() {
+  "$SHINKEN" cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --template-linked "$tmp/links.json" \
+    --action 'Action::"read"' --resource 'Doc::"d1"' "$@"
+}
+expect 0 tauth --principal 'User::"alice"' --json
 grep -q '"alice-docs"' "$tmp/out" || fail "link id not the reason: $(cat "$tmp/out")"
-expect 2 $tauth --principal 'User::"bob"'
-expect 2 $SHINKEN cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d1"'
+expect 2 tauth --principal 'User::"bob"'
+expect 2 "$SHINKEN" cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --principal 'User::"alice"' --action 'Action::"read"' --resource 'Doc::"d1"'
 printf '[{"template_id":"nope","link_id":"x","args":{}}]' >"$tmp/l2.json"
-bad_input "no template" $SHINKEN cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --template-linked "$tmp/l2.json" --principal 'User::"a"' --action 'Action::"r"' --resource 'Doc::"d1"'
+bad_input "no template" "$SHINKEN" cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --template-linked "$tmp/l2.json" --principal 'User::"a"' --action 'Action::"r"' --resource 'Doc::"d1"'
 printf '[{"template_id":"policy0","link_id":"y","args":{"?principal":"User::\\"a\\"","?other":"X::\\"1\\""}}]' >"$tmp/l3.json"
-bad_input "?principal" $SHINKEN cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --template-linked "$tmp/l3.json" --principal 'User::"a"' --action 'Action::"r"' --resource 'Doc::"d1"'
+bad_input "?principal" "$SHINKEN" cedar authorize --policies "$tmp/t.cedar" --entities "$tmp/te.json" --template-linked "$tmp/l3.json" --principal 'User::"a"' --action 'Action::"r"' --resource 'Doc::"d1"'
 echo "cedar CLI: all checks passed"

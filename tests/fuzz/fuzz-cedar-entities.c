@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   static shk_cedar_schema *schema;
   static shk_cedar_policy_set *ps;
-  shk_cedar_error err;
+  shk_error err;
   if (!schema) {
     if (shk_cedar_schema_parse(SCHEMA, strlen(SCHEMA), SHK_CEDAR_SCHEMA_TEXT, &schema, &err) < 0 ||
         shk_cedar_policy_set_parse(POLICIES, strlen(POLICIES), &ps, &err) < 0)

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   shk__arena *a = shk__arena_new();
   shk__policy **ps;
   size_t n;
-  shk_cedar_error err;
+  shk_error err;
   const char *text = (const char *)data;
   if (shk__parse_policies(a, text, size, &ps, &n, &err) == 0) {
     shk__uid u = { SHK__STR_LIT("User"), SHK__STR_LIT("alice") };

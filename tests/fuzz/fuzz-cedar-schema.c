@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
   shk_cedar_schema_format fmt = data[0] & 1 ? SHK_CEDAR_SCHEMA_JSON : SHK_CEDAR_SCHEMA_TEXT;
   shk_cedar_schema *s;
-  shk_cedar_error err;
+  shk_error err;
   if (shk_cedar_schema_parse((const char *)data + 1, size - 1, fmt, &s, &err) != 0)
     return 0;
   const shk__schema *sc = &s->s;

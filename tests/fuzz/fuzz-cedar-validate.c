@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size -= schema_len + 4;
     text = sep + 4;
   }
-  shk_cedar_error err;
+  shk_error err;
   shk_cedar_schema *schema = NULL;
   shk_cedar_policy_set *ps = NULL;
   if (shk_cedar_schema_parse(schema_text, schema_len, SHK_CEDAR_SCHEMA_TEXT, &schema, &err) == 0 &&

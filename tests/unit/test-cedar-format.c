@@ -17,7 +17,7 @@
 static char *fmt(const char *text)
 {
   shk_cedar_policy_set *ps;
-  shk_cedar_error err;
+  shk_error err;
   if (shk_cedar_policy_set_parse(text, strlen(text), &ps, &err))
     fail_msg("does not parse: %s: %s", text, err.message);
   char *out = shk_cedar_policy_set_to_text(ps);
@@ -87,7 +87,7 @@ static void json_round_trip(void **state)
                      "when { context.n > -3 && resource.tags.containsAny([\"a\"]) && !(principal has admin) } "
                      "unless { context.ip.isLoopback() };";
   shk_cedar_policy_set *a, *b;
-  shk_cedar_error err;
+  shk_error err;
   assert_int_equal(shk_cedar_policy_set_parse(text, strlen(text), &a, &err), 0);
   char *j = shk_cedar_policy_set_to_json(a);
   assert_non_null(strstr(j, "\"containsAny\""));
@@ -121,7 +121,7 @@ static void json_errors(void **state)
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     shk_cedar_policy_set *ps = NULL;
-    shk_cedar_error err = { 0 };
+    shk_error err = { 0 };
     int r = shk_cedar_policy_set_parse_json(bad[i].json, strlen(bad[i].json), &ps, &err);
     if (r == 0 || ps || !err.message[0] || !strstr(err.message, bad[i].msg))
       fail_msg("case %zu: expected an error naming '%s', got %d '%s'", i, bad[i].msg, r, err.message);
@@ -135,7 +135,7 @@ static void schema_writers(void **state)
                      "l: Long } tags String; entity G; entity E enum [\"x\", \"y\"]; "
                      "action \"do\" appliesTo { principal: U, resource: [G, E], context: T }; }";
   shk_cedar_schema *s, *s2, *s3;
-  shk_cedar_error err;
+  shk_error err;
   assert_int_equal(shk_cedar_schema_parse(text, strlen(text), SHK_CEDAR_SCHEMA_TEXT, &s, &err), 0);
   char *j = shk_cedar_schema_to_json(s);
   assert_int_equal(shk_cedar_schema_parse(j, strlen(j), SHK_CEDAR_SCHEMA_JSON, &s2, &err), 0);

@@ -19,7 +19,15 @@
 
 #define W "permit(principal, action, resource) when { "
 
-static int parse(shk__arena *a, const char *text, shk__policy ***ps, size_t *n, shk_cedar_error *err)
+/* The tests' own large buffers: a failed allocation fails the test. */
+static void *must_malloc(size_t n)
+{
+  void *p = malloc(n);
+  assert_non_null(p);
+  return p;
+}
+
+static int parse(shk__arena *a, const char *text, shk__policy ***ps, size_t *n, shk_error *err)
 {
   return shk__parse_policies(a, text, strlen(text), ps, n, err);
 }
@@ -144,7 +152,7 @@ static void policies_accepted(void **state)
   for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
     shk__policy **ps;
     size_t n;
-    shk_cedar_error err;
+    shk_error err;
     int r = parse(a, good[i], &ps, &n, &err);
     if (r != 0)
       fail_msg("refused: %s\n  %u:%u %s", good[i], err.line, err.column, err.message);
@@ -159,7 +167,7 @@ static void policies_refused(void **state)
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     shk__policy **ps;
     size_t n;
-    shk_cedar_error err;
+    shk_error err;
     int r = parse(a, bad[i].text, &ps, &n, &err);
     if (r != -EINVAL)
       fail_msg("accepted: %s", bad[i].text);
@@ -179,7 +187,7 @@ static void ast_shape(void **state)
   shk__arena *a = shk__arena_new();
   shk__policy **ps;
   size_t n;
-  shk_cedar_error err;
+  shk_error err;
   const char *text =
     "@advice(\"a\\tb\") @flag\n"
     "permit(principal is NS::User in Group::\"g\", action in [Action::\"r\"], resource)\n"
@@ -266,7 +274,7 @@ static void entity_refs_and_names(void **state)
   (void)state;
   shk__arena *a = shk__arena_new();
   shk__uid u;
-  shk_cedar_error err;
+  shk_error err;
   static const char *const refs_bad[] = { "User", "User::", "\"a\"", "if::\"a\"", "User::\"a\" x",
                                           "User::\"\\q\"", "__cedar::\"a\"", "" };
   for (size_t i = 0; i < sizeof(refs_bad) / sizeof(refs_bad[0]); i++)
@@ -305,7 +313,7 @@ static void limits(void **state)
   (void)state;
   shk__arena *a = shk__arena_new();
   size_t depth = 100000;
-  char *deep = shk__xmalloc(depth * 2 + 100);
+  char *deep = must_malloc(depth * 2 + 100);
   size_t k = (size_t)sprintf(deep, W);
   for (size_t i = 0; i < depth; i++)
     deep[k++] = '(';
@@ -315,7 +323,7 @@ static void limits(void **state)
   strcpy(deep + k, " };");
   shk__policy **ps;
   size_t n;
-  shk_cedar_error err;
+  shk_error err;
   assert_int_equal(parse(a, deep, &ps, &n, &err), -EINVAL);
   assert_non_null(strstr(err.message, "nested too deeply"));
   free(deep);
@@ -324,7 +332,7 @@ static void limits(void **state)
   for (size_t l = 0; l < sizeof(links) / sizeof(links[0]); l++) {
     for (size_t terms = SHK__EXPR_MAX_HEIGHT - 10; terms <= 200000; terms += 199010) {
       size_t cap = terms * 8 + 100;
-      char *flat = shk__xmalloc(cap);
+      char *flat = must_malloc(cap);
       k = (size_t)snprintf(flat, cap, W "principal");
       for (size_t i = 0; i < terms; i++)
         k += (size_t)snprintf(flat + k, cap - k, "%s", links[l]);
@@ -365,7 +373,8 @@ static const char *corpus_dir(char *buf, size_t n)
   strcpy(corpus_tmp, "/tmp/shk-cedar-corpus-XXXXXX");
   if (!mkdtemp(corpus_tmp))
     return NULL;
-  char *cmd = shk__xasprintf("tar -xzf '%s' -C '%s'", tarball, corpus_tmp);
+  char *cmd = shk__asprintf("tar -xzf '%s' -C '%s'", tarball, corpus_tmp);
+  assert_non_null(cmd);
   int rc = system(cmd);
   free(cmd);
   if (rc != 0)
@@ -401,7 +410,7 @@ static void corpus(void **state)
     char *text;
     size_t len;
     assert_int_equal(shk__read_file(path, &text, &len), 0);
-    shk_cedar_error err;
+    shk_error err;
     if (pol) {
       shk__policy **ps;
       size_t n;
@@ -421,11 +430,12 @@ static void corpus(void **state)
   closedir(d);
   shk__arena_free(a);
   if (corpus_tmp[0]) {
-    char *cmd = shk__xasprintf("rm -rf '%s'", corpus_tmp);
+    char *cmd = shk__asprintf("rm -rf '%s'", corpus_tmp);
+    assert_non_null(cmd);
     assert_int_equal(system(cmd), 0);
     free(cmd);
   }
-  print_message("parsed %zu corpus policy files and %zu schemas\n", n_pol, n_sch);
+  print_message("# parsed %zu corpus policy files and %zu schemas\n", n_pol, n_sch);
   assert_true(n_pol > 0 && n_sch > 0);
 }
 

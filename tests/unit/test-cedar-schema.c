@@ -16,7 +16,15 @@
 #include "cedar/cedar-internal.h"
 #include "common/common.h"
 
-static int parse(const char *text, shk_cedar_schema **s, shk_cedar_error *err)
+/* The tests' own large buffers: a failed allocation fails the test. */
+static void *must_malloc(size_t n)
+{
+  void *p = malloc(n);
+  assert_non_null(p);
+  return p;
+}
+
+static int parse(const char *text, shk_cedar_schema **s, shk_error *err)
 {
   return shk_cedar_schema_parse(text, strlen(text), text[0] == '{' ? SHK_CEDAR_SCHEMA_JSON : SHK_CEDAR_SCHEMA_TEXT, s,
                                 err);
@@ -292,7 +300,7 @@ static void schemas_accepted(void **state)
   (void)state;
   for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
     shk_cedar_schema *s;
-    shk_cedar_error err;
+    shk_error err;
     if (parse(good[i], &s, &err) != 0)
       fail_msg("refused: %s\n  %u:%u %s", good[i], err.line, err.column, err.message);
     shk_cedar_schema_free(s);
@@ -304,7 +312,7 @@ static void schemas_refused(void **state)
   (void)state;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     shk_cedar_schema *s = (shk_cedar_schema *)1;
-    shk_cedar_error err;
+    shk_error err;
     if (parse(bad[i], &s, &err) != -EINVAL)
       fail_msg("accepted: %s", bad[i]);
     assert_null(s);
@@ -312,7 +320,7 @@ static void schemas_refused(void **state)
   }
   for (size_t i = 0; i < sizeof(bad_ours) / sizeof(bad_ours[0]); i++) {
     shk_cedar_schema *s;
-    shk_cedar_error err;
+    shk_error err;
     if (parse(bad_ours[i], &s, &err) != -EINVAL)
       fail_msg("accepted: %s", bad_ours[i]);
   }
@@ -338,7 +346,7 @@ static void error_positions(void **state)
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     shk_cedar_schema *s;
-    shk_cedar_error err;
+    shk_error err;
     assert_int_equal(parse(cases[i].text, &s, &err), -EINVAL);
     if (!strstr(err.message, cases[i].msg) || err.line != cases[i].line || err.column != cases[i].col)
       fail_msg("%s\n  got %u:%u %s, expected %u:%u %s", cases[i].text, err.line, err.column, err.message,
@@ -479,7 +487,7 @@ static void resolution(void **state)
 {
   (void)state;
   shk_cedar_schema *s;
-  shk_cedar_error err;
+  shk_error err;
   if (shk_cedar_schema_parse(TEXT, strlen(TEXT), SHK_CEDAR_SCHEMA_TEXT, &s, &err) != 0)
     fail_msg("%u:%u %s", err.line, err.column, err.message);
   check_resolved(s);
@@ -506,7 +514,7 @@ static void nul_in_names(void **state)
   const char *src[] = { text, json };
   for (int i = 0; i < 2; i++) {
     shk_cedar_schema *s;
-    shk_cedar_error err;
+    shk_error err;
     if (parse(src[i], &s, &err) != 0)
       fail_msg("%s: %s", src[i], err.message);
     const shk__type *shape = shk__schema_entity_type(&s->s, S("A"))->shape;
@@ -524,7 +532,7 @@ static void scale(void **state)
 {
   (void)state;
   size_t n = 20000;
-  char *text = shk__xmalloc(n * 100 + 100);
+  char *text = must_malloc(n * 100 + 100);
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     k += (size_t)sprintf(text + k, "type T%zu = %s%zu;\nentity E%zu in [E%zu];\n", i, i + 1 < 500 ? "T" : "E",
@@ -535,7 +543,7 @@ static void scale(void **state)
   size_t last = k;
   k += (size_t)sprintf(text + k, "action a%zu;\n", n);
   shk_cedar_schema *s;
-  shk_cedar_error err;
+  shk_error err;
   if (shk_cedar_schema_parse(text, k, SHK_CEDAR_SCHEMA_TEXT, &s, &err) != 0)
     fail_msg("%s", err.message);
   assert_int_equal(s->s.n_actions, n + 1);
@@ -546,7 +554,7 @@ static void scale(void **state)
   assert_non_null(strstr(err.message, "cycle in action hierarchy"));
   free(text);
   /* A chain deeper than the bound is refused with a message. */
-  text = shk__xmalloc(2000 * 32);
+  text = must_malloc(2000 * 32);
   k = 0;
   for (size_t i = 0; i < 1500; i++)
     k += (size_t)sprintf(text + k, "type T%zu = T%zu;\n", i, i + 1);

@@ -121,7 +121,7 @@ static const vcase cases[] = {
 static void run_case(const vcase *tc, shk_cedar_schema *schema)
 {
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   int r = shk_cedar_policy_set_parse(tc->policies, strlen(tc->policies), &ps, &err);
   if (r < 0)
     fail_msg("parse error in %s: %s", tc->policies, err.message);
@@ -148,7 +148,7 @@ static void table(void **state)
 {
   (void)state;
   shk_cedar_schema *schema = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_schema_parse(SCHEMA, strlen(SCHEMA), SHK_CEDAR_SCHEMA_TEXT, &schema, &err) < 0)
     fail_msg("schema: %u:%u: %s", err.line, err.column, err.message);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -166,7 +166,7 @@ static void json_schema(void **state)
     "\"actions\": {\"view\": {\"appliesTo\": {\"principalTypes\": [\"User\"],"
     "\"resourceTypes\": [\"User\"]}}}}}";
   shk_cedar_schema *schema = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_schema_parse(js, strlen(js), SHK_CEDAR_SCHEMA_JSON, &schema, &err) < 0)
     fail_msg("schema: %s", err.message);
   const vcase ok = { P("principal has age && principal.age == resource.age"), "optional attribute" };
@@ -191,7 +191,7 @@ static void cyclic_hierarchy(void **state)
   }
   strcpy(p, "entity Z; action go appliesTo { principal: A, resource: Z };\n");
   shk_cedar_schema *schema = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_schema_parse(schema_text, strlen(schema_text), SHK_CEDAR_SCHEMA_TEXT, &schema, &err) < 0)
     fail_msg("schema: %s", err.message);
   const vcase reach = { "permit(principal in T::\"t\", action, resource);", NULL };
@@ -212,7 +212,7 @@ static void links(void **state)
   static const char text[] =
     "permit(principal == ?principal, action == Action::\"view\", resource) when { principal.name == \"a\" };";
   shk_cedar_schema *schema = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   assert_int_equal(shk_cedar_schema_parse(SCHEMA, strlen(SCHEMA), SHK_CEDAR_SCHEMA_TEXT, &schema, &err), 0);
   shk_cedar_policy_set *ps = NULL;
   assert_int_equal(shk_cedar_policy_set_parse(text, strlen(text), &ps, &err), 0);
@@ -257,7 +257,7 @@ static void deep_chain(void **state)
     memcpy(p, term, sizeof term - 1);
   memcpy(p, ";", 2);
   shk_cedar_schema *schema = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   assert_int_equal(shk_cedar_schema_parse(SCHEMA, strlen(SCHEMA), SHK_CEDAR_SCHEMA_TEXT, &schema, &err), 0);
   shk_cedar_policy_set *ps = NULL;
   if (shk_cedar_policy_set_parse(text, strlen(text), &ps, &err) < 0)

@@ -45,7 +45,7 @@ typedef struct ctx {
 static int setup(void **state)
 {
   static ctx c;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_entities_parse(ENTITIES, strlen(ENTITIES), NULL, &c.es, &err) < 0) {
     fprintf(stderr, "entities: %s\n", err.message);
     return -1;
@@ -202,7 +202,7 @@ static const expr_case EXPRS[] = {
 static void check_case(ctx *c, const char *policy, const char *want)
 {
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   int r = shk_cedar_policy_set_parse(policy, strlen(policy), &ps, &err);
   if (r < 0)
     fail_msg("parse failed for %s: %s", policy, err.message);
@@ -283,7 +283,7 @@ static void test_combination(void **state)
     "forbid(principal, action, resource) when { context.n == 6 };\n"      /* policy3 */
     "forbid(principal, action, resource) when { 1 + \"x\" == 2 };\n";     /* policy4: error */
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   assert_int_equal(shk_cedar_policy_set_parse(text, strlen(text), &ps, &err), 0);
   assert_int_equal(shk_cedar_policy_set_count(ps), 5);
   shk_cedar_response resp = { 0 };
@@ -314,7 +314,7 @@ static void test_templates(void **state)
   ctx *c = *state;
   static const char *text = "permit(principal == ?principal, action, resource in ?resource);";
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   assert_int_equal(shk_cedar_policy_set_parse(text, strlen(text), &ps, &err), 0);
   shk_cedar_response resp = { 0 };
   /* A template alone decides nothing. */
@@ -386,7 +386,7 @@ static void test_bad_entities(void **state)
   (void)state;
   for (size_t i = 0; i < sizeof BAD_ENTITIES / sizeof BAD_ENTITIES[0]; i++) {
     shk_cedar_entities *es = NULL;
-    shk_cedar_error err = { 0 };
+    shk_error err = { 0 };
     int r = shk_cedar_entities_parse(BAD_ENTITIES[i].json, strlen(BAD_ENTITIES[i].json), NULL, &es,
                                      &err);
     if (r >= 0 || es)
@@ -415,7 +415,7 @@ static void test_many_policies(void **state)
                         "{ principal.home.isInRange(ip(\"10.0.0.0/8\")) };\n"
                         "permit(principal == ?principal, action, resource);\n");
   shk_cedar_policy_set *ps = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_policy_set_parse(text, n, &ps, &err) < 0)
     fail_msg("parse: %s", err.message);
   free(text);
@@ -447,7 +447,7 @@ static void test_duplicate_entities(void **state)
     " {\"uid\": {\"type\": \"A\", \"id\": \"x\"}, \"attrs\": {\"a\": [2, 1]},"
     "  \"parents\": [{\"type\": \"G\", \"id\": \"2\"}, {\"type\": \"G\", \"id\": \"1\"}]}]";
   shk_cedar_entities *es = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_entities_parse(json, strlen(json), NULL, &es, &err) < 0)
     fail_msg("entities: %s", err.message);
   shk_cedar_entities_free(es);
@@ -468,7 +468,7 @@ static void test_deep_hierarchy(void **state)
                            i ? "," : "", i, i + 1);
   off += (size_t)sprintf(json + off, "]");
   shk_cedar_entities *es = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   assert_int_equal(shk_cedar_entities_parse(json, off, NULL, &es, &err), 0);
   free(json);
   shk_cedar_policy_set *ps = NULL;
@@ -501,7 +501,7 @@ static void test_schema_json(void **state)
 {
   (void)state;
   shk_cedar_schema *s = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_schema_parse(SCHEMA, strlen(SCHEMA), SHK_CEDAR_SCHEMA_TEXT, &s, &err) < 0)
     fail_msg("schema: %s", err.message);
   static const char *good =
@@ -606,7 +606,7 @@ static void test_schema_ancestors(void **state)
   (void)state;
   static const char *text = "entity Org; entity Group in [Org]; entity User in [Group]; entity Doc;";
   shk_cedar_schema *s = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_schema_parse(text, strlen(text), SHK_CEDAR_SCHEMA_TEXT, &s, &err) < 0)
     fail_msg("schema: %s", err.message);
   static const char *good = "[{\"uid\": {\"type\": \"User\", \"id\": \"a\"}, \"attrs\": {},"
@@ -633,7 +633,7 @@ static void test_nul_keys(void **state)
     "[{\"uid\": {\"type\": \"U\", \"id\": \"a\\u0000b\"}, \"parents\": [],"
     "  \"attrs\": {\"k\\u0000\": 1, \"k\\u0001\": 2, \"k\": 3, \"\\u0001\\u00010\": 4}}]";
   shk_cedar_entities *es = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   if (shk_cedar_entities_parse(ents, strlen(ents), NULL, &es, &err) < 0)
     fail_msg("entities: %s", err.message);
   static const char *text =
@@ -665,7 +665,7 @@ static void test_request_json(void **state)
 {
   (void)state;
   shk_cedar_request *req = NULL;
-  shk_cedar_error err = { 0 };
+  shk_error err = { 0 };
   static const char *good = "{\"principal\": \"User::\\\"alice\\\"\", \"action\": {\"type\": \"Action\","
                             " \"id\": \"view\"}, \"resource\": {\"__entity\": {\"type\": \"Doc\", \"id\": \"d\"}},"
                             " \"context\": {\"a\": [1, {\"__extn\": {\"fn\": \"ip\", \"arg\": \"::1\"}}]}}";
