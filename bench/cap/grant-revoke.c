@@ -175,7 +175,7 @@ static void open_session(side *s, const char *proxy_cfg, char *sid, char *dir)
 }
 
 static void side_start(side *s, const char *name, const shk_manager_opts *o, const char *work, const char *proxy_cfg,
-                       int n)
+                       const char *flood_cfg, int n)
 {
   shk_error err;
   char sock[4200];
@@ -187,7 +187,7 @@ static void side_start(side *s, const char *name, const shk_manager_opts *o, con
     die(name, err.message);
   s->fd = unix_connect(sock);
   open_session(s, proxy_cfg, s->sid, s->dir);
-  open_session(s, proxy_cfg, s->flood_sid, s->flood_dir);
+  open_session(s, flood_cfg, s->flood_sid, s->flood_dir);
   s->grant_us = calloc((size_t)n, sizeof(double));
   s->approved_us = calloc((size_t)n, sizeof(double));
   s->revoke_us = calloc((size_t)n, sizeof(double));
@@ -273,14 +273,23 @@ int main(int argc, char **argv)
   fputs("{\"allow_private_cidrs\":[\"127.0.0.1/32\"],\"hosts\":{\"api.test\":[\"127.0.0.1\"],"
         "\"ask.test\":[\"127.0.0.1\"]}}", f);
   fclose(f);
+  /* The flooding session's proxy has its own limits lifted, so that the
+   * flood reaches the manager (the proxy's limits are bench/egress's). */
+  char flood_cfg[4200];
+  snprintf(flood_cfg, sizeof flood_cfg, "%s/flood.json", work);
+  if (!(f = fopen(flood_cfg, "w")))
+    die(flood_cfg, strerror(errno));
+  fputs("{\"limits\":{\"connections\":1000000,\"setup\":1000000,\"fd_reserve\":0,"
+        "\"idle_timeout_ms\":600000,\"request_timeout_ms\":600000}}", f);
+  fclose(f);
   snprintf(db, sizeof db, "%s/audit/audit.db", work);
   shk_manager_opts on = { .policy_dir = policy_dir, .manifest = manifest, .event_log = "/dev/null",
                           .audit_db = db };
   shk_manager_opts off = on;
   off.audit_db = NULL;
   side sides[2] = { 0 };
-  side_start(&sides[0], "audit-on", &on, work, proxy_cfg, n);
-  side_start(&sides[1], "audit-off", &off, work, proxy_cfg, n);
+  side_start(&sides[0], "audit-on", &on, work, proxy_cfg, flood_cfg, n);
+  side_start(&sides[1], "audit-off", &off, work, proxy_cfg, flood_cfg, n);
   /* Alternating, so that both sides see the same machine. */
   for (int i = 0; i < n; i++)
     for (int k = 0; k < 2; k++) {

@@ -1411,9 +1411,10 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   if (s)
     s->refs++;
   pthread_mutex_unlock(&m->mu);
-  /* 3. Close them, with no manager lock held. This waits for the session's
-   * proxy thread to close them; it is the session's own proxy, never
-   * another's. */
+  /* 3. Close them, with no manager lock held. This hands the work to the
+   * session's proxy loop and returns at once (the count is of the tunnels
+   * open at the call); the hook refuses the tag from step 1 on, so nothing
+   * it admitted is left open. */
   int closed = 0;
   for (size_t i = 0; eg && (i < n_tags || (!tags && i == 0)); i++) {
     int c = shk_egress_session_close_tunnels(eg, tags ? tags[i] : 0);

@@ -11,7 +11,8 @@ of descriptors, judged from outside with real clients of a real daemon:
   session stays as long as its session (the control);
 - connections are capped per peer uid: the one over the cap is told so, and
   a connection is admitted again once one closes;
-- with its descriptors used up by a flood on a session's proxy, the manager
+- with its descriptors used up by a flood on a session's proxy (whose own
+  per-session limits are lifted for the purpose), the manager
   refuses a new client with a line saying so (it does not leave it waiting),
   answers the clients it has, and does not spin; once the flood ends it
   serves new clients again;
@@ -26,7 +27,7 @@ import tempfile
 import termios
 import time
 
-from mgrlib import Checks, Control, Daemon, cpu_seconds, proxy_config
+from mgrlib import UNLIMITED, Checks, Control, Daemon, cpu_seconds, proxy_config
 
 chk = Checks()
 
@@ -174,7 +175,8 @@ def exhaustion(tmp):
     flood = []
     try:
         held = Control(d.sock)
-        a = held.call(op="open_session", egress=True, proxy_config=proxy_config(tmp, "api.test"))
+        a = held.call(op="open_session", egress=True,
+                      proxy_config=proxy_config(tmp, "api.test", limits=UNLIMITED, name="unlimited.json"))
         # Connect until the manager holds as many descriptors as it may
         # (the proxy's backlog holds the rest).
         deadline = time.monotonic() + 20

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A flood on one session's proxy does not delay a revoke in another.
 
-Session "flood" holds 3,000 idle connections to its proxy, and a client
+Session "flood" holds 3,000 idle connections to its proxy (whose own per-session limits are lifted, so
+that the manager's defences are what is judged), and a client
 keeps asking that proxy for a destination it may not reach (so its handle
 check runs all the time), while session "victim" is granted api.test, uses
 it, and has it revoked, a hundred times. The daemon starts with a soft
@@ -21,8 +22,8 @@ import tempfile
 import threading
 import time
 
-from mgrlib import Checks, Control, Daemon, Upstream, bench_policies, percentile, proxy_config, proxy_connect, \
-    raise_nofile
+from mgrlib import UNLIMITED, Checks, Control, Daemon, Upstream, bench_policies, percentile, proxy_config, \
+    proxy_connect, raise_nofile
 
 FLOOD = 3000
 ROUNDS = 100
@@ -36,8 +37,8 @@ def start(tmp, name, cfg, hard):
     d = Daemon(tmp, name, bench_policies(),
                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard)))
     ctl = Control(d.sock)
-    a = ctl.call(op="open_session", name="flood", egress=True, proxy_config=cfg)
-    b = ctl.call(op="open_session", name="victim", egress=True, proxy_config=cfg)
+    a = ctl.call(op="open_session", name="flood", egress=True, proxy_config=cfg[0])
+    b = ctl.call(op="open_session", name="victim", egress=True, proxy_config=cfg[1])
     return d, ctl, a, b
 
 
@@ -77,7 +78,10 @@ def main():
         os._exit(77)
     tmp = tempfile.mkdtemp(prefix="shk-flood-")
     up = Upstream()
-    cfg = proxy_config(tmp, "api.test", "other.test")
+    # The flooding session's proxy has no limits of its own: the manager's
+    # defences are what is judged here.
+    cfg = (proxy_config(tmp, "api.test", "other.test", limits=UNLIMITED, name="flood.json"),
+           proxy_config(tmp, "api.test", "other.test"))
     flood, stop = [], threading.Event()
     d = None
     try:

@@ -126,12 +126,23 @@ def proxy_connect(egress_dir, host, port, timeout=5):
     return s, status
 
 
-def proxy_config(tmp, *names):
-    """A proxy configuration pinning each name to the loopback upstream."""
-    path = os.path.join(tmp, "proxy.json")
+def proxy_config(tmp, *names, limits=None, name="proxy.json"):
+    """A proxy configuration pinning each name to the loopback upstream,
+    with the proxy's per-session limits if given."""
+    path = os.path.join(tmp, name)
+    conf = {"allow_private_cidrs": ["127.0.0.1/32"], "hosts": {n: ["127.0.0.1"] for n in names}}
+    if limits:
+        conf["limits"] = limits
     with open(path, "w") as f:
-        json.dump({"allow_private_cidrs": ["127.0.0.1/32"], "hosts": {n: ["127.0.0.1"] for n in names}}, f)
+        json.dump(conf, f)
     return path
+
+
+# A session proxy that lets one sandbox hold thousands of idle connections
+# and all of the process's descriptors: the manager's own defences are what
+# the flood tests judge, not the proxy's limits (tests/egress judges those).
+UNLIMITED = {"connections": 1000000, "setup": 1000000, "fd_reserve": 0, "idle_timeout_ms": 600000,
+             "request_timeout_ms": 600000}
 
 
 def bench_policies():
