@@ -202,18 +202,22 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "--report %s: cannot write the report: %s; nothing was run", o.report,
              strerror(errno));
 
+  shk_sandbox_plan plan;
+  if (shk_sandbox_plan_build(&o, &env, &plan, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
     char *why = session_open(&o, &plan, &rs);
     if (why) {
       session_close(&rs);
+      shk_sandbox_plan_free(&plan);
       shk__die(RUN_FAIL, "run: egress: %s; nothing was run", why);
     }
   }
 
   shk_sandbox_egress eg = { rs.dir, rs.id };
   shk_sandbox_result res;
-  int r = shk_sandbox_launch(&o, &env, &f, &a, &eg, &res, &e);
+  int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &res, &e);
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");
