@@ -80,15 +80,21 @@ static void session_close(run_session *rs)
 }
 
 /* Returns NULL, or one line saying why the session could not be opened. */
-static char *session_open(const shk_sandbox_opts *o, run_session *rs)
+static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *plan, run_session *rs)
 {
   json_t *allow = json_array(), *deny = json_array();
   for (size_t i = 0; i < o->allow_domains.n; i++)
     json_array_append_new(allow, json_string(o->allow_domains.v[i]));
   for (size_t i = 0; i < o->deny_domains.n; i++)
     json_array_append_new(deny, json_string(o->deny_domains.v[i]));
-  json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o}", "op", "open_session", "name", "run", "egress", 1,
-                          "allow_domains", allow, "deny_domains", deny);
+  /* What the sandbox may write: the manager refuses a session whose
+   * writable roots hold its control socket. */
+  json_t *roots = json_array();
+  for (size_t i = 0; i < plan->n; i++)
+    if (plan->rules[i].access == SHK_ACCESS_WRITE)
+      json_array_append_new(roots, json_string(plan->rules[i].path));
+  json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o}", "op", "open_session", "name", "run", "egress", 1,
+                          "allow_domains", allow, "deny_domains", deny, "writable_roots", roots);
   if (o->proxy_config) {
     /* The daemon has its own working directory: give it the real path. */
     char real[PATH_MAX];
@@ -116,6 +122,9 @@ static char *session_open(const shk_sandbox_opts *o, run_session *rs)
       return shk__xasprintf("capability manager: %s", err.message);
     const char *log = getenv("SHINKEN_EVENT_LOG");
     mc.opts.event_log = log && *log ? log : "/dev/null";
+    /* No timeline yet: a log has one writer, and concurrent runs cannot
+     * all write the user's default store. */
+    mc.opts.audit_db = NULL;
     int r = shk_manager_new(&mc.opts, &rs->embedded, &err);
     shk_manager_config_clear(&mc);
     if (r < 0)
@@ -193,18 +202,22 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "--report %s: cannot write the report: %s; nothing was run", o.report,
              strerror(errno));
 
+  shk_sandbox_plan plan;
+  if (shk_sandbox_plan_build(&o, &env, &plan, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
-    char *why = session_open(&o, &rs);
+    char *why = session_open(&o, &plan, &rs);
     if (why) {
       session_close(&rs);
+      shk_sandbox_plan_free(&plan);
       shk__die(RUN_FAIL, "run: egress: %s; nothing was run", why);
     }
   }
 
   shk_sandbox_egress eg = { rs.dir, rs.id };
   shk_sandbox_result res;
-  int r = shk_sandbox_launch(&o, &env, &f, &a, &eg, &res, &e);
+  int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &res, &e);
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");
