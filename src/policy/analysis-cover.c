@@ -115,9 +115,8 @@ static bool parse_ports(const char *s, long *lo, long *hi)
 static const char *smt_lit(shk__enc *enc, const char *s)
 {
   shk__text t = { 0 };
-  const char *r = NULL;
-  if (shk__text_smt_string(&t, (shk__str){ s, strlen(s) }) && !t.oom)
-    r = shk__enc_str(enc, "%s", t.p);
+  bool ok = shk__text_smt_string(&t, (shk__str){ s, strlen(s) }) && !t.oom;
+  const char *r = ok ? shk__pool_strndup(enc->pool, t.p, t.n) : NULL;
   shk__text_free(&t);
   if (!r)
     shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the pattern holds a character the solver cannot represent");
@@ -140,7 +139,7 @@ static const char *covered(shk__enc *enc, shk_analysis_cover_kind k, const char 
   }
   case SHK_ANALYSIS_HOST_PATTERN: {
     int wild = !strncmp(pat, "**.", 3) ? 2 : !strncmp(pat, "*.", 2) ? 1 : 0;
-    const char *h = pat + (wild == 2 ? 3 : wild);
+    const char *h = pat + (wild == 2 ? 3 : wild == 1 ? 2 : 0);
     if (!valid_host(h))
       shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "'%.200s' is not a host pattern (HOST, *.HOST or **.HOST)",
                     pat);
@@ -426,10 +425,10 @@ static int check_once(cover *c, const char *pattern, const shk_analysis_except *
   }
   shk__text_free(&b);
   shk__pool_free(scratch);
-  if (stale || r < 0) {
-    int u = shk__analysis_unload(an, NULL);
-    (void)u;
-  }
+  if (r < 0)
+    shk__analysis_reset(an);
+  else if (stale && shk__analysis_unload(an, NULL) < 0)
+    shk__analysis_reset(an);
   if (r < 0) {
     json_decref(*witness);
     *witness = NULL;

@@ -72,7 +72,6 @@ static void *alloc(shk__enc *enc, size_t n)
 
 static const char *vstr(shk__enc *enc, const char *fmt, va_list ap)
 {
-  shk__text t = { 0 };
   va_list aq;
   va_copy(aq, ap);
   char small[512];
@@ -88,7 +87,6 @@ static const char *vstr(shk__enc *enc, const char *fmt, va_list ap)
   }
   char *r = alloc(enc, (size_t)n + 1);
   vsnprintf(r, (size_t)n + 1, fmt, ap);
-  (void)t;
   return r;
 }
 
@@ -101,6 +99,17 @@ const char *shk__enc_str(shk__enc *enc, const char *fmt, ...)
   return r;
 }
 #define S(...) shk__enc_str(enc, __VA_ARGS__)
+
+/* A copy of a text into the pool, freeing the text: no temporary buffer
+ * outlives a call, even one that unwinds. */
+static const char *keep_text(shk__enc *enc, shk__text *t)
+{
+  const char *r = t->oom ? NULL : shk__pool_strndup(enc->pool, t->p ? t->p : "", t->n);
+  shk__text_free(t);
+  if (!r)
+    OOM(enc);
+  return r;
+}
 
 static void check_text(shk__enc *enc, const shk__text *t)
 {
@@ -338,19 +347,12 @@ static const shk__ty *intern(shk__enc *enc, const shk__ty *proto)
   case SHK__TY_SET: t->sort = S("(Set %s)", t->elem->sort); break;
   case SHK__TY_RECORD: {
     const char *r = S("R%u", t->id);
-    shk__text d = { 0 };
-    shk__text_printf(&d, "(declare-datatype %s ((%s", r, r);
+    const char *text = S("(declare-datatype %s ((%s", r, r);
     for (size_t i = 0; i < t->n_attrs; i++) {
       const char *fs = t->attrs[i].required ? t->attrs[i].t->sort : shk__enc_opt(enc, t->attrs[i].t);
-      shk__text_printf(&d, " (%s.%zu %s)", r, i, fs);
+      text = S("%s (%s.%zu %s)", text, r, i, fs);
     }
-    shk__text_puts(&d, ")))");
-    if (d.oom) {
-      shk__text_free(&d);
-      OOM(enc);
-    }
-    const char *text = S("%s", d.p);
-    shk__text_free(&d);
+    text = S("%s)))", text);
     decl(enc, "%s", text);
     t->sort = r;
     break;
@@ -454,9 +456,7 @@ static const char *tyname(shk__enc *enc, const shk__ty *t)
 {
   shk__text b = { 0 };
   shk__ty_name(&b, t);
-  const char *r = b.oom ? "?" : S("%s", b.p);
-  shk__text_free(&b);
-  return r;
+  return keep_text(enc, &b);
 }
 
 /* ---------------------------------------------------------------- literals */
@@ -468,13 +468,7 @@ static const char *smt_string(shk__enc *enc, shk__str s, shk__loc loc)
     shk__text_free(&t);
     REFUSE(enc, loc, "a string with a character above U+2FFFF (outside the solver's alphabet) is not encoded");
   }
-  if (t.oom) {
-    shk__text_free(&t);
-    OOM(enc);
-  }
-  const char *r = S("%s", t.p);
-  shk__text_free(&t);
-  return r;
+  return keep_text(enc, &t);
 }
 
 const char *shk__enc_uid(shk__enc *enc, const shk__ety *t, shk__str id)
@@ -630,29 +624,25 @@ static bool needs_wf(const shk__ty *t)
   return false;
 }
 
+static bool has_ip(const shk__ty *t)
+{
+  if (t->k == SHK__TY_IP)
+    return true;
+  if (t->k == SHK__TY_SET)
+    return has_ip(t->elem);
+  for (size_t i = 0; t->k == SHK__TY_RECORD && i < t->n_attrs; i++)
+    if (has_ip(t->attrs[i].t))
+      return true;
+  return false;
+}
+
 /* The members of an enumerated entity type as a literal set. */
 static const char *enum_members(shk__enc *enc, const shk__ety *et)
 {
   const shk__ty *t = ty_entity(enc, (shk__ety *)et);
-  shk__text b = { 0 };
-  if (et->et->n_enum_ids == 0) {
-    shk__text_printf(&b, "(as set.empty (Set %s))", t->sort);
-  } else {
-    shk__text_puts(&b, et->et->n_enum_ids > 1 ? "(set.insert" : "(set.singleton");
-    for (size_t i = 0; i < et->et->n_enum_ids; i++)
-      shk__text_printf(&b, " %s", shk__enc_uid(enc, et, et->et->enum_ids[i]));
-    if (et->et->n_enum_ids > 1) {
-      /* set.insert's last argument is a set. */
-      shk__text_printf(&b, " (set.singleton %s)", shk__enc_uid(enc, et, et->et->enum_ids[0]));
-    }
-    shk__text_puts(&b, ")");
-  }
-  if (b.oom) {
-    shk__text_free(&b);
-    OOM(enc);
-  }
-  const char *r = S("%s", b.p);
-  shk__text_free(&b);
+  const char *r = S("(as set.empty (Set %s))", t->sort);
+  for (size_t i = 0; i < et->et->n_enum_ids; i++)
+    r = S("(set.insert %s %s)", shk__enc_uid(enc, et, et->et->enum_ids[i]), r);
   return r;
 }
 
@@ -665,34 +655,33 @@ const char *shk__enc_wf(shk__enc *enc, const char *term, const shk__ty *t)
     return S("(set.member %s %s)", term, enum_members(enc, t->ent));
   case SHK__TY_IP:
     return S("(ite ((_ is IP.v4) %s) (bvule (IP.p4 %s) #x20) (bvule (IP.p6 %s) #x80))", term, term, term);
-  case SHK__TY_SET:
+  case SHK__TY_SET: {
     if (t->elem->k == SHK__TY_ENTITY)
       return S("(set.subset %s %s)", term, enum_members(enc, t->elem->ent));
-    REFUSE(enc, SHK__NOLOC, "a set of %s values from the request or the store is not encoded "
-           "(its elements' well-formedness would need a quantifier)", tyname(enc, t->elem));
+    /* A bounded quantifier over the members (the solver runs with
+     * --fmf-bound); over ipaddr values cvc5 gives no answer, so those are
+     * refused. */
+    if (has_ip(t->elem))
+      REFUSE(enc, SHK__NOLOC, "a set of %s values from the request or the store is not encoded "
+             "(the solver cannot decide their well-formedness)", tyname(enc, t->elem));
+    const char *x = S("q%u", enc->next++);
+    return S("(forall ((%s %s)) (=> (set.member %s %s) %s))", x, t->elem->sort, x, term,
+             shk__enc_wf(enc, x, t->elem));
+  }
   case SHK__TY_RECORD: {
-    shk__text b = { 0 };
-    shk__text_puts(&b, "(and true");
+    const char *r = "(and true";
     for (size_t i = 0; i < t->n_attrs; i++) {
       if (!needs_wf(t->attrs[i].t))
         continue;
       const char *f = S("(%s.%zu %s)", t->sort, i, term);
       if (t->attrs[i].required) {
-        shk__text_printf(&b, " %s", shk__enc_wf(enc, f, t->attrs[i].t));
+        r = S("%s %s", r, shk__enc_wf(enc, f, t->attrs[i].t));
       } else {
         const char *o = shk__enc_opt(enc, t->attrs[i].t);
-        shk__text_printf(&b, " (=> ((_ is %s.some) %s) %s)", o, f,
-                         shk__enc_wf(enc, S("(%s.val %s)", o, f), t->attrs[i].t));
+        r = S("%s (=> ((_ is %s.some) %s) %s)", r, o, f, shk__enc_wf(enc, S("(%s.val %s)", o, f), t->attrs[i].t));
       }
     }
-    shk__text_puts(&b, ")");
-    if (b.oom) {
-      shk__text_free(&b);
-      OOM(enc);
-    }
-    const char *r = S("%s", b.p);
-    shk__text_free(&b);
-    return r;
+    return S("%s)", r);
   }
   case SHK__TY_BOOL:
   case SHK__TY_LONG:
@@ -1016,9 +1005,22 @@ static shk__v in_v(shk__enc *enc, const shk__expr *e, shk__v a, shk__v b)
     REFUSE(enc, e->loc, "`in` a %s is not encoded", tyname(enc, b.t));
   shk__ety *T = (shk__ety *)a.t->ent, *U = (shk__ety *)bt->ent;
   bool set = b.t->k == SHK__TY_SET;
+  if (T->is_action && !a.lit) {
+    /* An action that is not a literal is one of the schema's actions of
+     * its type: the answer for each, selected by equality. */
+    const char *r = F_;
+    for (size_t i = 0; i < enc->s->n_actions; i++) {
+      const shk__action *ac = &enc->s->actions[i];
+      if (!shk__str_eq(ac->uid.type, T->name))
+        continue;
+      shk__v one = mkv(a.t, shk__enc_uid(enc, T, ac->uid.id), F_);
+      one.lit = &ac->uid;
+      shk__v in = in_v(enc, e, one, b);
+      r = b_or(enc, r, b_and(enc, DEF("Bool", "(= %s %s)", a.v, one.v), in.v));
+    }
+    return bval(enc, r, err);
+  }
   if (T->is_action) {
-    if (!a.lit)
-      REFUSE(enc, e->loc, "`in` on an action that is not a literal is not encoded");
     if (!set && b.lit)
       return bconst(enc, action_in(enc->s, *a.lit, *b.lit), err);
     if (!T->anc[U->id] && T != U)
@@ -1138,13 +1140,13 @@ static shk__v getattr_v(shk__enc *enc, const shk__expr *e, shk__v a, bool has)
 
 static const char *like_re(shk__enc *enc, const shk__expr *e)
 {
-  shk__text b = { 0 };
+  const char *r = "";
   size_t parts = 0;
   for (size_t i = 0; i < e->n_pat;) {
     if (e->pat[i].wildcard) {
       while (i < e->n_pat && e->pat[i].wildcard)
         i++;
-      shk__text_puts(&b, " re.all");
+      r = S("%s re.all", r);
       parts++;
       continue;
     }
@@ -1154,17 +1156,11 @@ static const char *like_re(shk__enc *enc, const shk__expr *e)
     char *lit = alloc(enc, j - i + 1);
     for (size_t k = i; k < j; k++)
       lit[k - i] = (char)e->pat[k].byte;
-    shk__text_printf(&b, " (str.to_re %s)", smt_string(enc, (shk__str){ lit, j - i }, e->loc));
+    r = S("%s (str.to_re %s)", r, smt_string(enc, (shk__str){ lit, j - i }, e->loc));
     parts++;
     i = j;
   }
-  if (b.oom) {
-    shk__text_free(&b);
-    OOM(enc);
-  }
-  const char *r = parts == 0 ? "(str.to_re \"\")" : parts == 1 ? S("%s", b.p + 1) : S("(re.++%s)", b.p);
-  shk__text_free(&b);
-  return r;
+  return parts == 0 ? "(str.to_re \"\")" : parts == 1 ? r + 1 : S("(re.++%s)", r);
 }
 
 static shk__v set_v(shk__enc *enc, const shk__expr *e)
@@ -1180,22 +1176,11 @@ static shk__v set_v(shk__enc *enc, const shk__expr *e)
              tyname(enc, items[i].t));
     err = b_or(enc, err, items[i].e);
   }
-  shk__text b = { 0 };
-  if (e->n_items == 1) {
-    shk__text_printf(&b, "(set.singleton %s)", items[0].v);
-  } else {
-    shk__text_puts(&b, "(set.insert");
-    for (size_t i = 1; i < e->n_items; i++)
-      shk__text_printf(&b, " %s", items[i].v);
-    shk__text_printf(&b, " (set.singleton %s))", items[0].v);
-  }
-  if (b.oom) {
-    shk__text_free(&b);
-    OOM(enc);
-  }
+  const char *x = S("(set.singleton %s)", items[0].v);
+  for (size_t i = 1; i < e->n_items; i++)
+    x = S("(set.insert %s %s)", items[i].v, x);
   const shk__ty *t = ty_set(enc, items[0].t);
-  const char *v = shk__enc_def(enc, t->sort, b.p);
-  shk__text_free(&b);
+  const char *v = shk__enc_def(enc, t->sort, x);
   return mkv(t, v, err);
 }
 
@@ -1221,17 +1206,10 @@ static shk__v record_v(shk__enc *enc, const shk__expr *e)
   const shk__ty *t = intern(enc, &p);
   if (n == 0)
     return mkv(t, t->sort, err);
-  shk__text b = { 0 };
-  shk__text_printf(&b, "(%s", t->sort);
+  const char *x = S("(%s", t->sort);
   for (size_t i = 0; i < n; i++)
-    shk__text_printf(&b, " %s", vals[i].v);
-  shk__text_puts(&b, ")");
-  if (b.oom) {
-    shk__text_free(&b);
-    OOM(enc);
-  }
-  const char *v = shk__enc_def(enc, t->sort, b.p);
-  shk__text_free(&b);
+    x = S("%s %s", x, vals[i].v);
+  const char *v = shk__enc_def(enc, t->sort, S("%s)", x));
   return mkv(t, v, err);
 }
 

@@ -321,6 +321,9 @@ struct shk_analysis_set {
 
 /* The solver, started (again) when it is not running. */
 int shk__analysis_solver(shk_analysis *an, shk_error *err);
+/* After a failure: ends the solver process (the next question starts a
+ * new one), since its assertion stack is in an unknown state. */
+void shk__analysis_reset(shk_analysis *an);
 /* Drops whatever is loaded and returns the solver to level 0. */
 int shk__analysis_unload(shk_analysis *an, shk_error *err);
 /* The environment's text: declarations, definitions, assumptions. */

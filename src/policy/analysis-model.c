@@ -577,9 +577,8 @@ const char *shk__value_term(shk__enc *enc, const shk__ty *t, const shk__value *v
     if (v->kind != SHK__V_STRING)
       return NULL;
     shk__text b = { 0 };
-    const char *r = NULL;
-    if (shk__text_smt_string(&b, v->s) && !b.oom)
-      r = shk__enc_str(enc, "%s", b.p);
+    bool ok = shk__text_smt_string(&b, v->s) && !b.oom;
+    const char *r = ok ? shk__pool_strndup(enc->pool, b.p, b.n) : NULL;
     shk__text_free(&b);
     return r;
   }

@@ -219,7 +219,11 @@ int shk__smt_start(const char *path, unsigned timeout_ms, shk__smt **out, shk_er
   char limit[48];
   snprintf(limit, sizeof limit, "--tlimit-per=%u", timeout_ms);
   char *const argv[] = { (char *)path, (char *)"--lang=smt2", (char *)"--incremental",
-                         (char *)"--produce-models", (char *)"--strings-exp", limit, NULL };
+                         (char *)"--produce-models", (char *)"--strings-exp",
+                         /* Models without let-bindings: the reader takes values as written. */
+                         (char *)"--dag-thresh=0",
+                         /* Quantifiers appear only bounded by set membership. */
+                         (char *)"--fmf-bound", limit, NULL };
   char *const envp[] = { NULL };
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);

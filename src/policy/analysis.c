@@ -83,6 +83,15 @@ int shk__analysis_solver(shk_analysis *an, shk_error *err)
   return r;
 }
 
+void shk__analysis_reset(shk_analysis *an)
+{
+  shk__enc_free(an->loaded_enc);
+  an->loaded_enc = NULL;
+  an->loaded_serial = 0;
+  shk__smt_stop(an->smt);
+  an->smt = NULL;
+}
+
 int shk__analysis_unload(shk_analysis *an, shk_error *err)
 {
   shk__enc_free(an->loaded_enc);
@@ -798,7 +807,7 @@ int shk_analysis_check(shk_analysis *an, shk_analysis_query query, const shk_ana
   }
   shk_cedar_policy_set_free((shk_cedar_policy_set *)qu.assume);
   if (r < 0) {
-    shk__analysis_unload(an, NULL);
+    shk__analysis_reset(an);
     shk_analysis_result_clear(out);
     return r;
   }
@@ -920,7 +929,7 @@ int shk_analysis_compare(shk_analysis *an, const shk_analysis_set *old_set,
   }
   shk_cedar_policy_set_free((shk_cedar_policy_set *)qu.assume);
   if (r < 0) {
-    shk__analysis_unload(an, NULL);
+    shk__analysis_reset(an);
     shk_analysis_comparison_clear(out);
     return r;
   }
