@@ -2,6 +2,7 @@
  *
  *   compare --schema S OLD NEW          is NEW equivalent to OLD, narrower, wider, incomparable?
  *   QUERY --schema S POLICIES [POLICIES2] [--policy ID [--policy ID2]]
+ *                                        (a one-policy question with no --policy: every policy)
  *                                        never-errors, always-matches, never-matches,
  *                                        matches-equivalent, matches-implies, matches-disjoint,
  *                                        always-allows, always-denies, equivalent, implies, disjoint
@@ -186,10 +187,10 @@ static int cmd_compare(const opts *o)
       if (c.envs[i].narrower)
         print_example("OLD allows, NEW denies", c.envs[i].narrower);
     }
-    if (c.rel == SHK_ANALYSIS_SAME)
-      puts("NEW is equivalent to OLD");
-    else
-      printf("NEW is %s than OLD\n", shk_analysis_relation_name(c.rel));
+    puts(c.rel == SHK_ANALYSIS_SAME        ? "NEW is equivalent to OLD"
+         : c.rel == SHK_ANALYSIS_NARROWER  ? "NEW is less permissive than OLD"
+         : c.rel == SHK_ANALYSIS_WIDER     ? "NEW is more permissive than OLD"
+                                           : "NEW and OLD are incomparable: each allows requests the other denies");
   }
   int status = c.rel == SHK_ANALYSIS_SAME || c.rel == SHK_ANALYSIS_NARROWER ? EXIT_HOLDS : EXIT_FAILS;
   shk_analysis_comparison_clear(&c);
@@ -211,7 +212,9 @@ static int cmd_query(const opts *o, shk_analysis_query q)
   if (o->n_files < 1 || (!pair && o->n_files > 1) || (pair && !per_policy && o->n_files != 2))
     shk__die(EXIT_BAD, "cedar analyze %s: give %s", shk_analysis_query_name(q),
              pair && !per_policy ? "two policy files" : pair ? "one or two policy files" : "one policy file");
-  if (per_policy && o->n_policies != (pair ? 2u : 1u))
+  /* A question about one policy, with none named, is asked of each. */
+  bool each = per_policy && !pair && o->n_policies == 0;
+  if (per_policy && !each && o->n_policies != (pair ? 2u : 1u))
     shk__die(EXIT_BAD, "cedar analyze %s: name %s with --policy", shk_analysis_query_name(q),
              pair ? "two policies" : "the policy");
   shk_cedar_schema *s = load_schema(o->schema);
@@ -220,28 +223,39 @@ static int cmd_query(const opts *o, shk_analysis_query q)
   shk_analysis_set *sa = prepare(s, pa, o->files[0]), *sb = pb ? prepare(s, pb, o->files[1]) : NULL;
   shk_analysis *an = open_solver(o);
   shk_analysis_scope sc = { o->assume, o->action, o->ptype, o->rtype };
-  shk_analysis_result res;
-  shk_error err = { 0 };
-  int r = shk_analysis_check(an, q, sa, o->policies[0], sb ? sb : pair ? sa : NULL, o->policies[1], &sc, &res,
-                             &err);
-  if (r < 0)
-    fail_with(r, &err);
-  if (o->json) {
-    json_t *xs = json_array();
-    for (size_t i = 0; i < res.n_examples; i++)
-      json_array_append_new(xs, example_json(&res.examples[i]));
-    print_json(json_pack("{s:s, s:b, s:I, s:o}", "query", shk_analysis_query_name(q), "holds", res.holds, "envs",
-                         (json_int_t)res.n_envs, "examples", xs));
-  } else {
+  size_t n = each ? shk_cedar_policy_set_count(pa) : 1;
+  json_t *xs = json_array();
+  bool all = true;
+  size_t n_envs = 0;
+  for (size_t k = 0; k < n; k++) {
+    const char *pid = each ? shk_cedar_policy_id(pa, k) : o->policies[0];
+    shk_analysis_result res;
+    shk_error err = { 0 };
+    int r = shk_analysis_check(an, q, sa, pid, sb ? sb : pair ? sa : NULL, o->policies[1], &sc, &res, &err);
+    if (r < 0)
+      fail_with(r, &err);
+    all = all && res.holds;
+    n_envs = res.n_envs;
     for (size_t i = 0; i < res.n_examples; i++) {
-      printf("%s: %s does not hold\n", res.examples[i].env, shk_analysis_query_name(q));
+      if (o->json) {
+        json_array_append_new(xs, example_json(&res.examples[i]));
+        continue;
+      }
+      printf("%s: %s%s%s does not hold\n", res.examples[i].env, shk_analysis_query_name(q), per_policy ? " of " : "",
+             per_policy ? pid : "");
       print_example("counterexample", &res.examples[i]);
     }
-    printf("%s %s (%zu environment%s)\n", shk_analysis_query_name(q), res.holds ? "holds" : "does not hold",
-           res.n_envs, res.n_envs == 1 ? "" : "s");
+    shk_analysis_result_clear(&res);
   }
-  int status = res.holds ? EXIT_HOLDS : EXIT_FAILS;
-  shk_analysis_result_clear(&res);
+  if (o->json)
+    print_json(json_pack("{s:s, s:b, s:I, s:o}", "query", shk_analysis_query_name(q), "holds", all, "envs",
+                         (json_int_t)n_envs, "examples", xs));
+  else {
+    json_decref(xs);
+    printf("%s %s (%zu environment%s%s)\n", shk_analysis_query_name(q), all ? "holds" : "does not hold", n_envs,
+           n_envs == 1 ? "" : "s", each ? ", every policy" : "");
+  }
+  int status = all ? EXIT_HOLDS : EXIT_FAILS;
   shk_analysis_close(an);
   shk_analysis_set_free(sa);
   shk_analysis_set_free(sb);

@@ -691,14 +691,39 @@ static const char *goal_of(shk__enc *enc, const question *qu, const envq *eq)
 
 /* The assumption as a policy: permit when { EXPR }, type-checked against
  * the schema like any policy. */
-static int parse_assume(const shk_analysis_set *set, const char *expr, shk_cedar_policy_set **out,
+static int parse_assume(const shk_analysis_set *set, const shk_analysis_scope *scope, shk_cedar_policy_set **out,
                         shk__policy **pol, shk_error *err)
 {
   *out = NULL;
+  const char *expr = scope ? scope->assume : NULL;
   if (!expr)
     return 0;
   shk__text t = { 0 };
-  shk__text_printf(&t, "permit (principal, action, resource) when {\n%s\n};\n", expr);
+  shk__text_puts(&t, "permit (principal, ");
+  /* Restricted to one action, the assumption is typed in its
+   * environments only (it may read that action's context). */
+  const shk__action *act = NULL;
+  for (size_t i = 0; scope->action && i < set->n_envs && !act; i++)
+    if (env_selected(&set->envs[i], &(shk_analysis_scope){ .action = scope->action }))
+      act = set->envs[i].action;
+  if (scope->action && !act)
+    return shk__error_set(err, -ENOENT, "no action %s applies to any request of the schema", scope->action);
+  if (act) {
+    shk__text_printf(&t, "action == %.*s::\"", Q(act->uid.type));
+    for (size_t i = 0; i < act->uid.id.n; i++) {
+      unsigned char c = (unsigned char)act->uid.id.p[i];
+      if (c == '"' || c == '\\')
+        shk__text_printf(&t, "\\%c", c);
+      else if (c < 0x20 || c == 0x7f)
+        shk__text_printf(&t, "\\u{%x}", c);
+      else
+        shk__text_put(&t, (const char *)&c, 1);
+    }
+    shk__text_puts(&t, "\"");
+  } else {
+    shk__text_puts(&t, "action");
+  }
+  shk__text_printf(&t, ", resource) when {\n%s\n};\n", expr);
   if (t.oom) {
     shk__text_free(&t);
     return shk__error_set(err, -ENOMEM, "out of memory");
@@ -766,7 +791,7 @@ int shk_analysis_check(shk_analysis *an, shk_analysis_query query, const shk_ana
       qu.idb = shk_cedar_policy_id(qu.b->ps, ib);
     }
   }
-  int r = parse_assume(a, scope ? scope->assume : NULL, (shk_cedar_policy_set **)&qu.assume,
+  int r = parse_assume(a, scope, (shk_cedar_policy_set **)&qu.assume,
                        &qu.assume_pol, err);
   if (r < 0)
     return r;
@@ -870,7 +895,7 @@ int shk_analysis_compare(shk_analysis *an, const shk_analysis_set *old_set,
   if (old_set->schema != new_set->schema)
     return shk__error_set(err, -EINVAL, "the two sets are prepared against different schemas");
   question qu = { .q = SHK_ANALYSIS_EQUIVALENT, .a = old_set, .b = new_set };
-  int r = parse_assume(old_set, scope ? scope->assume : NULL, (shk_cedar_policy_set **)&qu.assume,
+  int r = parse_assume(old_set, scope, (shk_cedar_policy_set **)&qu.assume,
                        &qu.assume_pol, err);
   if (r < 0)
     return r;
