@@ -59,6 +59,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "usage: %s ROOT LIST [--check MS]\n", argv[0]);
     return 1;
   }
+  setvbuf(stdout, NULL, _IOLBF, 0);
   const char *root = argv[1];
   unsigned check_ms = argc > 4 && !strcmp(argv[3], "--check") ? (unsigned)atoi(argv[4]) : 0;
   FILE *list = fopen(argv[2], "r");

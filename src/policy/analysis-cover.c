@@ -176,18 +176,46 @@ static const char *covered(shk__enc *enc, shk_analysis_cover_kind k, const char 
   return "false";
 }
 
-/* What every concrete element is besides being covered: a canonical
- * absolute path, a DNS name. */
-static const char *element(shk__enc *enc, shk_analysis_cover_kind k)
+/* What every concrete host is besides being covered: a DNS name. */
+static const char *element(shk_analysis_cover_kind k)
 {
-  if (k == SHK_ANALYSIS_PATH_PREFIX)
-    return "(and (str.prefixof \"/\" cv) (not (str.contains cv \"//\")) (not (str.contains cv \"/./\")) "
-           "(not (str.contains cv \"/../\")) (not (str.suffixof \"/.\" cv)) (not (str.suffixof \"/..\" cv)) "
-           "(or (= cv \"/\") (not (str.suffixof \"/\" cv))) (not (str.contains cv \"\\u{0}\")))";
   if (k == SHK_ANALYSIS_HOST_PATTERN)
     return "(and (<= (str.len cv) 253) (str.in_re cv (re.++ (re.* (re.++ hl (str.to_re \".\"))) hl)))";
-  (void)enc;
   return "true";
+}
+
+/* A concrete path is canonical: no empty, "." or ".." component, no NUL,
+ * no trailing slash. The solver finds witnesses far faster without these
+ * constraints (negated substrings are hard for it), so they are added
+ * lazily: a witness that breaks one is refuted by asserting that one, and
+ * the check runs again. Without them the question is wider, so an
+ * unsatisfiable one stays unsatisfiable: nothing is lost either way. */
+static const struct {
+  const char *rule;        /* the constraint, over cv */
+  const char *bad;         /* what breaks it, for the witness test */
+  int where;               /* 0 anywhere, 1 at the end */
+} canon[] = {
+  { "(not (str.contains cv \"//\"))", "//", 0 },
+  { "(not (str.contains cv \"/./\"))", "/./", 0 },
+  { "(not (str.contains cv \"/../\"))", "/../", 0 },
+  { "(not (str.suffixof \"/.\" cv))", "/.", 1 },
+  { "(not (str.suffixof \"/..\" cv))", "/..", 1 },
+  { "(or (= cv \"/\") (not (str.suffixof \"/\" cv)))", "/", 1 },
+};
+
+/* The first rule the path W breaks, or -1; -2 for a NUL (which no JSON
+ * witness can carry: it is refuted the same way). */
+static int canon_broken(const char *w, size_t n)
+{
+  if (memchr(w, '\0', n))
+    return -2;
+  for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
+    size_t m = strlen(canon[i].bad);
+    if (canon[i].where == 0 ? memmem(w, n, canon[i].bad, m) != NULL
+                            : n >= m && !memcmp(w + n - m, canon[i].bad, m) && !(n == 1 && i == 5))
+      return (int)i;
+  }
+  return -1;
 }
 
 /* ---------------------------------------------------------------- the concrete facts */
@@ -314,7 +342,8 @@ static int ensure_loaded(cover *c, shk_error *err)
   int r = shk__analysis_solver(an, err);
   if (r < 0)
     return r;
-  if (an->loaded_serial == c->set->serial && an->loaded_env == c->env && an->loaded_enc)
+  if (an->loaded_serial == c->set->serial && an->loaded_env == c->env && an->loaded_enc &&
+      shk__uid_eq(*an->loaded_enc->cp, c->req->principal) && shk__uid_eq(*an->loaded_enc->cr, c->req->resource))
     return 0;
   if ((r = shk__analysis_unload(an, err)) < 0)
     return r;
@@ -328,10 +357,44 @@ static int ensure_loaded(cover *c, shk_error *err)
     shk__enc_free(enc);
     return r;
   }
+  /* The principal and the resource are the request's: every policy
+   * whose scope names another folds away before the solver sees it. */
+  shk__uid *cp = shk__pool_alloc(enc->pool, sizeof *cp), *cr = shk__pool_alloc(enc->pool, sizeof *cr);
+  if (!cp || !cr)
+    shk__enc_fail(enc, -ENOMEM, SHK__NOLOC, "out of memory");
+  cp->type = (shk__str){ shk__pool_strndup(enc->pool, c->req->principal.type.p, c->req->principal.type.n),
+                         c->req->principal.type.n };
+  cp->id = (shk__str){ shk__pool_strndup(enc->pool, c->req->principal.id.p, c->req->principal.id.n),
+                       c->req->principal.id.n };
+  cr->type = (shk__str){ shk__pool_strndup(enc->pool, c->req->resource.type.p, c->req->resource.type.n),
+                         c->req->resource.type.n };
+  cr->id = (shk__str){ shk__pool_strndup(enc->pool, c->req->resource.id.p, c->req->resource.id.n),
+                       c->req->resource.id.n };
+  if (!cp->type.p || !cp->id.p || !cr->type.p || !cr->id.p)
+    shk__enc_fail(enc, -ENOMEM, SHK__NOLOC, "out of memory");
+  enc->cp = cp;
+  enc->cr = cr;
   shk__enc_request(enc);
-  const char *allow = shk__enc_set(enc, c->set->pols, c->set->n, NULL, NULL);
+  const char **sats = shk__pool_alloc(enc->pool, (c->set->n + 1) * sizeof *sats);
+  const char **goals = shk__pool_alloc(enc->pool, (c->set->n + 1) * sizeof *goals);
+  if (!sats || !goals)
+    shk__enc_fail(enc, -ENOMEM, SHK__NOLOC, "out of memory");
+  const char *allow = shk__enc_set(enc, c->set->pols, c->set->n, sats, NULL);
+  /* "Some element is denied" is "no permit applies to some element" or
+   * "some forbid applies to some element": one question each, so that no
+   * check has to reason about many negated patterns at once (which is
+   * what makes a string solver slow). */
+  size_t ng = 0;
+  const char *permit = "false";
+  for (size_t i = 0; i < c->set->n; i++)
+    if (!c->set->pols[i]->is_forbid)
+      permit = shk__enc_str(enc, "(or %s %s)", permit, sats[i]);
+  goals[ng++] = shk__enc_str(enc, "(not %s)", permit);
+  for (size_t i = 0; i < c->set->n; i++)
+    if (c->set->pols[i]->is_forbid && strcmp(sats[i], "false"))
+      goals[ng++] = sats[i];
   shk__enc_finish(enc);
-  /* Every sort a concrete value may need: host labels' expression too. */
+  /* The regular expression of a host's label. */
   shk__text_puts(&enc->decl, "(define-fun hl () RegLan (re.++ (re.union (re.range \"a\" \"z\") (re.range \"0\" \"9\")) "
                              "(re.opt (re.++ (re.* (re.union (re.range \"a\" \"z\") (re.range \"0\" \"9\") "
                              "(str.to_re \"-\"))) (re.union (re.range \"a\" \"z\") (re.range \"0\" \"9\"))))))\n");
@@ -341,9 +404,124 @@ static int ensure_loaded(cover *c, shk_error *err)
   }
   an->loaded_enc = enc;
   an->loaded_allow = allow;
+  an->loaded_goals = goals;
+  an->n_loaded_goals = ng;
   an->loaded_serial = c->set->serial;
   an->loaded_env = c->env;
   return 0;
+}
+
+static char *request_with(const cover *c, json_t *w);
+
+/* Repairs a path that is not canonical into one that is: empty, "." and
+ * ".." components filled in (FILL) or dropped. Returns NULL when nothing
+ * is left. */
+static char *canon_repair(const char *w, size_t n, bool fill)
+{
+  char *out = malloc(2 * n + 4);
+  if (!out)
+    return NULL;
+  size_t o = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && w[j] != '/')
+      j++;
+    /* The component w[i+1 .. j). */
+    size_t len = j - i - 1;
+    bool bad = len == 0 || (len == 1 && w[i + 1] == '.') || (len == 2 && w[i + 1] == '.' && w[i + 2] == '.') ||
+               memchr(w + i + 1, '\0', len);
+    if (!bad) {
+      memcpy(out + o, w + i, j - i);
+      o += j - i;
+    } else if (fill) {
+      memcpy(out + o, "/a", 2);
+      o += 2;
+    }
+    i = j;
+  }
+  if (o == 0)
+    out[o++] = '/';
+  out[o] = '\0';
+  return out;
+}
+
+/* Whether the element W (a path) is one the question is about and the
+ * engine decides as the goal says (denied, or with WANT_DENIED allowed):
+ * then it can stand in for a witness that is not canonical. */
+static bool witness_ok(const cover *c, const char *w, const char *pattern, const shk_analysis_except *ex,
+                       size_t n_ex, bool want_denied)
+{
+  if (!valid_path(w))
+    return false;
+  size_t pn = strlen(pattern);
+  if (strcmp(pattern, "/") && !(!strncmp(w, pattern, pn) && (w[pn] == '\0' || w[pn] == '/')))
+    return false;
+  for (size_t i = 0; i < n_ex; i++) {
+    size_t en = strlen(ex[i].text);
+    if (ex[i].exact ? !strcmp(w, ex[i].text)
+                    : !strcmp(ex[i].text, "/") || (!strncmp(w, ex[i].text, en) && (w[en] == '\0' || w[en] == '/')))
+      return false;
+  }
+  json_t *j = json_string(w);
+  char *req = j ? request_with(c, j) : NULL;
+  json_decref(j);
+  bool allow = false, ok = false;
+  if (req)
+    ok = shk__analysis_decide(c->set->ps, c->set->schema, req, c->q->entities, &allow, NULL, 0, NULL, 0, NULL) == 0;
+  free(req);
+  return ok && allow == want_denied;
+}
+
+/* One goal over cv, at the level above the facts: *sat, and the witness
+ * as JSON. A path witness that is not canonical is repaired when the
+ * engine confirms the repair, else refuted and the goal asked again. */
+static int solve_goal(cover *c, shk__enc *enc, const shk__ty *ft, const char *goal, const char *pattern,
+                      const shk_analysis_except *ex, size_t n_ex, bool want_denied, bool *sat, json_t **witness,
+                      shk_error *err)
+{
+  shk_analysis *an = c->an;
+  shk__text g = { 0 };
+  shk__text_printf(&g, "(push 1)\n(assert %s) ; goal\n", goal);
+  int r = g.oom ? shk__error_set(err, -ENOMEM, "out of memory") : shk__smt_send(an->smt, g.p, g.n, err);
+  shk__text_free(&g);
+  *sat = false;
+  for (size_t round = 0; r == 0; round++) {
+    an->checks++;
+    if ((r = shk__smt_check(an->smt, sat, err)) < 0 || !*sat)
+      break;
+    shk__pool *p = shk__pool_new();
+    shk__sx **v;
+    r = p ? shk__smt_get_value(an->smt, p, "cv", 1, &v, err) : shk__error_set(err, -ENOMEM, "out of memory");
+    int broken = -1;
+    if (r == 0 && c->q->kind == SHK_ANALYSIS_PATH_PREFIX && v[0]->kind == SHK__SX_STRING)
+      broken = canon_broken(v[0]->s, v[0]->n);
+    for (int fill = 1; r == 0 && broken != -1 && fill >= 0; fill--) {
+      char *fixed = canon_repair(v[0]->s, v[0]->n, fill);
+      if (fixed && witness_ok(c, fixed, pattern, ex, n_ex, want_denied)) {
+        *witness = json_string(fixed);
+        broken = -1;
+      }
+      free(fixed);
+    }
+    if (r == 0 && broken == -1 && !*witness && !(*witness = shk__model_json(enc, ft, v[0])))
+      r = shk__error_set(err, -EPROTO, "defect in the analysis: the model's element cannot be read back");
+    shk__pool_free(p);
+    if (r < 0 || broken == -1)
+      break;
+    /* Each rule is added at most once, so this ends. */
+    if (round > sizeof canon / sizeof canon[0]) {
+      r = shk__error_set(err, -EPROTO, "defect in the analysis: the solver keeps answering with a "
+                         "non-canonical path");
+      break;
+    }
+    char rule[128];
+    snprintf(rule, sizeof rule, "(assert %s)\n", broken == -2 ? "(not (str.contains cv \"\\u{0}\"))"
+                                                                : canon[broken].rule);
+    r = shk__smt_send(an->smt, rule, strlen(rule), err);
+  }
+  if (r == 0)
+    r = shk__smt_send(an->smt, "(pop 1)\n", 8, err);
+  return r;
 }
 
 /* Is every element of PATTERN (less the exceptions) allowed (or, with
@@ -376,14 +554,10 @@ static int check_once(cover *c, const char *pattern, const shk_analysis_except *
       shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the field '%s' cannot hold %s", c->q->field,
                     kind_name(c->q->kind));
     shk__text_printf(&b, "(declare-const cv %s)\n", ft->sort);
-    shk__text_printf(&b, "(assert (= principal %s))\n", shk__value_term(enc, enc->P->t, &(shk__value){
-                       .kind = SHK__V_ENTITY, .uid = &c->req->principal }));
-    shk__text_printf(&b, "(assert (= resource %s))\n", shk__value_term(enc, enc->R->t, &(shk__value){
-                       .kind = SHK__V_ENTITY, .uid = &c->req->resource }));
     shk__text_printf(&b, "(assert (= context %s))\n",
                      context_term(enc, enc->ctx, &c->req->context, c->path, c->n_path));
     store_facts(enc, c->es, &b);
-    shk__text_printf(&b, "(assert %s)\n(assert %s)\n", element(enc, c->q->kind),
+    shk__text_printf(&b, "(assert %s)\n(assert %s)\n", element(c->q->kind),
                      covered(enc, c->q->kind, pattern, false));
     for (size_t i = 0; i < n_ex; i++)
       shk__text_printf(&b, "(assert (not %s))\n", covered(enc, c->q->kind, ex[i].text, ex[i].exact));
@@ -397,27 +571,17 @@ static int check_once(cover *c, const char *pattern, const shk_analysis_except *
     r = shk__error_set(err, b.oom ? -ENOMEM : -EINVAL, b.oom ? "out of memory"
                        : "the concrete request needs a type the policies never use");
   if (r == 0) {
-    const char *goal = want_denied ? an->loaded_allow : NULL;
     shk__text g = { 0 };
-    shk__text_printf(&g, "(push 1)\n%s(assert ", b.p);
-    shk__text_puts(&g, goal ? goal : "(not ");
-    if (!goal)
-      shk__text_printf(&g, "%s)", an->loaded_allow);
-    shk__text_puts(&g, ") ; goal\n");
+    shk__text_printf(&g, "(push 1)\n%s", b.p);
     r = g.oom ? shk__error_set(err, -ENOMEM, "out of memory") : shk__smt_send(an->smt, g.p, g.n, err);
     shk__text_free(&g);
     bool sat = false;
-    if (r == 0) {
-      an->checks++;
-      r = shk__smt_check(an->smt, &sat, err);
-    }
-    if (r == 0 && sat) {
-      shk__pool *p = shk__pool_new();
-      shk__sx **v;
-      r = p ? shk__smt_get_value(an->smt, p, "cv", 1, &v, err) : shk__error_set(err, -ENOMEM, "out of memory");
-      if (r == 0 && !(*witness = shk__model_json(enc, ft, v[0])))
-        r = shk__error_set(err, -EPROTO, "defect in the analysis: the model's element cannot be read back");
-      shk__pool_free(p);
+    if (want_denied) {
+      if (r == 0)
+        r = solve_goal(c, enc, ft, an->loaded_allow, pattern, ex, n_ex, true, &sat, witness, err);
+    } else {
+      for (size_t i = 0; r == 0 && !sat && i < an->n_loaded_goals; i++)
+        r = solve_goal(c, enc, ft, an->loaded_goals[i], pattern, ex, n_ex, false, &sat, witness, err);
     }
     if (r == 0)
       r = shk__smt_send(an->smt, "(pop 1)\n", 8, err);

@@ -807,8 +807,16 @@ void shk__enc_request(shk__enc *enc)
   enc->A = a;
   static const shk__type empty = { .kind = SHK__T_RECORD };
   enc->ctx = shk__enc_type(enc, env->action->context ? env->action->context : &empty);
-  decl(enc, "(declare-const principal %s)", ty_entity(enc, p)->sort);
-  decl(enc, "(declare-const resource %s)", ty_entity(enc, r)->sort);
+  /* A principal or resource given as a concrete entity is that literal,
+   * so that every scope comparing it with a literal folds here. */
+  if (enc->cp)
+    decl(enc, "(define-fun principal () %s %s)", ty_entity(enc, p)->sort, shk__enc_uid(enc, p, enc->cp->id));
+  else
+    decl(enc, "(declare-const principal %s)", ty_entity(enc, p)->sort);
+  if (enc->cr)
+    decl(enc, "(define-fun resource () %s %s)", ty_entity(enc, r)->sort, shk__enc_uid(enc, r, enc->cr->id));
+  else
+    decl(enc, "(declare-const resource %s)", ty_entity(enc, r)->sort);
   decl(enc, "(declare-const context %s)", enc->ctx->sort);
   const char *vars[] = { "principal", "resource", "context" };
   const shk__ty *types[] = { p->t, r->t, enc->ctx };
@@ -831,6 +839,15 @@ static shk__v vbool(bool b)
 static shk__v mkv(const shk__ty *t, const char *v, const char *e)
 {
   return (shk__v){ .t = t, .v = v, .e = e, .kb = -1 };
+}
+
+/* The principal or the resource: a literal when the encoder was given it. */
+static shk__v var_v(shk__enc *enc, shk__var v)
+{
+  bool p = v == SHK__VAR_PRINCIPAL;
+  shk__v r = mkv(p ? enc->P->t : enc->R->t, p ? "principal" : "resource", F_);
+  r.lit = p ? enc->cp : enc->cr;
+  return r;
 }
 
 static shk__v want(shk__enc *enc, shk__v x, shk__tyk k, const shk__expr *e, const char *op)
@@ -1410,8 +1427,8 @@ static shk__v ex_inner(shk__enc *enc, const shk__expr *e)
   }
   case SHK__E_VAR:
     switch (e->var) {
-    case SHK__VAR_PRINCIPAL: return mkv(enc->P->t, "principal", F_);
-    case SHK__VAR_RESOURCE: return mkv(enc->R->t, "resource", F_);
+    case SHK__VAR_PRINCIPAL: return var_v(enc, SHK__VAR_PRINCIPAL);
+    case SHK__VAR_RESOURCE: return var_v(enc, SHK__VAR_RESOURCE);
     case SHK__VAR_CONTEXT: return mkv(enc->ctx, "context", F_);
     case SHK__VAR_ACTION: {
       shk__v r = mkv(ty_entity(enc, (shk__ety *)enc->A),
@@ -1518,9 +1535,9 @@ static shk__v scope_v(shk__enc *enc, const shk__scope *sc, shk__var var)
 {
   shk__v x;
   if (var == SHK__VAR_PRINCIPAL) {
-    x = mkv(enc->P->t, "principal", F_);
+    x = var_v(enc, SHK__VAR_PRINCIPAL);
   } else if (var == SHK__VAR_RESOURCE) {
-    x = mkv(enc->R->t, "resource", F_);
+    x = var_v(enc, SHK__VAR_RESOURCE);
   } else {
     x = mkv(ty_entity(enc, (shk__ety *)enc->A), shk__enc_uid(enc, enc->A, enc->env.action->uid.id), F_);
     x.lit = &enc->env.action->uid;

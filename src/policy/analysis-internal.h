@@ -198,6 +198,7 @@ struct shk__enc {
   shk__ety *etys;
   size_t n_etys;
   const shk__ety *P, *R, *A;
+  const shk__uid *cp, *cr; /* a concrete principal and resource, or NULL (set before shk__enc_request) */
   const shk__ty *ctx;
   shk__ty **types;
   size_t n_types, cap_types;
@@ -305,6 +306,8 @@ struct shk_analysis {
   size_t loaded_env;
   shk__enc *loaded_enc;
   const char *loaded_allow;
+  const char **loaded_goals; /* what denies: no permit, or each forbid */
+  size_t n_loaded_goals;
   uint64_t checks;          /* check-sat calls, for tests and benchmarks */
   uint64_t starts;          /* solver processes started */
 };
