@@ -56,6 +56,11 @@ void shk__enc_fail(shk__enc *enc, int code, shk__loc loc, const char *fmt, ...)
     shk__error_set(enc->err, code, "%s: %s", enc->what, msg);
   else
     shk__error_set(enc->err, code, "%s", msg);
+  /* Names from the policy text may hold control characters: none reaches
+   * a terminal through a message. */
+  for (char *m = enc->err ? enc->err->message : NULL; m && *m; m++)
+    if ((unsigned char)*m < 0x20 || *m == 0x7f)
+      *m = '?';
   longjmp(*enc->fail, 1);
 }
 
@@ -750,7 +755,6 @@ int shk__enc_new(const shk__schema *s, const shk__aenv *env, shk__enc **out, shk
   /* The types each type's ancestors may have: the closure of memberOf for
    * entity types, of the action groups for action types. */
   for (size_t i = 0; i < n; i++) {
-    bool changed = true;
     if (etys[i].et) {
       for (size_t m = 0; m < etys[i].et->n_member_of; m++) {
         shk__ety *u = NULL;
@@ -770,7 +774,6 @@ int shk__enc_new(const shk__schema *s, const shk__aenv *env, shk__enc **out, shk
               etys[i].anc[j] = true;
       }
     }
-    (void)changed;
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -1042,8 +1045,16 @@ static shk__v in_v(shk__enc *enc, const shk__expr *e, shk__v a, shk__v b)
       return bconst(enc, action_in(enc->s, *a.lit, *b.lit), err);
     if (!T->anc[U->id] && T != U)
       return bconst(enc, false, err);
-    if (!set)
-      REFUSE(enc, e->loc, "`in` an action that is not a literal is not encoded");
+    if (!set) {
+      /* An action that is not a literal is one of its type's actions. */
+      const char *r = F_;
+      for (size_t i = 0; i < enc->s->n_actions; i++) {
+        const shk__action *ac = &enc->s->actions[i];
+        if (shk__str_eq(ac->uid.type, U->name) && action_in(enc->s, *a.lit, ac->uid))
+          r = b_or(enc, r, DEF("Bool", "(= %s %s)", b.v, shk__enc_uid(enc, U, ac->uid.id)));
+      }
+      return bval(enc, r, err);
+    }
     const char *anc = action_ancestors(enc, *a.lit, U);
     const char *mem = T == U ? S("(set.member %s %s)", a.v, b.v) : F_;
     return bval(enc, DEF("Bool", "(or %s (not (= (set.inter %s %s) (as set.empty %s))))", mem, anc, b.v,
@@ -1280,7 +1291,6 @@ static shk__v call_v(shk__enc *enc, const shk__expr *e)
   for (size_t i = 0; i < n; i++)
     a[i] = ex(enc, e->items[i]);
   const char *err = n == 2 ? err2(enc, a[0], a[1]) : a[0].e;
-  const shk__ty *B = T_bool(enc);
   const char *x = a[0].v, *y = n == 2 ? a[1].v : NULL;
   static const char DAY[] = "#x0000000005265c00"; /* 86400000 */
 #define ARITY(k)                                                                   \
@@ -1395,7 +1405,6 @@ static shk__v call_v(shk__enc *enc, const shk__expr *e)
   }
 #undef ARITY
 #undef TYPES
-  (void)B;
   REFUSE(enc, e->loc, "the function `%s` is not encoded", shk__fn_name(e->fn));
 }
 

@@ -487,7 +487,7 @@ static const pair HAND[] = {
 
 int main(int argc, char **argv)
 {
-  unsigned n_sets = 60, k = 10000;
+  unsigned n_sets = 40, k = 10000;
   rng_state = 20260101;
   const char *out_path = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -9,7 +9,7 @@ command -v node >/dev/null 2>&1 || skip "node is not installed"
   skip "tests/node has no node_modules: run 'npm ci' in tests/node"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$SHINKEN_BUILDDIR/tests/analysis/test-analysis-mutants" --sets "${SHINKEN_MUTANT_SETS:-60}" \
+"$SHINKEN_BUILDDIR/tests/analysis/test-analysis-mutants" --sets "${SHINKEN_MUTANT_SETS:-40}" \
   --out "$tmp/examples.jsonl" || fail "compare gave a wrong answer (above)"
 node --no-opt --harmony-json-parse-with-source "$SHINKEN_SRCDIR/tests/analysis/wasm-check.js" "$tmp/examples.jsonl" ||
   fail "cedar-wasm disagrees with a counterexample (above)"
