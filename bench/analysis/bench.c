@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,10 +32,15 @@ static double now_ms(void)
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* The CPU time (user and system, ms) our cvc5 children have used: on a
- * shared machine wall time measures the neighbours too. */
+/* The CPU time (user and system, ms) our cvc5 children have used, the
+ * running ones from /proc and the ended ones from getrusage: on a shared
+ * machine wall time measures the neighbours too. */
 static double solver_cpu_ms(void)
 {
+  struct rusage ru;
+  getrusage(RUSAGE_CHILDREN, &ru);
+  double ended = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
   DIR *d = opendir("/proc");
   double total = 0;
   struct dirent *e;
@@ -59,7 +65,7 @@ static double solver_cpu_ms(void)
   }
   if (d)
     closedir(d);
-  return total;
+  return total + ended;
 }
 
 static int cmp(const void *a, const void *b)

@@ -308,6 +308,9 @@ struct shk_analysis {
   const char *loaded_allow;
   const char **loaded_goals; /* what denies: no permit, or each forbid */
   size_t n_loaded_goals;
+  unsigned loaded_cv;       /* the element constants declared at level 1, by sort */
+  uint64_t checks_at_start; /* checks when the solver process started */
+  unsigned loads_since_start; /* encodings sent to it since */
   uint64_t checks;          /* check-sat calls, for tests and benchmarks */
   uint64_t starts;          /* solver processes started */
 };
