@@ -113,7 +113,7 @@ void shk_analysis_counters(const shk_analysis *an, uint64_t *checks, uint64_t *s
 
 /* A policy set prepared for analysis: validated against the schema and
  * encoded once, so that constructs the encoder refuses are reported here.
- * It borrows SCHEMA and PS, which must outlive it. */
+ * It borrows SCHEMA and PS, which must outlive it and not change. */
 typedef struct shk_analysis_set shk_analysis_set;
 int shk_analysis_set_new(const shk_cedar_schema *schema, const shk_cedar_policy_set *ps,
                          shk_analysis_set **out, shk_error *err);

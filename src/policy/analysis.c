@@ -843,6 +843,8 @@ int shk_analysis_check(shk_analysis *an, shk_analysis_query query, const shk_ana
       r = shk__analysis_unload(an, err);
   }
   shk_cedar_policy_set_free((shk_cedar_policy_set *)qu.assume);
+  if (r == 0 && out->n_envs == 0)
+    r = shk__error_set(err, -ENOENT, "no request environment of the schema is selected");
   if (r < 0) {
     shk__analysis_reset(an);
     shk_analysis_result_clear(out);
@@ -965,6 +967,8 @@ int shk_analysis_compare(shk_analysis *an, const shk_analysis_set *old_set,
     any_narrower = any_narrower || ec->narrower;
   }
   shk_cedar_policy_set_free((shk_cedar_policy_set *)qu.assume);
+  if (r == 0 && out->n_envs == 0)
+    r = shk__error_set(err, -ENOENT, "no request environment of the schema is selected");
   if (r < 0) {
     shk__analysis_reset(an);
     shk_analysis_comparison_clear(out);

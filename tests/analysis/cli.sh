@@ -79,6 +79,8 @@ run 1 never-errors $S "$tmp/base.cedar" --policy nosuch
 expect "no policy nosuch"
 run 1 always-allows $S "$tmp/base.cedar" --assume 'context.nope'
 expect "assumption"
+run 1 always-allows $S "$tmp/base.cedar" --action nosuch
+expect "no request environment"
 
 # The solver: missing, silent, or lying. Each fails closed with exit 2.
 run 2 compare $S --solver /nonexistent/cvc5 "$tmp/base.cedar" "$tmp/wider.cedar"
