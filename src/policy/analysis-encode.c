@@ -122,7 +122,9 @@ static void check_text(shk__enc *enc, const shk__text *t)
     OOM(enc);
 }
 
-const char *shk__enc_def(shk__enc *enc, const char *sort, const char *expr)
+/* Names a compound term: emits (define-fun tN () SORT EXPR), returns tN,
+ * so that a subterm shared by a value and its error is written once. */
+static const char *enc_def(shk__enc *enc, const char *sort, const char *expr)
 {
   const char *name = S("t%u", enc->next++);
   shk__text_printf(&enc->body, "(define-fun %s () %s %s)\n", name, sort, expr);
@@ -130,15 +132,16 @@ const char *shk__enc_def(shk__enc *enc, const char *sort, const char *expr)
   return name;
 }
 
-const char *shk__enc_deff(shk__enc *enc, const char *sort, const char *fmt, ...)
+SHK_PRINTF(3, 4) static const char *enc_deff(shk__enc *enc, const char *sort, const char *fmt, ...);
+static const char *enc_deff(shk__enc *enc, const char *sort, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
   const char *expr = vstr(enc, fmt, ap);
   va_end(ap);
-  return shk__enc_def(enc, sort, expr);
+  return enc_def(enc, sort, expr);
 }
-#define DEF(sort, ...) shk__enc_deff(enc, (sort), __VA_ARGS__)
+#define DEF(sort, ...) enc_deff(enc, (sort), __VA_ARGS__)
 
 static void assertf(shk__enc *enc, const char *fmt, ...) SHK_PRINTF(2, 3);
 static void assertf(shk__enc *enc, const char *fmt, ...)
@@ -388,17 +391,17 @@ static const shk__ty *ty_entity(shk__enc *enc, shk__ety *et)
   return et->t;
 }
 
-const shk__ty *shk__enc_type(shk__enc *enc, const shk__type *st)
+static const shk__ty *enc_type(shk__enc *enc, const shk__type *st)
 {
   switch (st->kind) {
   case SHK__T_BOOL: return ty_prim(enc, SHK__TY_BOOL);
   case SHK__T_LONG: return ty_prim(enc, SHK__TY_LONG);
   case SHK__T_STRING: return ty_prim(enc, SHK__TY_STRING);
-  case SHK__T_SET: return ty_set(enc, shk__enc_type(enc, st->elem));
+  case SHK__T_SET: return ty_set(enc, enc_type(enc, st->elem));
   case SHK__T_RECORD: {
     shk__tyattr *a = st->n_attrs ? alloc(enc, st->n_attrs * sizeof *a) : NULL;
     for (size_t i = 0; i < st->n_attrs; i++)
-      a[i] = (shk__tyattr){ st->attrs[i].name, shk__enc_type(enc, st->attrs[i].type),
+      a[i] = (shk__tyattr){ st->attrs[i].name, enc_type(enc, st->attrs[i].type),
                             st->attrs[i].required };
     shk__ty p = { .k = SHK__TY_RECORD, .attrs = a, .n_attrs = st->n_attrs };
     return intern(enc, &p);
@@ -432,7 +435,7 @@ int shk__ty_attr(const shk__ty *t, shk__str name)
   return -1;
 }
 
-void shk__ty_name(shk__text *b, const shk__ty *t)
+static void ty_name(shk__text *b, const shk__ty *t)
 {
   switch (t->k) {
   case SHK__TY_BOOL: shk__text_puts(b, "Bool"); return;
@@ -445,7 +448,7 @@ void shk__ty_name(shk__text *b, const shk__ty *t)
   case SHK__TY_ENTITY: shk__text_printf(b, "%.*s", Q(t->ent->name)); return;
   case SHK__TY_SET:
     shk__text_puts(b, "Set<");
-    shk__ty_name(b, t->elem);
+    ty_name(b, t->elem);
     shk__text_puts(b, ">");
     return;
   case SHK__TY_RECORD:
@@ -460,7 +463,7 @@ void shk__ty_name(shk__text *b, const shk__ty *t)
 static const char *tyname(shk__enc *enc, const shk__ty *t)
 {
   shk__text b = { 0 };
-  shk__ty_name(&b, t);
+  ty_name(&b, t);
   return keep_text(enc, &b);
 }
 
@@ -517,7 +520,7 @@ static void fp_add(shk__enc *enc, const char *term, shk__ety *et)
   enc->fp[enc->n_fp++] = (shk__fp){ term, et };
 }
 
-const char *shk__enc_fn_ex(shk__enc *enc, shk__ety *t)
+static const char *enc_fn_ex(shk__enc *enc, shk__ety *t)
 {
   if (!t->has_ex) {
     t->has_ex = true;
@@ -526,7 +529,7 @@ const char *shk__enc_fn_ex(shk__enc *enc, shk__ety *t)
   return S("ex%u", t->id);
 }
 
-const char *shk__enc_fn_at(shk__enc *enc, shk__ety *t)
+static const char *enc_fn_at(shk__enc *enc, shk__ety *t)
 {
   if (!t->has_at) {
     t->has_at = true;
@@ -535,7 +538,7 @@ const char *shk__enc_fn_at(shk__enc *enc, shk__ety *t)
   return S("at%u", t->id);
 }
 
-const char *shk__enc_fn_an(shk__enc *enc, shk__ety *t, const shk__ety *u)
+static const char *enc_fn_an(shk__enc *enc, shk__ety *t, const shk__ety *u)
 {
   if (!t->has_an[u->id]) {
     t->has_an[u->id] = true;
@@ -546,7 +549,7 @@ const char *shk__enc_fn_an(shk__enc *enc, shk__ety *t, const shk__ety *u)
   return S("an%u_%u", t->id, u->id);
 }
 
-const char *shk__enc_fn_tk(shk__enc *enc, shk__ety *t)
+static const char *enc_fn_tk(shk__enc *enc, shk__ety *t)
 {
   if (!t->has_tk) {
     t->has_tk = true;
@@ -556,7 +559,7 @@ const char *shk__enc_fn_tk(shk__enc *enc, shk__ety *t)
   return S("tk%u", t->id);
 }
 
-const char *shk__enc_fn_tv(shk__enc *enc, shk__ety *t)
+static const char *enc_fn_tv(shk__enc *enc, shk__ety *t)
 {
   if (!t->has_tv) {
     t->has_tv = true;
@@ -564,6 +567,11 @@ const char *shk__enc_fn_tv(shk__enc *enc, shk__ety *t)
   }
   return S("tv%u", t->id);
 }
+
+/* The well-formedness of a symbolic term of type T (the values a valid
+ * request or store can hold), or NULL when every value of the sort is
+ * one. */
+static const char *enc_wf(shk__enc *enc, const char *term, const shk__ty *t);
 
 /* An application of a store function, named once per argument, with the
  * well-formedness of its value assumed when it is first made. */
@@ -579,7 +587,7 @@ static const char *app(shk__enc *enc, const char *fn, const char *args, const ch
   m->name = name;
   enc->memo_n++;
   if (wf_type) {
-    const char *wf = shk__enc_wf(enc, name, wf_type);
+    const char *wf = enc_wf(enc, name, wf_type);
     if (wf)
       assertf(enc, "%s", wf);
   }
@@ -589,20 +597,20 @@ static const char *app(shk__enc *enc, const char *fn, const char *args, const ch
 static const char *ex_of(shk__enc *enc, shk__ety *t, const char *term)
 {
   fp_add(enc, term, t);
-  return app(enc, shk__enc_fn_ex(enc, t), term, "Bool", NULL);
+  return app(enc, enc_fn_ex(enc, t), term, "Bool", NULL);
 }
 
 static const char *at_of(shk__enc *enc, shk__ety *t, const char *term)
 {
   fp_add(enc, term, t);
-  return app(enc, shk__enc_fn_at(enc, t), term, t->shape->sort, t->shape);
+  return app(enc, enc_fn_at(enc, t), term, t->shape->sort, t->shape);
 }
 
 static const char *an_of(shk__enc *enc, shk__ety *t, const shk__ety *u, const char *term)
 {
   fp_add(enc, term, t);
   const shk__ty *st = ty_set(enc, ty_entity(enc, (shk__ety *)u));
-  return app(enc, shk__enc_fn_an(enc, t, u), term, st->sort, st);
+  return app(enc, enc_fn_an(enc, t, u), term, st->sort, st);
 }
 
 /* ---------------------------------------------------------------- well-formedness */
@@ -651,7 +659,7 @@ static const char *enum_members(shk__enc *enc, const shk__ety *et)
   return r;
 }
 
-const char *shk__enc_wf(shk__enc *enc, const char *term, const shk__ty *t)
+static const char *enc_wf(shk__enc *enc, const char *term, const shk__ty *t)
 {
   if (!needs_wf(t))
     return NULL;
@@ -671,7 +679,7 @@ const char *shk__enc_wf(shk__enc *enc, const char *term, const shk__ty *t)
              "(the solver cannot decide their well-formedness)", tyname(enc, t->elem));
     const char *x = S("q%u", enc->next++);
     return S("(forall ((%s %s)) (=> (set.member %s %s) %s))", x, t->elem->sort, x, term,
-             shk__enc_wf(enc, x, t->elem));
+             enc_wf(enc, x, t->elem));
   }
   case SHK__TY_RECORD: {
     const char *r = "(and true";
@@ -680,10 +688,10 @@ const char *shk__enc_wf(shk__enc *enc, const char *term, const shk__ty *t)
         continue;
       const char *f = S("(%s.%zu %s)", t->sort, i, term);
       if (t->attrs[i].required) {
-        r = S("%s %s", r, shk__enc_wf(enc, f, t->attrs[i].t));
+        r = S("%s %s", r, enc_wf(enc, f, t->attrs[i].t));
       } else {
         const char *o = shk__enc_opt(enc, t->attrs[i].t);
-        r = S("%s (=> ((_ is %s.some) %s) %s)", r, o, f, shk__enc_wf(enc, S("(%s.val %s)", o, f), t->attrs[i].t));
+        r = S("%s (=> ((_ is %s.some) %s) %s)", r, o, f, enc_wf(enc, S("(%s.val %s)", o, f), t->attrs[i].t));
       }
     }
     return S("%s)", r);
@@ -801,15 +809,15 @@ void shk__enc_request(shk__enc *enc)
     if (!t->et)
       continue;
     if (t->et->shape && t->et->shape->n_attrs)
-      t->shape = shk__enc_type(enc, t->et->shape);
+      t->shape = enc_type(enc, t->et->shape);
     if (t->et->tags)
-      t->tags = shk__enc_type(enc, t->et->tags);
+      t->tags = enc_type(enc, t->et->tags);
   }
   enc->P = p;
   enc->R = r;
   enc->A = a;
   static const shk__type empty = { .kind = SHK__T_RECORD };
-  enc->ctx = shk__enc_type(enc, env->action->context ? env->action->context : &empty);
+  enc->ctx = enc_type(enc, env->action->context ? env->action->context : &empty);
   /* A principal or resource given as a concrete entity is that literal,
    * so that every scope comparing it with a literal folds here. */
   if (enc->cp)
@@ -824,7 +832,7 @@ void shk__enc_request(shk__enc *enc)
   const char *vars[] = { "principal", "resource", "context" };
   const shk__ty *types[] = { p->t, r->t, enc->ctx };
   for (int i = 0; i < 3; i++) {
-    const char *wf = shk__enc_wf(enc, vars[i], types[i]);
+    const char *wf = enc_wf(enc, vars[i], types[i]);
     if (wf)
       assertf(enc, "%s", wf);
   }
@@ -1208,7 +1216,7 @@ static shk__v set_v(shk__enc *enc, const shk__expr *e)
   for (size_t i = 1; i < e->n_items; i++)
     x = S("(set.insert %s %s)", items[i].v, x);
   const shk__ty *t = ty_set(enc, items[0].t);
-  const char *v = shk__enc_def(enc, t->sort, x);
+  const char *v = enc_def(enc, t->sort, x);
   return mkv(t, v, err);
 }
 
@@ -1237,7 +1245,7 @@ static shk__v record_v(shk__enc *enc, const shk__expr *e)
   const char *x = S("(%s", t->sort);
   for (size_t i = 0; i < n; i++)
     x = S("%s %s", x, vals[i].v);
-  const char *v = shk__enc_def(enc, t->sort, S("%s)", x));
+  const char *v = enc_def(enc, t->sort, S("%s)", x));
   return mkv(t, v, err);
 }
 
@@ -1253,11 +1261,11 @@ static shk__v tag_v(shk__enc *enc, const shk__expr *e, shk__v a, shk__v k)
     REFUSE(enc, e->loc, "getTag on %s, which declares no tags, is not encoded", tyname(enc, a.t));
   }
   const char *exists = ex_of(enc, T, a.v);
-  const char *keys = app(enc, shk__enc_fn_tk(enc, T), a.v, "(Set String)", NULL);
+  const char *keys = app(enc, enc_fn_tk(enc, T), a.v, "(Set String)", NULL);
   const char *has = b_and(enc, exists, DEF("Bool", "(set.member %s %s)", k.v, keys));
   if (e->fn == SHK__FN_HAS_TAG)
     return bval(enc, has, err);
-  const char *v = app(enc, shk__enc_fn_tv(enc, T), S("%s %s", a.v, k.v), T->tags->sort, T->tags);
+  const char *v = app(enc, enc_fn_tv(enc, T), S("%s %s", a.v, k.v), T->tags->sort, T->tags);
   return mkv(T->tags, v, b_or(enc, err, b_not(enc, has)));
 }
 
@@ -1642,12 +1650,6 @@ const char *shk__enc_set(shk__enc *enc, shk__policy *const *pols, size_t n, cons
   return b_and(enc, permit, b_not(enc, forbid));
 }
 
-const char *shk__enc_condition(shk__enc *enc, const shk__expr *e)
-{
-  shk__v v = want(enc, ex(enc, e), SHK__TY_BOOL, e, "a condition");
-  return b_and(enc, b_not(enc, v.e), v.v);
-}
-
 /* Acyclicity and transitivity, for every pair of footprint entities: what
  * a concrete store, whose ancestors are the closure of its parents, needs
  * for the ancestor sets the formula reads to be that closure. */
@@ -1658,24 +1660,24 @@ void shk__enc_finish(shk__enc *enc)
     shk__fp x = enc->fp[i];
     shk__ety *T = x.et;
     if (T->anc[T->id])
-      assertf(enc, "(not (set.member %s (%s %s)))", x.term, shk__enc_fn_an(enc, T, T), x.term);
+      assertf(enc, "(not (set.member %s (%s %s)))", x.term, enc_fn_an(enc, T, T), x.term);
     for (size_t j = 0; j < n; j++) {
       shk__fp y = enc->fp[j];
       shk__ety *U = y.et;
       if (i == j || !T->anc[U->id])
         continue;
-      const char *exx = S("(%s %s)", shk__enc_fn_ex(enc, T), x.term);
-      const char *exy = S("(%s %s)", shk__enc_fn_ex(enc, U), y.term);
-      const char *yin = S("(set.member %s (%s %s))", y.term, shk__enc_fn_an(enc, T, U), x.term);
+      const char *exx = S("(%s %s)", enc_fn_ex(enc, T), x.term);
+      const char *exy = S("(%s %s)", enc_fn_ex(enc, U), y.term);
+      const char *yin = S("(set.member %s (%s %s))", y.term, enc_fn_an(enc, T, U), x.term);
       if (U->anc[T->id])
         assertf(enc, "(not (and %s %s %s (set.member %s (%s %s))))", exx, exy, yin, x.term,
-                shk__enc_fn_an(enc, U, T), y.term);
+                enc_fn_an(enc, U, T), y.term);
       for (size_t k = 0; k < enc->n_etys; k++) {
         shk__ety *V = &enc->etys[k];
         if (!U->anc[V->id])
           continue;
         assertf(enc, "(=> (and %s %s %s) (set.subset (%s %s) (%s %s)))", exx, exy, yin,
-                shk__enc_fn_an(enc, U, V), y.term, shk__enc_fn_an(enc, T, V), x.term);
+                enc_fn_an(enc, U, V), y.term, enc_fn_an(enc, T, V), x.term);
       }
     }
   }

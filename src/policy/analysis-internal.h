@@ -237,36 +237,19 @@ void shk__enc_policy(shk__enc *enc, const shk__policy *p, const char **sat, cons
  * per-policy atoms go to sats and errs when given (arrays of n). */
 const char *shk__enc_set(shk__enc *enc, shk__policy *const *pols, size_t n, const char **sats,
                          const char **errs);
-/* An expression over the request as a formula (true and no error). */
-const char *shk__enc_condition(shk__enc *enc, const shk__expr *e);
 /* Appends the footprint's hierarchy assumptions to enc->body (called once,
  * after the last policy). */
 void shk__enc_finish(shk__enc *enc);
-/* Names a compound term: emits (define-fun tN () SORT EXPR), returns tN. */
-const char *shk__enc_def(shk__enc *enc, const char *sort, const char *expr);
-SHK_PRINTF(3, 4) const char *shk__enc_deff(shk__enc *enc, const char *sort, const char *fmt, ...);
+/* A formatted string in the encoder's pool. */
 SHK_PRINTF(2, 3) const char *shk__enc_str(shk__enc *enc, const char *fmt, ...);
-/* Declares the functions of an entity type (existence, attributes,
- * ancestors of type U, tag keys and values) on first use. */
-const char *shk__enc_fn_ex(shk__enc *enc, shk__ety *t);
-const char *shk__enc_fn_at(shk__enc *enc, shk__ety *t);
-const char *shk__enc_fn_an(shk__enc *enc, shk__ety *t, const shk__ety *u);
-const char *shk__enc_fn_tk(shk__enc *enc, shk__ety *t);
-const char *shk__enc_fn_tv(shk__enc *enc, shk__ety *t);
 /* An option datatype over T, declared on first use. */
 const char *shk__enc_opt(shk__enc *enc, const shk__ty *t);
-/* The interned type of a schema type. */
-const shk__ty *shk__enc_type(shk__enc *enc, const shk__type *st);
+/* The entity type (or action type) named NAME, or NULL. */
 shk__ety *shk__enc_ety(shk__enc *enc, shk__str name);
 /* An entity literal as a term. */
 const char *shk__enc_uid(shk__enc *enc, const shk__ety *t, shk__str id);
-/* The well-formedness of a symbolic term of type T (the values a valid
- * request or store can hold), or NULL when every value of the sort is one. */
-const char *shk__enc_wf(shk__enc *enc, const char *term, const shk__ty *t);
 /* The key of a record type's attribute NAME, or -1. */
 int shk__ty_attr(const shk__ty *t, shk__str name);
-/* "Shinken::Agent", "Set<String>", ... for messages. */
-void shk__ty_name(shk__text *b, const shk__ty *t);
 
 /* ---------------------------------------------------------------- models and values */
 
@@ -274,12 +257,6 @@ void shk__ty_name(shk__text *b, const shk__ty *t);
  * {"__entity"}, extension values as {"__extn"}). NULL when the value is not
  * one the solver should have produced (the caller reports a defect). */
 json_t *shk__model_json(shk__enc *enc, const shk__ty *t, const shk__sx *x);
-/* A model's Bool, 64-bit bit-vector and String. */
-bool shk__model_bool(const shk__sx *x, bool *out);
-bool shk__model_bv(const shk__sx *x, unsigned width, uint64_t *out);
-bool shk__model_string(const shk__sx *x, shk__str *out);
-/* A valid value of T, for the attributes the formula never reads. */
-json_t *shk__model_default(shk__enc *enc, const shk__ty *t);
 /* A concrete value (engine form) as an SMT term of type T; NULL when the
  * value does not have the type. */
 const char *shk__value_term(shk__enc *enc, const shk__ty *t, const shk__value *v);
@@ -334,14 +311,8 @@ void shk__analysis_reset(shk_analysis *an);
 int shk__analysis_unload(shk_analysis *an, shk_error *err);
 /* The environment's text: declarations, definitions, assumptions. */
 int shk__analysis_send_enc(shk_analysis *an, shk__enc *enc, shk_error *err);
-/* The request environments of a schema, in schema order. */
-int shk__analysis_envs(const shk__schema *s, shk__aenv **out, size_t *n);
-void shk__aenv_name(shk__text *b, const shk__aenv *e);
 /* Authorizes REQUEST against ENTITIES with the engine. */
 int shk__analysis_decide(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema,
                          const char *request, const char *entities, bool *allow,
                          char *why, size_t whylen, char *policy, size_t policylen,
                          shk_error *err);
-/* The policy's @id when it has one, else its Cedar id, into buf. */
-void shk__analysis_policy_name(const shk_cedar_policy_set *ps, const char *id, char *buf,
-                               size_t n);

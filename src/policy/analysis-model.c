@@ -13,7 +13,7 @@
 
 /* ---------------------------------------------------------------- model atoms */
 
-bool shk__model_bool(const shk__sx *x, bool *out)
+static bool model_bool(const shk__sx *x, bool *out)
 {
   if (shk__sx_is(x, "true") || shk__sx_is(x, "false")) {
     *out = shk__sx_is(x, "true");
@@ -23,7 +23,7 @@ bool shk__model_bool(const shk__sx *x, bool *out)
 }
 
 /* #b..., #x... or (_ bvN W). */
-bool shk__model_bv(const shk__sx *x, unsigned width, uint64_t *out)
+static bool model_bv(const shk__sx *x, unsigned width, uint64_t *out)
 {
   uint64_t v = 0;
   if (x->kind == SHK__SX_ATOM && x->n > 2 && x->s[0] == '#' && (x->s[1] == 'b' || x->s[1] == 'x')) {
@@ -76,7 +76,7 @@ static bool model_bv128(const shk__sx *x, uint8_t out[16])
   return true;
 }
 
-bool shk__model_string(const shk__sx *x, shk__str *out)
+static bool model_string(const shk__sx *x, shk__str *out)
 {
   if (x->kind != SHK__SX_STRING)
     return false;
@@ -211,17 +211,17 @@ json_t *shk__model_json(shk__enc *enc, const shk__ty *t, const shk__sx *x)
   shk__sx *const *args;
   char buf[128];
   switch (t->k) {
-  case SHK__TY_BOOL: return shk__model_bool(x, &b) ? json_boolean(b) : NULL;
-  case SHK__TY_LONG: return shk__model_bv(x, 64, &bv) ? json_integer((json_int_t)(int64_t)bv) : NULL;
-  case SHK__TY_STRING: return shk__model_string(x, &s) ? json_stringn(s.p, s.n) : NULL;
+  case SHK__TY_BOOL: return model_bool(x, &b) ? json_boolean(b) : NULL;
+  case SHK__TY_LONG: return model_bv(x, 64, &bv) ? json_integer((json_int_t)(int64_t)bv) : NULL;
+  case SHK__TY_STRING: return model_string(x, &s) ? json_stringn(s.p, s.n) : NULL;
   case SHK__TY_DECIMAL:
-    if (!shk__model_bv(x, 64, &bv))
+    if (!model_bv(x, 64, &bv))
       return NULL;
     shk__decimal_format((int64_t)bv, buf, sizeof buf);
     return extn("decimal", buf);
-  case SHK__TY_DATETIME: return shk__model_bv(x, 64, &bv) ? datetime_json((int64_t)bv) : NULL;
+  case SHK__TY_DATETIME: return model_bv(x, 64, &bv) ? datetime_json((int64_t)bv) : NULL;
   case SHK__TY_DURATION:
-    if (!shk__model_bv(x, 64, &bv))
+    if (!model_bv(x, 64, &bv))
       return NULL;
     snprintf(buf, sizeof buf, "%" PRId64 "ms", (int64_t)bv);
     return extn("duration", buf);
@@ -229,12 +229,12 @@ json_t *shk__model_json(shk__enc *enc, const shk__ty *t, const shk__sx *x)
     shk__ipaddr ip = { 0 };
     uint64_t pre;
     if (ctor(x, "IP.v4", 2, &args)) {
-      if (!shk__model_bv(args[0], 32, &bv) || !shk__model_bv(args[1], 8, &pre) || pre > 32)
+      if (!model_bv(args[0], 32, &bv) || !model_bv(args[1], 8, &pre) || pre > 32)
         return NULL;
       for (int i = 0; i < 4; i++)
         ip.addr[i] = (uint8_t)(bv >> (24 - 8 * i));
     } else if (ctor(x, "IP.v6", 2, &args)) {
-      if (!model_bv128(args[0], ip.addr) || !shk__model_bv(args[1], 8, &pre) || pre > 128)
+      if (!model_bv128(args[0], ip.addr) || !model_bv(args[1], 8, &pre) || pre > 128)
         return NULL;
       ip.v6 = true;
     } else {
@@ -245,7 +245,7 @@ json_t *shk__model_json(shk__enc *enc, const shk__ty *t, const shk__sx *x)
     return extn("ip", buf);
   }
   case SHK__TY_ENTITY:
-    if (!ctor(x, t->sort, 1, &args) || !shk__model_string(args[0], &s) || !enum_member(t->ent, s))
+    if (!ctor(x, t->sort, 1, &args) || !model_string(args[0], &s) || !enum_member(t->ent, s))
       return NULL;
     return json_pack("{s:o}", "__entity", uid_json(t->ent->name, s));
   case SHK__TY_SET: {
@@ -286,7 +286,7 @@ json_t *shk__model_json(shk__enc *enc, const shk__ty *t, const shk__sx *x)
   return NULL;
 }
 
-json_t *shk__model_default(shk__enc *enc, const shk__ty *t)
+static json_t *model_default(shk__enc *enc, const shk__ty *t)
 {
   switch (t->k) {
   case SHK__TY_BOOL: return json_false();
@@ -308,7 +308,7 @@ json_t *shk__model_default(shk__enc *enc, const shk__ty *t)
     for (size_t i = 0; o && i < t->n_attrs; i++)
       if (t->attrs[i].required &&
           json_object_setn_new(o, t->attrs[i].name.p, t->attrs[i].name.n,
-                               shk__model_default(enc, t->attrs[i].t)) < 0) {
+                               model_default(enc, t->attrs[i].t)) < 0) {
         json_decref(o);
         return NULL;
       }
@@ -409,8 +409,8 @@ int shk__model_extract(shk__enc *enc, shk__smt *smt, shk__cex *out, shk_error *e
   }
   shk__str pid, rid;
   shk__sx *const *a;
-  if (!ctor(v[0], enc->P->t->sort, 1, &a) || !shk__model_string(a[0], &pid) ||
-      !ctor(v[1], enc->R->t->sort, 1, &a) || !shk__model_string(a[0], &rid)) {
+  if (!ctor(v[0], enc->P->t->sort, 1, &a) || !model_string(a[0], &pid) ||
+      !ctor(v[1], enc->R->t->sort, 1, &a) || !model_string(a[0], &rid)) {
     r = defect(err, "principal or resource");
     goto out;
   }
@@ -428,13 +428,13 @@ int shk__model_extract(shk__enc *enc, shk__smt *smt, shk__cex *out, shk_error *e
     const shk__fp *f = &enc->fp[i];
     shk__ety *T = f->et;
     shk__str id;
-    if (!ctor(v[k], T->t->sort, 1, &a) || !shk__model_string(a[0], &id)) {
+    if (!ctor(v[k], T->t->sort, 1, &a) || !model_string(a[0], &id)) {
       r = defect(err, "entity");
       goto out;
     }
     k++;
     bool exists = true;
-    if (T->has_ex && !shk__model_bool(v[k++], &exists)) {
+    if (T->has_ex && !model_bool(v[k++], &exists)) {
       r = defect(err, "entity existence");
       goto out;
     }
@@ -519,7 +519,7 @@ int shk__model_extract(shk__enc *enc, shk__smt *smt, shk__cex *out, shk_error *e
   for (size_t i = 0; i < n_ents && out->entities; i++) {
     built *b = &ents[i];
     if (b->et->shape && !b->attrs)
-      b->attrs = shk__model_default(enc, b->et->shape);
+      b->attrs = model_default(enc, b->et->shape);
     if (!b->attrs)
       b->attrs = json_object();
     if (b->n_keys) {
@@ -527,7 +527,7 @@ int shk__model_extract(shk__enc *enc, shk__smt *smt, shk__cex *out, shk_error *e
       for (size_t j = 0; j < b->n_keys; j++) {
         json_t *tv = shk__model_json(enc, b->et->tags, v[k++]);
         if (!tv)
-          tv = shk__model_default(enc, b->et->tags);
+          tv = model_default(enc, b->et->tags);
         json_object_setn_new(b->tags, b->keys[j].p, b->keys[j].n, tv);
       }
     }

@@ -196,7 +196,7 @@ static int end_goal(shk_analysis *an, shk_error *err)
 
 /* ---------------------------------------------------------------- environments */
 
-int shk__analysis_envs(const shk__schema *s, shk__aenv **out, size_t *n)
+static int analysis_envs(const shk__schema *s, shk__aenv **out, size_t *n)
 {
   size_t count = 0;
   for (size_t i = 0; i < s->n_actions; i++)
@@ -219,7 +219,7 @@ int shk__analysis_envs(const shk__schema *s, shk__aenv **out, size_t *n)
   return 0;
 }
 
-void shk__aenv_name(shk__text *b, const shk__aenv *e)
+static void aenv_name(shk__text *b, const shk__aenv *e)
 {
   shk__text_printf(b, "principal %.*s, action %.*s::\"%.*s\", resource %.*s", Q(e->principal),
                    Q(e->action->uid.type), Q(e->action->uid.id), Q(e->resource));
@@ -228,7 +228,7 @@ void shk__aenv_name(shk__text *b, const shk__aenv *e)
 static char *env_name(const shk__aenv *e)
 {
   shk__text b = { 0 };
-  shk__aenv_name(&b, e);
+  aenv_name(&b, e);
   if (b.oom) {
     shk__text_free(&b);
     return NULL;
@@ -262,7 +262,7 @@ static bool env_selected(const shk__aenv *e, const shk_analysis_scope *sc)
 
 static uint64_t serials;
 
-void shk__analysis_policy_name(const shk_cedar_policy_set *ps, const char *id, char *buf, size_t n)
+static void analysis_policy_name(const shk_cedar_policy_set *ps, const char *id, char *buf, size_t n)
 {
   if (shk_cedar_policy_annotation(ps, id, "id", buf, n) < 0)
     snprintf(buf, n, "%s", id);
@@ -311,7 +311,7 @@ int shk_analysis_set_new(const shk_cedar_schema *schema, const shk_cedar_policy_
   set->ps = ps;
   set->pols = shk__policy_set_policies(ps, &set->n);
   set->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-  if (shk__analysis_envs(&schema->s, &set->envs, &set->n_envs) < 0) {
+  if (analysis_envs(&schema->s, &set->envs, &set->n_envs) < 0) {
     free(set);
     return shk__error_set(err, -ENOMEM, "out of memory");
   }
@@ -406,7 +406,7 @@ static int engine(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema
     out->n_reasons = resp.n_reasons;
     out->n_errors = resp.n_errors;
     if (resp.n_reasons)
-      shk__analysis_policy_name(ps, resp.reasons[0], out->policy, sizeof out->policy);
+      analysis_policy_name(ps, resp.reasons[0], out->policy, sizeof out->policy);
     if (out->allow)
       snprintf(out->line, sizeof out->line, "allows (permitted by %s)", out->policy);
     else if (resp.n_reasons)
@@ -416,7 +416,7 @@ static int engine(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema
                resp.n_errors ? ", with errors" : "");
     if (resp.n_errors) {
       char name[128];
-      shk__analysis_policy_name(ps, resp.errors[0].policy_id, name, sizeof name);
+      analysis_policy_name(ps, resp.errors[0].policy_id, name, sizeof name);
       size_t l = strlen(out->line);
       snprintf(out->line + l, sizeof out->line - l, "; %s errors: %.200s", name, resp.errors[0].message);
     }
@@ -549,9 +549,9 @@ static int confirm(const question *qu, const char *req, const char *ents, char *
       return r;
     bool ma = va.n_reasons > 0, mb = vb.n_reasons > 0;
     char na[128], nb[128];
-    shk__analysis_policy_name(qu->a->ps, qu->ida, na, sizeof na);
+    analysis_policy_name(qu->a->ps, qu->ida, na, sizeof na);
     if (qu->pb)
-      shk__analysis_policy_name(qu->b->ps, qu->idb, nb, sizeof nb);
+      analysis_policy_name(qu->b->ps, qu->idb, nb, sizeof nb);
     if (qu->q == SHK_ANALYSIS_NEVER_ERRORS) {
       ok = va.n_errors > 0;
       snprintf(what, wl, "%s errors", na);
