@@ -75,6 +75,7 @@ static void *alloc(shk__enc *enc, size_t n)
   return p;
 }
 
+__attribute__((format(printf, 2, 0))) static const char *vstr(shk__enc *enc, const char *fmt, va_list ap);
 static const char *vstr(shk__enc *enc, const char *fmt, va_list ap)
 {
   va_list aq;
