@@ -128,13 +128,20 @@ static shk_analysis *open_solver(const opts *o)
 
 /* ---------------------------------------------------------------- output */
 
+/* A JSON text as a value; as a string when jansson cannot hold it (an
+ * attribute name with a NUL in it). */
+static json_t *embed(const char *text)
+{
+  json_t *j = json_loads(text, JSON_ALLOW_NUL, NULL);
+  return j ? j : json_string(text);
+}
+
 static json_t *example_json(const shk_analysis_example *x)
 {
   if (!x)
     return json_null();
-  return json_pack("{s:s, s:s, s:o, s:o, s:s}", "env", x->env, "what", x->what, "request",
-                   json_loads(x->request, 0, NULL), "entities", json_loads(x->entities, 0, NULL), "engine",
-                   x->decisions);
+  return json_pack("{s:s, s:s, s:o, s:o, s:s}", "env", x->env, "what", x->what, "request", embed(x->request),
+                   "entities", embed(x->entities), "engine", x->decisions);
 }
 
 static void print_json(json_t *j)

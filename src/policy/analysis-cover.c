@@ -630,7 +630,7 @@ static int cover_init(cover *c, shk_analysis *an, const shk_analysis_set *set,
   const char *ents = q->entities ? q->entities : "[]";
   if ((r = shk_cedar_entities_parse(ents, strlen(ents), set->schema, &c->es, &cerr)) < 0)
     return shk__error_set(err, -EINVAL, "the entities do not fit the schema: %s", cerr.message);
-  if (!(c->req_json = json_loads(q->request, 0, NULL)))
+  if (!(c->req_json = json_loads(q->request, JSON_ALLOW_NUL, NULL)))
     return shk__error_set(err, -EINVAL, "the request is not JSON");
   c->env = set->n_envs;
   for (size_t i = 0; i < set->n_envs; i++) {

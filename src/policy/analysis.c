@@ -356,11 +356,14 @@ static int singleton(const shk_cedar_policy_set *ps, const char *id, shk_cedar_p
 {
   *out = NULL;
   char *all = shk_cedar_policy_set_to_json(ps);
-  json_t *root = all ? json_loads(all, 0, NULL) : NULL;
+  /* Strings may hold NUL (Cedar's \0), in annotations too. */
+  json_t *root = all ? json_loads(all, JSON_ALLOW_NUL, NULL) : NULL;
   free(all);
   json_t *one = json_object_get(json_object_get(root, "staticPolicies"), id);
   int r;
-  if (!one) {
+  if (!root) {
+    r = shk__error_set(err, -ENOMEM, "cannot isolate policy %s: out of memory", id);
+  } else if (!one) {
     r = shk__error_set(err, -EOPNOTSUPP, "policy %s is template-linked: ask about the set instead", id);
   } else {
     char *text = json_dumps(one, JSON_COMPACT);

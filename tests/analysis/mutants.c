@@ -316,8 +316,8 @@ static void record(const char *what, const char *a_name, const char *a_text, con
     json_object_set_new(expect, b_name, json_string(b_expect));
   }
   json_t *line = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o}", "what", what, "schema", SCHEMA, "policies", pols,
-                           "expect", expect, "request", json_loads(x->request, 0, NULL), "entities",
-                           json_loads(x->entities, 0, NULL));
+                           "expect", expect, "request", json_loads(x->request, JSON_ALLOW_NUL, NULL), "entities",
+                           json_loads(x->entities, JSON_ALLOW_NUL, NULL));
   char *s = json_dumps(line, JSON_COMPACT);
   fprintf(out, "%s\n", s);
   free(s);
