@@ -180,6 +180,199 @@ typedef struct shk_policy_answer {
 int shk_policy_decide(const shk_policy *p, const shk_policy_session *s,
                       const shk_policy_request *r, shk_policy_answer *ans, shk_error *err);
 
+/* ==================================================================
+ * Analysis (src/policy/analysis*.c): questions about every request at
+ * once, answered by encoding the policies as SMT-LIB and asking cvc5.
+ *
+ * A set is analysed against the schema it validates against (strict
+ * mode), one request environment (an action with one principal type and
+ * one resource type it applies to) at a time, over every request and
+ * entity store that conform to the schema. A property that does not hold
+ * comes with a counterexample: a concrete request and entity store, which
+ * the engine (shk_cedar_is_authorized) has decided the way the analysis
+ * says before it is returned. A counterexample the engine disagrees with
+ * is not returned: the call fails with -EPROTO, a defect of the analysis.
+ *
+ * Besides the common errors these functions return:
+ *   -EOPNOTSUPP  a policy uses a construct the encoder does not encode
+ *                (the message names it and the policy); never approximated
+ *   -ENOENT      the solver is not installed
+ *   -ETIMEDOUT   the solver found no answer within the time limit
+ *   -EIO         the solver failed or answered what cvc5 would not
+ *   -EPROTO      a counterexample the engine decides otherwise
+ * Every failure means "not shown to hold": callers fail closed.
+ * ================================================================== */
+
+/* The Cedar objects analysed (shinken/cedar.h). */
+typedef struct shk_cedar_schema shk_cedar_schema;
+typedef struct shk_cedar_policy_set shk_cedar_policy_set;
+typedef struct shk_error shk_error;
+
+/* A solver session: one cvc5 process, kept for many questions (its
+ * assertion stack holds what a repeated question shares). Not for use by
+ * two threads at once. */
+typedef struct shk_analysis shk_analysis;
+
+typedef struct shk_analysis_options {
+  const char *solver;      /* the cvc5 binary; NULL: "cvc5" on $PATH */
+  unsigned timeout_ms;     /* per check; 0: 10000 */
+  bool fresh;              /* a new solver process for every check (for measurements) */
+} shk_analysis_options;
+
+/* Starts the solver, so that a missing one is reported here. */
+int shk_analysis_open(const shk_analysis_options *opt, shk_analysis **out, shk_error *err);
+void shk_analysis_close(shk_analysis *an);
+/* "cvc5 1.0.3", or NULL. */
+const char *shk_analysis_solver_version(const shk_analysis *an);
+/* check-sat calls and solver processes started so far. */
+void shk_analysis_counters(const shk_analysis *an, uint64_t *checks, uint64_t *starts);
+
+/* A policy set prepared for analysis: validated against the schema and
+ * encoded once, so that constructs the encoder refuses are reported here.
+ * It borrows SCHEMA and PS, which must outlive it and not change. */
+typedef struct shk_analysis_set shk_analysis_set;
+int shk_analysis_set_new(const shk_cedar_schema *schema, const shk_cedar_policy_set *ps,
+                         shk_analysis_set **out, shk_error *err);
+void shk_analysis_set_free(shk_analysis_set *set);
+
+typedef enum shk_analysis_query {
+  /* one policy (policy_a), or two (policy_a of set a, policy_b of set b) */
+  SHK_ANALYSIS_NEVER_ERRORS,
+  SHK_ANALYSIS_ALWAYS_MATCHES,
+  SHK_ANALYSIS_NEVER_MATCHES,
+  SHK_ANALYSIS_MATCHES_EQUIVALENT,
+  SHK_ANALYSIS_MATCHES_IMPLIES,
+  SHK_ANALYSIS_MATCHES_DISJOINT,
+  /* one set (a), or two (a and b) */
+  SHK_ANALYSIS_ALWAYS_ALLOWS,
+  SHK_ANALYSIS_ALWAYS_DENIES,
+  SHK_ANALYSIS_EQUIVALENT,
+  SHK_ANALYSIS_IMPLIES,
+  SHK_ANALYSIS_DISJOINT,
+} shk_analysis_query;
+
+/* "never-errors", ..., "disjoint"; and back (-1 for an unknown name). */
+const char *shk_analysis_query_name(shk_analysis_query q);
+int shk_analysis_query_parse(const char *name);
+
+/* Restricts the requests a question is about. */
+typedef struct shk_analysis_scope {
+  const char *assume;      /* a Cedar expression over the request that must
+                              hold (type-checked like a policy), or NULL */
+  const char *action;      /* only this action (Ns::Action::"id"), or NULL */
+  const char *principal_type, *resource_type; /* or NULL */
+} shk_analysis_scope;
+
+/* One concrete request where a property fails. */
+typedef struct shk_analysis_example {
+  char *env;               /* the request environment */
+  char *what;              /* what happens, in one line */
+  char *request;           /* {"principal", "action", "resource", "context"} */
+  char *entities;          /* the entity store, a JSON array */
+  char *decisions;         /* what the engine decided, in one line */
+} shk_analysis_example;
+
+typedef struct shk_analysis_result {
+  bool holds;
+  size_t n_envs;           /* environments examined */
+  shk_analysis_example *examples; /* one per environment where it fails */
+  size_t n_examples;
+} shk_analysis_result;
+void shk_analysis_result_clear(shk_analysis_result *r);
+
+/* Decides QUERY about set a (and b; b may be a itself). policy_a and
+ * policy_b name policies by their Cedar id ("policy0") or their @id. */
+int shk_analysis_check(shk_analysis *an, shk_analysis_query query, const shk_analysis_set *a,
+                       const char *policy_a, const shk_analysis_set *b, const char *policy_b,
+                       const shk_analysis_scope *scope, shk_analysis_result *out,
+                       shk_error *err);
+
+typedef enum shk_analysis_relation {
+  SHK_ANALYSIS_SAME,         /* allow exactly the same requests */
+  SHK_ANALYSIS_NARROWER,     /* NEW allows a subset of what OLD allows */
+  SHK_ANALYSIS_WIDER,        /* NEW allows a superset */
+  SHK_ANALYSIS_INCOMPARABLE, /* each allows something the other denies */
+} shk_analysis_relation;
+const char *shk_analysis_relation_name(shk_analysis_relation r);
+
+typedef struct shk_analysis_env_comparison {
+  char *env;
+  shk_analysis_relation rel;
+  shk_analysis_example *wider;    /* NEW allows, OLD denies; NULL when none */
+  shk_analysis_example *narrower; /* OLD allows, NEW denies; NULL when none */
+} shk_analysis_env_comparison;
+
+typedef struct shk_analysis_comparison {
+  shk_analysis_relation rel;      /* over all environments */
+  shk_analysis_env_comparison *envs;
+  size_t n_envs;
+} shk_analysis_comparison;
+void shk_analysis_comparison_clear(shk_analysis_comparison *c);
+
+/* Compares two sets over the same schema, environment by environment. */
+int shk_analysis_compare(shk_analysis *an, const shk_analysis_set *old_set,
+                         const shk_analysis_set *new_set, const shk_analysis_scope *scope,
+                         shk_analysis_comparison *out, shk_error *err);
+
+/* ---- the grant-time question ----
+ * "For every concrete value of one context field that a pattern covers,
+ * with everything else of the request and the store as given, is the
+ * request allowed?" */
+typedef enum shk_analysis_cover_kind {
+  SHK_ANALYSIS_PATH_PREFIX,  /* "/home/u": the path and every canonical absolute path below it */
+  SHK_ANALYSIS_HOST_PATTERN, /* "api.example", "*.example" (names strictly below), "**.example" (it and below) */
+  SHK_ANALYSIS_CIDR,         /* "10.0.0.0/8": every single address in it */
+  SHK_ANALYSIS_PORT_RANGE,   /* "8000-8100" or "443" */
+} shk_analysis_cover_kind;
+
+/* A part of the pattern already left out of the grant: a subtree in the
+ * pattern's own syntax (a path prefix, a host pattern, a CIDR, a port
+ * range), or with `exact`, one path alone. */
+typedef struct shk_analysis_except {
+  const char *text;
+  bool exact;
+} shk_analysis_except;
+
+typedef struct shk_analysis_cover_query {
+  const char *request;     /* the concrete request as JSON; the covered field's value is replaced */
+  const char *entities;    /* the concrete entity store (JSON array), or NULL for none */
+  const char *field;       /* the context field, dotted: "request.path" */
+  shk_analysis_cover_kind kind;
+  const char *pattern;
+  const shk_analysis_except *except;
+  size_t n_except;
+} shk_analysis_cover_query;
+
+typedef struct shk_analysis_cover_result {
+  bool allowed;            /* every covered element is allowed */
+  char witness[512];       /* else: an element that is not */
+  char policy[128];        /* the policy that forbids it (@id), "" when no permit applies */
+  char why[768];           /* one line, naming both */
+} shk_analysis_cover_result;
+
+int shk_analysis_cover(shk_analysis *an, const shk_analysis_set *set,
+                       const shk_analysis_cover_query *q, shk_analysis_cover_result *out,
+                       shk_error *err);
+
+/* When the pattern is not wholly allowed: the parts to leave out (at most
+ * MAX_EXCEPT subtrees or names, the widest first found) that make the rest
+ * wholly allowed. out->found is false when no such list exists within the
+ * bound (the forbidden part is not a finite set of subtrees). The texts
+ * are malloc'd; clear with shk_analysis_narrowing_clear. */
+typedef struct shk_analysis_narrowing {
+  bool found;
+  shk_analysis_except *except;
+  size_t n_except;
+  shk_analysis_cover_result first; /* the first refusal, as shk_analysis_cover gives it */
+} shk_analysis_narrowing;
+int shk_analysis_narrow(shk_analysis *an, const shk_analysis_set *set,
+                        const shk_analysis_cover_query *q, size_t max_except,
+                        shk_analysis_narrowing *out, shk_error *err);
+void shk_analysis_narrowing_clear(shk_analysis_narrowing *n);
+/* ==================================================================
+ * end of the analysis block
+ * ================================================================== */
+
 #ifdef __cplusplus
 }
 #endif
