@@ -143,7 +143,8 @@ static void time_cover(shk_analysis *an, const shk_analysis_set *set, const char
                        bool want_allowed, double *p50, double *p99, double *cpu)
 {
   char *req = request(access);
-  shk_analysis_cover_query q = { req, STORE, "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0 };
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0 };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   double *t = calloc(n, sizeof *t);
   shk_error err = { 0 };
   double cpu0 = solver_cpu_ms();

@@ -315,37 +315,56 @@ int shk_analysis_compare(shk_analysis *an, const shk_analysis_set *old_set,
                          shk_analysis_comparison *out, shk_error *err);
 
 /* ---- the grant-time question ----
- * "For every concrete value of one context field that a pattern covers,
- * with everything else of the request and the store as given, is the
- * request allowed?" */
+ * "For every concrete value of the context fields a pattern covers, with
+ * everything else of the request and the store as given, is the request
+ * allowed?" Several fields are covered together (a host pattern with every
+ * port of a range is every pair of a host and a port). */
 typedef enum shk_analysis_cover_kind {
   SHK_ANALYSIS_PATH_PREFIX,  /* "/home/u": the path and every canonical absolute path below it */
   SHK_ANALYSIS_HOST_PATTERN, /* "api.example", "*.example" (names strictly below), "**.example" (it and below) */
   SHK_ANALYSIS_CIDR,         /* "10.0.0.0/8": every single address in it */
-  SHK_ANALYSIS_PORT_RANGE,   /* "8000-8100" or "443" */
+  SHK_ANALYSIS_PORT_RANGE,   /* "8000-8100" or "443": each port, on a Long field or, on a
+                              * {lo: Long, hi: Long} field, as the range {lo: P, hi: P} */
+  SHK_ANALYSIS_TIME_RANGE,   /* "LO-HI", ms since the epoch: every instant of a datetime field */
 } shk_analysis_cover_kind;
 
-/* A part of the pattern already left out of the grant: a subtree in the
- * pattern's own syntax (a path prefix, a host pattern, a CIDR, a port
- * range), or with `exact`, one path alone. */
+/* A part of a pattern left out of the grant: a subtree in the pattern's
+ * own syntax (a path prefix, a host pattern, a CIDR, a port range), or with
+ * `exact`, one path alone. In a narrowing's answer, `field` says which of
+ * the query's fields it belongs to. */
 typedef struct shk_analysis_except {
   const char *text;
   bool exact;
+  unsigned field;
 } shk_analysis_except;
 
-typedef struct shk_analysis_cover_query {
-  const char *request;     /* the concrete request as JSON; the covered field's value is replaced */
-  const char *entities;    /* the concrete entity store (JSON array), or NULL for none */
+/* One covered field. */
+typedef struct shk_analysis_cover_field {
   const char *field;       /* the context field, dotted: "request.path" */
   shk_analysis_cover_kind kind;
   const char *pattern;
-  const shk_analysis_except *except;
+  const shk_analysis_except *except; /* left out of this field's pattern */
   size_t n_except;
+} shk_analysis_cover_field;
+
+/* At most this many fields, each of a different kind. */
+#define SHK_ANALYSIS_MAX_COVER 4
+
+typedef struct shk_analysis_cover_query {
+  const char *request;     /* the concrete request as JSON; the covered fields' values are replaced */
+  const char *entities;    /* the concrete entity store (JSON array), or NULL for none */
+  const shk_analysis_cover_field *fields;
+  size_t n_fields;
+  /* An element where a policy errors counts as not allowed (Cedar skips
+   * such a policy; the one decision refuses instead). */
+  bool errors_deny;
 } shk_analysis_cover_query;
 
 typedef struct shk_analysis_cover_result {
   bool allowed;            /* every covered element is allowed */
-  char witness[512];       /* else: an element that is not */
+  /* Else an element that is not: each field's value, in the query's order
+   * (a path, a host, an address, a port, a datetime). */
+  char witness[SHK_ANALYSIS_MAX_COVER][512];
   char policy[128];        /* the policy that forbids it (@id), "" when no permit applies */
   char why[768];           /* one line, naming both */
 } shk_analysis_cover_result;
@@ -354,11 +373,13 @@ int shk_analysis_cover(shk_analysis *an, const shk_analysis_set *set,
                        const shk_analysis_cover_query *q, shk_analysis_cover_result *out,
                        shk_error *err);
 
-/* When the pattern is not wholly allowed: the parts to leave out (at most
- * MAX_EXCEPT subtrees or names, the widest first found) that make the rest
- * wholly allowed. out->found is false when no such list exists within the
- * bound (the forbidden part is not a finite set of subtrees). The texts
- * are malloc'd; clear with shk_analysis_narrowing_clear. */
+/* When the patterns are not wholly allowed: the parts to leave out (at
+ * most MAX_EXCEPT subtrees or names, each the widest found around a
+ * witness, every one of them denied throughout) that make the rest wholly
+ * allowed. out->found is false when no such list exists within the bound
+ * (the forbidden part is not a finite set of subtrees). A time range is
+ * never narrowed. The texts are malloc'd; clear with
+ * shk_analysis_narrowing_clear. */
 typedef struct shk_analysis_narrowing {
   bool found;
   shk_analysis_except *except;

@@ -6,8 +6,9 @@
  *                                        never-errors, always-matches, never-matches,
  *                                        matches-equivalent, matches-implies, matches-disjoint,
  *                                        always-allows, always-denies, equivalent, implies, disjoint
- *   covers --schema S POLICIES --request F [--entities F] --field F.G --path-prefix P|--host H|--cidr C|--ports R
- *                                        does the set allow every element the pattern covers?
+ *   covers --schema S POLICIES --request F [--entities F]
+ *          (--field F.G --path-prefix P|--host H|--cidr C|--ports R|--time LO-HI [--except X]...)...
+ *                                        does the set allow every element the patterns cover?
  *   solver                               the solver's version
  *
  * Common flags: --assume EXPR (only requests where the Cedar expression
@@ -38,10 +39,10 @@ typedef struct opts {
   size_t n_files;
   const char *policies[2];
   size_t n_policies;
-  const char *request, *entities, *field, *pattern;
-  shk_analysis_cover_kind kind;
-  shk_analysis_except except[32];
-  size_t n_except;
+  const char *request, *entities;
+  shk_analysis_cover_field fields[SHK_ANALYSIS_MAX_COVER];
+  size_t n_fields;
+  shk_analysis_except except[SHK_ANALYSIS_MAX_COVER][32];
   long narrow;
   unsigned timeout;
   bool json;
@@ -52,8 +53,8 @@ static void usage(FILE *f)
   fputs("usage: shinken cedar analyze compare --schema FILE OLD NEW [flags]\n"
         "       shinken cedar analyze QUERY --schema FILE POLICIES [POLICIES2] [--policy ID]... [flags]\n"
         "       shinken cedar analyze covers --schema FILE POLICIES --request FILE [--entities FILE]\n"
-        "                --field NAME.NAME (--path-prefix P | --host H | --cidr C | --ports LO-HI)\n"
-        "                [--except X | --except-exact PATH]... [--narrow N] [flags]\n"
+        "                (--field NAME.NAME (--path-prefix P | --host H | --cidr C | --ports LO-HI |\n"
+        "                 --time LO-HI) [--except X | --except-exact PATH]...)... [--narrow N] [flags]\n"
         "       shinken cedar analyze solver [--solver PATH]\n"
         "queries: never-errors always-matches never-matches matches-equivalent matches-implies\n"
         "         matches-disjoint always-allows always-denies equivalent implies disjoint\n"
@@ -274,15 +275,18 @@ static int cmd_query(const opts *o, shk_analysis_query q)
 
 static int cmd_covers(const opts *o)
 {
-  if (o->n_files != 1 || !o->request || !o->field || !o->pattern)
-    shk__die(EXIT_BAD, "cedar analyze covers: give one policy file, --request, --field and a pattern");
+  if (o->n_files != 1 || !o->request || !o->n_fields)
+    shk__die(EXIT_BAD, "cedar analyze covers: give one policy file, --request, and --field with a pattern");
+  for (size_t k = 0; k < o->n_fields; k++)
+    if (!o->fields[k].pattern)
+      shk__die(EXIT_BAD, "cedar analyze covers: --field %s has no pattern", o->fields[k].field);
   shk_cedar_schema *s = load_schema(o->schema);
   shk_cedar_policy_set *ps = load_policies(o->files[0]);
   shk_analysis_set *set = prepare(s, ps, o->files[0]);
   shk_analysis *an = open_solver(o);
   shk_autofree char *req = slurp("request", o->request);
   shk_autofree char *ents = o->entities ? slurp("entities", o->entities) : NULL;
-  shk_analysis_cover_query q = { req, ents, o->field, o->kind, o->pattern, o->except, o->n_except };
+  shk_analysis_cover_query q = { req, ents, o->fields, o->n_fields, false };
   shk_error err = { 0 };
   int status;
   if (o->narrow > 0) {
@@ -294,7 +298,8 @@ static int cmd_covers(const opts *o)
     if (nw.found) {
       printf("allowed once these are left out:\n");
       for (size_t i = 0; i < nw.n_except; i++)
-        printf("  %s%s\n", nw.except[i].text, nw.except[i].exact ? " (this path alone)" : "");
+        printf("  %s: %s%s\n", o->fields[nw.except[i].field].field, nw.except[i].text,
+               nw.except[i].exact ? " (this path alone)" : "");
     } else if (!nw.first.allowed) {
       printf("no narrowing within %ld exclusions\n", o->narrow);
     }
@@ -305,9 +310,13 @@ static int cmd_covers(const opts *o)
     int r = shk_analysis_cover(an, set, &q, &res, &err);
     if (r < 0)
       fail_with(r, &err);
-    if (o->json)
-      print_json(json_pack("{s:b, s:s, s:s, s:s}", "allowed", res.allowed, "witness", res.witness, "policy",
-                           res.policy, "why", res.why));
+    if (o->json) {
+      json_t *w = json_object();
+      for (size_t k = 0; w && !res.allowed && k < o->n_fields; k++)
+        json_object_set_new(w, o->fields[k].field, json_string(res.witness[k]));
+      print_json(json_pack("{s:b, s:o, s:s, s:s}", "allowed", res.allowed, "witness", w, "policy", res.policy,
+                           "why", res.why));
+    }
     else
       printf("%s\n", res.why);
     status = res.allowed ? EXIT_HOLDS : EXIT_FAILS;
@@ -344,7 +353,13 @@ int shk_cli_cedar_analyze(int argc, char **argv)
     else if (!strcmp(a, "--solver")) { VAL(); o.solver = v; }
     else if (!strcmp(a, "--request")) { VAL(); o.request = v; }
     else if (!strcmp(a, "--entities")) { VAL(); o.entities = v; }
-    else if (!strcmp(a, "--field")) { VAL(); o.field = v; }
+    else if (!strcmp(a, "--field")) {
+      VAL();
+      if (o.n_fields == SHK_ANALYSIS_MAX_COVER)
+        shk__die(EXIT_BAD, "cedar analyze: at most %d --field", SHK_ANALYSIS_MAX_COVER);
+      o.fields[o.n_fields].except = o.except[o.n_fields];
+      o.fields[o.n_fields++].field = v;
+    }
     else if (!strcmp(a, "--json")) o.json = true;
     else if (!strcmp(a, "--timeout")) {
       VAL();
@@ -364,18 +379,26 @@ int shk_cli_cedar_analyze(int argc, char **argv)
       if (o.n_policies == 2)
         shk__die(EXIT_BAD, "cedar analyze: at most two --policy");
       o.policies[o.n_policies++] = v;
-    } else if (!strcmp(a, "--path-prefix") || !strcmp(a, "--host") || !strcmp(a, "--cidr") || !strcmp(a, "--ports")) {
+    } else if (!strcmp(a, "--path-prefix") || !strcmp(a, "--host") || !strcmp(a, "--cidr") ||
+               !strcmp(a, "--ports") || !strcmp(a, "--time")) {
       VAL();
-      if (o.pattern)
-        shk__die(EXIT_BAD, "cedar analyze: one pattern only");
-      o.pattern = v;
-      o.kind = a[2] == 'p' && a[3] == 'a' ? SHK_ANALYSIS_PATH_PREFIX : a[2] == 'h' ? SHK_ANALYSIS_HOST_PATTERN
-             : a[2] == 'c' ? SHK_ANALYSIS_CIDR : SHK_ANALYSIS_PORT_RANGE;
+      shk_analysis_cover_field *f = o.n_fields ? &o.fields[o.n_fields - 1] : NULL;
+      if (!f || f->pattern)
+        shk__die(EXIT_BAD, "cedar analyze: %s needs a --field of its own before it", a);
+      f->pattern = v;
+      f->kind = !strcmp(a, "--path-prefix") ? SHK_ANALYSIS_PATH_PREFIX
+              : !strcmp(a, "--host")        ? SHK_ANALYSIS_HOST_PATTERN
+              : !strcmp(a, "--cidr")        ? SHK_ANALYSIS_CIDR
+              : !strcmp(a, "--ports")       ? SHK_ANALYSIS_PORT_RANGE
+                                            : SHK_ANALYSIS_TIME_RANGE;
     } else if (!strcmp(a, "--except") || !strcmp(a, "--except-exact")) {
       VAL();
-      if (o.n_except == sizeof o.except / sizeof o.except[0])
+      shk_analysis_cover_field *f = o.n_fields ? &o.fields[o.n_fields - 1] : NULL;
+      if (!f)
+        shk__die(EXIT_BAD, "cedar analyze: %s belongs to a --field", a);
+      if (f->n_except == sizeof o.except[0] / sizeof o.except[0][0])
         shk__die(EXIT_BAD, "cedar analyze: too many --except");
-      o.except[o.n_except++] = (shk_analysis_except){ v, a[8] == '-' };
+      o.except[o.n_fields - 1][f->n_except++] = (shk_analysis_except){ v, a[8] == '-', 0 };
     } else if (a[0] == '-' && a[1]) {
       usage(stderr);
       shk__die(EXIT_BAD, "cedar analyze: unknown flag '%s'", a);

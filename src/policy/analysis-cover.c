@@ -2,12 +2,14 @@
  * prefix, a host pattern, a CIDR, a port range) may be granted only if the
  * policy set allows every concrete element it covers, for this session.
  *
- * The request and the entity store are concrete; only the one context
- * field the pattern stands for is symbolic, constrained to the pattern's
- * concrete elements. The set's encoding for the environment stays loaded
- * in the solver (level 1 of its assertion stack), so a repeated check sends
- * only the concrete facts, the pattern and the goal. A witness the solver
- * finds is decided by the engine before it is reported. */
+ * The request and the entity store are concrete; only the context fields
+ * the patterns stand for are symbolic, each constrained to its pattern's
+ * concrete elements (several fields at once: a host pattern with a range
+ * of ports is every host with every port). The set's encoding for the
+ * environment stays loaded in the solver (level 1 of its assertion stack),
+ * so a repeated check sends only the concrete facts, the patterns and the
+ * goal. A witness the solver finds is decided by the engine before it is
+ * reported. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -18,7 +20,15 @@
 #include "policy/analysis-internal.h"
 #include "shinken/cedar.h"
 
-#define MAX_PATH_DEPTH 8
+#define N_KINDS 5
+
+/* One covered field as the check sees it. */
+typedef struct cfield {
+  const shk_analysis_cover_field *q;
+  char **path;             /* the field's attribute names */
+  size_t n_path;
+  bool range_record;       /* a port range over a {lo, hi} record: each port P as {lo: P, hi: P} */
+} cfield;
 
 typedef struct cover {
   shk_analysis *an;
@@ -28,23 +38,29 @@ typedef struct cover {
   shk_cedar_entities *es;
   json_t *req_json;
   size_t env;
-  char **path;             /* the field's attribute names */
-  size_t n_path;
+  cfield f[SHK_ANALYSIS_MAX_COVER];
+  size_t n;
 } cover;
+
+/* What one check is about: for each field its pattern (exact: one value
+ * alone) less its exceptions. */
+typedef struct view {
+  const char *pat[SHK_ANALYSIS_MAX_COVER];
+  bool exact[SHK_ANALYSIS_MAX_COVER];
+  const shk_analysis_except *ex[SHK_ANALYSIS_MAX_COVER];
+  size_t n_ex[SHK_ANALYSIS_MAX_COVER];
+} view;
 
 static void cover_clear(cover *c)
 {
   shk_cedar_request_free(c->req);
   shk_cedar_entities_free(c->es);
   json_decref(c->req_json);
-  for (size_t i = 0; i < c->n_path; i++)
-    free(c->path[i]);
-  free(c->path);
-}
-
-static shk__tyk kind_type(shk_analysis_cover_kind k)
-{
-  return k == SHK_ANALYSIS_CIDR ? SHK__TY_IP : k == SHK_ANALYSIS_PORT_RANGE ? SHK__TY_LONG : SHK__TY_STRING;
+  for (size_t k = 0; k < c->n; k++) {
+    for (size_t i = 0; i < c->f[k].n_path; i++)
+      free(c->f[k].path[i]);
+    free(c->f[k].path);
+  }
 }
 
 static const char *kind_name(shk_analysis_cover_kind k)
@@ -54,8 +70,18 @@ static const char *kind_name(shk_analysis_cover_kind k)
   case SHK_ANALYSIS_HOST_PATTERN: return "a host pattern";
   case SHK_ANALYSIS_CIDR: return "a CIDR";
   case SHK_ANALYSIS_PORT_RANGE: return "a port range";
+  case SHK_ANALYSIS_TIME_RANGE: return "a time range";
   }
   return "?";
+}
+
+/* The element's constant: one per kind, declared once with the set's
+ * encoding. */
+static const char *const cv_names[N_KINDS] = { "cvp", "cvh", "cvi", "cvn", "cvt" };
+
+static const char *cv_of(const cfield *f)
+{
+  return cv_names[f->q->kind];
 }
 
 /* ---------------------------------------------------------------- patterns */
@@ -96,20 +122,26 @@ static bool valid_path(const char *p)
          !(n >= 2 && !strcmp(p + n - 2, "/.")) && !(n >= 3 && !strcmp(p + n - 3, "/.."));
 }
 
-static bool parse_ports(const char *s, long *lo, long *hi)
+/* "LO-HI" or "N", each a whole number in [min, max], LO <= HI. */
+static bool parse_range(const char *s, long long min, long long max, long long *lo, long long *hi)
 {
   char *end;
-  *lo = strtol(s, &end, 10);
-  if (end == s)
+  if (*s < '0' || *s > '9')
     return false;
+  *lo = strtoll(s, &end, 10);
   *hi = *lo;
   if (*end == '-') {
     const char *t = end + 1;
-    *hi = strtol(t, &end, 10);
-    if (end == t)
+    if (*t < '0' || *t > '9')
       return false;
+    *hi = strtoll(t, &end, 10);
   }
-  return *end == '\0' && *lo >= 0 && *hi <= 65535 && *lo <= *hi;
+  return *end == '\0' && *lo >= min && *hi <= max && *lo <= *hi;
+}
+
+static bool parse_ports(const char *s, long long *lo, long long *hi)
+{
+  return parse_range(s, 0, 65535, lo, hi);
 }
 
 static const char *smt_lit(shk__enc *enc, const char *s)
@@ -123,28 +155,36 @@ static const char *smt_lit(shk__enc *enc, const char *s)
   return r;
 }
 
-/* The set of values PATTERN covers, as a formula over cv. */
-static const char *covered(shk__enc *enc, shk_analysis_cover_kind k, const char *pat, bool exact)
+/* The host of a host pattern and how wild it is: 0 the host alone, 1
+ * names strictly below it (*.), 2 it and below (**.). */
+static const char *host_of(const char *pat, int *wild)
+{
+  *wild = !strncmp(pat, "**.", 3) ? 2 : !strncmp(pat, "*.", 2) ? 1 : 0;
+  return pat + (*wild == 2 ? 3 : *wild == 1 ? 2 : 0);
+}
+
+/* The set of values PATTERN covers, as a formula over the constant CV. */
+static const char *covered(shk__enc *enc, shk_analysis_cover_kind k, const char *cv, const char *pat, bool exact)
 {
   switch (k) {
   case SHK_ANALYSIS_PATH_PREFIX: {
     if (!valid_path(pat))
       shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "'%.200s' is not a canonical absolute path", pat);
     if (exact)
-      return shk__enc_str(enc, "(= cv %s)", smt_lit(enc, pat));
+      return shk__enc_str(enc, "(= %s %s)", cv, smt_lit(enc, pat));
     if (!strcmp(pat, "/"))
-      return "(str.prefixof \"/\" cv)";
-    return shk__enc_str(enc, "(or (= cv %s) (str.prefixof %s cv))", smt_lit(enc, pat),
-                        smt_lit(enc, shk__enc_str(enc, "%s/", pat)));
+      return shk__enc_str(enc, "(str.prefixof \"/\" %s)", cv);
+    return shk__enc_str(enc, "(or (= %s %s) (str.prefixof %s %s))", cv, smt_lit(enc, pat),
+                        smt_lit(enc, shk__enc_str(enc, "%s/", pat)), cv);
   }
   case SHK_ANALYSIS_HOST_PATTERN: {
-    int wild = !strncmp(pat, "**.", 3) ? 2 : !strncmp(pat, "*.", 2) ? 1 : 0;
-    const char *h = pat + (wild == 2 ? 3 : wild == 1 ? 2 : 0);
+    int wild;
+    const char *h = host_of(pat, &wild);
     if (!valid_host(h))
       shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "'%.200s' is not a host pattern (HOST, *.HOST or **.HOST)",
                     pat);
-    const char *below = shk__enc_str(enc, "(str.suffixof %s cv)", smt_lit(enc, shk__enc_str(enc, ".%s", h)));
-    const char *self = shk__enc_str(enc, "(= cv %s)", smt_lit(enc, h));
+    const char *below = shk__enc_str(enc, "(str.suffixof %s %s)", smt_lit(enc, shk__enc_str(enc, ".%s", h)), cv);
+    const char *self = shk__enc_str(enc, "(= %s %s)", cv, smt_lit(enc, h));
     return wild == 0 ? self : wild == 1 ? below : shk__enc_str(enc, "(or %s %s)", self, below);
   }
   case SHK_ANALYSIS_CIDR: {
@@ -154,8 +194,8 @@ static const char *covered(shk__enc *enc, shk_analysis_cover_kind k, const char 
     if (!ip.v6) {
       uint32_t a = (uint32_t)ip.addr[0] << 24 | (uint32_t)ip.addr[1] << 16 | (uint32_t)ip.addr[2] << 8 | ip.addr[3];
       uint32_t m = ip.prefix ? ~(uint32_t)0 << (32 - ip.prefix) : 0;
-      return shk__enc_str(enc, "(and ((_ is IP.v4) cv) (= (IP.p4 cv) #x20) (= (bvand (IP.a4 cv) #x%08x) #x%08x))",
-                          m, a & m);
+      return shk__enc_str(enc, "(and ((_ is IP.v4) %s) (= (IP.p4 %s) #x20) (= (bvand (IP.a4 %s) #x%08x) #x%08x))",
+                          cv, cv, cv, m, a & m);
     }
     char hm[33], ha[33];
     for (int i = 0; i < 16; i++) {
@@ -164,23 +204,28 @@ static const char *covered(shk__enc *enc, shk_analysis_cover_kind k, const char 
       snprintf(hm + 2 * i, 3, "%02x", m);
       snprintf(ha + 2 * i, 3, "%02x", ip.addr[i] & m);
     }
-    return shk__enc_str(enc, "(and ((_ is IP.v6) cv) (= (IP.p6 cv) #x80) (= (bvand (IP.a6 cv) #x%s) #x%s))", hm, ha);
+    return shk__enc_str(enc, "(and ((_ is IP.v6) %s) (= (IP.p6 %s) #x80) (= (bvand (IP.a6 %s) #x%s) #x%s))", cv,
+                        cv, cv, hm, ha);
   }
-  case SHK_ANALYSIS_PORT_RANGE: {
-    long lo, hi;
-    if (!parse_ports(pat, &lo, &hi))
-      shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "'%.200s' is not a port range (PORT or LO-HI)", pat);
-    return shk__enc_str(enc, "(and (bvsle #x%016lx cv) (bvsle cv #x%016lx))", lo, hi);
+  case SHK_ANALYSIS_PORT_RANGE:
+  case SHK_ANALYSIS_TIME_RANGE: {
+    long long lo, hi;
+    bool ok = k == SHK_ANALYSIS_PORT_RANGE ? parse_ports(pat, &lo, &hi) : parse_range(pat, 0, INT64_MAX, &lo, &hi);
+    if (!ok)
+      shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "'%.200s' is not %s (N or LO-HI)", pat, kind_name(k));
+    return shk__enc_str(enc, "(and (bvsle #x%016llx %s) (bvsle %s #x%016llx))", (unsigned long long)lo, cv, cv,
+                        (unsigned long long)hi);
   }
   }
   return "false";
 }
 
 /* What every concrete host is besides being covered: a DNS name. */
-static const char *element(shk_analysis_cover_kind k)
+static const char *element(shk__enc *enc, shk_analysis_cover_kind k, const char *cv)
 {
   if (k == SHK_ANALYSIS_HOST_PATTERN)
-    return "(and (<= (str.len cv) 253) (str.in_re cv (re.++ (re.* (re.++ hl (str.to_re \".\"))) hl)))";
+    return shk__enc_str(enc, "(and (<= (str.len %s) 253) (str.in_re %s (re.++ (re.* (re.++ hl (str.to_re \".\"))) hl)))",
+                        cv, cv);
   return "true";
 }
 
@@ -191,25 +236,40 @@ static const char *element(shk_analysis_cover_kind k)
  * the check runs again. Without them the question is wider, so an
  * unsatisfiable one stays unsatisfiable: nothing is lost either way. */
 static const struct {
-  const char *rule;        /* the constraint, over cv */
+  const char *rule;        /* the constraint, over the path constant (@) */
   const char *bad;         /* what breaks it, for the witness test */
   int where;               /* 0 anywhere, 1 at the end */
 } canon[] = {
-  { "(not (str.contains cv \"//\"))", "//", 0 },
-  { "(not (str.contains cv \"/./\"))", "/./", 0 },
-  { "(not (str.contains cv \"/../\"))", "/../", 0 },
-  { "(not (str.suffixof \"/.\" cv))", "/.", 1 },
-  { "(not (str.suffixof \"/..\" cv))", "/..", 1 },
-  { "(or (= cv \"/\") (not (str.suffixof \"/\" cv)))", "/", 1 },
+  { "(not (str.contains @ \"//\"))", "//", 0 },
+  { "(not (str.contains @ \"/./\"))", "/./", 0 },
+  { "(not (str.contains @ \"/../\"))", "/../", 0 },
+  { "(not (str.suffixof \"/.\" @))", "/.", 1 },
+  { "(not (str.suffixof \"/..\" @))", "/..", 1 },
+  { "(or (= @ \"/\") (not (str.suffixof \"/\" @)))", "/", 1 },
+  { "(not (str.contains @ \"\\u{0}\"))", NULL, 0 },
 };
 
-/* The first rule the path W breaks, or -1; -2 for a NUL (which no JSON
- * witness can carry: it is refuted the same way). */
+/* RULE with every @ replaced by the constant CV, as an assertion. */
+static void rule_text(char *buf, size_t n, const char *rule, const char *cv)
+{
+  size_t o = (size_t)snprintf(buf, n, "(assert ");
+  for (const char *p = rule; *p && o + 8 < n; p++)
+    if (*p == '@')
+      o += (size_t)snprintf(buf + o, n - o, "%s", cv);
+    else
+      buf[o++] = *p;
+  snprintf(buf + (o < n ? o : n - 1), n - (o < n ? o : n - 1), ")\n");
+}
+
+#define N_CANON (sizeof canon / sizeof canon[0])
+
+/* The first rule the path W breaks, or -1 (a NUL, which no JSON witness
+ * can carry, breaks the last). */
 static int canon_broken(const char *w, size_t n)
 {
   if (memchr(w, '\0', n))
-    return -2;
-  for (size_t i = 0; i < sizeof canon / sizeof canon[0]; i++) {
+    return (int)N_CANON - 1;
+  for (size_t i = 0; i + 1 < N_CANON; i++) {
     size_t m = strlen(canon[i].bad);
     if (canon[i].where == 0 ? memmem(w, n, canon[i].bad, m) != NULL
                             : n >= m && !memcmp(w + n - m, canon[i].bad, m) && !(n == 1 && i == 5))
@@ -220,34 +280,71 @@ static int canon_broken(const char *w, size_t n)
 
 /* ---------------------------------------------------------------- the concrete facts */
 
-static const shk__ty *field_type(shk__enc *enc, const cover *c)
+static const shk__ty *field_type(shk__enc *enc, const cover *c, size_t k)
 {
+  const cfield *f = &c->f[k];
   const shk__ty *t = enc->ctx;
-  for (size_t i = 0; i < c->n_path; i++) {
-    int k = t->k == SHK__TY_RECORD ? shk__ty_attr(t, (shk__str){ c->path[i], strlen(c->path[i]) }) : -1;
-    if (k < 0)
-      shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the context has no field '%s'", c->q->field);
-    t = t->attrs[k].t;
+  for (size_t i = 0; i < f->n_path; i++) {
+    int a = t->k == SHK__TY_RECORD ? shk__ty_attr(t, (shk__str){ f->path[i], strlen(f->path[i]) }) : -1;
+    if (a < 0)
+      shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the context has no field '%s'", f->q->field);
+    t = t->attrs[a].t;
   }
   return t;
 }
 
-/* The context record as a term, with the field replaced by cv. */
-static const char *context_term(shk__enc *enc, const shk__ty *t, const shk__value *v, char *const *path,
-                                size_t n)
+/* A record of required Longs named lo and hi. */
+static bool is_range_record(const shk__ty *t)
 {
-  if (n == 0)
-    return "cv";
+  return t->k == SHK__TY_RECORD && t->n_attrs == 2 && t->attrs[0].required && t->attrs[1].required &&
+         t->attrs[0].t->k == SHK__TY_LONG && t->attrs[1].t->k == SHK__TY_LONG &&
+         shk__str_eq(t->attrs[0].name, SHK__STR_LIT("hi")) && shk__str_eq(t->attrs[1].name, SHK__STR_LIT("lo"));
+}
+
+/* Checks that field K can hold its kind, and notes how. */
+static void field_check(shk__enc *enc, cover *c, size_t k)
+{
+  cfield *f = &c->f[k];
+  const shk__ty *t = field_type(enc, c, k);
+  static const shk__tyk want[N_KINDS] = { SHK__TY_STRING, SHK__TY_STRING, SHK__TY_IP, SHK__TY_LONG,
+                                          SHK__TY_DATETIME };
+  f->range_record = f->q->kind == SHK_ANALYSIS_PORT_RANGE && is_range_record(t);
+  if (t->k != want[f->q->kind] && !f->range_record)
+    shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the field '%s' cannot hold %s", f->q->field, kind_name(f->q->kind));
+}
+
+/* The term that stands for field K: its constant, or the range {lo: P,
+ * hi: P} of one port. */
+static const char *field_term(shk__enc *enc, const cover *c, size_t k, const shk__ty *t)
+{
+  const char *cv = cv_of(&c->f[k]);
+  return c->f[k].range_record ? shk__enc_str(enc, "(%s %s %s)", t->sort, cv, cv) : cv;
+}
+
+/* The record T (concrete value V, or none) as a term, with the fields of
+ * SEL (a bit per field) that run through it at DEPTH replaced by their
+ * terms. */
+static const char *context_term(shk__enc *enc, const cover *c, const shk__ty *t, const shk__value *v,
+                                unsigned sel, size_t depth)
+{
+  for (size_t k = 0; k < c->n; k++)
+    if ((sel & (1u << k)) && c->f[k].n_path == depth)
+      return field_term(enc, c, k, t);
   if (t->k != SHK__TY_RECORD || (v && v->kind != SHK__V_RECORD))
-    shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the covered field is not inside records");
+    shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "a covered field is not inside records");
   const char *r = shk__enc_str(enc, "(%s", t->sort);
   for (size_t i = 0; i < t->n_attrs; i++) {
     const shk__tyattr *at = &t->attrs[i];
     const shk__value *x = v ? shk__record_get(v->rec, at->name) : NULL;
-    bool on_path = strlen(path[0]) == at->name.n && !memcmp(path[0], at->name.p, at->name.n);
+    unsigned under = 0;
+    for (size_t k = 0; k < c->n; k++) {
+      const char *name = c->f[k].path[depth];
+      if ((sel & (1u << k)) && strlen(name) == at->name.n && !memcmp(name, at->name.p, at->name.n))
+        under |= 1u << k;
+    }
     const char *term;
-    if (on_path)
-      term = context_term(enc, at->t, x, path + 1, n - 1);
+    if (under)
+      term = context_term(enc, c, at->t, x, under, depth + 1);
     else if (x)
       term = shk__value_term(enc, at->t, x);
     else
@@ -377,24 +474,32 @@ static int ensure_loaded(cover *c, shk_error *err)
   enc->cp = cp;
   enc->cr = cr;
   shk__enc_request(enc);
-  const char **sats = shk__pool_alloc(enc->pool, (c->set->n + 1) * sizeof *sats);
-  const char **goals = shk__pool_alloc(enc->pool, (c->set->n + 1) * sizeof *goals);
-  if (!sats || !goals)
+  size_t n = c->set->n;
+  const char **sats = shk__pool_alloc(enc->pool, (n + 1) * sizeof *sats);
+  const char **errs = shk__pool_alloc(enc->pool, (n + 1) * sizeof *errs);
+  const char **goals = shk__pool_alloc(enc->pool, (n + 1) * sizeof *goals);
+  const char **err_goals = shk__pool_alloc(enc->pool, (n + 1) * sizeof *err_goals);
+  if (!sats || !errs || !goals || !err_goals)
     shk__enc_fail(enc, -ENOMEM, SHK__NOLOC, "out of memory");
-  const char *allow = shk__enc_set(enc, c->set->pols, c->set->n, sats, NULL);
+  const char *allow = shk__enc_set(enc, c->set->pols, n, sats, errs);
   /* "Some element is denied" is "no permit applies to some element" or
    * "some forbid applies to some element": one question each, so that no
    * check has to reason about many negated patterns at once (which is
-   * what makes a string solver slow). */
-  size_t ng = 0;
-  const char *permit = "false";
-  for (size_t i = 0; i < c->set->n; i++)
+   * what makes a string solver slow). Likewise "some policy errors". */
+  size_t ng = 0, ne = 0;
+  const char *permit = "false", *any_err = "false";
+  for (size_t i = 0; i < n; i++)
     if (!c->set->pols[i]->is_forbid)
       permit = shk__enc_str(enc, "(or %s %s)", permit, sats[i]);
   goals[ng++] = shk__enc_str(enc, "(not %s)", permit);
-  for (size_t i = 0; i < c->set->n; i++)
+  for (size_t i = 0; i < n; i++) {
     if (c->set->pols[i]->is_forbid && strcmp(sats[i], "false"))
       goals[ng++] = sats[i];
+    if (strcmp(errs[i], "false")) {
+      err_goals[ne++] = errs[i];
+      any_err = shk__enc_str(enc, "(or %s %s)", any_err, errs[i]);
+    }
+  }
   shk__enc_finish(enc);
   /* The regular expression of a host's label. */
   shk__text_puts(&enc->decl, "(define-fun hl () RegLan (re.++ (re.union (re.range \"a\" \"z\") (re.range \"0\" \"9\")) "
@@ -406,15 +511,18 @@ static int ensure_loaded(cover *c, shk_error *err)
   }
   an->loaded_enc = enc;
   an->loaded_allow = allow;
+  an->loaded_allow_clean = shk__enc_str(enc, "(and %s (not %s))", allow, any_err);
   an->loaded_goals = goals;
   an->n_loaded_goals = ng;
+  an->loaded_err_goals = err_goals;
+  an->n_loaded_err_goals = ne;
   an->loaded_serial = c->set->serial;
   an->loaded_env = c->env;
   an->loaded_cv = 0;
   return 0;
 }
 
-static char *request_with(const cover *c, json_t *w);
+static char *request_with(const cover *c, json_t *const *w);
 
 /* Repairs a path that is not canonical into one that is: empty, "." and
  * ".." components filled in (FILL) or dropped. Returns NULL when nothing
@@ -448,78 +556,100 @@ static char *canon_repair(const char *w, size_t n, bool fill)
   return out;
 }
 
-/* Whether the element W (a path) is one the question is about and the
- * engine decides as the goal says (denied, or with WANT_DENIED allowed):
- * then it can stand in for a witness that is not canonical. */
-static bool witness_ok(const cover *c, const char *w, const char *pattern, const shk_analysis_except *ex,
-                       size_t n_ex, bool want_denied)
+/* Whether W is inside field K's part of view V: in its pattern and in no
+ * exception. */
+static bool path_in_view(const view *v, size_t k, const char *w)
 {
   if (!valid_path(w))
     return false;
-  size_t pn = strlen(pattern);
-  if (strcmp(pattern, "/") && !(!strncmp(w, pattern, pn) && (w[pn] == '\0' || w[pn] == '/')))
+  const char *pat = v->pat[k];
+  size_t pn = strlen(pat);
+  if (v->exact[k] ? strcmp(w, pat) != 0
+                  : strcmp(pat, "/") && !(!strncmp(w, pat, pn) && (w[pn] == '\0' || w[pn] == '/')))
     return false;
-  for (size_t i = 0; i < n_ex; i++) {
-    size_t en = strlen(ex[i].text);
-    if (ex[i].exact ? !strcmp(w, ex[i].text)
-                    : !strcmp(ex[i].text, "/") || (!strncmp(w, ex[i].text, en) && (w[en] == '\0' || w[en] == '/')))
+  for (size_t i = 0; i < v->n_ex[k]; i++) {
+    const char *e = v->ex[k][i].text;
+    size_t en = strlen(e);
+    if (v->ex[k][i].exact ? !strcmp(w, e) : !strcmp(e, "/") || (!strncmp(w, e, en) && (w[en] == '\0' || w[en] == '/')))
       return false;
   }
-  json_t *j = json_string(w);
-  char *req = j ? request_with(c, j) : NULL;
-  json_decref(j);
+  return true;
+}
+
+/* Whether the engine decides the element W as the goal says: denied (or,
+ * with WANT_DENIED, allowed). */
+static bool engine_agrees(const cover *c, json_t *const *w, bool want_denied)
+{
+  char *req = request_with(c, w);
   bool allow = false, ok = false;
   if (req)
-    ok = shk__analysis_decide(c->set->ps, c->set->schema, req, c->q->entities, &allow, NULL, 0, NULL, 0, NULL) == 0;
+    ok = shk__analysis_decide(c->set->ps, c->set->schema, req, c->q->entities, c->q->errors_deny, &allow, NULL, NULL,
+                              0, NULL, 0, NULL) == 0;
   free(req);
   return ok && allow == want_denied;
 }
 
-/* One goal over cv, at the level above the facts: *sat, and the witness
- * as JSON. A path witness that is not canonical is repaired when the
- * engine confirms the repair, else refuted and the goal asked again. */
-static int solve_goal(cover *c, shk__enc *enc, const shk__ty *ft, const char *goal, const char *pattern,
-                      const shk_analysis_except *ex, size_t n_ex, bool want_denied, bool *sat, json_t **witness,
-                      shk_error *err)
+/* One goal over the fields' constants, at the level above the facts:
+ * *sat, and the witness as JSON, one value per field. A path witness that
+ * is not canonical is repaired when the engine confirms the repair, else
+ * refuted and the goal asked again. */
+static int solve_goal(cover *c, shk__enc *enc, const shk__ty *const *ft, const char *goal, const view *v,
+                      bool want_denied, bool *sat, json_t **witness, shk_error *err)
 {
   shk_analysis *an = c->an;
   shk__text g = { 0 };
   shk__text_printf(&g, "(push 1)\n(assert %s) ; goal\n", goal);
   int r = g.oom ? shk__error_set(err, -ENOMEM, "out of memory") : shk__smt_send(an->smt, g.p, g.n, err);
   shk__text_free(&g);
+  char names[64] = "";
+  for (size_t k = 0; k < c->n; k++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? " " : "", cv_of(&c->f[k]));
   *sat = false;
   for (size_t round = 0; r == 0; round++) {
     an->checks++;
     if ((r = shk__smt_check(an->smt, sat, err)) < 0 || !*sat)
       break;
     shk__pool *p = shk__pool_new();
-    shk__sx **v;
-    r = p ? shk__smt_get_value(an->smt, p, "cv", 1, &v, err) : shk__error_set(err, -ENOMEM, "out of memory");
+    shk__sx **x;
+    r = p ? shk__smt_get_value(an->smt, p, names, c->n, &x, err) : shk__error_set(err, -ENOMEM, "out of memory");
+    /* At most one field is a path (each field is of its own kind). */
     int broken = -1;
-    if (r == 0 && c->q->kind == SHK_ANALYSIS_PATH_PREFIX && v[0]->kind == SHK__SX_STRING)
-      broken = canon_broken(v[0]->s, v[0]->n);
+    size_t pk = c->n;
+    for (size_t k = 0; r == 0 && k < c->n; k++) {
+      if (c->f[k].q->kind == SHK_ANALYSIS_PATH_PREFIX && x[k]->kind == SHK__SX_STRING &&
+          (broken = canon_broken(x[k]->s, x[k]->n)) != -1) {
+        pk = k;
+        continue;
+      }
+      if (!(witness[k] = shk__model_json(enc, c->f[k].range_record ? ft[k]->attrs[0].t : ft[k], x[k])))
+        r = shk__error_set(err, -EPROTO, "defect in the analysis: the model's element cannot be read back");
+    }
     for (int fill = 1; r == 0 && broken != -1 && fill >= 0; fill--) {
-      char *fixed = canon_repair(v[0]->s, v[0]->n, fill);
-      if (fixed && witness_ok(c, fixed, pattern, ex, n_ex, want_denied)) {
-        *witness = json_string(fixed);
+      char *fixed = canon_repair(x[pk]->s, x[pk]->n, fill);
+      if (fixed && path_in_view(v, pk, fixed) && (witness[pk] = json_string(fixed)) &&
+          engine_agrees(c, witness, want_denied)) {
         broken = -1;
+      } else if (witness[pk]) {
+        json_decref(witness[pk]);
+        witness[pk] = NULL;
       }
       free(fixed);
     }
-    if (r == 0 && broken == -1 && !*witness && !(*witness = shk__model_json(enc, ft, v[0])))
-      r = shk__error_set(err, -EPROTO, "defect in the analysis: the model's element cannot be read back");
     shk__pool_free(p);
     if (r < 0 || broken == -1)
       break;
+    for (size_t k = 0; k < c->n; k++) {
+      json_decref(witness[k]);
+      witness[k] = NULL;
+    }
     /* Each rule is added at most once, so this ends. */
-    if (round > sizeof canon / sizeof canon[0]) {
+    if (round > N_CANON) {
       r = shk__error_set(err, -EPROTO, "defect in the analysis: the solver keeps answering with a "
                          "non-canonical path");
       break;
     }
-    char rule[128];
-    snprintf(rule, sizeof rule, "(assert %s)\n", broken == -2 ? "(not (str.contains cv \"\\u{0}\"))"
-                                                                : canon[broken].rule);
+    char rule[160];
+    rule_text(rule, sizeof rule, canon[broken].rule, cv_of(&c->f[pk]));
     r = shk__smt_send(an->smt, rule, strlen(rule), err);
   }
   if (r == 0)
@@ -527,12 +657,13 @@ static int solve_goal(cover *c, shk__enc *enc, const shk__ty *ft, const char *go
   return r;
 }
 
-/* Is every element of PATTERN (less the exceptions) allowed (or, with
- * WANT_DENIED, denied)? *witness gets an element that is not, as JSON. */
-static int check_once(cover *c, const char *pattern, const shk_analysis_except *ex, size_t n_ex,
-                      bool want_denied, bool *holds, json_t **witness, shk_error *err)
+/* Is every element of the view allowed (or, with WANT_DENIED, denied)?
+ * witness (an array of one per field) gets an element that is not, as
+ * JSON. */
+static int check_once(cover *c, const view *v, bool want_denied, bool *holds, json_t **witness, shk_error *err)
 {
-  *witness = NULL;
+  for (size_t k = 0; k < c->n; k++)
+    witness[k] = NULL;
   int r = ensure_loaded(c, err);
   if (r < 0)
     return r;
@@ -550,32 +681,35 @@ static int check_once(cover *c, const char *pattern, const shk_analysis_except *
   enc->fail = &jb;
   enc->err = err;
   enc->pool = scratch;
-  const shk__ty *ft = NULL;
+  const shk__ty *ft[SHK_ANALYSIS_MAX_COVER];
   if (setjmp(jb) == 0) {
-    ft = field_type(enc, c);
-    if (ft->k != kind_type(c->q->kind))
-      shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the field '%s' cannot hold %s", c->q->field,
-                    kind_name(c->q->kind));
-    /* The element is one constant per sort, declared once with the set's
+    /* Each element is one constant per kind, declared once with the set's
      * encoding: a new constant in every check makes cvc5 slower with each
      * check (measured: 54 ms a check for the first 25, 248 ms after 125). */
-    int k = ft->k == SHK__TY_STRING ? 0 : ft->k == SHK__TY_LONG ? 1 : 2;
-    static const char *const names[] = { "cvs", "cvl", "cvi" };
-    if (!(an->loaded_cv & (1u << k))) {
-      char d[96];
-      snprintf(d, sizeof d, "(declare-const %s %s)\n", names[k], ft->sort);
-      if ((r = shk__smt_send(an->smt, d, strlen(d), err)) < 0)
-        shk__enc_fail(enc, r, SHK__NOLOC, "%s", err ? err->message : "the solver failed");
-      an->loaded_cv |= 1u << k;
+    for (size_t k = 0; k < c->n; k++) {
+      field_check(enc, c, k);
+      ft[k] = field_type(enc, c, k);
+      unsigned bit = 1u << c->f[k].q->kind;
+      if (!(an->loaded_cv & bit)) {
+        const char *sort = c->f[k].range_record ? ft[k]->attrs[0].t->sort : ft[k]->sort;
+        char d[96];
+        snprintf(d, sizeof d, "(declare-const %s %s)\n", cv_of(&c->f[k]), sort);
+        if ((r = shk__smt_send(an->smt, d, strlen(d), err)) < 0)
+          shk__enc_fail(enc, r, SHK__NOLOC, "%s", err ? err->message : "the solver failed");
+        an->loaded_cv |= bit;
+      }
     }
-    shk__text_printf(&b, "(define-fun cv () %s %s)\n", ft->sort, names[k]);
     shk__text_printf(&b, "(assert (= context %s))\n",
-                     context_term(enc, enc->ctx, &c->req->context, c->path, c->n_path));
+                     context_term(enc, c, enc->ctx, &c->req->context, (1u << c->n) - 1, 0));
     store_facts(enc, c->es, &b);
-    shk__text_printf(&b, "(assert %s)\n(assert %s)\n", element(c->q->kind),
-                     covered(enc, c->q->kind, pattern, false));
-    for (size_t i = 0; i < n_ex; i++)
-      shk__text_printf(&b, "(assert (not %s))\n", covered(enc, c->q->kind, ex[i].text, ex[i].exact));
+    for (size_t k = 0; k < c->n; k++) {
+      const char *cv = cv_of(&c->f[k]);
+      shk_analysis_cover_kind kind = c->f[k].q->kind;
+      shk__text_printf(&b, "(assert %s)\n(assert %s)\n", element(enc, kind, cv),
+                       covered(enc, kind, cv, v->pat[k], v->exact[k]));
+      for (size_t i = 0; i < v->n_ex[k]; i++)
+        shk__text_printf(&b, "(assert (not %s))\n", covered(enc, kind, cv, v->ex[k][i].text, v->ex[k][i].exact));
+    }
     r = 0;
   } else {
     r = enc->code;
@@ -592,11 +726,14 @@ static int check_once(cover *c, const char *pattern, const shk_analysis_except *
     shk__text_free(&g);
     bool sat = false;
     if (want_denied) {
+      const char *goal = c->q->errors_deny ? an->loaded_allow_clean : an->loaded_allow;
       if (r == 0)
-        r = solve_goal(c, enc, ft, an->loaded_allow, pattern, ex, n_ex, true, &sat, witness, err);
+        r = solve_goal(c, enc, ft, goal, v, true, &sat, witness, err);
     } else {
       for (size_t i = 0; r == 0 && !sat && i < an->n_loaded_goals; i++)
-        r = solve_goal(c, enc, ft, an->loaded_goals[i], pattern, ex, n_ex, false, &sat, witness, err);
+        r = solve_goal(c, enc, ft, an->loaded_goals[i], v, false, &sat, witness, err);
+      for (size_t i = 0; c->q->errors_deny && r == 0 && !sat && i < an->n_loaded_err_goals; i++)
+        r = solve_goal(c, enc, ft, an->loaded_err_goals[i], v, false, &sat, witness, err);
     }
     if (r == 0)
       r = shk__smt_send(an->smt, "(pop 1)\n", 8, err);
@@ -608,14 +745,35 @@ static int check_once(cover *c, const char *pattern, const shk_analysis_except *
     shk__analysis_reset(an);
   else if (stale && shk__analysis_unload(an, NULL) < 0)
     shk__analysis_reset(an);
-  if (r < 0) {
-    json_decref(*witness);
-    *witness = NULL;
-  }
+  if (r < 0)
+    for (size_t k = 0; k < c->n; k++) {
+      json_decref(witness[k]);
+      witness[k] = NULL;
+    }
   return r;
 }
 
 /* ---------------------------------------------------------------- set-up */
+
+static int split_field(cfield *f, shk_error *err)
+{
+  for (const char *p = f->q->field;;) {
+    const char *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    if (n == 0)
+      return shk__error_set(err, -EINVAL, "'%s' is not a dotted context field", f->q->field);
+    char **v = realloc(f->path, (f->n_path + 1) * sizeof *v);
+    if (!v)
+      return shk__error_set(err, -ENOMEM, "out of memory");
+    f->path = v;
+    if (!(v[f->n_path] = strndup(p, n)))
+      return shk__error_set(err, -ENOMEM, "out of memory");
+    f->n_path++;
+    if (!dot)
+      return 0;
+    p = dot + 1;
+  }
+}
 
 static int cover_init(cover *c, shk_analysis *an, const shk_analysis_set *set,
                       const shk_analysis_cover_query *q, shk_error *err)
@@ -623,8 +781,22 @@ static int cover_init(cover *c, shk_analysis *an, const shk_analysis_set *set,
   *c = (cover){ .an = an, .set = set, .q = q };
   shk_error cerr = { 0 };
   int r;
-  if (!q->request || !q->field || !q->pattern)
-    return shk__error_set(err, -EINVAL, "a cover question needs a request, a field and a pattern");
+  if (!q->request || !q->fields || q->n_fields == 0)
+    return shk__error_set(err, -EINVAL, "a cover question needs a request and a covered field");
+  if (q->n_fields > SHK_ANALYSIS_MAX_COVER)
+    return shk__error_set(err, -EINVAL, "a cover question covers at most %d fields", SHK_ANALYSIS_MAX_COVER);
+  unsigned kinds = 0;
+  for (size_t k = 0; k < q->n_fields; k++) {
+    const shk_analysis_cover_field *f = &q->fields[k];
+    if (!f->field || !f->pattern || (unsigned)f->kind >= N_KINDS || (f->n_except && !f->except))
+      return shk__error_set(err, -EINVAL, "a covered field needs a field name, a kind and a pattern");
+    if (kinds & (1u << f->kind))
+      return shk__error_set(err, -EINVAL, "two covered fields are %s: cover one field of each kind",
+                            kind_name(f->kind));
+    if (f->kind == SHK_ANALYSIS_TIME_RANGE && f->n_except)
+      return shk__error_set(err, -EINVAL, "a time range takes no exceptions");
+    kinds |= 1u << f->kind;
+  }
   if ((r = shk_cedar_request_from_json(q->request, strlen(q->request), set->schema, true, &c->req, &cerr)) < 0)
     return shk__error_set(err, -EINVAL, "the request does not fit the schema: %s", cerr.message);
   const char *ents = q->entities ? q->entities : "[]";
@@ -641,29 +813,37 @@ static int cover_init(cover *c, shk_analysis *an, const shk_analysis_set *set,
   }
   if (c->env == set->n_envs)
     return shk__error_set(err, -EINVAL, "the request's action does not apply to its principal and resource");
-  for (const char *p = q->field;;) {
-    const char *dot = strchr(p, '.');
-    size_t n = dot ? (size_t)(dot - p) : strlen(p);
-    char **v = realloc(c->path, (c->n_path + 1) * sizeof *v);
-    if (!v || !(v[c->n_path] = strndup(p, n))) {
-      if (v)
-        c->path = v;
-      return shk__error_set(err, -ENOMEM, "out of memory");
-    }
-    c->path = v;
-    if (n == 0) {
-      free(v[c->n_path]);
-      return shk__error_set(err, -EINVAL, "'%s' is not a dotted context field", q->field);
-    }
-    c->n_path++;
-    if (!dot)
-      break;
-    p = dot + 1;
+  for (size_t k = 0; k < q->n_fields; k++) {
+    c->f[k].q = &q->fields[k];
+    c->n = k + 1;
+    if ((r = split_field(&c->f[k], err)) < 0)
+      return r;
   }
+  for (size_t k = 0; k < c->n; k++)
+    for (size_t j = 0; j < c->n; j++) {
+      size_t m = c->f[k].n_path < c->f[j].n_path ? c->f[k].n_path : c->f[j].n_path, same = 0;
+      while (same < m && !strcmp(c->f[k].path[same], c->f[j].path[same]))
+        same++;
+      if (j != k && same == c->f[k].n_path)
+        return shk__error_set(err, -EINVAL, "the covered fields '%s' and '%s' overlap", c->f[k].q->field,
+                              c->f[j].q->field);
+    }
   return 0;
 }
 
-/* The witness as text: a path, a host, an address, a port. */
+/* The query's own view: each field's pattern less its exceptions. */
+static void query_view(const cover *c, view *v)
+{
+  *v = (view){ 0 };
+  for (size_t k = 0; k < c->n; k++) {
+    v->pat[k] = c->f[k].q->pattern;
+    v->ex[k] = c->f[k].q->except;
+    v->n_ex[k] = c->f[k].q->n_except;
+  }
+}
+
+/* A witness value as text: a path, a host, an address, a port, a
+ * datetime. */
 static void witness_text(const json_t *w, char *buf, size_t n)
 {
   if (json_is_string(w))
@@ -676,42 +856,63 @@ static void witness_text(const json_t *w, char *buf, size_t n)
   }
 }
 
-/* The request with the field set to W, as JSON text. */
-static char *request_with(const cover *c, json_t *w)
+/* The request with every field set to its witness value, as JSON text. */
+static char *request_with(const cover *c, json_t *const *w)
 {
   json_t *req = json_deep_copy(c->req_json);
-  json_t *o = json_object_get(req, "context");
-  if (!o) {
-    o = json_object();
-    json_object_set_new(req, "context", o);
+  json_t *ctx = json_object_get(req, "context");
+  if (req && !ctx) {
+    ctx = json_object();
+    json_object_set_new(req, "context", ctx);
   }
-  for (size_t i = 0; o && i + 1 < c->n_path; i++) {
-    json_t *next = json_object_get(o, c->path[i]);
-    if (!next) {
-      next = json_object();
-      json_object_set_new(o, c->path[i], next);
+  bool ok = ctx != NULL;
+  for (size_t k = 0; ok && k < c->n; k++) {
+    const cfield *f = &c->f[k];
+    json_t *o = ctx;
+    for (size_t i = 0; o && i + 1 < f->n_path; i++) {
+      json_t *next = json_object_get(o, f->path[i]);
+      if (!next) {
+        next = json_object();
+        json_object_set_new(o, f->path[i], next);
+      }
+      o = next;
     }
-    o = next;
+    json_t *val = f->range_record ? json_pack("{s:O, s:O}", "lo", w[k], "hi", w[k]) : json_incref(w[k]);
+    ok = json_is_object(o) && val && json_object_set_new(o, f->path[f->n_path - 1], val) == 0;
   }
-  char *text = NULL;
-  if (json_is_object(o) && json_object_set(o, c->path[c->n_path - 1], w) == 0)
-    text = json_dumps(req, JSON_COMPACT);
+  char *text = ok ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
   return text;
 }
 
-/* Decides the witness with the engine and fills the refusal. */
-static int explain(const cover *c, const char *pattern, json_t *w, shk_analysis_cover_result *out, shk_error *err)
+/* The values of VIEW's fields, or of the witness, joined for a message. */
+static void join(const cover *c, const view *v, json_t *const *w, char *buf, size_t n)
 {
-  char wt[512];
-  witness_text(w, wt, sizeof wt);
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t k = 0; k < c->n && o < n; k++) {
+    char one[512];
+    if (w)
+      witness_text(w[k], one, sizeof one);
+    else
+      snprintf(one, sizeof one, "%s", v->pat[k]);
+    o += (size_t)snprintf(buf + o, n - o, "%s%s", k ? ", " : "", one);
+  }
+}
+
+/* Decides the witness with the engine and fills the refusal. */
+static int explain(const cover *c, const view *v, json_t *const *w, shk_analysis_cover_result *out, shk_error *err)
+{
+  char wt[600], pt[600];
+  join(c, v, w, wt, sizeof wt);
+  join(c, v, NULL, pt, sizeof pt);
   char *req = request_with(c, w);
   if (!req)
     return shk__error_set(err, -ENOMEM, "out of memory");
-  bool allow;
-  char why[600], policy[128];
-  int r = shk__analysis_decide(c->set->ps, c->set->schema, req, c->q->entities, &allow, why, sizeof why, policy,
-                               sizeof policy, err);
+  bool allow, erred = false;
+  char policy[128];
+  int r = shk__analysis_decide(c->set->ps, c->set->schema, req, c->q->entities, c->q->errors_deny, &allow, &erred,
+                               NULL, 0, policy, sizeof policy, err);
   free(req);
   if (r < 0)
     return r;
@@ -719,13 +920,31 @@ static int explain(const cover *c, const char *pattern, json_t *w, shk_analysis_
     return shk__error_set(err, -EPROTO, "defect in the analysis: the engine allows %s, which the analysis "
                           "found denied", wt);
   out->allowed = false;
-  snprintf(out->witness, sizeof out->witness, "%s", wt);
+  for (size_t k = 0; k < c->n; k++)
+    witness_text(w[k], out->witness[k], sizeof out->witness[k]);
   snprintf(out->policy, sizeof out->policy, "%s", policy);
   if (policy[0])
-    snprintf(out->why, sizeof out->why, "%.200s covers %.300s, forbidden by %.120s", pattern, wt, policy);
+    snprintf(out->why, sizeof out->why, "%.200s covers %.300s, %s %.120s", pt, wt,
+             erred ? "where an error stops it in" : "forbidden by", policy);
   else
-    snprintf(out->why, sizeof out->why, "%.200s covers %.300s, which no policy permits", pattern, wt);
+    snprintf(out->why, sizeof out->why, "%.200s covers %.300s, which no policy permits", pt, wt);
   return 0;
+}
+
+static void witness_clear(json_t **w, size_t n)
+{
+  for (size_t k = 0; k < n; k++) {
+    json_decref(w[k]);
+    w[k] = NULL;
+  }
+}
+
+static void allowed_why(const cover *c, const view *v, shk_analysis_cover_result *out)
+{
+  char pt[600];
+  join(c, v, NULL, pt, sizeof pt);
+  out->allowed = true;
+  snprintf(out->why, sizeof out->why, "every element %.600s covers is allowed", pt);
 }
 
 int shk_analysis_cover(shk_analysis *an, const shk_analysis_set *set, const shk_analysis_cover_query *q,
@@ -733,18 +952,19 @@ int shk_analysis_cover(shk_analysis *an, const shk_analysis_set *set, const shk_
 {
   memset(out, 0, sizeof *out);
   cover c;
+  view v;
   int r = cover_init(&c, an, set, q, err);
   bool holds = false;
-  json_t *w = NULL;
-  if (r == 0)
-    r = check_once(&c, q->pattern, q->except, q->n_except, false, &holds, &w, err);
-  if (r == 0 && holds) {
-    out->allowed = true;
-    snprintf(out->why, sizeof out->why, "every element %.200s covers is allowed", q->pattern);
-  } else if (r == 0) {
-    r = explain(&c, q->pattern, w, out, err);
+  json_t *w[SHK_ANALYSIS_MAX_COVER] = { 0 };
+  if (r == 0) {
+    query_view(&c, &v);
+    r = check_once(&c, &v, false, &holds, w, err);
   }
-  json_decref(w);
+  if (r == 0 && holds)
+    allowed_why(&c, &v, out);
+  else if (r == 0)
+    r = explain(&c, &v, w, out, err);
+  witness_clear(w, c.n);
   cover_clear(&c);
   if (r < 0)
     out->allowed = false;
@@ -763,27 +983,36 @@ void shk_analysis_narrowing_clear(shk_analysis_narrowing *n)
   *n = (shk_analysis_narrowing){ 0 };
 }
 
-static bool denied_everywhere(cover *c, const char *pattern, int *r, shk_error *err)
+/* Whether everything of view V, with field K's part replaced by CAND
+ * alone, is denied. */
+static bool denied_everywhere(cover *c, const view *v, size_t k, const char *cand, bool exact, int *r,
+                              shk_error *err)
 {
+  view t = *v;
+  t.pat[k] = cand;
+  t.exact[k] = exact;
+  t.ex[k] = NULL;
+  t.n_ex[k] = 0;
   bool holds = false;
-  json_t *w = NULL;
-  *r = check_once(c, pattern, NULL, 0, true, &holds, &w, err);
-  json_decref(w);
+  json_t *w[SHK_ANALYSIS_MAX_COVER];
+  *r = check_once(c, &t, true, &holds, w, err);
+  witness_clear(w, c->n);
   return *r == 0 && holds;
 }
 
 /* Bisection for one end of the widest denied interval around X within
- * [FROM, TO]: with DOWN the smallest start s such that s..X is denied,
- * else the largest end e such that X..e is. */
-static int widest(cover *c, long from, long to, long x, bool down, long *best, shk_error *err)
+ * [FROM, TO] of field K: with DOWN the smallest start s such that s..X is
+ * denied, else the largest end e such that X..e is. */
+static int widest(cover *c, const view *v, size_t k, long long from, long long to, long long x, bool down,
+                  long long *best, shk_error *err)
 {
-  long a = from, b = to;
+  long long a = from, b = to;
   int r = 0;
   while (a <= b) {
-    long mid = a + (b - a) / 2;
+    long long mid = a + (b - a) / 2;
     char cand[48];
-    snprintf(cand, sizeof cand, "%ld-%ld", down ? mid : x, down ? x : mid);
-    bool d = denied_everywhere(c, cand, &r, err);
+    snprintf(cand, sizeof cand, "%lld-%lld", down ? mid : x, down ? x : mid);
+    bool d = denied_everywhere(c, v, k, cand, false, &r, err);
     if (r < 0)
       return r;
     if (d)
@@ -797,17 +1026,21 @@ static int widest(cover *c, long from, long to, long x, bool down, long *best, s
   return 0;
 }
 
-/* The widest subtree around witness W (inside PATTERN) that the set
- * denies everywhere, in the pattern's own syntax; an exact path when no
- * subtree is. */
-static int exclusion(cover *c, const char *pattern, const json_t *w, char **text, bool *exact, shk_error *err)
+/* The widest subtree of field K around its witness value W that view V
+ * denies everywhere, in the pattern's own syntax; else the value alone
+ * (an exact path, a host, an address, a port), which *verified says was
+ * not checked: it is denied at least where the witness is. */
+static int exclusion(cover *c, const view *v, size_t k, const json_t *w, char **text, bool *exact, bool *verified,
+                     shk_error *err)
 {
   char wt[512];
   witness_text(w, wt, sizeof wt);
+  const char *pattern = v->pat[k];
   int r = 0;
   *exact = false;
+  *verified = true;
   *text = NULL;
-  switch (c->q->kind) {
+  switch (c->f[k].q->kind) {
   case SHK_ANALYSIS_PATH_PREFIX: {
     size_t base = strcmp(pattern, "/") ? strlen(pattern) : 0;
     for (size_t i = base + 1; wt[i - 1] && !*text; i++) {
@@ -815,7 +1048,7 @@ static int exclusion(cover *c, const char *pattern, const json_t *w, char **text
         continue;
       char cand[512];
       snprintf(cand, sizeof cand, "%.*s", (int)i, wt);
-      if (denied_everywhere(c, cand, &r, err))
+      if (denied_everywhere(c, v, k, cand, false, &r, err))
         *text = strdup(cand);
       if (r < 0)
         return r;
@@ -825,11 +1058,13 @@ static int exclusion(cover *c, const char *pattern, const json_t *w, char **text
     if (!*text) {
       *text = strdup(wt);
       *exact = true;
+      *verified = false;
     }
     break;
   }
   case SHK_ANALYSIS_HOST_PATTERN: {
-    const char *h = pattern + (!strncmp(pattern, "**.", 3) ? 3 : !strncmp(pattern, "*.", 2) ? 2 : 0);
+    int wild;
+    const char *h = host_of(pattern, &wild);
     size_t hn = strlen(h), wn = strlen(wt);
     /* Suffixes of the witness strictly longer than the pattern's host,
      * shortest first: each as "**.d", then as "*.d". */
@@ -837,18 +1072,20 @@ static int exclusion(cover *c, const char *pattern, const json_t *w, char **text
       size_t s = start - 1;
       while (s > 0 && wt[s - 1] != '.')
         s--;
-      for (int wild = 2; wild >= 1 && !*text; wild--) {
+      for (int wl = 2; wl >= 1 && !*text; wl--) {
         char cand[600];
-        snprintf(cand, sizeof cand, "%s%s", wild == 2 ? "**." : "*.", wt + s);
-        if (denied_everywhere(c, cand, &r, err))
+        snprintf(cand, sizeof cand, "%s%s", wl == 2 ? "**." : "*.", wt + s);
+        if (denied_everywhere(c, v, k, cand, false, &r, err))
           *text = strdup(cand);
         if (r < 0)
           return r;
       }
       start = s;
     }
-    if (!*text)
+    if (!*text) {
       *text = strdup(wt);
+      *verified = false;
+    }
     break;
   }
   case SHK_ANALYSIS_CIDR: {
@@ -857,40 +1094,78 @@ static int exclusion(cover *c, const char *pattern, const json_t *w, char **text
         shk__ipaddr_parse((shk__str){ wt, strlen(wt) }, &a) < 0)
       return shk__error_set(err, -EINVAL, "cannot read the address %s", wt);
     int width = a.v6 ? 128 : 32;
-    for (int k = p.prefix + 1; k <= width && !*text; k++) {
+    for (int b = p.prefix + 1; b <= width && !*text; b++) {
       shk__ipaddr m = a;
-      m.prefix = (uint8_t)k;
+      m.prefix = (uint8_t)b;
       for (int i = 0; i < 16; i++) {
-        int bits = k - 8 * i;
+        int bits = b - 8 * i;
         m.addr[i] &= bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
       }
       char cand[80];
       shk__ipaddr_format(&m, cand, sizeof cand);
-      if (denied_everywhere(c, cand, &r, err))
+      if (denied_everywhere(c, v, k, cand, false, &r, err))
         *text = strdup(cand);
       if (r < 0)
         return r;
     }
-    if (!*text)
+    if (!*text) {
       *text = strdup(wt);
+      *verified = false;
+    }
     break;
   }
   case SHK_ANALYSIS_PORT_RANGE: {
-    long lo = 0, hi = 0, x = json_integer_value(w);
+    long long lo = 0, hi = 0, x = json_integer_value(w);
     parse_ports(pattern, &lo, &hi);
     /* The widest interval around x that is denied throughout: the
      * smallest start and the largest end, each by bisection (an interval
      * inside a denied one is denied). */
-    long best_lo = x, best_hi = x;
-    if ((r = widest(c, lo, x, x, true, &best_lo, err)) < 0 || (r = widest(c, x, hi, x, false, &best_hi, err)) < 0)
+    long long best_lo = x, best_hi = x;
+    if ((r = widest(c, v, k, lo, x, x, true, &best_lo, err)) < 0 ||
+        (r = widest(c, v, k, x, hi, x, false, &best_hi, err)) < 0)
       return r;
     char cand[48];
-    snprintf(cand, sizeof cand, "%ld-%ld", best_lo, best_hi);
+    snprintf(cand, sizeof cand, "%lld-%lld", best_lo, best_hi);
     *text = strdup(cand);
+    /* x..x itself was among the candidates, and may have been allowed. */
+    *verified = false;
     break;
   }
+  case SHK_ANALYSIS_TIME_RANGE:
+    return 0;
   }
   return *text ? 0 : shk__error_set(err, -ENOMEM, "out of memory");
+}
+
+/* Exceptions of one field: the query's and those added here. */
+typedef struct exlist {
+  shk_analysis_except *v;
+  size_t n, cap;
+} exlist;
+
+static int exlist_add(exlist *l, const char *text, bool exact, unsigned field)
+{
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 8;
+    shk_analysis_except *nv = realloc(l->v, nc * sizeof *nv);
+    if (!nv)
+      return -ENOMEM;
+    l->v = nv;
+    l->cap = nc;
+  }
+  char *t = strdup(text);
+  if (!t)
+    return -ENOMEM;
+  l->v[l->n++] = (shk_analysis_except){ t, exact, field };
+  return 0;
+}
+
+static void exlist_clear(exlist *l)
+{
+  for (size_t i = 0; i < l->n; i++)
+    free((char *)l->v[i].text);
+  free(l->v);
+  *l = (exlist){ 0 };
 }
 
 int shk_analysis_narrow(shk_analysis *an, const shk_analysis_set *set, const shk_analysis_cover_query *q,
@@ -899,62 +1174,58 @@ int shk_analysis_narrow(shk_analysis *an, const shk_analysis_set *set, const shk
   *out = (shk_analysis_narrowing){ 0 };
   cover c;
   int r = cover_init(&c, an, set, q, err);
-  size_t n = q->n_except;
-  shk_analysis_except *ex = calloc(n + max_except + 1, sizeof *ex);
-  if (r == 0 && !ex)
-    r = shk__error_set(err, -ENOMEM, "out of memory");
-  for (size_t i = 0; r == 0 && i < n; i++)
-    if (!(ex[i].text = strdup(q->except[i].text)))
-      r = shk__error_set(err, -ENOMEM, "out of memory");
-    else
-      ex[i].exact = q->except[i].exact;
+  exlist per[SHK_ANALYSIS_MAX_COVER] = { 0 }, added = { 0 };
+  for (size_t k = 0; r == 0 && k < c.n; k++)
+    for (size_t i = 0; r == 0 && i < c.f[k].q->n_except; i++)
+      if (exlist_add(&per[k], c.f[k].q->except[i].text, c.f[k].q->except[i].exact, (unsigned)k) < 0)
+        r = shk__error_set(err, -ENOMEM, "out of memory");
   for (size_t step = 0; r == 0; step++) {
+    view v;
+    query_view(&c, &v);
+    for (size_t k = 0; k < c.n; k++) {
+      v.ex[k] = per[k].v;
+      v.n_ex[k] = per[k].n;
+    }
     bool holds;
-    json_t *w = NULL;
-    if ((r = check_once(&c, q->pattern, ex, n, false, &holds, &w, err)) < 0)
+    json_t *w[SHK_ANALYSIS_MAX_COVER];
+    if ((r = check_once(&c, &v, false, &holds, w, err)) < 0)
       break;
     if (holds) {
       out->found = step > 0;
-      if (step == 0) {
-        out->first.allowed = true;
-        snprintf(out->first.why, sizeof out->first.why, "every element %.200s covers is allowed", q->pattern);
-      }
+      if (step == 0)
+        allowed_why(&c, &v, &out->first);
       break;
     }
     if (step == 0)
-      r = explain(&c, q->pattern, w, &out->first, err);
-    if (r == 0 && step == max_except) {
-      json_decref(w);
+      r = explain(&c, &v, w, &out->first, err);
+    /* The first field whose part around the witness is denied throughout
+     * is narrowed; with one field, the witness's own value always is. */
+    bool narrowed = false;
+    for (size_t k = 0; r == 0 && !narrowed && step < max_except && k < c.n; k++) {
+      char *text = NULL;
+      bool exact = false, verified = true;
+      if ((r = exclusion(&c, &v, k, w[k], &text, &exact, &verified, err)) < 0 || !text)
+        continue;
+      bool ok = verified || c.n == 1 || denied_everywhere(&c, &v, k, text, exact, &r, err);
+      if (r == 0 && ok && (exlist_add(&per[k], text, exact, (unsigned)k) < 0 ||
+                           exlist_add(&added, text, exact, (unsigned)k) < 0))
+        r = shk__error_set(err, -ENOMEM, "out of memory");
+      narrowed = r == 0 && ok;
+      free(text);
+    }
+    witness_clear(w, c.n);
+    if (r < 0 || !narrowed)
       break;
-    }
-    char *text = NULL;
-    bool exact = false;
-    if (r == 0)
-      r = exclusion(&c, q->pattern, w, &text, &exact, err);
-    json_decref(w);
-    if (r == 0) {
-      ex[n].text = text;
-      ex[n++].exact = exact;
-    }
   }
-  if (r < 0) {
-    for (size_t i = 0; ex && i < n; i++)
-      free((char *)ex[i].text);
-    free(ex);
-    cover_clear(&c);
-    return r;
-  }
-  /* Only what was added here is the narrowing. */
-  for (size_t i = 0; i < q->n_except; i++)
-    free((char *)ex[i].text);
-  out->n_except = n - q->n_except;
-  memmove(ex, ex + q->n_except, out->n_except * sizeof *ex);
-  out->except = ex;
-  if (!out->found) {
-    shk_analysis_cover_result first = out->first;
-    shk_analysis_narrowing_clear(out);
-    out->first = first;
+  for (size_t k = 0; k < SHK_ANALYSIS_MAX_COVER; k++)
+    exlist_clear(&per[k]);
+  if (r < 0 || !out->found) {
+    exlist_clear(&added);
+    out->found = false;
+  } else {
+    out->except = added.v;
+    out->n_except = added.n;
   }
   cover_clear(&c);
-  return 0;
+  return r;
 }

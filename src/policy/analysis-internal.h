@@ -283,9 +283,12 @@ struct shk_analysis {
   size_t loaded_env;
   shk__enc *loaded_enc;
   const char *loaded_allow;
+  const char *loaded_allow_clean; /* allowed, and no policy errors */
   const char **loaded_goals; /* what denies: no permit, or each forbid */
   size_t n_loaded_goals;
-  unsigned loaded_cv;       /* the element constants declared at level 1, by sort */
+  const char **loaded_err_goals; /* each policy that can error, erring */
+  size_t n_loaded_err_goals;
+  unsigned loaded_cv;       /* the element constants declared at level 1, by kind */
   uint64_t checks_at_start; /* checks when the solver process started */
   unsigned loads_since_start; /* encodings sent to it since */
   uint64_t checks;          /* check-sat calls, for tests and benchmarks */
@@ -311,8 +314,10 @@ void shk__analysis_reset(shk_analysis *an);
 int shk__analysis_unload(shk_analysis *an, shk_error *err);
 /* The environment's text: declarations, definitions, assumptions. */
 int shk__analysis_send_enc(shk_analysis *an, shk__enc *enc, shk_error *err);
-/* Authorizes REQUEST against ENTITIES with the engine. */
+/* Authorizes REQUEST against ENTITIES with the engine. With ERRORS_DENY a
+ * policy that errors makes it a denial: then, unless a forbid applies,
+ * *erred is set and POLICY names the policy that errored. */
 int shk__analysis_decide(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema,
-                         const char *request, const char *entities, bool *allow,
-                         char *why, size_t whylen, char *policy, size_t policylen,
+                         const char *request, const char *entities, bool errors_deny, bool *allow,
+                         bool *erred, char *why, size_t whylen, char *policy, size_t policylen,
                          shk_error *err);

@@ -382,6 +382,7 @@ typedef struct verdict {
   size_t n_reasons, n_errors;
   char line[600];          /* "allows (permitted by X)" */
   char policy[128];        /* the first determining policy */
+  char error_policy[128];  /* the first policy that errored */
 } verdict;
 
 static int engine(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema, const char *request,
@@ -420,6 +421,7 @@ static int engine(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema
     if (resp.n_errors) {
       char name[128];
       analysis_policy_name(ps, resp.errors[0].policy_id, name, sizeof name);
+      snprintf(out->error_policy, sizeof out->error_policy, "%s", name);
       size_t l = strlen(out->line);
       snprintf(out->line + l, sizeof out->line - l, "; %s errors: %.200s", name, resp.errors[0].message);
     }
@@ -433,18 +435,26 @@ static int engine(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema
 }
 
 int shk__analysis_decide(const shk_cedar_policy_set *ps, const shk_cedar_schema *schema,
-                         const char *request, const char *entities, bool *allow, char *why,
-                         size_t whylen, char *policy, size_t policylen, shk_error *err)
+                         const char *request, const char *entities, bool errors_deny, bool *allow,
+                         bool *erred, char *why, size_t whylen, char *policy, size_t policylen,
+                         shk_error *err)
 {
   verdict v;
   int r = engine(ps, schema, request, entities, &v, err);
   if (r < 0)
     return r;
-  *allow = v.allow;
+  /* An error stops the request when the caller decides that way (the one
+   * decision does: a forbid that errored must not let a grant through). */
+  bool by_error = errors_deny && v.n_errors;
+  /* The error is what decides when no forbid does. */
+  bool error_decides = by_error && (v.allow || !v.n_reasons);
+  *allow = v.allow && !by_error;
+  if (erred)
+    *erred = error_decides;
   if (why)
     snprintf(why, whylen, "%s", v.line);
   if (policy)
-    snprintf(policy, policylen, "%s", v.allow || !v.n_reasons ? "" : v.policy);
+    snprintf(policy, policylen, "%s", error_decides ? v.error_policy : v.allow || !v.n_reasons ? "" : v.policy);
   return 0;
 }
 

@@ -34,60 +34,60 @@ run() {
   [ "$rc" = "$want" ] || { cat "$tmp/out"; fail "cedar analyze $*: exit $rc, expected $want"; }
 }
 expect() { grep -q -- "$1" "$tmp/out" || { cat "$tmp/out"; fail "expected '$1' in the output"; }; }
-S="--schema $tmp/schema.cedarschema"
+schema=$tmp/schema.cedarschema
 
-run 0 compare $S "$tmp/base.cedar" "$tmp/same.cedar"
+run 0 compare --schema "$schema" "$tmp/base.cedar" "$tmp/same.cedar"
 expect "NEW is equivalent to OLD"
-run 0 compare $S "$tmp/base.cedar" "$tmp/narrower.cedar"
+run 0 compare --schema "$schema" "$tmp/base.cedar" "$tmp/narrower.cedar"
 expect "NEW is less permissive than OLD"
 expect "OLD allows, NEW denies"
-run 3 compare $S "$tmp/base.cedar" "$tmp/wider.cedar"
+run 3 compare --schema "$schema" "$tmp/base.cedar" "$tmp/wider.cedar"
 expect "NEW is more permissive than OLD"
 expect "NEW allows, OLD denies"
 expect '"level":1'
-run 3 compare $S "$tmp/readonly.cedar" "$tmp/writeonly.cedar"
+run 3 compare --schema "$schema" "$tmp/readonly.cedar" "$tmp/writeonly.cedar"
 expect "NEW and OLD are incomparable"
 expect "NEW allows, OLD denies"
 expect "OLD allows, NEW denies"
 # Machine-readable: the example requests as JSON.
-run 3 compare $S "$tmp/base.cedar" "$tmp/wider.cedar" --json
+run 3 compare --schema "$schema" "$tmp/base.cedar" "$tmp/wider.cedar" --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["relation"]=="more permissive"; assert any(e["wider"] and e["wider"]["request"]["principal"]["type"]=="User" for e in d["envs"])' "$tmp/out" ||
   fail "compare --json is not what it should be"
 # Restricted to one action and by an assumption.
-run 0 compare $S "$tmp/base.cedar" "$tmp/wider.cedar" --assume 'principal.level != 1'
-run 0 compare $S "$tmp/readonly.cedar" "$tmp/base.cedar" --action read
+run 0 compare --schema "$schema" "$tmp/base.cedar" "$tmp/wider.cedar" --assume 'principal.level != 1'
+run 0 compare --schema "$schema" "$tmp/readonly.cedar" "$tmp/base.cedar" --action read
 
-run 0 always-allows $S "$tmp/writeonly.cedar" --action write
-run 3 always-allows $S "$tmp/writeonly.cedar"
+run 0 always-allows --schema "$schema" "$tmp/writeonly.cedar" --action write
+run 3 always-allows --schema "$schema" "$tmp/writeonly.cedar"
 expect "counterexample"
-run 0 never-errors $S "$tmp/writeonly.cedar"
-run 3 never-errors $S "$tmp/base.cedar" --policy policy0
+run 0 never-errors --schema "$schema" "$tmp/writeonly.cedar"
+run 3 never-errors --schema "$schema" "$tmp/base.cedar" --policy policy0
 expect "does not exist"
-run 0 matches-implies $S "$tmp/base.cedar" "$tmp/wider.cedar" --policy policy0 --policy policy0
-run 3 equivalent $S "$tmp/base.cedar" "$tmp/wider.cedar"
+run 0 matches-implies --schema "$schema" "$tmp/base.cedar" "$tmp/wider.cedar" --policy policy0 --policy policy0
+run 3 equivalent --schema "$schema" "$tmp/base.cedar" "$tmp/wider.cedar"
 
 # Bad input and refusals: exit 1, one sentence naming the problem.
 run 1 compare "$tmp/base.cedar" "$tmp/same.cedar"
 expect "--schema is required"
-run 1 compare $S "$tmp/base.cedar" "$tmp/invalid.cedar"
+run 1 compare --schema "$schema" "$tmp/base.cedar" "$tmp/invalid.cedar"
 expect "does not validate"
-run 1 compare $S "$tmp/base.cedar" "$tmp/template.cedar"
+run 1 compare --schema "$schema" "$tmp/base.cedar" "$tmp/template.cedar"
 expect "templates are not encoded"
-run 1 frobnicate $S "$tmp/base.cedar"
+run 1 frobnicate --schema "$schema" "$tmp/base.cedar"
 expect "unknown question"
-run 1 never-errors $S "$tmp/base.cedar" --policy nosuch
+run 1 never-errors --schema "$schema" "$tmp/base.cedar" --policy nosuch
 expect "no policy nosuch"
-run 1 always-allows $S "$tmp/base.cedar" --assume 'context.nope'
+run 1 always-allows --schema "$schema" "$tmp/base.cedar" --assume 'context.nope'
 expect "assumption"
-run 1 always-allows $S "$tmp/base.cedar" --action nosuch
+run 1 always-allows --schema "$schema" "$tmp/base.cedar" --action nosuch
 expect "no request environment"
 
 # The solver: missing, silent, or lying. Each fails closed with exit 2.
-run 2 compare $S --solver /nonexistent/cvc5 "$tmp/base.cedar" "$tmp/wider.cedar"
+run 2 compare --schema "$schema" --solver /nonexistent/cvc5 "$tmp/base.cedar" "$tmp/wider.cedar"
 expect "not installed"
-run 2 compare $S --solver "$here/hang-solver.sh" --timeout 200 "$tmp/base.cedar" "$tmp/wider.cedar"
+run 2 compare --schema "$schema" --solver "$here/hang-solver.sh" --timeout 200 "$tmp/base.cedar" "$tmp/wider.cedar"
 expect "no answer within 200 ms"
-run 2 always-denies $S --solver "$here/lying-solver.py" "$tmp/writeonly.cedar" --action read
+run 2 always-denies --schema "$schema" --solver "$here/lying-solver.py" "$tmp/writeonly.cedar" --action read
 expect "defect in the analysis"
 run 0 solver
 expect "cvc5 1."
@@ -102,6 +102,38 @@ cat >"$tmp/grants.cedar" <<'P'
 permit (principal, action, resource);
 @id("no-ssh") forbid (principal, action, resource) when { resource.path like "*/.ssh/*" };
 P
-run 1 covers $S "$tmp/grants.cedar" --request "$tmp/req.json" --entities "$tmp/ents.json" --field mfa --path-prefix /home/u
+run 1 covers --schema "$schema" "$tmp/grants.cedar" --request "$tmp/req.json" --entities "$tmp/ents.json" --field mfa --path-prefix /home/u
 expect "cannot hold a path prefix"
+
+# Several fields at once: every path below a prefix with every port of a
+# range; the narrowing names the field of each part it leaves out.
+cat >"$tmp/grant.cedarschema" <<'S'
+entity U;
+action use appliesTo { principal: [U], resource: [U], context: { path: String, ports: { lo: Long, hi: Long } } };
+S
+cat >"$tmp/grant.cedar" <<'P'
+permit (principal, action, resource);
+@id("no-ssh") forbid (principal, action, resource) when { context.path like "/home/*/.ssh/*" };
+@id("no-smtp") forbid (principal, action, resource) when { context.ports.lo <= 25 && 25 <= context.ports.hi };
+P
+echo '{"principal":{"type":"U","id":"u"},"action":{"type":"Action","id":"use"},"resource":{"type":"U","id":"u"},"context":{"path":"/srv/a","ports":{"lo":443,"hi":443}}}' >"$tmp/use.json"
+gs=$tmp/grant.cedarschema
+run 3 covers --schema "$gs" "$tmp/grant.cedar" --request "$tmp/use.json" --field path --path-prefix /home/u
+expect "forbidden by no-ssh"
+expect "/home/u covers /home/u/"
+run 0 covers --schema "$gs" "$tmp/grant.cedar" --request "$tmp/use.json" --field path --path-prefix /srv/a \
+  --field ports --ports 26-1000
+expect "every element /srv/a, 26-1000 covers is allowed"
+run 3 covers --schema "$gs" "$tmp/grant.cedar" --request "$tmp/use.json" --field path --path-prefix /srv/a \
+  --field ports --ports 1-1000 --narrow 4
+expect "forbidden by no-smtp"
+expect "ports: 25-25"
+run 3 covers --schema "$gs" "$tmp/grant.cedar" --request "$tmp/use.json" --field path --path-prefix /srv/a \
+  --field ports --ports 1-1000 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert not d["allowed"] and d["witness"]["ports"]=="25" and d["policy"]=="no-smtp"' "$tmp/out" ||
+  fail "covers --json is not what it should be"
+run 1 covers --schema "$gs" "$tmp/grant.cedar" --request "$tmp/use.json" --ports 1-10
+expect "needs a --field of its own"
+run 1 covers --schema "$gs" "$tmp/grant.cedar" --request "$tmp/use.json" --field path --path-prefix /a --field ports --path-prefix /b
+expect "two covered fields are a path prefix"
 echo "ok: cedar analyze"

@@ -181,7 +181,8 @@ static void cover_path(shk_analysis *an, const world *w, const char *access, con
   char fields[600];
   snprintf(fields, sizeof fields, "{\"path\":\"%s\",\"access\":\"%s\",\"in_exec_path\":false}", prefix, access);
   char *req = grant_request("fs.scope", fields);
-  shk_analysis_cover_query q = { req, STORE, "request.path", SHK_ANALYSIS_PATH_PREFIX, prefix, ex, n_ex };
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, prefix, ex, n_ex };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_error err = { 0 };
   int r = shk_analysis_cover(an, w->set, &q, out, &err);
   if (r < 0)
@@ -205,16 +206,16 @@ static void test_cover_home_write(void **state)
   shk_analysis_cover_result res;
   cover_path(an, &w, "write", "/home/u", NULL, 0, &res);
   assert_false(res.allowed);
-  assert_true(starts_with(res.witness, "/home/u/"));
+  assert_true(starts_with(res.witness[0], "/home/u/"));
   assert_true(starts_with(res.policy, "admin-fs-"));
-  assert_false(path_allows(&w, "write", res.witness));
+  assert_false(path_allows(&w, "write", res.witness[0]));
   assert_non_null(strstr(res.why, "/home/u covers "));
   assert_non_null(strstr(res.why, res.policy));
 
   /* Inside the credential store, the credential policy is the one named. */
   cover_path(an, &w, "write", "/home/u/.ssh/authorized_keys", NULL, 0, &res);
   assert_false(res.allowed);
-  assert_true(starts_with(res.witness, "/home/u/.ssh/authorized_keys"));
+  assert_true(starts_with(res.witness[0], "/home/u/.ssh/authorized_keys"));
   assert_string_equal(res.policy, "admin-fs-credentials-and-shell-rc");
   assert_false(path_allows(&w, "write", "/home/u/.ssh/authorized_keys"));
 
@@ -224,8 +225,8 @@ static void test_cover_home_write(void **state)
   shk_analysis_except ex[] = { { "/home/u/.ssh", false } };
   cover_path(an, &w, "write", "/home/u", ex, 1, &res);
   assert_false(res.allowed);
-  assert_false(starts_with(res.witness, "/home/u/.ssh/") || !strcmp(res.witness, "/home/u/.ssh"));
-  assert_false(path_allows(&w, "write", res.witness));
+  assert_false(starts_with(res.witness[0], "/home/u/.ssh/") || !strcmp(res.witness[0], "/home/u/.ssh"));
+  assert_false(path_allows(&w, "write", res.witness[0]));
 
   /* The control: reading the same prefix is allowed everywhere. */
   cover_path(an, &w, "read", "/home/u", NULL, 0, &res);
@@ -234,7 +235,8 @@ static void test_cover_home_write(void **state)
   /* Under /home/u the forbidden part has no finite set of subtrees (a
    * .ssh may sit at any depth): no narrowed grant is offered. */
   char *req = grant_request("fs.scope", "{\"path\":\"/home/u\",\"access\":\"write\",\"in_exec_path\":false}");
-  shk_analysis_cover_query q = { req, STORE, "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0 };
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0 };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_analysis_narrowing nw;
   shk_error err = { 0 };
   OK(shk_analysis_narrow(an, w.set, &q, 4, &nw, &err));
@@ -273,7 +275,8 @@ static void test_narrow_path(void **state)
   assert_false(res.allowed);
   assert_string_equal(res.policy, "no-app-keys");
   char *req = grant_request("fs.scope", "{\"path\":\"/srv/app\",\"access\":\"read\",\"in_exec_path\":false}");
-  shk_analysis_cover_query q = { req, STORE, "request.path", SHK_ANALYSIS_PATH_PREFIX, "/srv/app", NULL, 0 };
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/srv/app", NULL, 0 };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_analysis_narrowing nw;
   shk_error err = { 0 };
   OK(shk_analysis_narrow(an, w.set, &q, 8, &nw, &err));
@@ -317,19 +320,20 @@ static void test_cover_host(void **state)
   /* Decided as the literal string, the pattern passes: the bug. */
   assert_true(host_allows(&w, "**.org"));
   char *req = grant_request("net.egress", "{\"domain\":\"**.org\"}");
-  shk_analysis_cover_query q = { req, STORE, "request.domain", SHK_ANALYSIS_HOST_PATTERN, "**.org", NULL, 0 };
+  shk_analysis_cover_field f = { "request.domain", SHK_ANALYSIS_HOST_PATTERN, "**.org", NULL, 0 };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_analysis_cover_result res;
   shk_error err = { 0 };
   OK(shk_analysis_cover(an, w.set, &q, &res, &err));
   assert_false(res.allowed);
-  assert_true(ends_with(res.witness, ".evil.org"));
+  assert_true(ends_with(res.witness[0], ".evil.org"));
   assert_string_equal(res.policy, "no-evil");
-  assert_false(host_allows(&w, res.witness));
+  assert_false(host_allows(&w, res.witness[0]));
   /* A host pattern the forbid does not reach is allowed. */
-  q.pattern = "**.example.org";
+  f.pattern = "**.example.org";
   OK(shk_analysis_cover(an, w.set, &q, &res, &err));
   assert_true(res.allowed);
-  q.pattern = "**.org";
+  f.pattern = "**.org";
   shk_analysis_narrowing nw;
   OK(shk_analysis_narrow(an, w.set, &q, 4, &nw, &err));
   assert_true(nw.found);
@@ -341,8 +345,9 @@ static void test_cover_host(void **state)
     assert_true(host_allows(&w, inside[i]));
   for (size_t i = 0; i < sizeof outside / sizeof outside[0]; i++)
     assert_false(host_allows(&w, outside[i]));
-  q.except = nw.except;
-  q.n_except = nw.n_except;
+  assert_int_equal(nw.except[0].field, 0);
+  f.except = nw.except;
+  f.n_except = nw.n_except;
   OK(shk_analysis_cover(an, w.set, &q, &res, &err));
   assert_true(res.allowed);
   shk_analysis_narrowing_clear(&nw);
@@ -353,7 +358,9 @@ static void test_cover_host(void **state)
   free(shipped);
 }
 
-/* A CIDR and a port range, each against a forbid inside it. */
+/* A CIDR and a port range, each against a forbid inside it. Ports reach
+ * Cedar as a range {lo, hi}; a policy about a port tests the bounds, and
+ * one that looks at a single end is caught only by covering each port. */
 static void test_cover_cidr_ports(void **state)
 {
   (void)state;
@@ -363,17 +370,27 @@ static void test_cover_cidr_ports(void **state)
     "@id(\"no-10-1\") forbid (principal, action, resource) when {\n"
     "  context has request && context.request has ip && context.request.ip.isInRange(ip(\"10.1.0.0/16\")) };\n"
     "@id(\"no-low-ports\") forbid (principal, action, resource) when {\n"
-    "  context has request && context.request has port && context.request.port < 1024 };\n", shipped) > 0);
+    "  context has request && context.request has ports && context.request has domain &&\n"
+    "  context.request.domain == \"api.example\" && context.request.ports.lo < 1024 };\n"
+    "@id(\"no-ssh-at-evil\") forbid (principal, action, resource) when {\n"
+    "  context has request && context.request has ports && context.request has domain &&\n"
+    "  context.request.domain like \"*.evil.org\" && context.request.ports.hi == 22 };\n"
+    "@id(\"no-smtp-below-org\") forbid (principal, action, resource) when {\n"
+    "  context has request && context.request has ports && context.request has domain &&\n"
+    "  context.request.domain like \"*.org\" && context.request.ports.lo <= 25 && 25 <= context.request.ports.hi };\n",
+    shipped) > 0);
   world w;
   world_open(&w, shipped_schema(), text);
   shk_analysis *an = solver();
   shk_error err = { 0 };
-  char *req = grant_request("net.egress", "{\"ip\":{\"__extn\":{\"fn\":\"ip\",\"arg\":\"10.0.0.0/8\"}}}");
-  shk_analysis_cover_query q = { req, STORE, "request.ip", SHK_ANALYSIS_CIDR, "10.0.0.0/8", NULL, 0 };
+  char *req = grant_request("net.egress", "{\"ip\":{\"__extn\":{\"fn\":\"ip\",\"arg\":\"10.0.0.0/8\"}},"
+                                          "\"ports\":{\"lo\":443,\"hi\":443}}");
+  shk_analysis_cover_field f = { "request.ip", SHK_ANALYSIS_CIDR, "10.0.0.0/8", NULL, 0 };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_analysis_cover_result res;
   OK(shk_analysis_cover(an, w.set, &q, &res, &err));
   assert_false(res.allowed);
-  assert_true(starts_with(res.witness, "10.1."));
+  assert_true(starts_with(res.witness[0], "10.1."));
   assert_string_equal(res.policy, "no-10-1");
   shk_analysis_narrowing nw;
   OK(shk_analysis_narrow(an, w.set, &q, 4, &nw, &err));
@@ -381,23 +398,148 @@ static void test_cover_cidr_ports(void **state)
   assert_int_equal(nw.n_except, 1);
   assert_string_equal(nw.except[0].text, "10.1.0.0/16");
   shk_analysis_narrowing_clear(&nw);
-  q.pattern = "10.2.0.0/16";
+  f.pattern = "10.2.0.0/16";
   OK(shk_analysis_cover(an, w.set, &q, &res, &err));
   assert_true(res.allowed);
   free(req);
 
-  req = grant_request("net.egress", "{\"port\":1}");
-  q = (shk_analysis_cover_query){ req, STORE, "request.port", SHK_ANALYSIS_PORT_RANGE, "1-65535", NULL, 0 };
+  /* Every port of 1-65535 as the range {lo: P, hi: P}: the low ones are
+   * forbidden, and exactly those are left out by the narrowing. */
+  req = grant_request("net.egress", "{\"domain\":\"api.example\",\"ports\":{\"lo\":1,\"hi\":65535}}");
+  f = (shk_analysis_cover_field){ "request.ports", SHK_ANALYSIS_PORT_RANGE, "1-65535", NULL, 0 };
+  q = (shk_analysis_cover_query){ req, STORE, &f, 1, false };
   OK(shk_analysis_cover(an, w.set, &q, &res, &err));
   assert_false(res.allowed);
-  assert_true(atol(res.witness) >= 1 && atol(res.witness) < 1024);
+  assert_true(atol(res.witness[0]) >= 1 && atol(res.witness[0]) < 1024);
   assert_string_equal(res.policy, "no-low-ports");
   OK(shk_analysis_narrow(an, w.set, &q, 4, &nw, &err));
   assert_true(nw.found);
   assert_int_equal(nw.n_except, 1);
   assert_string_equal(nw.except[0].text, "1-1023");
   shk_analysis_narrowing_clear(&nw);
-  q.pattern = "1024-65535";
+  f.pattern = "1024-65535";
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_true(res.allowed);
+  free(req);
+
+  /* Host and port together: **.org on ports 20-24. The literal range's
+   * hi is 24, so the forbid on hi == 22 misses the literal; covering each
+   * pair finds x.evil.org on port 22. The forbidden part is hosts below
+   * evil.org on port 22 alone: no subtree of either field is denied
+   * throughout, so no narrowing is offered. */
+  req = grant_request("net.egress", "{\"domain\":\"**.org\",\"ports\":{\"lo\":20,\"hi\":24}}");
+  assert_true(engine_allows(&w, req));
+  shk_analysis_cover_field two[] = {
+    { "request.domain", SHK_ANALYSIS_HOST_PATTERN, "**.org", NULL, 0 },
+    { "request.ports", SHK_ANALYSIS_PORT_RANGE, "20-24", NULL, 0 },
+  };
+  q = (shk_analysis_cover_query){ req, STORE, two, 2, false };
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_false(res.allowed);
+  assert_true(ends_with(res.witness[0], ".evil.org"));
+  assert_string_equal(res.witness[1], "22");
+  assert_string_equal(res.policy, "no-ssh-at-evil");
+  OK(shk_analysis_narrow(an, w.set, &q, 4, &nw, &err));
+  assert_false(nw.found);
+  assert_false(nw.first.allowed);
+  shk_analysis_narrowing_clear(&nw);
+  /* On 23-24 nothing is forbidden. */
+  two[1].pattern = "23-24";
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_true(res.allowed);
+  free(req);
+
+  /* *.org on 23-30: port 25 is forbidden for every host strictly below
+   * org, so the narrowing leaves out the port, not a host. */
+  req = grant_request("net.egress", "{\"domain\":\"*.org\",\"ports\":{\"lo\":23,\"hi\":30}}");
+  q.request = req;
+  two[0].pattern = "*.org";
+  two[1].pattern = "23-30";
+  OK(shk_analysis_narrow(an, w.set, &q, 4, &nw, &err));
+  assert_false(nw.first.allowed);
+  assert_string_equal(nw.first.witness[1], "25");
+  assert_string_equal(nw.first.policy, "no-smtp-below-org");
+  assert_true(nw.found);
+  assert_int_equal(nw.n_except, 1);
+  assert_int_equal(nw.except[0].field, 1);
+  assert_string_equal(nw.except[0].text, "25-25");
+  two[1].except = nw.except;
+  two[1].n_except = nw.n_except;
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_true(res.allowed);
+  shk_analysis_narrowing_clear(&nw);
+  free(req);
+  shk_analysis_close(an);
+  world_close(&w, true);
+  free(text);
+  free(shipped);
+}
+
+/* A time range: a policy that forbids after a date is caught when the
+ * range of instants reaches past it, and the witness is such an instant. */
+static void test_cover_time(void **state)
+{
+  (void)state;
+  char *shipped = shipped_text();
+  char *text = NULL;
+  assert_true(asprintf(&text, "%s\n"
+    "@id(\"not-after-2026\") forbid (principal, action, resource) when {\n"
+    "  context has now && datetime(\"2026-01-01\") <= context.now };\n", shipped) > 0);
+  world w;
+  world_open(&w, shipped_schema(), text);
+  shk_analysis *an = solver();
+  shk_error err = { 0 };
+  char *req = grant_request("net.egress", "{\"domain\":\"api.example\",\"ports\":{\"lo\":443,\"hi\":443}}");
+  /* 2025-06-01 to 2025-12-31 (ms since the epoch): allowed throughout. */
+  shk_analysis_cover_field f = { "now", SHK_ANALYSIS_TIME_RANGE, "1748736000000-1767225599999", NULL, 0 };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
+  shk_analysis_cover_result res;
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_true(res.allowed);
+  /* To 2026-01-01T00:00:00.000Z: its last instant is forbidden. */
+  f.pattern = "1748736000000-1767225600000";
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_false(res.allowed);
+  assert_string_equal(res.policy, "not-after-2026");
+  assert_true(starts_with(res.witness[0], "2026-01-01T00:00:00"));
+  free(req);
+  shk_analysis_close(an);
+  world_close(&w, true);
+  free(text);
+  free(shipped);
+}
+
+/* Errors: Cedar skips a policy that errors, the one decision refuses. With
+ * errors_deny the question is the decision's. */
+static void test_cover_errors(void **state)
+{
+  (void)state;
+  char *shipped = shipped_text();
+  char *text = NULL;
+  /* An overflow on a big port: the forbid errors there, so Cedar lets it
+   * through and the one decision does not. */
+  assert_true(asprintf(&text, "%s\n"
+    "@id(\"overflows\") forbid (principal, action, resource) when {\n"
+    "  context has request && context.request has ports &&\n"
+    "  context.request.ports.hi * 281474976710656 * 281474976710656 == 7 };\n", shipped) > 0);
+  world w;
+  world_open(&w, shipped_schema(), text);
+  shk_analysis *an = solver();
+  shk_error err = { 0 };
+  char *req = grant_request("net.egress", "{\"domain\":\"api.example\",\"ports\":{\"lo\":0,\"hi\":0}}");
+  shk_analysis_cover_field f = { "request.ports", SHK_ANALYSIS_PORT_RANGE, "0-10", NULL, 0 };
+  shk_analysis_cover_query q = { req, STORE, &f, 1, false };
+  shk_analysis_cover_result res;
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_true(res.allowed);
+  q.errors_deny = true;
+  OK(shk_analysis_cover(an, w.set, &q, &res, &err));
+  assert_false(res.allowed);
+  assert_string_equal(res.policy, "overflows");
+  assert_true(atol(res.witness[0]) >= 1 && atol(res.witness[0]) <= 10);
+  assert_non_null(strstr(res.why, "an error stops it"));
+  /* Port 0 alone does not overflow. */
+  f.pattern = "0";
   OK(shk_analysis_cover(an, w.set, &q, &res, &err));
   assert_true(res.allowed);
   free(req);
@@ -665,6 +807,8 @@ int main(void)
     cmocka_unit_test(test_narrow_path),
     cmocka_unit_test(test_cover_host),
     cmocka_unit_test(test_cover_cidr_ports),
+    cmocka_unit_test(test_cover_time),
+    cmocka_unit_test(test_cover_errors),
     cmocka_unit_test(test_queries),
     cmocka_unit_test(test_assume),
     cmocka_unit_test(test_refusals),
