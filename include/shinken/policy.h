@@ -66,14 +66,38 @@ typedef struct shk_policy_source {
   /* The user besides root who may own (and write) the policy files: the
    * manager's own. */
   uid_t owner;
+  /* The analysis behind pattern grants and policy edits: the solver (NULL:
+   * "cvc5" on $PATH) and the time limit of one of its checks (0: 5000 ms).
+   * The solver is started at the first question that needs it. */
+  const char *solver;
+  unsigned solver_timeout_ms;
+  /* Policy edits. The manager's state directory (created 0700 when
+   * missing), where the last accepted project and session tiers are
+   * recorded (policy-project.cedar and policy-session.cedar, each with its
+   * SHA-256 in a .sha256 file beside it, mode 0600), or NULL: nothing is
+   * recorded and nothing compared. A tier that differs from its record is
+   * compared with it (with the admin tier, over every request the schema
+   * admits); one that is more permissive, or that cannot be compared (no
+   * solver, a timeout, a record that is damaged or no longer validates) is
+   * refused (-EPERM, err naming the tier and one example request) unless
+   * accept_widening says the operator accepts it. The record is written
+   * only after a load that succeeds. */
+  const char *state_dir;
+  bool accept_widening;
+  /* When not NULL and a load is refused for a widening: *widening_report
+   * gets every example request, one per line (malloc'd; the caller frees
+   * it). */
+  char **widening_report;
 } shk_policy_source;
 
 /* Loads the tiers and the manifest. Every file is read through
  * shk_policy_read_file, so a policy directory that someone other than root
  * and `owner` could change is refused. Every policy is validated against
- * the schema; an invalid policy, a permit in the session tier (-EPERM) or a
+ * the schema; an invalid policy, a permit in the session tier (-EPERM),
+ * a widening the operator did not accept (-EPERM, see state_dir) or a
  * malformed manifest is an error naming it. -EINVAL, -EPERM, -ENOENT,
- * -ENOMEM, or the error of reading a file. */
+ * -ENOMEM, -EIO (the record could not be written), or the error of reading
+ * a file. */
 int shk_policy_load(const shk_policy_source *src, shk_policy **out, shk_error *err);
 void shk_policy_free(shk_policy *p);
 
@@ -151,6 +175,26 @@ typedef enum shk_policy_decider {
   SHK_POLICY_BY_CEDAR,    /* the tiers of policy */
 } shk_policy_decider;
 
+/* A narrower grant a human may approve instead of a refused pattern: the
+ * element's pattern with the parts in `except` left out. Every element the
+ * narrowed pattern covers is allowed once a human approves, and every part
+ * left out is denied throughout. For fs.scope the narrowed grant is the
+ * same scope with each exception added to "deny" (a denied path is left out
+ * of every read and write prefix above it); net.egress has no grammar for
+ * exceptions yet, so there the offer only says what could be granted. */
+#define SHK_POLICY_MAX_EXCEPT 4
+typedef struct shk_policy_offer {
+  bool offered;
+  char element[200];        /* the element it narrows: "write on /home/u" */
+  size_t n_except;
+  struct {
+    char field[16];         /* "path", "domain", "ip", "ports" */
+    char text[256];         /* a subtree in the pattern's syntax, or one value */
+    bool exact;             /* a path alone, not its subtree */
+  } except[SHK_POLICY_MAX_EXCEPT];
+  char why[512];            /* "write on /home/u without /home/u/.ssh, /home/u/.aws" */
+} shk_policy_offer;
+
 typedef struct shk_policy_answer {
   shk_policy_verdict verdict;
   shk_policy_decider decided_by;
@@ -159,10 +203,16 @@ typedef struct shk_policy_answer {
   shk_policy_tier base_tier; /* the manifest entry's tier, before promotion */
   int manifest_entry;       /* the covering entry's index, or -1 */
   /* The deciding policy's @id (or its Cedar id): for allow the permit, for
-   * deny the forbid ("" when nothing permits it: deny by default), for ask
-   * the permit a human's approval would satisfy. */
+   * deny the forbid ("" when nothing permits it: deny by default, or when a
+   * pattern could not be proven), for ask the permit a human's approval
+   * would satisfy. */
   char policy[128];
   char why[512];            /* one line: what decided it, and for ask, what made it Ask */
+  /* For a pattern refused with a counterexample: the concrete element the
+   * pattern covers that is refused ("/home/u/.ssh/authorized_keys",
+   * "x.evil.org port 22"), else "". */
+  char counterexample[512];
+  shk_policy_offer offer;   /* deny only */
 } shk_policy_answer;
 
 /* Decides one request. A scope is decided element by element: for
@@ -173,12 +223,44 @@ typedef struct shk_policy_answer {
  * when every element is, and denied when a human's approval could not make
  * every element allowed. Disabling layers is one request per layer, on the
  * same terms.
+ *
+ * An element that is a pattern stands for every concrete element it
+ * covers, and is allowed (or askable) only when the policies allow every
+ * one of them (or would, once a human approved): a host pattern (*.host,
+ * **.host) or a CIDR wider than one address, with every port of its range
+ * (a range is every port in it); a path of fs.scope read or write or of
+ * persistence (every path is the prefix of everything beneath it, less the
+ * scope's deny paths beneath it). The literal element is still decided as
+ * well. Exact elements (one host on one port, an fs.scope deny, a device,
+ * a flag) are decided by the engine alone. The proof is the analyzer's
+ * (cvc5, started at the first pattern): it holds for every instant from
+ * now_ms to the session's expiry, and is cached per loaded policy, context
+ * and element, so a repeated pattern costs a lookup. A pattern that is not
+ * wholly allowed is refused naming a counterexample and the policy that
+ * forbids it, and when the forbidden part is a few subtrees or names the
+ * answer offers the narrowed grant (ans->offer). When the solver is
+ * missing, fails or runs out of time, the pattern is refused and the why
+ * says which: nothing is granted that was not proven.
+ *
+ * Who may call it: anyone with pure inputs and any thread (the solver
+ * session is the policy's own, behind its lock). A pattern can take tens of
+ * milliseconds (a refusal with a narrowing, hundreds), so patterns are for
+ * the control plane only: grants, standing grants, approvals. The egress
+ * data plane never asks about a pattern: it asks about one exact host and
+ * one port, which the engine decides in microseconds.
+ *
  * Returns 0 when a decision was made (see ans), or a negative errno when
  * the question could not be put: -EINVAL (a malformed request, an unknown
  * layer) or -ENOMEM, with err filled; then ans says deny, and nothing may be
  * granted. */
 int shk_policy_decide(const shk_policy *p, const shk_policy_session *s,
                       const shk_policy_request *r, shk_policy_answer *ans, shk_error *err);
+
+/* The analyzer's counters of the policy's solver session (check-sat calls
+ * and processes started) and of its cache (hits, proofs stored); for tests
+ * and benchmarks. */
+void shk_policy_analysis_counters(const shk_policy *p, uint64_t *checks, uint64_t *starts, uint64_t *hits,
+                                  uint64_t *stored);
 
 /* ==================================================================
  * Analysis (src/policy/analysis*.c): questions about every request at
@@ -345,7 +427,17 @@ typedef struct shk_analysis_cover_field {
   const char *pattern;
   const shk_analysis_except *except; /* left out of this field's pattern */
   size_t n_except;
+  /* PATH_PREFIX: a context field (an optional String) that follows the
+   * path: for a path in a home directory (/root, or /home/NAME) the rest of
+   * the path below it ("" for the home itself, as shk_policy_home_rest
+   * says), absent for any other path. NULL: none. */
+  const char *home_field;
 } shk_analysis_cover_field;
+
+/* The rest of PATH below the home directory it lies in (/root, or
+ * /home/NAME): ".ssh/id_rsa" for "/home/u/.ssh/id_rsa", "" for "/home/u";
+ * NULL for a path in no home. */
+const char *shk_policy_home_rest(const char *path);
 
 /* At most this many fields, each of a different kind. */
 #define SHK_ANALYSIS_MAX_COVER 4

@@ -27,8 +27,15 @@ typedef struct cfield {
   const shk_analysis_cover_field *q;
   char **path;             /* the field's attribute names */
   size_t n_path;
+  char **hpath;            /* the home field's, when it has one */
+  size_t n_hpath;
   bool range_record;       /* a port range over a {lo, hi} record: each port P as {lo: P, hi: P} */
 } cfield;
+
+/* A place in the context that the check makes symbolic: a covered field
+ * (slot k of field k), or the home field that follows field k's path
+ * (slot MAX_COVER + k). */
+#define HOME_SLOT(k) (SHK_ANALYSIS_MAX_COVER + (k))
 
 typedef struct cover {
   shk_analysis *an;
@@ -40,6 +47,7 @@ typedef struct cover {
   size_t env;
   cfield f[SHK_ANALYSIS_MAX_COVER];
   size_t n;
+  const struct view *cur;  /* the view of the check being written */
 } cover;
 
 /* What one check is about: for each field its pattern (exact: one value
@@ -60,6 +68,9 @@ static void cover_clear(cover *c)
     for (size_t i = 0; i < c->f[k].n_path; i++)
       free(c->f[k].path[i]);
     free(c->f[k].path);
+    for (size_t i = 0; i < c->f[k].n_hpath; i++)
+      free(c->f[k].hpath[i]);
+    free(c->f[k].hpath);
   }
 }
 
@@ -280,17 +291,26 @@ static int canon_broken(const char *w, size_t n)
 
 /* ---------------------------------------------------------------- the concrete facts */
 
-static const shk__ty *field_type(shk__enc *enc, const cover *c, size_t k)
+/* The type at PATH in the context, and whether its last step is a
+ * required attribute. */
+static const shk__ty *type_at(shk__enc *enc, char *const *path, size_t n, const char *name, bool *required)
 {
-  const cfield *f = &c->f[k];
   const shk__ty *t = enc->ctx;
-  for (size_t i = 0; i < f->n_path; i++) {
-    int a = t->k == SHK__TY_RECORD ? shk__ty_attr(t, (shk__str){ f->path[i], strlen(f->path[i]) }) : -1;
+  *required = true;
+  for (size_t i = 0; i < n; i++) {
+    int a = t->k == SHK__TY_RECORD ? shk__ty_attr(t, (shk__str){ path[i], strlen(path[i]) }) : -1;
     if (a < 0)
-      shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the context has no field '%s'", f->q->field);
+      shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the context has no field '%s'", name);
+    *required = t->attrs[a].required;
     t = t->attrs[a].t;
   }
   return t;
+}
+
+static const shk__ty *field_type(shk__enc *enc, const cover *c, size_t k)
+{
+  bool required;
+  return type_at(enc, c->f[k].path, c->f[k].n_path, c->f[k].q->field, &required);
 }
 
 /* A record of required Longs named lo and hi. */
@@ -311,6 +331,40 @@ static void field_check(shk__enc *enc, cover *c, size_t k)
   f->range_record = f->q->kind == SHK_ANALYSIS_PORT_RANGE && is_range_record(t);
   if (t->k != want[f->q->kind] && !f->range_record)
     shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the field '%s' cannot hold %s", f->q->field, kind_name(f->q->kind));
+  bool required;
+  if (f->n_hpath && (type_at(enc, f->hpath, f->n_hpath, f->q->home_field, &required)->k != SHK__TY_STRING || required))
+    shk__enc_fail(enc, -EINVAL, SHK__NOLOC, "the home field '%s' is not an optional String", f->q->home_field);
+}
+
+/* The home field of path constant CV, as an option over String (O): the
+ * rest below /root or /home/NAME, as shk_policy_home_rest computes it, for
+ * the paths of PATTERN (EXACT: that path alone). Most patterns fix the
+ * answer's shape, which spares the solver a search: every path below a
+ * home has that home, and a pattern neither in a home nor above one has
+ * none. */
+static const char *home_term(shk__enc *enc, const char *cv, const char *o, const char *pattern, bool exact)
+{
+  const char *rest = shk_policy_home_rest(pattern);
+  if (exact)
+    return rest ? shk__enc_str(enc, "(%s.some %s)", o, smt_lit(enc, rest)) : shk__enc_str(enc, "%s.none", o);
+  if (rest) {
+    size_t h = strlen(pattern) - strlen(rest) - (*rest ? 1 : 0);
+    const char *home = smt_lit(enc, shk__enc_str(enc, "%.*s", (int)h, pattern));
+    return shk__enc_str(enc, "(%s.some (ite (= %s %s) \"\" (str.substr %s %zu (- (str.len %s) %zu))))", o, cv, home,
+                        cv, h + 1, cv, h + 1);
+  }
+  if (strcmp(pattern, "/") && strcmp(pattern, "/home"))
+    return shk__enc_str(enc, "%s.none", o);
+  const char *in_root = shk__enc_str(enc, "(or (= %s \"/root\") (str.prefixof \"/root/\" %s))", cv, cv);
+  const char *rest_root = shk__enc_str(enc, "(ite (= %s \"/root\") \"\" (str.substr %s 6 (- (str.len %s) 6)))", cv,
+                                       cv, cv);
+  const char *i = shk__enc_str(enc, "(str.indexof %s \"/\" 6)", cv);
+  const char *in_home = shk__enc_str(enc, "(and (str.prefixof \"/home/\" %s) (> (str.len %s) 6) (not (= %s 6)))",
+                                     cv, cv, i);
+  const char *rest_home = shk__enc_str(enc, "(ite (= %s (- 1)) \"\" (str.substr %s (+ %s 1) (- (str.len %s) (+ %s 1))))",
+                                       i, cv, i, cv, i);
+  return shk__enc_str(enc, "(ite %s (%s.some %s) (ite %s (%s.some %s) %s.none))", in_root, o, rest_root, in_home, o,
+                      rest_home, o);
 }
 
 /* The term that stands for field K: its constant, or the range {lo: P,
@@ -321,8 +375,16 @@ static const char *field_term(shk__enc *enc, const cover *c, size_t k, const shk
   return c->f[k].range_record ? shk__enc_str(enc, "(%s %s %s)", t->sort, cv, cv) : cv;
 }
 
-/* The record T (concrete value V, or none) as a term, with the fields of
- * SEL (a bit per field) that run through it at DEPTH replaced by their
+/* Slot J's attribute names. */
+static char *const *slot_path(const cover *c, size_t j, size_t *n)
+{
+  const cfield *f = &c->f[j < SHK_ANALYSIS_MAX_COVER ? j : j - SHK_ANALYSIS_MAX_COVER];
+  *n = j < SHK_ANALYSIS_MAX_COVER ? f->n_path : f->n_hpath;
+  return j < SHK_ANALYSIS_MAX_COVER ? f->path : f->hpath;
+}
+
+/* The record T (concrete value V, or none) as a term, with the slots of
+ * SEL (a bit per slot) that run through it at DEPTH replaced by their
  * terms. */
 static const char *context_term(shk__enc *enc, const cover *c, const shk__ty *t, const shk__value *v,
                                 unsigned sel, size_t depth)
@@ -337,19 +399,32 @@ static const char *context_term(shk__enc *enc, const cover *c, const shk__ty *t,
     const shk__tyattr *at = &t->attrs[i];
     const shk__value *x = v ? shk__record_get(v->rec, at->name) : NULL;
     unsigned under = 0;
-    for (size_t k = 0; k < c->n; k++) {
-      const char *name = c->f[k].path[depth];
-      if ((sel & (1u << k)) && strlen(name) == at->name.n && !memcmp(name, at->name.p, at->name.n))
-        under |= 1u << k;
+    int home = -1;
+    for (size_t j = 0; j < 2 * SHK_ANALYSIS_MAX_COVER; j++) {
+      size_t n;
+      char *const *path = slot_path(c, j, &n);
+      const char *name = (sel & (1u << j)) && depth < n ? path[depth] : NULL;
+      if (name && strlen(name) == at->name.n && !memcmp(name, at->name.p, at->name.n)) {
+        under |= 1u << j;
+        if (j >= SHK_ANALYSIS_MAX_COVER && n == depth + 1)
+          home = (int)j;
+      }
     }
     const char *term;
-    if (under)
+    bool option = false;
+    if (home >= 0) {
+      /* field_check saw to it that the home field is an optional String. */
+      size_t k = (size_t)home - SHK_ANALYSIS_MAX_COVER;
+      term = home_term(enc, cv_of(&c->f[k]), shk__enc_opt(enc, at->t), c->cur->pat[k], c->cur->exact[k]);
+      option = true;
+    } else if (under) {
       term = context_term(enc, c, at->t, x, under, depth + 1);
-    else if (x)
+    } else if (x) {
       term = shk__value_term(enc, at->t, x);
-    else
+    } else {
       term = NULL;
-    if (!at->required) {
+    }
+    if (!at->required && !option) {
       const char *o = shk__enc_opt(enc, at->t);
       term = term ? shk__enc_str(enc, "(%s.some %s)", o, term) : shk__enc_str(enc, "%s.none", o);
     }
@@ -657,6 +732,15 @@ static int solve_goal(cover *c, shk__enc *enc, const shk__ty *const *ft, const c
   return r;
 }
 
+/* Every slot the check makes symbolic. */
+static unsigned all_slots(const cover *c)
+{
+  unsigned sel = 0;
+  for (size_t k = 0; k < c->n; k++)
+    sel |= (1u << k) | (c->f[k].n_hpath ? 1u << HOME_SLOT(k) : 0);
+  return sel;
+}
+
 /* Is every element of the view allowed (or, with WANT_DENIED, denied)?
  * witness (an array of one per field) gets an element that is not, as
  * JSON. */
@@ -699,8 +783,9 @@ static int check_once(cover *c, const view *v, bool want_denied, bool *holds, js
         an->loaded_cv |= bit;
       }
     }
+    c->cur = v;
     shk__text_printf(&b, "(assert (= context %s))\n",
-                     context_term(enc, c, enc->ctx, &c->req->context, (1u << c->n) - 1, 0));
+                     context_term(enc, c, enc->ctx, &c->req->context, all_slots(c), 0));
     store_facts(enc, c->es, &b);
     for (size_t k = 0; k < c->n; k++) {
       const char *cv = cv_of(&c->f[k]);
@@ -755,20 +840,20 @@ static int check_once(cover *c, const view *v, bool want_denied, bool *holds, js
 
 /* ---------------------------------------------------------------- set-up */
 
-static int split_field(cfield *f, shk_error *err)
+static int split_field(const char *field, char ***path, size_t *n_path, shk_error *err)
 {
-  for (const char *p = f->q->field;;) {
+  for (const char *p = field;;) {
     const char *dot = strchr(p, '.');
     size_t n = dot ? (size_t)(dot - p) : strlen(p);
     if (n == 0)
-      return shk__error_set(err, -EINVAL, "'%s' is not a dotted context field", f->q->field);
-    char **v = realloc(f->path, (f->n_path + 1) * sizeof *v);
+      return shk__error_set(err, -EINVAL, "'%s' is not a dotted context field", field);
+    char **v = realloc(*path, (*n_path + 1) * sizeof *v);
     if (!v)
       return shk__error_set(err, -ENOMEM, "out of memory");
-    f->path = v;
-    if (!(v[f->n_path] = strndup(p, n)))
+    *path = v;
+    if (!(v[*n_path] = strndup(p, n)))
       return shk__error_set(err, -ENOMEM, "out of memory");
-    f->n_path++;
+    (*n_path)++;
     if (!dot)
       return 0;
     p = dot + 1;
@@ -816,17 +901,25 @@ static int cover_init(cover *c, shk_analysis *an, const shk_analysis_set *set,
   for (size_t k = 0; k < q->n_fields; k++) {
     c->f[k].q = &q->fields[k];
     c->n = k + 1;
-    if ((r = split_field(&c->f[k], err)) < 0)
+    cfield *f = &c->f[k];
+    if ((r = split_field(f->q->field, &f->path, &f->n_path, err)) < 0 ||
+        (f->q->home_field && (r = split_field(f->q->home_field, &f->hpath, &f->n_hpath, err)) < 0))
       return r;
+    if (f->q->home_field && f->q->kind != SHK_ANALYSIS_PATH_PREFIX)
+      return shk__error_set(err, -EINVAL, "only a path prefix has a home field");
   }
-  for (size_t k = 0; k < c->n; k++)
-    for (size_t j = 0; j < c->n; j++) {
-      size_t m = c->f[k].n_path < c->f[j].n_path ? c->f[k].n_path : c->f[j].n_path, same = 0;
-      while (same < m && !strcmp(c->f[k].path[same], c->f[j].path[same]))
+  unsigned sel = all_slots(c);
+  for (size_t k = 0; k < 2 * SHK_ANALYSIS_MAX_COVER; k++)
+    for (size_t j = 0; j < 2 * SHK_ANALYSIS_MAX_COVER; j++) {
+      size_t nk, nj;
+      char *const *pk = slot_path(c, k, &nk), *const *pj = slot_path(c, j, &nj);
+      if (j == k || !(sel & (1u << k)) || !(sel & (1u << j)))
+        continue;
+      size_t m = nk < nj ? nk : nj, same = 0;
+      while (same < m && !strcmp(pk[same], pj[same]))
         same++;
-      if (j != k && same == c->f[k].n_path)
-        return shk__error_set(err, -EINVAL, "the covered fields '%s' and '%s' overlap", c->f[k].q->field,
-                              c->f[j].q->field);
+      if (same == nk)
+        return shk__error_set(err, -EINVAL, "the covered fields overlap at '%s'", pk[nk - 1]);
     }
   return 0;
 }
@@ -856,29 +949,41 @@ static void witness_text(const json_t *w, char *buf, size_t n)
   }
 }
 
-/* The request with every field set to its witness value, as JSON text. */
+/* The object that holds the last step of PATH inside CTX, made where it
+ * is missing; NULL when something on the way is no object. */
+static json_t *parent_of(json_t *ctx, char *const *path, size_t n)
+{
+  json_t *o = ctx;
+  for (size_t i = 0; o && i + 1 < n; i++) {
+    json_t *next = json_object_get(o, path[i]);
+    if (!next && json_object_set_new(o, path[i], next = json_object()) < 0)
+      return NULL;
+    o = json_is_object(next) ? next : NULL;
+  }
+  return o;
+}
+
+/* The request with every field set to its witness value (and each home
+ * field to what follows from its path), as JSON text. */
 static char *request_with(const cover *c, json_t *const *w)
 {
   json_t *req = json_deep_copy(c->req_json);
   json_t *ctx = json_object_get(req, "context");
-  if (req && !ctx) {
-    ctx = json_object();
-    json_object_set_new(req, "context", ctx);
-  }
+  if (req && !ctx && json_object_set_new(req, "context", ctx = json_object()) < 0)
+    ctx = NULL;
   bool ok = ctx != NULL;
   for (size_t k = 0; ok && k < c->n; k++) {
     const cfield *f = &c->f[k];
-    json_t *o = ctx;
-    for (size_t i = 0; o && i + 1 < f->n_path; i++) {
-      json_t *next = json_object_get(o, f->path[i]);
-      if (!next) {
-        next = json_object();
-        json_object_set_new(o, f->path[i], next);
-      }
-      o = next;
-    }
+    json_t *o = parent_of(ctx, f->path, f->n_path);
     json_t *val = f->range_record ? json_pack("{s:O, s:O}", "lo", w[k], "hi", w[k]) : json_incref(w[k]);
-    ok = json_is_object(o) && val && json_object_set_new(o, f->path[f->n_path - 1], val) == 0;
+    ok = o && val && json_object_set_new(o, f->path[f->n_path - 1], val) == 0;
+    if (ok && f->n_hpath) {
+      const char *rest = json_is_string(w[k]) ? shk_policy_home_rest(json_string_value(w[k])) : NULL;
+      const char *name = f->hpath[f->n_hpath - 1];
+      o = parent_of(ctx, f->hpath, f->n_hpath);
+      ok = o && (rest ? json_object_set_new(o, name, json_string(rest)) == 0
+                      : (json_object_del(o, name), true));
+    }
   }
   char *text = ok ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);

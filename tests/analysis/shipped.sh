@@ -58,14 +58,19 @@ fails() {
 }
 
 # The credential stores and shell start-up files, as a condition on a
-# request's path (in every environment; where the context has no request,
-# vacuously).
-creds='context has request && context.request has path &&
-     (context.request.path like "*/.ssh/*" || context.request.path like "*/.ssh" ||
-      context.request.path like "*/.aws/*" || context.request.path like "*/.gnupg/*" ||
-      context.request.path like "*/.kube/*" || context.request.path like "*/.docker/*" ||
-      context.request.path like "*/.git-credentials" ||
-      context.request.path like "*/.bashrc" || context.request.path like "*/.profile")'
+# request (in every environment; where the context has no request,
+# vacuously): those of a home directory by the path below the home (the
+# one decision fills home_path from the path), and the system's own.
+creds='context has request &&
+     ((context.request has home_path &&
+       (context.request.home_path like ".ssh/*" || context.request.home_path == ".ssh" ||
+        context.request.home_path like ".aws/*" || context.request.home_path like ".gnupg/*" ||
+        context.request.home_path like ".kube/*" || context.request.home_path like ".docker/*" ||
+        context.request.home_path == ".git-credentials" || context.request.home_path == ".netrc" ||
+        context.request.home_path == ".bashrc" || context.request.home_path == ".profile")) ||
+      (context.request has path &&
+       (context.request.path == "/etc/profile" || context.request.path like "/etc/profile.d/*" ||
+        context.request.path like "/etc/skel/*")))'
 writes="resource == Shinken::Capability::\"fs.scope\" && context has request &&
      context.request has access && context.request.access == \"write\" && $creds"
 persists="resource == Shinken::Capability::\"persistence\" && $creds"

@@ -144,10 +144,19 @@ static bool engine_allows(const world *w, const char *request)
   return allow;
 }
 
+/* The fields of an fs.scope request as the one decision fills them: the
+ * path, the access, and the path below its home. */
+static void path_fields(char *buf, size_t n, const char *access, const char *path)
+{
+  const char *home = shk_policy_home_rest(path);
+  snprintf(buf, n, "{\"path\":\"%s\",\"access\":\"%s\",\"in_exec_path\":false%s%s%s}", path, access,
+           home ? ",\"home_path\":\"" : "", home ? home : "", home ? "\"" : "");
+}
+
 static bool path_allows(const world *w, const char *access, const char *path)
 {
   char fields[600];
-  snprintf(fields, sizeof fields, "{\"path\":\"%s\",\"access\":\"%s\",\"in_exec_path\":false}", path, access);
+  path_fields(fields, sizeof fields, access, path);
   char *req = grant_request("fs.scope", fields);
   bool a = engine_allows(w, req);
   free(req);
@@ -179,9 +188,9 @@ static void cover_path(shk_analysis *an, const world *w, const char *access, con
                        const shk_analysis_except *ex, size_t n_ex, shk_analysis_cover_result *out)
 {
   char fields[600];
-  snprintf(fields, sizeof fields, "{\"path\":\"%s\",\"access\":\"%s\",\"in_exec_path\":false}", prefix, access);
+  path_fields(fields, sizeof fields, access, prefix);
   char *req = grant_request("fs.scope", fields);
-  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, prefix, ex, n_ex };
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, prefix, ex, n_ex, "request.home_path" };
   shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_error err = { 0 };
   int r = shk_analysis_cover(an, w->set, &q, out, &err);
@@ -231,11 +240,20 @@ static void test_cover_home_write(void **state)
   /* The control: reading the same prefix is allowed everywhere. */
   cover_path(an, &w, "read", "/home/u", NULL, 0, &res);
   assert_true(res.allowed);
+  /* A project in the home is no credential store, whatever it holds; the
+   * homes' parent covers every home's stores. */
+  cover_path(an, &w, "write", "/home/u/project", NULL, 0, &res);
+  assert_true(res.allowed);
+  cover_path(an, &w, "write", "/home", NULL, 0, &res);
+  assert_false(res.allowed);
+  assert_true(starts_with(res.witness[0], "/home/"));
+  assert_false(path_allows(&w, "write", res.witness[0]));
 
   /* Under /home/u the forbidden part has no finite set of subtrees (a
    * .ssh may sit at any depth): no narrowed grant is offered. */
-  char *req = grant_request("fs.scope", "{\"path\":\"/home/u\",\"access\":\"write\",\"in_exec_path\":false}");
-  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0 };
+  char *req = grant_request("fs.scope", "{\"path\":\"/home/u\",\"access\":\"write\",\"in_exec_path\":false,"
+                                        "\"home_path\":\"\"}");
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0, "request.home_path" };
   shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_analysis_narrowing nw;
   shk_error err = { 0 };
@@ -275,7 +293,7 @@ static void test_narrow_path(void **state)
   assert_false(res.allowed);
   assert_string_equal(res.policy, "no-app-keys");
   char *req = grant_request("fs.scope", "{\"path\":\"/srv/app\",\"access\":\"read\",\"in_exec_path\":false}");
-  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/srv/app", NULL, 0 };
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/srv/app", NULL, 0, "request.home_path" };
   shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   shk_analysis_narrowing nw;
   shk_error err = { 0 };
