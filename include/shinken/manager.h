@@ -36,10 +36,14 @@ typedef struct shk_manager_opts {
   const char *event_log;      /* JSON lines; NULL: stderr */
   const char *exec_path;      /* the human's $PATH (colon-separated), for the
                                * rule on writes into it; NULL: none */
+  const char *state_dir;      /* where the accepted project and session tiers
+                               * are recorded, so that a wider one is refused
+                               * (shk_policy_source.state_dir); NULL: none */
+  bool accept_widening;       /* the operator accepts a wider tier */
 } shk_manager_opts;
 
 /* The manager's configuration file (JSON): {"policy_dir", "manifest",
- * "session_policy", "standing", "event_log", "socket"}, every key optional
+ * "session_policy", "standing", "event_log", "socket", "state_dir"}, every key optional
  * and an unknown key an error. The policy directory comes from the file,
  * else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/shinken/
  * policies); never from the source tree. Other defaults: the directory's

@@ -14,16 +14,20 @@ int shk_cli_daemon(int argc, char **argv)
 {
   static const struct option opts[] = {
     { "config", required_argument, NULL, 'c' },
+    { "accept-widening", no_argument, NULL, 'w' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   const char *config = NULL;
+  bool accept_widening = false;
   int c;
   while ((c = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
     if (c == 'c')
       config = optarg;
+    else if (c == 'w')
+      accept_widening = true;
     else if (c == 'h') {
-      puts("usage: shinken daemon [--config FILE]");
+      puts("usage: shinken daemon [--config FILE] [--accept-widening]");
       return 0;
     } else {
       return 1;
@@ -35,6 +39,9 @@ int shk_cli_daemon(int argc, char **argv)
   shk_error err;
   if (shk_manager_config_load(config, &mc, &err))
     shk__die(1, "daemon: %s", err.message);
+  /* The operator accepts a project or session tier wider than the one
+   * recorded in the configuration's state_dir. */
+  mc.opts.accept_widening = accept_widening;
   shk_manager *m;
   if (shk_manager_new(&mc.opts, &m, &err))
     shk__die(1, "daemon: %s", err.message);

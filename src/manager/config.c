@@ -12,7 +12,7 @@
 #include "shinken/manager.h"
 
 typedef struct priv {
-  char *policy_dir, *manifest, *session_policy, *standing, *event_log, *socket, *exec_path;
+  char *policy_dir, *manifest, *session_policy, *standing, *event_log, *socket, *exec_path, *state_dir;
 } priv;
 
 void shk_manager_config_clear(shk_manager_config *c)
@@ -26,6 +26,7 @@ void shk_manager_config_clear(shk_manager_config *c)
     free(p->event_log);
     free(p->socket);
     free(p->exec_path);
+    free(p->state_dir);
     free(p);
   }
   memset(c, 0, sizeof *c);
@@ -49,6 +50,7 @@ static int read_config(const char *path, priv *p, shk_error *err)
                 : !strcmp(key, "session_policy") ? &p->session_policy
                 : !strcmp(key, "standing") ? &p->standing
                 : !strcmp(key, "event_log") ? &p->event_log
+                : !strcmp(key, "state_dir") ? &p->state_dir
                 : !strcmp(key, "socket") ? &p->socket : NULL;
     if (!slot || !json_is_string(v)) {
       r = shk__error_set(err, -EINVAL, "%s: %s '%s'", path, slot ? "expected a string for" : "unknown key", key);
@@ -100,6 +102,7 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, shk_error *
   c->opts.standing = p->standing;
   c->opts.event_log = p->event_log;
   c->opts.exec_path = p->exec_path;
+  c->opts.state_dir = p->state_dir;
   c->socket = p->socket;
   return 0;
 }
