@@ -10,8 +10,12 @@
  *      the engine decides) and for read (allowed), p50 and p99; the peer is
  *      the same check with a new solver process for each, and the engine
  *      deciding the one literal request, which is what the manager does
- *      today and what the check replaces.
- * The corpus coverage (3) is coverage.c's. */
+ *      today and what the check replaces;
+ *   3. the same through the one decision (shk_policy_decide on the shipped
+ *      policies): a pattern's first grant (a proof, warm solver), the same
+ *      grant repeated (a cache hit), a refused pattern (counterexample and
+ *      narrowing), beside an exact element (the engine alone).
+ * The corpus coverage (4) is coverage.c's. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -132,7 +136,7 @@ static char *request(const char *access)
                "\"context\":{\"trust_tier\":\"standard\",\"tier\":\"Auto\",\"approval_state\":\"none\","
                "\"now\":{\"__extn\":{\"fn\":\"datetime\",\"arg\":\"2025-06-01T00:00:00Z\"}},"
                "\"provenance\":\"first-party\",\"request\":{\"path\":\"/home/u\",\"access\":\"%s\","
-               "\"in_exec_path\":false}}}",
+               "\"in_exec_path\":false,\"home_path\":\"\"}}}",
                access) < 0)
     exit(1);
   return r;
@@ -143,7 +147,7 @@ static void time_cover(shk_analysis *an, const shk_analysis_set *set, const char
                        bool want_allowed, double *p50, double *p99, double *cpu)
 {
   char *req = request(access);
-  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0 };
+  shk_analysis_cover_field f = { "request.path", SHK_ANALYSIS_PATH_PREFIX, "/home/u", NULL, 0, "request.home_path" };
   shk_analysis_cover_query q = { req, STORE, &f, 1, false };
   double *t = calloc(n, sizeof *t);
   shk_error err = { 0 };
@@ -164,6 +168,48 @@ static void time_cover(shk_analysis *an, const shk_analysis_set *set, const char
   *p99 = pct(t, n, 0.99);
   free(t);
   free(req);
+}
+
+/* Times N decisions of grants of SCOPE, where each @ stands for the
+ * iteration (a new element each time; without @, the same one). */
+static void time_decide(const shk_policy *p, shk_cap_class cls, const char *scope_fmt, size_t n,
+                        shk_policy_verdict want, double *p50, double *p99)
+{
+  double *t = calloc(n, sizeof *t);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t start = (int64_t)ts.tv_sec * 1000, expires = start + 3600 * 1000;
+  shk_policy_session s = { .id = "bench", .trust_tier = "standard", .model = "m", .expires_ms = expires };
+  for (size_t i = 0; i < n; i++) {
+    char json[512];
+    size_t o = 0;
+    for (const char *c = scope_fmt; *c && o + 24 < sizeof json; c++)
+      if (*c == '@')
+        o += (size_t)snprintf(json + o, sizeof json - o, "%zu", i);
+      else
+        json[o++] = *c;
+    json[o] = '\0';
+    shk_cap_scope sc;
+    shk_error err;
+    if (shk_cap_scope_parse(cls, json, &sc, &err) < 0)
+      die(json, &err);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    shk_policy_request r = { .kind = SHK_POLICY_GRANT, .scope = &sc, .approval = SHK_POLICY_UNASKED,
+                             .now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 };
+    shk_policy_answer a;
+    double t0 = now_ms();
+    if (shk_policy_decide(p, &s, &r, &a, &err) < 0)
+      die("decide", &err);
+    t[i] = now_ms() - t0;
+    if (a.verdict != want) {
+      fprintf(stderr, "decide %s: %s (%s)\n", json, shk_policy_verdict_name(a.verdict), a.why);
+      exit(1);
+    }
+    shk_cap_scope_clear(&sc);
+  }
+  *p50 = pct(t, n, 0.5);
+  *p99 = pct(t, n, 0.99);
+  free(t);
 }
 
 int main(int argc, char **argv)
@@ -262,6 +308,41 @@ int main(int argc, char **argv)
   shk_analysis_counters(an, &checks, &starts);
   printf("warm session: %llu checks, %llu solver process(es)\n", (unsigned long long)checks,
          (unsigned long long)starts);
+
+  /* 3. through the one decision */
+  shk_policy_source src = { dir, NULL, NULL, getuid() };
+  shk_policy *pol = NULL;
+  if (shk_policy_load(&src, &pol, &err) < 0)
+    die("load", &err);
+  double g50, g99, h50, h99, x50, x99, e50, e99, d50, d99;
+  size_t nd = iters;
+  /* The solver starts and the set's encoding loads at the first pattern. */
+  time_decide(pol, SHK_CAP_FS_SCOPE, "{\"write\":[\"/work/warm@\"]}", 2, SHK_POLICY_ALLOW, &g50, &g99);
+  uint64_t c0, c1, hits0, hits1;
+  shk_policy_analysis_counters(pol, &c0, NULL, &hits0, NULL);
+  time_decide(pol, SHK_CAP_FS_SCOPE, "{\"write\":[\"/work/p@\"]}", nd, SHK_POLICY_ALLOW, &g50, &g99);
+  shk_policy_analysis_counters(pol, &c1, NULL, NULL, NULL);
+  time_decide(pol, SHK_CAP_NET_EGRESS, "{\"domains\":[\"**.h@.npm.example\"],\"ports\":[443]}", nd,
+              SHK_POLICY_ALLOW, &d50, &d99);
+  time_decide(pol, SHK_CAP_FS_SCOPE, "{\"write\":[\"/work/p7\"]}", nd, SHK_POLICY_ALLOW, &h50, &h99);
+  shk_policy_analysis_counters(pol, NULL, NULL, &hits1, NULL);
+  size_t nr = iters / 10 > 5 ? iters / 10 : 5;
+  uint64_t c2, c3;
+  shk_policy_analysis_counters(pol, &c2, NULL, NULL, NULL);
+  time_decide(pol, SHK_CAP_FS_SCOPE, "{\"write\":[\"/home/u@\"]}", nr, SHK_POLICY_DENY, &x50, &x99);
+  shk_policy_analysis_counters(pol, &c3, NULL, NULL, NULL);
+  time_decide(pol, SHK_CAP_NET_EGRESS, "{\"domains\":[\"registry.npm.example\"],\"ports\":[443]}", nd,
+              SHK_POLICY_ALLOW, &e50, &e99);
+  printf("decide, a new write prefix (/work/pN: a proof, warm solver): p50 %.2f ms, p99 %.2f ms (target p99 < 100 "
+         "ms); %.1f solver checks each\n", g50, g99, (double)(c1 - c0) / (double)nd);
+  printf("decide, a new host pattern (**.hN.npm.example:443, a proof): p50 %.2f ms, p99 %.2f ms\n", d50, d99);
+  printf("decide, the same write prefix again (a cache hit): p50 %.3f ms, p99 %.3f ms (%llu hits)\n", h50, h99,
+         (unsigned long long)(hits1 - hits0));
+  printf("decide, a refused prefix (/home/uN: counterexample and an attempt at narrowing): p50 %.1f ms, "
+         "p99 %.1f ms; %.1f solver checks each\n", x50, x99, (double)(c3 - c2) / (double)nr);
+  printf("peer: decide, an exact element (registry.npm.example:443, the engine alone): p50 %.3f ms, p99 %.3f ms; "
+         "a proof costs %.0fx that, a hit %.1fx\n", e50, e99, g50 / e50, h50 / e50);
+  shk_policy_free(pol);
   shk_cedar_request_free(cr);
   shk_cedar_entities_free(es);
   free(req);

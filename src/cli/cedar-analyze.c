@@ -7,7 +7,8 @@
  *                                        matches-equivalent, matches-implies, matches-disjoint,
  *                                        always-allows, always-denies, equivalent, implies, disjoint
  *   covers --schema S POLICIES --request F [--entities F]
- *          (--field F.G --path-prefix P|--host H|--cidr C|--ports R|--time LO-HI [--except X]...)...
+ *          (--field F.G --path-prefix P|--host H|--cidr C|--ports R|--time LO-HI [--except X]...
+ *           [--home-field F.H])...
  *                                        does the set allow every element the patterns cover?
  *   solver                               the solver's version
  *
@@ -54,7 +55,8 @@ static void usage(FILE *f)
         "       shinken cedar analyze QUERY --schema FILE POLICIES [POLICIES2] [--policy ID]... [flags]\n"
         "       shinken cedar analyze covers --schema FILE POLICIES --request FILE [--entities FILE]\n"
         "                (--field NAME.NAME (--path-prefix P | --host H | --cidr C | --ports LO-HI |\n"
-        "                 --time LO-HI) [--except X | --except-exact PATH]...)... [--narrow N] [flags]\n"
+        "                 --time LO-HI) [--except X | --except-exact PATH]... [--home-field NAME.NAME])...\n"
+        "                [--narrow N] [flags]\n"
         "       shinken cedar analyze solver [--solver PATH]\n"
         "queries: never-errors always-matches never-matches matches-equivalent matches-implies\n"
         "         matches-disjoint always-allows always-denies equivalent implies disjoint\n"
@@ -391,6 +393,11 @@ int shk_cli_cedar_analyze(int argc, char **argv)
               : !strcmp(a, "--cidr")        ? SHK_ANALYSIS_CIDR
               : !strcmp(a, "--ports")       ? SHK_ANALYSIS_PORT_RANGE
                                             : SHK_ANALYSIS_TIME_RANGE;
+    } else if (!strcmp(a, "--home-field")) {
+      VAL();
+      if (!o.n_fields)
+        shk__die(EXIT_BAD, "cedar analyze: %s belongs to a --field", a);
+      o.fields[o.n_fields - 1].home_field = v;
     } else if (!strcmp(a, "--except") || !strcmp(a, "--except-exact")) {
       VAL();
       shk_analysis_cover_field *f = o.n_fields ? &o.fields[o.n_fields - 1] : NULL;

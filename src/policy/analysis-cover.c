@@ -261,15 +261,15 @@ static const struct {
 };
 
 /* RULE with every @ replaced by the constant CV, as an assertion. */
-static void rule_text(char *buf, size_t n, const char *rule, const char *cv)
+static void rule_text(shk__text *t, const char *rule, const char *cv)
 {
-  size_t o = (size_t)snprintf(buf, n, "(assert ");
-  for (const char *p = rule; *p && o + 8 < n; p++)
+  shk__text_puts(t, "(assert ");
+  for (const char *p = rule; *p; p++)
     if (*p == '@')
-      o += (size_t)snprintf(buf + o, n - o, "%s", cv);
+      shk__text_puts(t, cv);
     else
-      buf[o++] = *p;
-  snprintf(buf + (o < n ? o : n - 1), n - (o < n ? o : n - 1), ")\n");
+      shk__text_put(t, p, 1);
+  shk__text_puts(t, ")\n");
 }
 
 #define N_CANON (sizeof canon / sizeof canon[0])
@@ -723,9 +723,10 @@ static int solve_goal(cover *c, shk__enc *enc, const shk__ty *const *ft, const c
                          "non-canonical path");
       break;
     }
-    char rule[160];
-    rule_text(rule, sizeof rule, canon[broken].rule, cv_of(&c->f[pk]));
-    r = shk__smt_send(an->smt, rule, strlen(rule), err);
+    shk__text rule = { 0 };
+    rule_text(&rule, canon[broken].rule, cv_of(&c->f[pk]));
+    r = rule.oom ? shk__error_set(err, -ENOMEM, "out of memory") : shk__smt_send(an->smt, rule.p, rule.n, err);
+    shk__text_free(&rule);
   }
   if (r == 0)
     r = shk__smt_send(an->smt, "(pop 1)\n", 8, err);
@@ -1088,11 +1089,63 @@ void shk_analysis_narrowing_clear(shk_analysis_narrowing *n)
   *n = (shk_analysis_narrowing){ 0 };
 }
 
+/* Whether the engine allows some element of CAND, a part of the only
+ * field, tried on a few of its elements: the subtree's root and a child,
+ * a range's ends. One such element disproves "denied everywhere" without
+ * asking the solver, whose search for an allowed element (every forbid
+ * negated) is its slowest question. */
+static bool probe_allowed(const cover *c, const char *cand, bool exact)
+{
+  if (c->n != 1)
+    return false;
+  char probes[2][600];
+  size_t n = 0;
+  switch (c->f[0].q->kind) {
+  case SHK_ANALYSIS_PATH_PREFIX:
+    snprintf(probes[n++], sizeof probes[0], "%s", cand);
+    if (!exact)
+      snprintf(probes[n++], sizeof probes[0], "%s/a", strcmp(cand, "/") ? cand : "");
+    break;
+  case SHK_ANALYSIS_HOST_PATTERN: {
+    int wild;
+    const char *h = host_of(cand, &wild);
+    if (wild != 1)
+      snprintf(probes[n++], sizeof probes[0], "%s", h);
+    if (wild)
+      snprintf(probes[n++], sizeof probes[0], "a.%s", h);
+    break;
+  }
+  case SHK_ANALYSIS_PORT_RANGE: {
+    long long lo, hi;
+    if (parse_ports(cand, &lo, &hi)) {
+      snprintf(probes[n++], sizeof probes[0], "%lld", lo);
+      snprintf(probes[n++], sizeof probes[0], "%lld", hi);
+    }
+    break;
+  }
+  case SHK_ANALYSIS_CIDR:
+  case SHK_ANALYSIS_TIME_RANGE:
+    break;
+  }
+  for (size_t i = 0; i < n; i++) {
+    bool port = c->f[0].q->kind == SHK_ANALYSIS_PORT_RANGE;
+    json_t *w = port ? json_integer(atoll(probes[i])) : json_string(probes[i]);
+    bool allowed = w && engine_agrees(c, &w, true);
+    json_decref(w);
+    if (allowed)
+      return true;
+  }
+  return false;
+}
+
 /* Whether everything of view V, with field K's part replaced by CAND
  * alone, is denied. */
 static bool denied_everywhere(cover *c, const view *v, size_t k, const char *cand, bool exact, int *r,
                               shk_error *err)
 {
+  *r = 0;
+  if (probe_allowed(c, cand, exact))
+    return false;
   view t = *v;
   t.pat[k] = cand;
   t.exact[k] = exact;
