@@ -2,20 +2,26 @@
 # Benchmark: the start-up cost of `shinken run -- /bin/true` against bwrap
 # alone with the usual isolation, in the same run, on the same machine:
 # wall time, CPU time and peak memory, and their ratios. Target: shinken at
-# most 1.5x bwrap's wall time.
+# most 1.25x bwrap's wall time.
 #
 # `shinken run -- /bin/true` as written starts only for an unprivileged
 # caller (as root the sandbox is a degraded layer that needs
 # --allow-degraded; see docs/sandbox.md), so that is the headline: run as
 # root, the bench measures both commands as BENCH_USER (default nobody),
-# then, second, root's own degraded run with --allow-degraded.
+# then root's own degraded run with --allow-degraded. Then the cost of
+# masks: MASKS protected paths that exist (half files, half directories),
+# masked by `shinken run --deny`, against bwrap making the same masks.
+#
+# BASELINE=path/to/another/shinken runs that binary too, in the same
+# rounds, for a before-and-after comparison on a shared machine.
 #
 #   sh bench/run/run.sh            builds build/bench-run (release) first
 #   SHINKEN=path sh bench/run/run.sh
-#   RUNS=500 BENCH_USER=someone sh bench/run/run.sh
+#   RUNS=500 BENCH_USER=someone MASKS=100 BASELINE=/tmp/old/shinken sh bench/run/run.sh
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 runs=${RUNS:-400}
+masks=${MASKS:-50}
 
 if [ -z "${SHINKEN:-}" ]; then
   b=$root/build/bench-run
@@ -30,22 +36,56 @@ trap 'rm -rf "$tmp"' EXIT
 chmod 755 "$tmp"
 cc -O2 -o "$tmp/startup" "$root/bench/run/startup.c"
 cd "$tmp"
+peer="$bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session"
 
-bench() { # UID GID [--allow-degraded]
-  uid=$1 gid=$2; shift 2
-  "$tmp/startup" "$runs" "$uid" "$gid" "$SHINKEN" run "$@" -- /bin/true ::: \
-    "$bwrap" --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session -- /bin/true
+# bench UID GID [SHINKEN-OPTIONS...] ::: PEER-OPTIONS: each shinken (and the
+# baseline) with the options, against bwrap with the peer's.
+bench() {
+  b_uid=$1 b_gid=$2; shift 2
+  opts="" popts=""
+  while [ $# -gt 0 ] && [ "$1" != ::: ]; do opts="$opts $1"; shift; done
+  [ $# -gt 0 ] && shift
+  popts="$*"
+  # shellcheck disable=SC2086
+  if [ -n "${BASELINE:-}" ]; then
+    "$tmp/startup" "$runs" "$b_uid" "$b_gid" shinken "$SHINKEN" run $opts -- /bin/true ::: \
+      baseline "$BASELINE" run $opts -- /bin/true ::: $peer $popts -- /bin/true
+  else
+    "$tmp/startup" "$runs" "$b_uid" "$b_gid" shinken "$SHINKEN" run $opts -- /bin/true ::: \
+      $peer $popts -- /bin/true
+  fi
 }
 
-echo "shinken: $SHINKEN"
+# The masks: existing files and directories in the working directory,
+# which both sandboxes bind writable.
+mkdir -p m
+i=0 denies="" pmasks=""
+while [ $i -lt "$masks" ]; do
+  if [ $((i % 2)) = 0 ]; then
+    : >"m/f$i"; denies="$denies --deny m/f$i"; pmasks="$pmasks --ro-bind /dev/null $tmp/m/f$i"
+  else
+    mkdir "m/d$i"; denies="$denies --deny m/d$i"; pmasks="$pmasks --tmpfs $tmp/m/d$i --remount-ro $tmp/m/d$i"
+  fi
+  i=$((i + 1))
+done
+chmod -R a+rwX m
+
+echo "shinken: $SHINKEN${BASELINE:+ (baseline: $BASELINE)}"
 if [ "$(id -u)" = 0 ]; then
   user=${BENCH_USER:-nobody}
+  uid=$(id -u "$user") gid=$(id -g "$user")
   echo "== as $user (unprivileged): shinken run -- /bin/true"
-  bench "$(id -u "$user")" "$(id -g "$user")"
+  bench "$uid" "$gid"
   echo "== as root (degraded layer): shinken run --allow-degraded -- /bin/true"
   bench -1 -1 --allow-degraded
+  echo "== as $user, $masks masks: shinken run --deny ... against bwrap making the same masks"
+  # shellcheck disable=SC2086
+  bench "$uid" "$gid" $denies ::: --bind "$tmp" "$tmp" $pmasks
 else
   echo "== as $(id -un): shinken run -- /bin/true"
   bench -1 -1
+  echo "== $masks masks: shinken run --deny ... against bwrap making the same masks"
+  # shellcheck disable=SC2086
+  bench -1 -1 $denies ::: --bind "$tmp" "$tmp" $pmasks
 fi
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"

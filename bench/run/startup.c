@@ -1,13 +1,15 @@
-/* The start-up benchmark's driver: times two commands in alternation, each
+/* The start-up benchmark's driver: times commands in alternation, each
  * started directly with fork and exec (no shell or wrapper process, whose
  * own start would dilute the ratio), optionally as another user, and prints
- * the wall time, CPU time and peak memory of each and their ratios.
+ * the wall time, CPU time and peak memory of each and their ratios to the
+ * last command, the peer.
  *
- * usage: startup RUNS UID GID CMD1 ARGS... ::: CMD2 ARGS...
- * UID and GID are -1 to run as the caller. CMD1 is reported as "shinken
- * run", CMD2 as "bwrap". Rounds alternate the order, so a drift in the
- * machine's load hits both; the median is the headline, the minimum the
- * least disturbed run. Exits 1 if either command fails. */
+ * usage: startup RUNS UID GID NAME CMD ARGS... [::: NAME CMD ARGS...]... ::: PEER ARGS...
+ * UID and GID are -1 to run as the caller. Each command but the peer is
+ * named by the word before it (the peer is "bwrap"). Rounds rotate the
+ * order, so a drift in the machine's load hits all of them alike; the
+ * median is the headline, the quartiles and minimum show the spread.
+ * Exits 1 if a command fails. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -19,6 +21,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define MAXCMD 8
 
 typedef struct sample {
   double wall, cpu; /* milliseconds */
@@ -73,44 +77,67 @@ static int cmp_double(const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+/* The value at quantile Q of the N sorted values V. */
+static double at(const double *v, int n, double q)
 {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return v[(int)(q * (n - 1) + 0.5)];
 }
 
 int main(int argc, char **argv)
 {
-  if (argc < 7) {
-    fputs("usage: startup RUNS UID GID CMD1 ARGS... ::: CMD2 ARGS...\n", stderr);
+  if (argc < 8) {
+    fputs("usage: startup RUNS UID GID NAME CMD ARGS... [::: NAME CMD...]... ::: PEER ARGS...\n",
+          stderr);
     return 2;
   }
   int n = atoi(argv[1]);
   long uid = atol(argv[2]), gid = atol(argv[3]);
-  char **cmd[2] = { argv + 4, NULL };
-  for (int i = 4; i < argc; i++)
-    if (!strcmp(argv[i], ":::")) {
-      argv[i] = NULL;
-      cmd[1] = argv + i + 1;
+  char **cmd[MAXCMD];
+  const char *name[MAXCMD];
+  int nc = 0;
+  char **start = argv + 4;
+  for (int i = 4; i <= argc; i++) {
+    if (i < argc && strcmp(argv[i], ":::"))
+      continue;
+    if (nc == MAXCMD) {
+      fputs("startup: too many commands\n", stderr);
+      return 2;
     }
-  if (n < 1 || !cmd[1] || !cmd[1][0]) {
-    fputs("startup: need RUNS >= 1 and two commands separated by :::\n", stderr);
+    if (i < argc)
+      argv[i] = NULL;
+    cmd[nc] = start;
+    name[nc] = "bwrap";
+    nc++;
+    start = argv + i + 1;
+  }
+  /* Every command but the last carries its name in front. */
+  for (int c = 0; c < nc - 1; c++) {
+    name[c] = cmd[c][0];
+    cmd[c]++;
+  }
+  if (n < 1 || nc < 2) {
+    fputs("startup: need RUNS >= 1 and at least two commands separated by :::\n", stderr);
     return 2;
   }
+  for (int c = 0; c < nc; c++)
+    if (!cmd[c][0]) {
+      fputs("startup: an empty command\n", stderr);
+      return 2;
+    }
   int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (devnull < 0) {
     perror("/dev/null");
     return 1;
   }
-  double *wall[2], *cpu[2], *rss[2];
-  for (int c = 0; c < 2; c++) {
+  double *wall[MAXCMD], *cpu[MAXCMD], *rss[MAXCMD];
+  for (int c = 0; c < nc; c++) {
     wall[c] = calloc((size_t)n, sizeof(double));
     cpu[c] = calloc((size_t)n, sizeof(double));
     rss[c] = calloc((size_t)n, sizeof(double));
   }
   for (int r = -10; r < n; r++)
-    for (int k = 0; k < 2; k++) {
-      int c = (r & 1) ? 1 - k : k; /* alternate which goes first */
+    for (int k = 0; k < nc; k++) {
+      int c = (k + (r + 10) % nc) % nc; /* rotate which goes first */
       sample s = run(cmd[c], uid, gid, devnull);
       if (r >= 0) {
         wall[c][r] = s.wall;
@@ -118,22 +145,23 @@ int main(int argc, char **argv)
         rss[c][r] = (double)s.rss;
       }
     }
-  double wmin[2], wmed[2], cmed[2], rmed[2];
-  for (int c = 0; c < 2; c++) {
-    wmed[c] = median(wall[c], n);
-    wmin[c] = wall[c][0];
-    cmed[c] = median(cpu[c], n);
-    rmed[c] = median(rss[c], n);
+  for (int c = 0; c < nc; c++) {
+    qsort(wall[c], (size_t)n, sizeof(double), cmp_double);
+    qsort(cpu[c], (size_t)n, sizeof(double), cmp_double);
+    qsort(rss[c], (size_t)n, sizeof(double), cmp_double);
   }
-  double ratio = wmed[0] / wmed[1];
-  printf("wall (median of %d runs each)  shinken run %.2f ms   bwrap %.2f ms\n", n, wmed[0], wmed[1]);
-  printf("      minimum                   shinken run %.2f ms   bwrap %.2f ms   ratio %.2fx\n",
-         wmin[0], wmin[1], wmin[0] / wmin[1]);
-  printf("ratio %.2fx bwrap's wall time (target <= 1.50x): %s\n", ratio,
-         ratio <= 1.5 ? "met" : "NOT met");
-  printf("cpu (user+sys, median)        shinken run %.2f ms   bwrap %.2f ms   ratio %.2fx\n",
-         cmed[0], cmed[1], cmed[0] / cmed[1]);
-  printf("peak RSS (median)             shinken run %.0f KiB   bwrap %.0f KiB   ratio %.2fx\n",
-         rmed[0], rmed[1], rmed[0] / rmed[1]);
+  int p = nc - 1;
+  printf("%-16s %26s %26s %26s %9s %11s\n", "", "wall ms: p25 median p75", "min",
+         "ratio p25 median p75", "cpu ms", "peak KiB");
+  for (int c = 0; c < nc; c++)
+    printf("%-16s %8.2f %8.2f %8.2f %17.2f %8.2fx %6.2fx %6.2fx %9.2f %11.0f\n", name[c],
+           at(wall[c], n, .25), at(wall[c], n, .5), at(wall[c], n, .75), wall[c][0],
+           at(wall[c], n, .25) / at(wall[p], n, .25), at(wall[c], n, .5) / at(wall[p], n, .5),
+           at(wall[c], n, .75) / at(wall[p], n, .75), at(cpu[c], n, .5), at(rss[c], n, .5));
+  for (int c = 0; c < p; c++) {
+    double ratio = at(wall[c], n, .5) / at(wall[p], n, .5);
+    printf("%s: %.2fx bwrap's median wall time (target <= 1.25x): %s\n", name[c], ratio,
+           ratio <= 1.25 ? "met" : "NOT met");
+  }
   return 0;
 }

@@ -37,11 +37,14 @@ typedef enum shk_egress_proto {
 } shk_egress_proto;
 
 /* The verdicts of the policy lattice None < Allow < Deny: the hook's
- * answer, and every rule's verdict inside the proxy. */
+ * answer, and every rule's verdict inside the proxy. HOLD is the hook's
+ * alone and stands outside the lattice: "ask a human first" (see
+ * shk_egress_session_resume). */
 typedef enum shk_egress_verdict {
   SHK_EGRESS_NONE = 0,  /* no opinion */
   SHK_EGRESS_ALLOW = 1,
   SHK_EGRESS_DENY = 2,
+  SHK_EGRESS_HOLD = 3,
 } shk_egress_verdict;
 
 /* One new connection (or DNS query), as the decision hook sees it. host is
@@ -53,6 +56,15 @@ typedef struct shk_egress_request {
   const char *host;
   uint16_t port; /* 0 for SHK_EGRESS_DNS */
   uint64_t conn_id; /* unique per connection within a session */
+  /* Where the hook may leave the text a refused client reads (the body of
+   * the 403, and the audit line's "message"): one short paragraph written
+   * for an agent, copied before the hook returns' caller goes on. Leave it
+   * NULL for the proxy's own text. */
+  const char **message;
+  /* The synthetic address the connection was made to, when the workload
+   * looked the name up in the DNS stub first and connected to the answer
+   * (host is then the name it was handed out for); NULL otherwise. */
+  const char *via;
 } shk_egress_request;
 
 /* The per-connection decision hook: the capability manager plugs its live
@@ -63,12 +75,54 @@ typedef struct shk_egress_request {
  * cannot override a configured deny. Whatever both say, non-public
  * addresses stay blocked unless the configuration opts them in.
  *
+ * SHK_EGRESS_HOLD (for SHK_EGRESS_HTTP, _CONNECT and _SOCKS5) holds the
+ * connection: nothing is sent to the client until
+ * shk_egress_session_resume is called with its conn_id. It may hold
+ * anything it could deny. For SHK_EGRESS_DNS a lookup is never held: the
+ * stub answers from the session's pool of synthetic addresses when the
+ * verdict is ALLOW or HOLD (a connection to the name would go out, or be
+ * held for a human) and REFUSED otherwise; nothing is looked up upstream
+ * for a DNS query, only when a connection the hook admits is dialed.
+ *
  * *tag binds the connection to a caller-chosen value (a handle id, say; 0
  * by default) so that shk_egress_session_close_tunnels can later close
  * exactly the tunnels a revoked handle let through. *rule, if set, names
  * what decided, for the audit line (a static or long-lived string). */
 typedef shk_egress_verdict (*shk_egress_hook_fn)(void *data, const shk_egress_request *req,
                                                  uint64_t *tag, const char **rule);
+
+/* Per-session limits: what one sandbox may hold of the process that hosts
+ * its proxy, so that no session can starve another or the control plane.
+ * Over a limit a new connection is refused at once (HTTP 429, or 503 for
+ * the descriptor reserve, with X-Shinken-Decision; SOCKS5 0x02; DNS
+ * REFUSED) and the refusal is in the audit line. Zero means the default. */
+typedef struct shk_egress_limits {
+  /* Open sockets of the session, client and upstream sides counted (a
+   * tunnel is two, and holds two pipes besides); default 4096. */
+  unsigned connections;
+  /* Connections still in their request phase (reading the request,
+   * deciding, resolving, dialing); default 128. */
+  unsigned setup;
+  /* Connections held for the hook (SHK_EGRESS_HOLD); default 64. */
+  unsigned held;
+  /* A connection in its request phase that sends nothing for this long is
+   * closed (slowloris); default 10000 ms. */
+  unsigned idle_ms;
+  /* The whole request phase, however slowly it trickles; default
+   * 30000 ms. */
+  unsigned request_ms;
+  /* The longest a connection stays held before it is refused (and
+   * reported to on_abandon); default 600000 ms. Keep it above the Ask
+   * loop's own timeout. */
+  unsigned hold_ms;
+  /* Descriptors kept free for the rest of the process (the control
+   * plane): new connections are refused while fewer would be left;
+   * default 256. */
+  unsigned fd_reserve;
+  /* Names the DNS stub remembers in the session's synthetic address pool
+   * (least recently used first out); default 4096, at most 65536. */
+  unsigned dns_names;
+} shk_egress_limits;
 
 typedef struct shk_egress_session_opts {
   /* The session's name in audit lines; "session" if NULL. */
@@ -88,6 +142,15 @@ typedef struct shk_egress_session_opts {
   int audit_fd;
   shk_egress_hook_fn hook; /* may be NULL */
   void *hook_data;
+  /* Per-session limits; a zero field takes the default. A value the
+   * configuration file's "limits" object gives wins over the field. */
+  shk_egress_limits limits;
+  /* Called on the proxy's thread when a held connection ends before it
+   * was resumed: the client went away, or it was held longer than
+   * limits.hold_ms. It must not block; shk_egress_session_resume for that
+   * id returns -ENOENT from then on. Not called at session close. May be
+   * NULL. */
+  void (*on_abandon)(void *hook_data, const char *session, uint64_t conn_id);
 } shk_egress_session_opts;
 
 typedef struct shk_egress_session shk_egress_session;
@@ -96,19 +159,44 @@ typedef struct shk_egress_session shk_egress_session;
  * and creates a private 0700 directory (under $XDG_RUNTIME_DIR or /tmp)
  * holding http.sock, socks5.sock and dns.sock, and resolv.conf
  * ("nameserver 127.0.0.1", to bind over the sandbox's /etc/resolv.conf so
- * the DNS stub is its resolver). On failure returns a negative errno and
- * fills err (may be NULL) with one sentence: -EINVAL for a bad pattern or
- * configuration, -ENOMEM, or the errno of the file, directory, socket or
- * thread that could not be made. */
+ * the DNS stub is its resolver). The stub answers A and AAAA queries from
+ * the session's own pool of synthetic addresses (198.18.0.0/15 and
+ * fd53:686b:6e00::/64, which exist only inside this proxy) and maps a
+ * connection to one of them back to its name. Raises the process's soft
+ * RLIMIT_NOFILE to its hard limit, once: the limits above, not the
+ * descriptor table, are what bound a session. On failure returns a
+ * negative errno and fills err (may be NULL) with one sentence: -EINVAL
+ * for a bad pattern or configuration, -ENOMEM, or the errno of the file,
+ * directory, socket or thread that could not be made. */
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
                             shk_error *err);
 /* The directory holding the three sockets. */
 const char *shk_egress_session_dir(const shk_egress_session *s);
 /* Closes the tunnels of S whose hook tag equals TAG (every tunnel when TAG
- * is 0) and returns how many it closed. Safe from any thread, including
- * from inside the hook; returns once they are closed. */
+ * is 0), and every connection with that tag still being set up. Safe from
+ * any thread, including from inside the hook, and never waits for the
+ * proxy's thread: it hands the work to the proxy's loop and returns at
+ * once, with the number of tunnels of that tag open at the moment of the
+ * call (or -ENOMEM). They close shortly after. Call it after the handle is
+ * dead in the hook's eyes: from that moment no new connection gets the
+ * tag, because the hook refuses it, so nothing the hook admitted is left
+ * open. Held connections are not tunnels and are left to resume. */
 int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag);
-/* Stops the proxy, closes every connection (open tunnels included),
+/* Releases a connection the hook held (SHK_EGRESS_HOLD): VERDICT is
+ * SHK_EGRESS_ALLOW (the connection goes on on the same client connection
+ * as if the hook had allowed it, tagged TAG, with RULE in its audit line:
+ * resolve, dial, then 200, SOCKS5 success or the forwarded request) or
+ * SHK_EGRESS_DENY (the client is refused: 403 with X-Shinken-Decision
+ * "held-denied" and REASON as the body, or SOCKS5 0x02, with REASON in the
+ * audit line; NULL REASON gives the proxy's own text). RULE and REASON are
+ * copied. Safe from any thread, never blocks (the work is done on the
+ * proxy's loop). Returns 0, -ENOENT when CONN_ID is not held (unknown,
+ * already resumed, abandoned, or timed out), -EINVAL for another verdict,
+ * or -ENOMEM. */
+int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egress_verdict verdict,
+                              uint64_t tag, const char *rule, const char *reason);
+/* Stops the proxy, closes every connection (open tunnels included; a held
+ * connection is refused first: 403 "session-closed", SOCKS5 0x02),
  * removes the sockets and the directory, frees S. NULL is a no-op. */
 void shk_egress_session_close(shk_egress_session *s);
 

@@ -1,15 +1,19 @@
-/* Shinken's enforcement layer on Linux: the options of `shinken run`, the
- * filesystem plan they resolve to, what the host can enforce, and the pieces
- * stage 2 applies inside the sandbox (capabilities, Landlock, seccomp).
+/* Shinken's enforcement layer on Linux: the options of `shinken run`, who the
+ * caller is, the filesystem plan the options resolve to, what the host can
+ * enforce and what a run would, the launch (bwrap, then stage 2 inside,
+ * which applies the layers bwrap does not), and the report of a run.
  *
- * Library functions return 0 or a negative errno; the ones that can fail on
- * user input also return a one-line message in *err (free() it). */
+ * Library functions follow the contract of shinken/common.h: 0 or a
+ * negative errno, and one sentence in an optional shk_error. */
 #ifndef SHINKEN_SANDBOX_H
 #define SHINKEN_SANDBOX_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "shinken/common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,9 +66,10 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o);
 /* Parses `[OPTIONS] [--] CMD [ARGS...]` (argv[0] is the first option, not a
  * program name). Options are applied in order; --profile FILE is applied
  * where it appears. A missing command is an error. */
-int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, char **err);
+int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, shk_error *err);
 /* Applies a JSON profile (text, NUL-terminated). `what` names it in errors. */
-int shk_sandbox_profile_apply(shk_sandbox_opts *o, const char *json, const char *what, char **err);
+int shk_sandbox_profile_apply(shk_sandbox_opts *o, const char *json, const char *what,
+                              shk_error *err);
 
 /* "512M" -> bytes (K, M, G, T are powers of 1024); a positive integer. */
 int shk_sandbox_parse_size(const char *s, uint64_t *out);
@@ -91,18 +96,33 @@ typedef struct shk_sandbox_rule {
   shk_access access;
   shk_mount_kind kind;
   bool is_default; /* a built-in protection, not an option */
-  bool created;    /* masks a missing path: bwrap creates the mount point */
+  bool created;    /* masks a missing path: the sandbox creates the mount point */
   bool via_symlink; /* an option whose path led here through a symlink */
 } shk_sandbox_rule;
 
-/* Where the defaults come from; filled from the process by
- * shk_sandbox_env_from_process, or by hand in tests. */
+/* Who the caller is and where the defaults come from. The module reads
+ * nothing of this from the process itself: shk_sandbox_env_from_process
+ * fills it (the one place that asks who the caller is), tests fill it by
+ * hand. */
 typedef struct shk_sandbox_env {
   const char *cwd;      /* resolved */
   const char *homes[2]; /* $HOME and the password database's; NULL when absent */
   const char *path;     /* $PATH; may be NULL */
-  bool root;            /* the caller is root outside */
+  bool root;            /* the caller is root outside (effective uid 0) */
+  uid_t uid;            /* the caller's effective ids outside */
+  gid_t gid;
+  const char *user;          /* the caller's name in the password database, or NULL */
+  const char *cgroup_parent; /* SHINKEN_CGROUP_PARENT (cgroup v1), or NULL */
+  const char *exe;           /* the shinken binary, for `shinken __stage2`; NULL:
+                              * /proc/self/exe, read when it is needed */
+  char *const *environ;      /* the environment the command inherits */
+  char *storage_;            /* what shk_sandbox_env_from_process allocated */
 } shk_sandbox_env;
+
+/* Reads the caller's ids, the working directory and the variables above
+ * from this process. Free with shk_sandbox_env_free. */
+int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err);
+void shk_sandbox_env_free(shk_sandbox_env *env);
 
 typedef struct shk_sandbox_plan {
   bool read_restricted; /* --read given: an empty root plus listed roots */
@@ -116,9 +136,9 @@ typedef struct shk_sandbox_plan {
  * missing --write or --read path, --read-only with --write, or a protected
  * path that is a symlink inside a writable root. */
 int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env,
-                           shk_sandbox_plan *p, char **err);
+                           shk_sandbox_plan *p, shk_error *err);
 void shk_sandbox_plan_free(shk_sandbox_plan *p);
-/* After the sandbox is gone: removes the mount points bwrap created on the
+/* After the sandbox is gone: removes the mount points it created on the
  * host for masks of missing paths, when they are still empty. */
 void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p);
 /* The access the plan gives PATH (absolute, resolved): the rule on its
@@ -140,27 +160,6 @@ extern const char *const shk_sandbox_system_dirs[];
 #define SHK_SANDBOX_STAGE2_EXE "/run/shinken/shinken"
 #define SHK_SANDBOX_EGRESS_DIR "/run/shinken/egress"
 
-typedef struct shk_sandbox_launch {
-  const char *bwrap;      /* host path of bwrap */
-  const char *exe;        /* host path of the shinken binary (stage 2) */
-  const char *egress_dir; /* host directory of the egress sockets, or NULL */
-  const char *resolv;     /* where the sandbox's resolver file goes, or NULL */
-  const char *resolv_src; /* what is shown there: NULL for the host's own file
-                           * (host mode), the egress stub's in proxy mode */
-  const char *chdir;      /* working directory inside, or NULL */
-  shk_net_mode net;
-  bool landlock, seccomp; /* false only when degraded mode was allowed */
-  bool guard;             /* the connect() guard; likewise */
-  int sync_fd;            /* a unix socket: stage 2 sends one byte here just before
-                           * exec, with the connect() guard's listener */
-  char *const *command;
-  size_t ncommand;
-} shk_sandbox_launch;
-
-/* bwrap's argv (argv[0] is l->bwrap), ending with stage 2's command line;
- * free with shk_sandbox_strv_free. */
-char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l);
-void shk_sandbox_strv_free(char **v);
 
 /* ---- what this host can enforce ---- */
 
@@ -179,12 +178,16 @@ typedef struct shk_sandbox_features {
   bool bwrap_setuid;
   bool userns;         /* unprivileged user namespaces usable (or bwrap setuid) */
   char *userns_detail; /* why not, or how */
+  bool apparmor_userns; /* AppArmor's user-namespace restriction exists here (a
+                         * non-root caller's namespaces may be powerless) */
   int landlock_abi;    /* 0: no Landlock */
   bool seccomp;
   bool connect_guard;  /* seccomp listeners, pidfd_getfd, openat2, STATX_MNT_ID */
   bool cgroup_v2;
   char *cgroup_mount;  /* the cgroup2 mount, NULL when none */
   char *cgroup_parent; /* where session cgroups go, NULL when none usable */
+  bool cgroup_own_parent; /* cgroup_parent is root's to create, and its
+                           * controllers root's to enable */
   unsigned cgroup_controllers; /* SHK_CG_* available at cgroup_parent */
   char *cgroup_detail;
   /* The fallback where cgroup v2 lacks the controllers (a hybrid host):
@@ -193,6 +196,7 @@ typedef struct shk_sandbox_features {
    * hierarchy (SHK_CG1_*), NULL where none is usable by this caller. */
   bool cgroup_v1;
   char *cgroup_v1_parent[SHK_CG1_N];
+  bool nomem_; /* detection ran out of memory */
 } shk_sandbox_features;
 
 enum {
@@ -200,9 +204,81 @@ enum {
   SHK_DETECT_USERNS_TRY = 1 << 1, /* actually create a user namespace */
 };
 
-/* Cheap unless asked for more: a few stat() and sysctl reads. */
-void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what);
+/* What this host can enforce for the caller ENV describes. Cheap unless
+ * asked for more: a few stat() and sysctl reads. 0, or -ENOMEM. */
+int shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env *env,
+                                unsigned what);
 void shk_sandbox_features_free(shk_sandbox_features *f);
+
+/* ---- what a run enforces here: one assessment ---- */
+
+/* The layers a run may lack, each a decision for the caller: refused
+ * unless degraded mode is allowed (a host gap), or warned about (asked
+ * for by the options). */
+typedef enum shk_sandbox_layer {
+  SHK_SANDBOX_LAYER_CALLER,   /* an unprivileged caller: root's own files stay root's */
+  SHK_SANDBOX_LAYER_LANDLOCK,
+  SHK_SANDBOX_LAYER_SECCOMP,
+  SHK_SANDBOX_LAYER_GUARD,    /* the connect() guard */
+  SHK_SANDBOX_LAYER_CGROUP,   /* the limits asked for */
+  SHK_SANDBOX_LAYER_NETWORK,  /* the network namespace (off with --net host) */
+  SHK_SANDBOX_LAYER_N
+} shk_sandbox_layer;
+
+typedef struct shk_sandbox_gap {
+  shk_sandbox_layer layer;
+  bool requested;  /* turned off by the options, not missing from the host */
+  const char *why; /* one sentence, static */
+} shk_sandbox_gap;
+
+typedef enum shk_sandbox_level {
+  SHK_SANDBOX_LEVEL_NONE,
+  SHK_SANDBOX_LEVEL_PARTIAL,
+  SHK_SANDBOX_LEVEL_FULL,
+} shk_sandbox_level;
+
+#define SHK_SANDBOX_TEXT_MAX 512
+
+/* One class of authority (filesystem, network, processes, syscalls,
+ * privileges, resources): how much of it this host enforces. */
+typedef struct shk_sandbox_class {
+  const char *name;
+  shk_sandbox_level level;
+  char mechanism[SHK_SANDBOX_TEXT_MAX]; /* "" when none */
+  char missing[SHK_SANDBOX_TEXT_MAX];   /* "" when nothing is */
+} shk_sandbox_class;
+
+enum {
+  SHK_SANDBOX_CLASS_FILESYSTEM,
+  SHK_SANDBOX_CLASS_NETWORK,
+  SHK_SANDBOX_CLASS_PROCESSES,
+  SHK_SANDBOX_CLASS_SYSCALLS,
+  SHK_SANDBOX_CLASS_PRIVILEGES,
+  SHK_SANDBOX_CLASS_RESOURCES,
+  SHK_SANDBOX_CLASS_N
+};
+
+typedef struct shk_sandbox_assessment {
+  char fatal[SHK_SANDBOX_TEXT_MAX]; /* why nothing can run here (no bwrap, no user
+                                     * namespaces); "" when something can */
+  shk_sandbox_gap gaps[SHK_SANDBOX_LAYER_N];
+  size_t ngaps;
+  /* What a launch with these options uses. */
+  int landlock_abi;    /* 0: no Landlock */
+  bool landlock_net;   /* TCP bind and connect refused by Landlock */
+  bool landlock_scope; /* abstract unix sockets and signals scoped */
+  bool seccomp, guard, cgroup, netns;
+  shk_sandbox_class classes[SHK_SANDBOX_CLASS_N];
+} shk_sandbox_assessment;
+
+/* What a run with options O (NULL: the defaults) enforces on this host for
+ * the caller ENV. Allocates nothing and cannot fail. */
+void shk_sandbox_assess(const shk_sandbox_features *f, const shk_sandbox_env *env,
+                        const shk_sandbox_opts *o, shk_sandbox_assessment *a);
+const char *shk_sandbox_layer_name(shk_sandbox_layer l);
+const char *shk_sandbox_level_name(shk_sandbox_level l);
+/* Whether the cgroup controllers the limits of O need are there. */
+bool shk_sandbox_cgroup_usable(const shk_sandbox_features *f, const shk_sandbox_opts *o);
 
 /* ---- cgroup v2 session ---- */
 
@@ -218,44 +294,88 @@ typedef struct shk_sandbox_cgroup {
 
 /* Creates a session cgroup under f->cgroup_parent with the limits of `o`. */
 int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_opts *o,
-                              shk_sandbox_cgroup *cg, char **err);
+                              shk_sandbox_cgroup *cg, shk_error *err);
 /* In a child before exec: moves the calling process into the cgroup. */
 int shk_sandbox_cgroup_join(const shk_sandbox_cgroup *cg);
 /* Kills every process left in the cgroup and removes it. */
 void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg);
 
+/* ---- the launch ---- */
+
+/* Where a --net proxy sandbox's traffic goes: the session a capability
+ * manager opened for it. */
+typedef struct shk_sandbox_egress {
+  const char *dir;     /* host directory of the session's egress sockets */
+  const char *session; /* the session's id */
+} shk_sandbox_egress;
+
+/* What stage 2 applied, as it reported just before it exec'd the command
+ * (stage 2 stops rather than run the command with less than it was asked,
+ * and the launcher checks the report against what it asked). */
+typedef struct shk_sandbox_applied {
+  int landlock_abi;     /* the ABI Landlock was applied at; 0: not applied */
+  bool landlock_net;    /* TCP bind and connect handled (refused) */
+  bool landlock_scope;  /* abstract unix sockets and signals scoped */
+  bool seccomp;         /* the syscall filter is loaded */
+  bool guard;           /* the connect() guard is installed, its listener with the launcher */
+  bool caps_dropped;    /* no capability left, the bounding set empty */
+  bool no_new_privs;
+  bool keyring;         /* a fresh session keyring */
+  bool bridge;          /* the egress bridge runs (--net proxy) */
+  bool userns;          /* the command runs in stage 2's own user namespace */
+  unsigned masks;       /* mounts stage 2 made itself (bwrap made the others) */
+} shk_sandbox_applied;
+
+/* What one launch did. */
+typedef struct shk_sandbox_result {
+  shk_sandbox_plan plan;  /* the filesystem plan the sandbox was built from */
+  /* The session cgroup's directories (removed by now), NULL-terminated;
+   * cgroup_v1 when they are cgroup v1 ones. */
+  char *cgroup_paths[SHK_CG1_N + 1];
+  bool cgroup_v1;
+  char *session;          /* the egress session's id (--net proxy), or NULL */
+  bool started;           /* stage 2 reported: the command was exec'd (or, with an
+                           * error, it may have been before the sandbox was killed) */
+  shk_sandbox_applied applied; /* what stage 2 reported, when started */
+  int exit_status;        /* bwrap's exit status, the command's (128+N after signal
+                           * N), or -1 when bwrap was killed */
+  int exit_signal;        /* the signal that killed bwrap, or 0 */
+  int launcher_signal;    /* a signal the launcher received and ended the sandbox
+                           * with, or 0 */
+} shk_sandbox_result;
+
+/* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and
+ * ENV; the launch takes it over, whatever it returns: it moves into RES and
+ * *PLAN is left empty), creates the session cgroup when the assessment A
+ * says so, starts bwrap (which starts
+ * stage 2, which execs the command) with EG's egress sockets in proxy mode,
+ * serves the connect() guard and waits until the sandbox is gone. While it
+ * runs, SIGINT, SIGTERM, SIGHUP and SIGQUIT end the sandbox (the previous
+ * handlers are restored before it returns); one launch at a time per
+ * process. Returns 0 once the sandbox has come and gone, whatever the
+ * command did (see RES), or -errno when it could not run or could not be
+ * supervised: then nothing of it is left (the sandbox killed, the cgroup
+ * and the mount points bwrap created removed). Free RES with
+ * shk_sandbox_result_free, also after a failure. */
+int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
+                       const shk_sandbox_features *f, const shk_sandbox_assessment *a,
+                       shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
+                       shk_sandbox_result *res, shk_error *err);
+void shk_sandbox_result_free(shk_sandbox_result *res);
+
+/* The report of a run, as JSON text (malloc'd, into *JSON): what was
+ * asked (O), what this host enforces (A, the assessment the run was
+ * decided on), the plan's rules, what stage 2 applied, and the exit. The
+ * same object is what a sandbox's audit event carries. 0 or -ENOMEM. */
+int shk_sandbox_report(const shk_sandbox_opts *o, const shk_sandbox_assessment *a,
+                       const shk_sandbox_result *res, char **json, shk_error *err);
+
 /* ---- stage 2 (inside the sandbox) ---- */
 
-/* Stage 2, caller root only: binds /dev/null read-only over the existing
- * file PATH (see bwrap.c for when a mask is made here instead of by bwrap).
- * Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
-int shk_sandbox_mask_file(const char *path);
-/* Drops every capability: bounding set, ambient, effective, permitted,
- * inheritable. Returns 0 only when none is left. */
-int shk_sandbox_drop_caps(void);
-/* Applies Landlock at the best ABI the kernel offers: read-only access
- * beneath `ro`, full access beneath `rw`, device access beneath `dev`;
- * TCP bind/connect refused when `deny_tcp`; abstract unix sockets and
- * signals scoped at ABI 6 and later. Returns the ABI applied. */
-int shk_sandbox_landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
-                               size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp);
-/* The connect() guard (connect.c). Stage 2 installs a filter that hands
- * every connect() of the workload to a listener (returned, or -errno) and
- * passes that listener to the launcher; call it just before
- * shk_sandbox_seccomp_apply, whose filter forbids the workload a listener of
- * its own (which would take precedence). */
-int shk_sandbox_guard_install(void);
-/* The launcher's side: `allowed` are the paths (as inside) on whose mounts
- * a pathname unix socket may be connected, the writable ones; with
- * `deny_abstract` (--net host) abstract sockets are refused. serve() handles
- * one pending request: call it when the listener is readable. */
-typedef struct shk_sandbox_guard shk_sandbox_guard;
-shk_sandbox_guard *shk_sandbox_guard_new(const char *const *allowed, size_t n, bool deny_abstract);
-int shk_sandbox_guard_serve(shk_sandbox_guard *g, int listener);
-void shk_sandbox_guard_free(shk_sandbox_guard *g);
-/* Installs the precompiled seccomp filter for `net`. Must be the last step
- * before exec: it refuses the syscalls used to set the sandbox up. */
-int shk_sandbox_seccomp_apply(shk_net_mode net);
+/* The stage 2 program, `shinken __stage2 ARGS` (argv[0] is "__stage2"),
+ * run by bwrap with the arguments the launcher wrote: applies the layers
+ * and execs the command, or exits 125. Never returns. */
+__attribute__((noreturn)) int shk_sandbox_stage2(int argc, char **argv);
 
 #ifdef __cplusplus
 }

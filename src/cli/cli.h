@@ -19,14 +19,6 @@ int shk_cli_revoke(int argc, char **argv);
 int shk_cli_attenuate(int argc, char **argv);
 int shk_cli_audit(int argc, char **argv);
 
-/* What `shinken run` cannot enforce for a root caller: bwrap 0.8 gives root
- * no id-mapped root, so the sandbox's uid 0 is the host's root and owns every
- * root-only file that no rule masks. One text, so that `shinken run` and
- * `shinken doctor` say the same thing. */
-#define SHK_CLI_ROOT_CALLER_DEGRADED                                                           \
-  "root-owned files are readable: the caller is root, and the sandbox runs as the caller's "   \
-  "uid (run as an unprivileged user to protect root's files)"
-
 /* `shinken cedar SUB`: src/cli/cedar.c dispatches; these live in their own
  * files (cedar-validate.c, cedar-format.c). */
 int shk_cli_cedar_validate(int argc, char **argv);

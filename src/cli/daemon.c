@@ -1,4 +1,6 @@
-/* shinken daemon: the capability manager as a long-lived process. */
+/* shinken daemon: the capability manager as a long-lived process. It keeps
+ * the authority timeline in the configured store (audit_db), by default the
+ * user's (shk_audit_default_path). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -39,6 +41,8 @@ int shk_cli_daemon(int argc, char **argv)
   shk_error err;
   if (shk_manager_config_load(config, &mc, &err))
     shk__die(1, "daemon: %s", err.message);
+  if (!mc.opts.audit_db)
+    shk__die(1, "daemon: no place for the audit log: set HOME or XDG_STATE_HOME, or audit_db in the configuration");
   /* The operator accepts a project or session tier wider than the one
    * recorded in the configuration's state_dir. */
   mc.opts.accept_widening = accept_widening;
@@ -58,7 +62,7 @@ int shk_cli_daemon(int argc, char **argv)
     shk_manager_free(m);
     shk__die(1, "daemon: %s", err.message);
   }
-  printf("listening %s\n", mc.socket);
+  printf("listening %s\naudit log %s\n", mc.socket, mc.opts.audit_db);
   fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);

@@ -12,25 +12,6 @@
 #include "common/common.h"
 #include "shinken/sandbox.h"
 
-typedef enum level { LEVEL_NONE, LEVEL_PARTIAL, LEVEL_FULL } level;
-
-typedef struct klass {
-  const char *name;
-  level lvl;
-  char *mechanism;
-  char *missing; /* NULL when nothing is */
-} klass;
-
-static const char *level_name(level l)
-{
-  switch (l) {
-  case LEVEL_NONE: return "none";
-  case LEVEL_PARTIAL: return "partial";
-  case LEVEL_FULL: return "full";
-  }
-  return "?";
-}
-
 /* The first line of `bwrap --version`, without a shell. */
 static char *bwrap_version(const char *bwrap)
 {
@@ -60,88 +41,6 @@ static char *bwrap_version(const char *bwrap)
   return shk__xstrdup(v ? v + 1 : buf);
 }
 
-static void classify(const shk_sandbox_features *f, klass c[6])
-{
-  bool ns = f->bwrap && f->userns;
-  const char *nons = !f->bwrap ? "bwrap not found" : "user namespaces unavailable";
-  int abi = f->landlock_abi;
-
-  /* A root caller's sandbox runs as the host's root (see `shinken run`). */
-  bool root = geteuid() == 0;
-  c[0] = (klass){ "filesystem", LEVEL_NONE, NULL, NULL };
-  if (ns) {
-    c[0].lvl = abi > 0 && !root ? LEVEL_FULL : LEVEL_PARTIAL;
-    c[0].mechanism = abi > 0 ? shk__xasprintf("bwrap mount namespace + Landlock ABI %d", abi)
-                             : shk__xstrdup("bwrap mount namespace");
-    if (!abi || root)
-      c[0].missing = shk__xasprintf("%s%s%s", abi ? "" : "Landlock", !abi && root ? "; " : "",
-                                    root ? SHK_CLI_ROOT_CALLER_DEGRADED : "");
-  } else {
-    c[0].missing = shk__xstrdup(nons);
-  }
-
-  c[1] = (klass){ "network", LEVEL_NONE, NULL, NULL };
-  if (ns) {
-    bool tcp = abi >= 4;
-    c[1].lvl = f->seccomp && tcp ? LEVEL_FULL : LEVEL_PARTIAL;
-    c[1].mechanism = shk__xasprintf("network namespace (lo only)%s%s",
-                                    f->seccomp ? " + seccomp socket families" : "",
-                                    tcp ? " + Landlock TCP bind/connect" : "");
-    if (!f->seccomp || !tcp)
-      c[1].missing = shk__xasprintf("%s%s%s", f->seccomp ? "" : "seccomp",
-                                    !f->seccomp && !tcp ? ", " : "",
-                                    tcp ? "" : "Landlock ABI 4 (TCP rules)");
-  } else {
-    c[1].missing = shk__xstrdup(nons);
-  }
-
-  c[2] = (klass){ "processes", ns ? LEVEL_FULL : LEVEL_NONE, NULL, NULL };
-  if (ns)
-    c[2].mechanism = shk__xasprintf("pid, ipc, uts, cgroup namespaces; die-with-parent; "
-                                    "new session%s",
-                                    abi >= 6 ? "; Landlock signal and abstract-socket scoping"
-                                             : "");
-  else
-    c[2].missing = shk__xstrdup(nons);
-
-  c[3] = (klass){ "syscalls", !f->seccomp ? LEVEL_NONE : f->connect_guard ? LEVEL_FULL
-                                                                         : LEVEL_PARTIAL,
-                  NULL, NULL };
-  if (f->seccomp)
-    c[3].mechanism = shk__xstrdup(f->connect_guard
-        ? "seccomp filter (libseccomp, precompiled); connect() guard (seccomp user notification)"
-        : "seccomp filter (libseccomp, precompiled)");
-  if (!f->seccomp)
-    c[3].missing = shk__xstrdup("seccomp");
-  else if (!f->connect_guard)
-    c[3].missing = shk__xstrdup("connect() guard (needs Linux 5.8)");
-
-  c[4] = (klass){ "privileges", ns ? LEVEL_FULL : LEVEL_NONE, NULL, NULL };
-  if (ns)
-    c[4].mechanism = shk__xstrdup("user namespace; all capabilities and the bounding set "
-                                  "dropped; no-new-privs; fresh session keyring");
-  else
-    c[4].missing = shk__xstrdup(nons);
-
-  unsigned all = SHK_CG_MEMORY | SHK_CG_PIDS | SHK_CG_CPU;
-  unsigned have = f->cgroup_parent || f->cgroup_v1 ? f->cgroup_controllers & all : 0;
-  c[5] = (klass){ "resources", have == all ? LEVEL_FULL : have ? LEVEL_PARTIAL : LEVEL_NONE,
-                  NULL, NULL };
-  if (have && f->cgroup_v1)
-    c[5].mechanism = shk__xasprintf("cgroup v1 hierarchies%s:%s%s%s",
-                                    geteuid() == 0 ? "" : " delegated to this user",
-                                    have & SHK_CG_MEMORY ? " memory.limit_in_bytes" : "",
-                                    have & SHK_CG_PIDS ? " pids.max" : "",
-                                    have & SHK_CG_CPU ? " cpu.cfs_quota_us" : "");
-  else if (have)
-    c[5].mechanism = shk__xasprintf("cgroup v2 at %s:%s%s%s", f->cgroup_parent,
-                                    have & SHK_CG_MEMORY ? " memory.max" : "",
-                                    have & SHK_CG_PIDS ? " pids.max" : "",
-                                    have & SHK_CG_CPU ? " cpu.max" : "");
-  if (have != all)
-    c[5].missing = shk__xstrdup(f->cgroup_detail ? f->cgroup_detail : "cgroup v2");
-}
-
 int shk_cli_doctor(int argc, char **argv)
 {
   bool json = false;
@@ -151,19 +50,28 @@ int shk_cli_doctor(int argc, char **argv)
     else
       shk__die(125, "doctor: unknown option '%s' (usage: shinken doctor [--json])", argv[i]);
   }
+  shk_sandbox_env env;
+  shk_error e;
+  if (shk_sandbox_env_from_process(&env, &e) < 0)
+    shk__die(125, "doctor: %s", e.message);
   shk_sandbox_features f;
-  shk_sandbox_features_detect(&f, SHK_DETECT_CGROUP | SHK_DETECT_USERNS_TRY);
+  if (shk_sandbox_features_detect(&f, &env, SHK_DETECT_CGROUP | SHK_DETECT_USERNS_TRY) < 0)
+    shk__die(125, "doctor: out of memory");
   shk_autofree char *version = bwrap_version(f.bwrap);
-  klass c[6];
-  classify(&f, c);
-  bool can_run = f.bwrap && f.userns && f.landlock_abi > 0 && f.seccomp && f.connect_guard &&
-                 geteuid() != 0;
+  /* The same assessment `shinken run` makes of its defaults: it starts
+   * when nothing is fatal and no layer is missing. */
+  shk_sandbox_assessment a;
+  shk_sandbox_assess(&f, &env, NULL, &a);
+  const shk_sandbox_class *c = a.classes;
+  bool can_run = !a.fatal[0] && a.ngaps == 0;
 
   if (json) {
     json_t *classes = json_array();
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < SHK_SANDBOX_CLASS_N; i++)
       json_array_append_new(classes, json_pack("{s:s, s:s, s:s?, s:s?}", "class", c[i].name,
-          "level", level_name(c[i].lvl), "mechanism", c[i].mechanism, "missing", c[i].missing));
+          "level", shk_sandbox_level_name(c[i].level),
+          "mechanism", c[i].mechanism[0] ? c[i].mechanism : NULL,
+          "missing", c[i].missing[0] ? c[i].missing : NULL));
     json_t *ctl = json_array();
     static const char *const names[] = { "memory", "pids", "cpu" };
     for (int i = 0; i < 3; i++)
@@ -176,9 +84,15 @@ int shk_cli_doctor(int argc, char **argv)
     for (int i = 0; i < SHK_CG1_N; i++)
       if (f.cgroup_v1_parent[i])
         json_object_set_new(v1, v1_names[i], json_string(f.cgroup_v1_parent[i]));
+    /* The layers a default `shinken run` would be refused without. */
+    json_t *gaps = json_array();
+    for (size_t i = 0; i < a.ngaps; i++)
+      json_array_append_new(gaps, json_pack("{s:s, s:b, s:s}", "layer",
+          shk_sandbox_layer_name(a.gaps[i].layer), "requested", a.gaps[i].requested,
+          "why", a.gaps[i].why));
     json_t *root = json_pack(
         "{s:{s:s?, s:s?, s:b}, s:{s:b, s:s?}, s:{s:i}, s:{s:b, s:b},"
-        " s:{s:b, s:s?, s:s?, s:o, s:s?, s:s?, s:b, s:o}, s:o, s:b}",
+        " s:{s:b, s:s?, s:s?, s:o, s:s?, s:s?, s:b, s:o}, s:o, s:o, s:b}",
         "bwrap", "path", f.bwrap, "version", version, "setuid", f.bwrap_setuid,
         "userns", "available", f.userns, "detail", f.userns_detail,
         "landlock", "abi", f.landlock_abi,
@@ -186,8 +100,8 @@ int shk_cli_doctor(int argc, char **argv)
         "cgroup", "v2", f.cgroup_v2, "mount", f.cgroup_mount, "parent", f.cgroup_parent,
         "controllers", ctl, "detail", f.cgroup_detail,
         "mechanism", !ctl_n ? NULL : f.cgroup_v1 ? "cgroup v1" : "cgroup v2",
-        "delegated", ctl_n && geteuid() != 0, "v1", v1,
-        "classes", classes, "can_run", can_run);
+        "delegated", ctl_n && !env.root, "v1", v1,
+        "classes", classes, "gaps", gaps, "can_run", can_run);
     char *s = json_dumps(root, JSON_INDENT(2));
     puts(s);
     free(s);
@@ -204,24 +118,21 @@ int shk_cli_doctor(int argc, char **argv)
     printf("seccomp          %s\n", f.seccomp ? "available" : "unavailable");
     printf("cgroups          %s\n\n", f.cgroup_detail);
     printf("%-11s  %-7s  %s\n", "class", "level", "mechanism");
-    for (int i = 0; i < 6; i++) {
-      printf("%-11s  %-7s  %s", c[i].name, level_name(c[i].lvl),
-             c[i].mechanism ? c[i].mechanism : c[i].missing ? "" : "-");
-      if (c[i].missing)
-        printf("%smissing: %s", c[i].mechanism ? "; " : "", c[i].missing);
+    for (int i = 0; i < SHK_SANDBOX_CLASS_N; i++) {
+      printf("%-11s  %-7s  %s", c[i].name, shk_sandbox_level_name(c[i].level),
+             c[i].mechanism[0] ? c[i].mechanism : c[i].missing[0] ? "" : "-");
+      if (c[i].missing[0])
+        printf("%smissing: %s", c[i].mechanism[0] ? "; " : "", c[i].missing);
       putchar('\n');
     }
     if (can_run)
       printf("\nshinken run: starts with its defaults%s\n",
-             c[5].lvl == LEVEL_FULL ? ""
+             c[SHK_SANDBOX_CLASS_RESOURCES].level == SHK_SANDBOX_LEVEL_FULL ? ""
                                     : "; --mem, --pids and --cpu need --allow-degraded here");
     else
       puts("\nshinken run: needs --allow-degraded on this host (see 'missing' above)");
   }
-  for (int i = 0; i < 6; i++) {
-    free(c[i].mechanism);
-    free(c[i].missing);
-  }
   shk_sandbox_features_free(&f);
+  shk_sandbox_env_free(&env);
   return can_run ? 0 : 1;
 }

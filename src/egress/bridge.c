@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -22,12 +24,23 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #define DNS_SECONDS 10
+/* The helper's own descriptor bound, soft and hard: a relayed connection
+ * takes six (two sockets, two pipes), so this carries the session's
+ * default limit of sockets with room to spare, and the hard limit cannot
+ * be raised again without CAP_SYS_RESOURCE, which the workload does not
+ * have. */
+#define HELPER_NOFILE 8192
+/* UDP queries in flight at once; each holds a stream to the stub. */
+#define UDP_MAX 256
+/* After accept() fails for want of descriptors, the listener rests. */
+#define PAUSE_MS 100
 
 enum { L_HTTP, L_SOCKS5, L_DNS_TCP, L_DNS_UDP, L_COUNT };
 
@@ -45,6 +58,7 @@ static const struct {
 struct helper {
   struct event_base *base;
   char paths[L_COUNT][PATH_MAX];
+  unsigned udp_inflight;
 };
 
 /* Safe: it only raises the flags of "lo" in the caller's own, fresh network
@@ -60,6 +74,68 @@ static int lo_up(void)
     return -errno;
   ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
   return ioctl(fd, SIOCSIFFLAGS, &ifr) < 0 ? -errno : 0;
+}
+
+/* Adds ADDR (one address, a /32 or /128) to "lo" with rtnetlink; 0 or a
+ * negative errno. */
+static int lo_add_address(const shk_ip *addr)
+{
+  shk_autoclose int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0)
+    return -errno;
+  unsigned idx = if_nametoindex("lo");
+  if (!idx)
+    return -errno;
+  size_t alen = addr->family == 4 ? 4 : 16;
+  struct {
+    struct nlmsghdr nh;
+    struct ifaddrmsg ifa;
+    char attrs[2 * RTA_SPACE(16)];
+  } req = { 0 };
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof req.ifa);
+  req.nh.nlmsg_type = RTM_NEWADDR;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
+  req.ifa.ifa_family = addr->family == 4 ? AF_INET : AF_INET6;
+  req.ifa.ifa_prefixlen = (unsigned char)(alen * 8);
+  req.ifa.ifa_flags = IFA_F_NODAD | IFA_F_PERMANENT;
+  req.ifa.ifa_scope = RT_SCOPE_HOST;
+  req.ifa.ifa_index = idx;
+  const unsigned short types[] = { IFA_LOCAL, IFA_ADDRESS };
+  for (size_t i = 0; i < 2; i++) {
+    struct rtattr *rta = (struct rtattr *)((char *)&req + NLMSG_ALIGN(req.nh.nlmsg_len));
+    rta->rta_type = types[i];
+    rta->rta_len = (unsigned short)RTA_LENGTH(alen);
+    memcpy(RTA_DATA(rta), addr->b, alen);
+    req.nh.nlmsg_len = NLMSG_ALIGN(req.nh.nlmsg_len) + RTA_ALIGN(rta->rta_len);
+  }
+  struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+  if (sendto(fd, &req, req.nh.nlmsg_len, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0)
+    return -errno;
+  char buf[512];
+  ssize_t n = recv(fd, buf, sizeof buf, 0);
+  if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+    return -EIO;
+  struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+  if (nh->nlmsg_type != NLMSG_ERROR)
+    return -EIO;
+  return ((struct nlmsgerr *)NLMSG_DATA(nh))->error;
+}
+
+/* Programs that ask getaddrinfo for AI_ADDRCONFIG (curl among them) get
+ * no address at all on a host with nothing but 127.0.0.1 and ::1: glibc
+ * counts an address family as configured only for an address other than
+ * those two. The sandbox's lo gets one more address of each family, the
+ * first of the DNS stub's synthetic ranges, which the stub never hands
+ * out; it is local to the sandbox's own namespace and leads nowhere.
+ * Best effort: without it, only those programs are affected. Safe: it
+ * changes the sandbox's own, fresh network namespace, nothing else. */
+static void lo_add_synthetic(void)
+{
+  for (int family = 4; family <= 6; family += 2) {
+    shk_ip ip;
+    shk__dns_pool_address(0, family, &ip);
+    (void)lo_add_address(&ip);
+  }
 }
 
 static int bind_loopback(uint16_t port, int type)
@@ -86,13 +162,14 @@ static int connect_unix(const char *path)
   if (strlen(path) >= sizeof sun.sun_path)
     return -ENAMETOOLONG;
   strcpy(sun.sun_path, path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return -errno;
-  /* A blocking connect to a listening unix socket completes at once (or
-   * fails at once); only then is the socket made non-blocking. */
-  if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0 ||
-      fcntl(fd, F_SETFL, O_NONBLOCK) < 0) {
+  /* A non-blocking connect to a listening unix socket completes at once,
+   * or fails at once with EAGAIN when the proxy's backlog is full: the
+   * helper never waits for the proxy, so one slow listener cannot stall
+   * the others (DNS among them). */
+  if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
     int e = -errno;
     close(fd);
     return e;
@@ -103,8 +180,23 @@ static int connect_unix(const char *path)
 struct stream_ctx {
   struct helper *h;
   const char *path;
-  struct event *ev;
+  struct event *ev, *pause;
 };
+
+static void resume_listener(evutil_socket_t fd, short what, void *arg)
+{
+  struct stream_ctx *sc = arg;
+  event_add(sc->ev, NULL);
+}
+
+/* Out of descriptors: the listening socket stays readable, and accepting
+ * again at once would spin; it rests for a moment instead. */
+static void pause_listener(struct stream_ctx *sc)
+{
+  struct timeval tv = { 0, PAUSE_MS * 1000 };
+  event_del(sc->ev);
+  event_add(sc->pause, &tv);
+}
 
 static void relay_done(void *arg)
 {
@@ -116,8 +208,11 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 {
   struct stream_ctx *sc = arg;
   int cfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (cfd < 0)
+  if (cfd < 0) {
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+      pause_listener(sc);
     return;
+  }
   int ufd = connect_unix(sc->path);
   if (ufd < 0) {
     close(cfd);
@@ -139,6 +234,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 /* One UDP query: framed onto a fresh stream to dns.sock, and the framed
  * answer sent back to the address it came from. */
 struct udp_query {
+  struct helper *h;
   int ufd, udp;
   struct sockaddr_storage from;
   socklen_t fromlen;
@@ -149,6 +245,7 @@ struct udp_query {
 
 static void udp_query_free(struct udp_query *q)
 {
+  q->h->udp_inflight--;
   event_free(q->ev);
   close(q->ufd);
   free(q);
@@ -188,6 +285,10 @@ static void on_udp(evutil_socket_t udp, short what, void *arg)
   ssize_t n = recvfrom(udp, msg + 2, sizeof msg - 2, 0, (struct sockaddr *)&from, &fromlen);
   if (n <= 0)
     return;
+  /* A flood of queries is dropped beyond a bound, as a busy resolver
+   * would: each one in flight holds a stream and a buffer. */
+  if (h->udp_inflight >= UDP_MAX)
+    return;
   msg[0] = (uint8_t)(n >> 8);
   msg[1] = (uint8_t)n;
   int ufd = connect_unix(h->paths[L_DNS_UDP]);
@@ -202,6 +303,7 @@ static void on_udp(evutil_socket_t udp, short what, void *arg)
     close(ufd);
     return;
   }
+  q->h = h;
   q->ufd = ufd;
   q->udp = udp;
   q->from = from;
@@ -212,6 +314,7 @@ static void on_udp(evutil_socket_t udp, short what, void *arg)
     free(q);
     return;
   }
+  h->udp_inflight++;
   struct timeval tv = { DNS_SECONDS, 0 };
   event_add(q->ev, &tv);
 }
@@ -230,6 +333,15 @@ SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], p
   struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
   struct __user_cap_data_struct none[2] = { { 0 } };
   if (syscall(SYS_capset, &hdr, none) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    _exit(1);
+  /* Bounded, soft and hard: the workload (same uid, no CAP_SYS_RESOURCE)
+   * may lower these with prlimit but never raise them past this. */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) < 0)
+    _exit(1);
+  rlim_t bound = nofile.rlim_max < HELPER_NOFILE ? nofile.rlim_max : HELPER_NOFILE;
+  nofile.rlim_cur = nofile.rlim_max = bound;
+  if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
     _exit(1);
   signal(SIGPIPE, SIG_IGN);
   /* Nothing of stage 2 but the listeners stays open here, not even the
@@ -251,11 +363,12 @@ SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], p
     _exit(1);
   struct stream_ctx sc[L_COUNT];
   for (int i = 0; i < L_COUNT; i++) {
-    sc[i] = (struct stream_ctx){ h, h->paths[i], NULL };
+    sc[i] = (struct stream_ctx){ h, h->paths[i], NULL, NULL };
     sc[i].ev = event_new(h->base, fds[i], EV_READ | EV_PERSIST,
                          bridge_ports[i].type == SOCK_DGRAM ? on_udp : on_accept,
                          bridge_ports[i].type == SOCK_DGRAM ? (void *)h : (void *)&sc[i]);
-    if (!sc[i].ev || event_add(sc[i].ev, NULL) < 0)
+    sc[i].pause = evtimer_new(h->base, resume_listener, &sc[i]);
+    if (!sc[i].ev || !sc[i].pause || event_add(sc[i].ev, NULL) < 0)
       _exit(1);
   }
   event_base_dispatch(h->base);
@@ -275,6 +388,7 @@ int shk_egress_bridge_start(const char *dir)
   int r = lo_up();
   if (r < 0)
     return r;
+  lo_add_synthetic();
   int fds[L_COUNT];
   for (int i = 0; i < L_COUNT; i++) {
     fds[i] = bind_loopback(bridge_ports[i].port, bridge_ports[i].type);

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -252,6 +253,76 @@ static int parse_bool(struct ctx *c, const char *key, json_t *v, bool *out)
   return 0;
 }
 
+/* The "limits" object. Each bound is what an operator could mean; a
+ * value outside it is a mistake, refused with its range. */
+static int parse_limits(struct ctx *c, json_t *v, shk__eg_config *cfg)
+{
+  if (!json_is_object(v))
+    return fail(c, "limits", "must be an object");
+  static const struct {
+    const char *key;
+    size_t off;
+    json_int_t min, max;
+  } keys[] = {
+    { "connections", offsetof(shk_egress_limits, connections), 1, 1000000 },
+    { "setup", offsetof(shk_egress_limits, setup), 1, 1000000 },
+    { "held", offsetof(shk_egress_limits, held), 0, 100000 },
+    { "idle_timeout_ms", offsetof(shk_egress_limits, idle_ms), 1, 3600000 },
+    { "request_timeout_ms", offsetof(shk_egress_limits, request_ms), 1, 3600000 },
+    { "hold_timeout_ms", offsetof(shk_egress_limits, hold_ms), 1, 86400000 },
+    { "fd_reserve", offsetof(shk_egress_limits, fd_reserve), 0, 1000000 },
+    { "dns_names", offsetof(shk_egress_limits, dns_names), 16, SHK__DNS_POOL_MAX },
+  };
+  const char *k;
+  json_t *x;
+  json_object_foreach(v, k, x) {
+    size_t i = 0;
+    while (i < sizeof keys / sizeof keys[0] && strcmp(keys[i].key, k))
+      i++;
+    char key[300];
+    snprintf(key, sizeof key, "limits.%s", k);
+    if (i == sizeof keys / sizeof keys[0])
+      return fail(c, key,
+                  "unknown key (expected connections, setup, held, idle_timeout_ms, "
+                  "request_timeout_ms, hold_timeout_ms, fd_reserve, dns_names)");
+    json_int_t n = json_integer_value(x);
+    if (!json_is_integer(x) || n < keys[i].min || n > keys[i].max)
+      return fail(c, key, "must be an integer from %lld to %lld", (long long)keys[i].min,
+                  (long long)keys[i].max);
+    *(unsigned *)((char *)&cfg->limits + keys[i].off) = (unsigned)n;
+  }
+  return 0;
+}
+
+/* The resolution below reads the limits as an array of unsigned. */
+_Static_assert(sizeof(shk_egress_limits) == 8 * sizeof(unsigned),
+               "shk_egress_limits holds exactly eight unsigned fields");
+
+void shk__eg_limits_resolve(const shk_egress_limits *file, const shk_egress_limits *opts,
+                            shk_egress_limits *out)
+{
+  static const shk_egress_limits defaults = {
+    .connections = 4096, .setup = 128, .held = 64, .idle_ms = 10000, .request_ms = 30000,
+    .hold_ms = 600000, .fd_reserve = 256, .dns_names = 4096,
+  };
+  static const shk_egress_limits unset = {
+    SHK__LIMIT_UNSET, SHK__LIMIT_UNSET, SHK__LIMIT_UNSET, SHK__LIMIT_UNSET,
+    SHK__LIMIT_UNSET, SHK__LIMIT_UNSET, SHK__LIMIT_UNSET, SHK__LIMIT_UNSET,
+  };
+  static const shk_egress_limits zero;
+  if (!file)
+    file = &unset;
+  if (!opts)
+    opts = &zero;
+  const unsigned *f = (const unsigned *)file, *o = (const unsigned *)opts,
+                 *d = (const unsigned *)&defaults;
+  unsigned *r = (unsigned *)out;
+  for (size_t i = 0; i < sizeof *out / sizeof(unsigned); i++)
+    r[i] = f[i] != SHK__LIMIT_UNSET ? f[i] : o[i] ? o[i] : d[i];
+  if (out->dns_names > SHK__DNS_POOL_MAX)
+    out->dns_names = SHK__DNS_POOL_MAX;
+}
+
 static int parse_root(struct ctx *c, json_t *root, shk__eg_config *cfg)
 {
   if (!json_is_object(root))
@@ -279,6 +350,8 @@ static int parse_root(struct ctx *c, json_t *root, shk__eg_config *cfg)
       r = parse_hosts(c, x, cfg);
     else if (!strcmp(k, "dns_upstream"))
       r = parse_upstream(c, x, cfg);
+    else if (!strcmp(k, "limits"))
+      r = parse_limits(c, x, cfg);
     else if (!strcmp(k, "dns_timeout_ms")) {
       json_int_t t = json_integer_value(x);
       if (!json_is_integer(x) || t < 1 || t > 60000)

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -76,6 +77,9 @@ typedef struct shk__eg_config {
   uint16_t dns_upstream_port;
   unsigned dns_timeout_ms;
   bool connect_only; /* mode "connect": CONNECT and SOCKS5 only */
+  /* The "limits" object: each field SHK__LIMIT_UNSET unless the file
+   * gives it (fd_reserve 0 turns the reserve off). */
+  shk_egress_limits limits;
   char *audit_path;
   bool allow_non_loopback;
   bool allow_all;
@@ -99,6 +103,16 @@ shk__eg_config *shk__eg_config_new(void);
 int shk__eg_config_add_domain(shk__eg_config *cfg, const char *pat, shk_egress_verdict v,
                               shk_error *err);
 void shk__eg_config_free(shk__eg_config *cfg);
+
+/* A limit field the configuration file does not set. */
+#define SHK__LIMIT_UNSET UINT_MAX
+/* The largest DNS pool (shk_egress_limits.dns_names). */
+#define SHK__DNS_POOL_MAX 65536u
+/* The limits in force: for each field the file's value where it gives one,
+ * else the caller's where it is nonzero, else the default (see
+ * shinken/egress.h). OPTS may be NULL. */
+void shk__eg_limits_resolve(const shk_egress_limits *file, const shk_egress_limits *opts,
+                            shk_egress_limits *out);
 
 typedef struct shk__decision {
   shk_egress_verdict verdict; /* the join over every matching rule */
@@ -231,7 +245,45 @@ size_t shk__dns_build_reply(const shk__dns_query *q, const shk_ip *ips, size_t n
                             uint8_t *out, size_t cap);
 
 /* ---------------------------------------------------------------------------
- * The server (proxy.c, tunnel.c): listeners, connections, resolution,
+ * The DNS stub's synthetic address pool (pool.c)
+ */
+
+/* The names a session's DNS stub handed out addresses for, at most CAP
+ * (1 to SHK__DNS_POOL_MAX), least recently used first out. SEED randomizes
+ * the hash. NULL when out of memory or for a bad CAP. */
+typedef struct shk__dns_pool shk__dns_pool;
+shk__dns_pool *shk__dns_pool_new(unsigned cap, uint64_t seed);
+void shk__dns_pool_free(shk__dns_pool *p);
+/* The index of NAME (canonical), added if it is new; -ENOMEM, -EINVAL. */
+int shk__dns_pool_get(shk__dns_pool *p, const char *name, uint32_t *index);
+/* The name INDEX was handed out for, or NULL when it is unknown or was
+ * forgotten. Counts as a use of the name. */
+const char *shk__dns_pool_name(shk__dns_pool *p, uint32_t index);
+unsigned shk__dns_pool_size(const shk__dns_pool *p);
+/* The address of INDEX in FAMILY (4 or 6). */
+void shk__dns_pool_address(uint32_t index, int family, shk_ip *out);
+/* Whether IP is in the pool's ranges; *index is then its index (0, which
+ * names nothing, for an address of the ranges that is never handed out). */
+bool shk__dns_pool_index(const shk_ip *ip, uint32_t *index);
+
+/* ---------------------------------------------------------------------------
+ * What a refused client reads (refusal.c)
+ */
+
+typedef struct shk__eg_refusal {
+  const char *reason; /* the token */
+  const char *host;   /* canonical, or NULL */
+  uint16_t port;      /* 0 for a DNS lookup */
+  const char *rule;   /* what decided, or NULL */
+  bool rule_is_config; /* the rule is the administrator's (the file's) */
+  unsigned limit;     /* for a session-*-limit refusal */
+} shk__eg_refusal;
+/* The proxy's own text for a refusal, one paragraph for an agent: what was
+ * refused, why, and whether trying again can help. As snprintf. */
+size_t shk__eg_refusal_text(const shk__eg_refusal *r, char *out, size_t cap);
+
+/* ---------------------------------------------------------------------------
+ * The server (server.c, tunnel.c): listeners, connections, resolution,
  * audit. Not pure; lives on one libevent loop.
  */
 
@@ -280,6 +332,9 @@ typedef struct shk__eg_server_opts {
   int audit_fd;     /* -1: no audit */
   shk_egress_hook_fn hook;
   void *hook_data;
+  const shk_egress_limits *limits; /* the caller's; NULL: the defaults */
+  void (*on_abandon)(void *hook_data, const char *session, uint64_t conn_id);
+  bool dns_pool; /* answer DNS from the synthetic pool (a session's stub) */
 } shk__eg_server_opts;
 
 /* Creates a server on BASE with CFG, which it owns from now on (and frees
@@ -295,7 +350,19 @@ int shk__eg_server_listen_unix(shk__eg_server *s, shk__eg_listener_kind kind, co
 /* Replaces the policy (CFG owned from now on, freed when it fails); it
  * applies from the next connection. Resolver settings are rebuilt. */
 int shk__eg_server_set_config(shk__eg_server *s, shk__eg_config *cfg, shk_error *err);
-/* Closes the tunnels whose hook tag is TAG (all when 0). Loop thread only. */
+/* Closes the tunnels whose hook tag is TAG (all when 0), and the
+ * connections with that tag still being set up; held connections are left
+ * alone. Loop thread only. */
 int shk__eg_server_close_tunnels(shk__eg_server *s, uint64_t tag);
+/* The number of tunnels with tag TAG (all when 0) open now. Any thread. */
+int shk__eg_server_tunnel_count(shk__eg_server *s, uint64_t tag);
+/* Takes connection ID off the held set, so that exactly one resume goes
+ * on with it: 0, or -ENOENT when it is not held. Any thread. */
+int shk__eg_server_claim_held(shk__eg_server *s, uint64_t id);
+/* Goes on with a claimed held connection (see shk_egress_session_resume);
+ * owns RULE and REASON (malloc'd or NULL) from now on. Nothing happens when
+ * the connection has gone meanwhile. Loop thread only. */
+void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v, uint64_t tag,
+                           char *rule, char *reason);
 /* Closes every listener and connection. */
 void shk__eg_server_free(shk__eg_server *s);

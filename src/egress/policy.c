@@ -70,8 +70,12 @@ const shk__pin *shk__eg_pin_find(const shk__eg_config *cfg, const char *host)
 shk__eg_config *shk__eg_config_new(void)
 {
   shk__eg_config *cfg = calloc(1, sizeof *cfg);
-  if (cfg)
+  if (cfg) {
     cfg->dns_timeout_ms = 3000;
+    unsigned *l = (unsigned *)&cfg->limits;
+    for (size_t i = 0; i < sizeof cfg->limits / sizeof(unsigned); i++)
+      l[i] = SHK__LIMIT_UNSET;
+  }
   return cfg;
 }
 

@@ -1,6 +1,9 @@
 /* The proxy server: listeners, the per-connection state machine (read the
- * request, decide, resolve, dial, relay), the DNS stub and the audit log.
- * Everything runs on one libevent loop; nothing here blocks. */
+ * request, decide, hold, resolve, dial, relay), the DNS stub and the audit
+ * log. Everything runs on one libevent loop; nothing here blocks. The only
+ * state other threads touch is behind shared_mu (the held set and the
+ * count of tunnels per tag) and the process-wide descriptor count, an
+ * atomic. */
 #include "egress/egress-internal.h"
 
 #include "common/common.h"
@@ -15,8 +18,13 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -24,8 +32,15 @@
 #include <unistd.h>
 
 #define MAX_ADDRS 16
-#define HANDSHAKE_SECONDS 30
 #define CONNECT_SECONDS 10
+#define LINGER_MS 2000
+/* The longest text a caller may hand a refused client. */
+#define MESSAGE_MAX 2000
+/* Descriptors a relayed connection adds to its two sockets: a pipe per
+ * direction (see tunnel.c). */
+#define RELAY_PIPE_FDS 4
+/* Connections refused at accept that linger at once per session. */
+#define REFUSING_MAX 64
 
 /* A policy shared by the connections that started under it: a reload
  * swaps the server's pointer, and the old policy lives on until its last
@@ -45,7 +60,11 @@ struct listener {
   char *unix_path;
 };
 
-enum conn_state { ST_HEAD, ST_SOCKS_REQ, ST_RESOLVE, ST_DIAL, ST_RELAY, ST_LINGER, ST_DNS };
+/* The request phase is HEAD, SOCKS_REQ and DNS (reading), then RESOLVE
+ * and DIAL (deciding is synchronous); those five are "being set up". A
+ * HELD connection waits for resume; RELAY carries bytes; LINGER has been
+ * answered and is closing. */
+enum conn_state { ST_HEAD, ST_SOCKS_REQ, ST_DNS, ST_RESOLVE, ST_DIAL, ST_HELD, ST_RELAY, ST_LINGER };
 
 struct conn {
   struct conn *prev, *next;
@@ -56,19 +75,35 @@ struct conn {
   shk_egress_proto proto;
   uint64_t id, tag;
   int fd, up_fd;
+  int fds;            /* descriptors this connection holds in the process-wide count */
+  int sockets;        /* of them, sockets in the session's count */
+  bool tunnel_counted; /* counted in the tag table */
   struct event *ev, *timer;
+  int64_t deadline_ms, last_read_ms; /* request phase */
   char buf[SHK__HTTP_HEAD_MAX];
   size_t len;
   shk_host host;
   uint16_t port;
+  char via[SHK_IP_TEXT_MAX]; /* the synthetic address it came through, or "" */
   shk__http_req req;
   size_t consumed; /* bytes of buf that the handshake used */
   const char *rule;
+  bool rule_is_config;
+  char *rule_owned; /* a resumed connection's rule */
+  char *message;    /* the caller's text for a refused client, or NULL */
+  unsigned limit;   /* the limit a session-*-limit refusal names */
+  const char *refusing; /* refused at accept: the reason, while it lingers */
+  int dial_err;
   shk_ip addrs[MAX_ADDRS];
   size_t n_addrs, next_addr;
   struct evdns_getaddrinfo_request *dnsreq;
   shk__dns_query dq;
   shk__relay *relay;
+};
+
+struct tag_count {
+  uint64_t tag;
+  int n;
 };
 
 struct shk__eg_server {
@@ -78,12 +113,179 @@ struct shk__eg_server {
   int audit_fd;
   shk_egress_hook_fn hook;
   void *hook_data;
+  void (*on_abandon)(void *hook_data, const char *session, uint64_t conn_id);
+  shk_egress_limits opt_limits; /* the caller's, kept for reloads */
+  shk_egress_limits lim;        /* in force */
   struct listener *listeners;
   struct conn *conns;
   uint64_t next_id;
+  unsigned n_sockets, n_setup, n_held, n_refusing;
+  shk__dns_pool *pool; /* with a DNS listener */
+  /* Read by other threads (shk__eg_server_tunnel_count, _claim_held):
+   * held for a few instructions at a time, never across I/O. */
+  pthread_mutex_t shared_mu;
+  uint64_t *held_ids;
+  size_t n_held_ids, cap_held_ids;
+  struct tag_count *tags;
+  size_t n_tags, cap_tags;
+  int n_tunnels;
 };
 
 static void conn_free(struct conn *c);
+
+static int64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------------------
+ * Descriptors. Every descriptor a connection holds (its client socket, its
+ * upstream socket, its relay's pipes) is counted process-wide, so that all
+ * the sessions of a process together leave fd_reserve descriptors to the
+ * rest of it (the manager's control plane): the proxy refuses a new
+ * connection rather than take them, instead of failing accept() later.
+ */
+
+static atomic_long fds_in_use;
+static atomic_long fd_limit = 1024;
+
+/* Safe: it only raises the soft limit up to the hard limit the process
+ * already has, which any process may do for itself. */
+static void raise_nofile(void)
+{
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+    return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    struct rlimit want = { rl.rlim_max, rl.rlim_max };
+    /* An unlimited hard limit is capped by fs.nr_open; try that size. */
+    if (want.rlim_cur == RLIM_INFINITY)
+      want.rlim_cur = want.rlim_max = 1048576;
+    if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+      rl.rlim_cur = want.rlim_cur;
+  }
+  atomic_store(&fd_limit, rl.rlim_cur == RLIM_INFINITY ? 1048576 : (long)rl.rlim_cur);
+}
+
+/* Takes N descriptors into the count, unless that would leave fewer than
+ * the reserve free, or FD (a descriptor just opened, or -1) is itself
+ * inside the reserve: the kernel hands out the lowest free number, so a
+ * number that high means at most that few are left, whatever holds the
+ * others. */
+static bool fds_take(struct conn *c, int n, int fd)
+{
+  long reserve = c->srv->lim.fd_reserve;
+  long limit = atomic_load(&fd_limit);
+  if (reserve && fd >= 0 && fd >= limit - reserve)
+    return false;
+  long now = atomic_fetch_add(&fds_in_use, n) + n;
+  if (reserve && now > limit - reserve) {
+    atomic_fetch_sub(&fds_in_use, n);
+    return false;
+  }
+  c->fds += n;
+  return true;
+}
+
+/* ------------------------------------------------------------------------
+ * The state other threads read
+ */
+
+static void tag_add(shk__eg_server *s, uint64_t tag, int d)
+{
+  pthread_mutex_lock(&s->shared_mu);
+  s->n_tunnels += d;
+  size_t i = 0;
+  while (i < s->n_tags && s->tags[i].tag != tag)
+    i++;
+  if (i == s->n_tags && d > 0) {
+    if (s->n_tags == s->cap_tags) {
+      size_t cap = s->cap_tags ? s->cap_tags * 2 : 8;
+      struct tag_count *t = realloc(s->tags, cap * sizeof *t);
+      if (!t) {
+        /* The count per tag is only what close_tunnels reports; the
+         * tunnel itself is closed by its tag either way. */
+        pthread_mutex_unlock(&s->shared_mu);
+        return;
+      }
+      s->tags = t;
+      s->cap_tags = cap;
+    }
+    s->tags[s->n_tags++] = (struct tag_count){ tag, 0 };
+  }
+  if (i < s->n_tags && (s->tags[i].n += d) <= 0)
+    s->tags[i] = s->tags[--s->n_tags];
+  pthread_mutex_unlock(&s->shared_mu);
+}
+
+int shk__eg_server_tunnel_count(shk__eg_server *s, uint64_t tag)
+{
+  pthread_mutex_lock(&s->shared_mu);
+  int n = tag ? 0 : s->n_tunnels;
+  for (size_t i = 0; tag && i < s->n_tags; i++)
+    if (s->tags[i].tag == tag)
+      n = s->tags[i].n;
+  pthread_mutex_unlock(&s->shared_mu);
+  return n;
+}
+
+static int held_add(shk__eg_server *s, uint64_t id)
+{
+  pthread_mutex_lock(&s->shared_mu);
+  if (s->n_held_ids == s->cap_held_ids) {
+    size_t cap = s->cap_held_ids ? s->cap_held_ids * 2 : 16;
+    uint64_t *h = realloc(s->held_ids, cap * sizeof *h);
+    if (!h) {
+      pthread_mutex_unlock(&s->shared_mu);
+      return -ENOMEM;
+    }
+    s->held_ids = h;
+    s->cap_held_ids = cap;
+  }
+  s->held_ids[s->n_held_ids++] = id;
+  pthread_mutex_unlock(&s->shared_mu);
+  return 0;
+}
+
+int shk__eg_server_claim_held(shk__eg_server *s, uint64_t id)
+{
+  int r = -ENOENT;
+  pthread_mutex_lock(&s->shared_mu);
+  for (size_t i = 0; i < s->n_held_ids; i++)
+    if (s->held_ids[i] == id) {
+      s->held_ids[i] = s->held_ids[--s->n_held_ids];
+      r = 0;
+      break;
+    }
+  pthread_mutex_unlock(&s->shared_mu);
+  return r;
+}
+
+/* ------------------------------------------------------------------------
+ * Connection states and the session's counts
+ */
+
+static bool is_setup(enum conn_state st)
+{
+  return st <= ST_DIAL;
+}
+
+static void set_state(struct conn *c, enum conn_state st)
+{
+  shk__eg_server *s = c->srv;
+  s->n_setup += (unsigned)is_setup(st) - (unsigned)is_setup(c->state);
+  s->n_held += (unsigned)(st == ST_HELD) - (unsigned)(c->state == ST_HELD);
+  c->state = st;
+}
+
+static void arm(struct conn *c, int64_t ms)
+{
+  struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+  evtimer_del(c->timer);
+  evtimer_add(c->timer, &tv);
+}
 
 /* ------------------------------------------------------------------------
  * Policies and resolvers
@@ -176,8 +378,9 @@ static const char *proto_name(shk_egress_proto p)
 }
 
 /* One line per decision. Only canonical hosts (which hold nothing but
- * LDH characters, digits, dots and colons) and rule texts are logged:
- * never a path, a query or a header value. */
+ * LDH characters, digits, dots and colons), addresses, rule texts and the
+ * caller's own message are logged: never a path, a query or a header
+ * value. */
 static void audit(struct conn *c, const char *decision, const char *reason)
 {
   shk__eg_server *s = c->srv;
@@ -190,13 +393,16 @@ static void audit(struct conn *c, const char *decision, const char *reason)
   char when[96];
   snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-  json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i, s:s, s:s, s:o?}", "time", when, "session",
-                        s->name, "conn", (json_int_t)c->id, "protocol", proto_name(c->proto),
-                        "host", c->host.kind ? json_string(c->host.text) : json_null(), "port",
+  /* A hook's rule or a message that is not UTF-8 is left out rather than
+   * losing the whole line. */
+  json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i, s:s, s:s, s:o?, s:o?, s:o?}", "time",
+                        when, "session", s->name, "conn", (json_int_t)c->id, "protocol",
+                        proto_name(c->proto), "host",
+                        c->host.kind ? json_string(c->host.text) : json_null(), "port",
                         (int)c->port, "decision", decision, "reason", reason, "rule",
-                        /* A hook's rule that is not UTF-8 is logged as null rather
-                         * than losing the whole line. */
-                        c->rule ? json_string(c->rule) : NULL);
+                        c->rule ? json_string(c->rule) : NULL, "via",
+                        c->via[0] ? json_string(c->via) : NULL, "message",
+                        c->message ? json_string(c->message) : NULL);
   char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   if (!line)
@@ -213,15 +419,15 @@ static void audit(struct conn *c, const char *decision, const char *reason)
  * Refusals
  */
 
+static void timer_cb(evutil_socket_t fd, short what, void *arg);
+
 static void linger_cb(evutil_socket_t fd, short what, void *arg)
 {
   struct conn *c = arg;
   char sink[4096];
-  if (what & EV_READ) {
-    ssize_t n = recv(c->fd, sink, sizeof sink, 0);
-    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
-      return;
-  }
+  ssize_t n = recv(c->fd, sink, sizeof sink, 0);
+  if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+    return;
   conn_free(c);
 }
 
@@ -235,7 +441,7 @@ static void close_with(struct conn *c, const char *reply, size_t len)
     (void)w;
   }
   shutdown(c->fd, SHUT_WR);
-  c->state = ST_LINGER;
+  set_state(c, ST_LINGER);
   if (c->dnsreq) {
     evdns_getaddrinfo_cancel(c->dnsreq);
     c->dnsreq = NULL;
@@ -243,56 +449,89 @@ static void close_with(struct conn *c, const char *reply, size_t len)
   if (c->up_fd >= 0) {
     close(c->up_fd);
     c->up_fd = -1;
+    c->srv->n_sockets--;
+    c->sockets--;
   }
   event_free(c->ev);
   c->ev = event_new(c->srv->base, c->fd, EV_READ | EV_PERSIST, linger_cb, c);
   event_add(c->ev, NULL);
-  struct timeval tv = { 2, 0 };
-  evtimer_del(c->timer);
-  evtimer_assign(c->timer, c->srv->base, linger_cb, c);
-  evtimer_add(c->timer, &tv);
+  arm(c, LINGER_MS);
 }
 
-static void refuse_http(struct conn *c, int status, const char *reason)
+static const char *status_text(int status)
 {
-  const char *text = status == 403 ? "Forbidden"
-                     : status == 400 ? "Bad Request"
-                     : status == 405 ? "Method Not Allowed"
-                     : status == 431 ? "Request Header Fields Too Large"
-                     : status == 501 ? "Not Implemented"
-                     : status == 502 ? "Bad Gateway"
-                     : status == 503 ? "Service Unavailable"
-                     : status == 504 ? "Gateway Timeout"
-                     : status == 505 ? "HTTP Version Not Supported" : "Error";
-  char r[512];
-  int n = snprintf(r, sizeof r,
-                   "HTTP/1.1 %d %s\r\nX-Shinken-Decision: %s\r\nContent-Type: text/plain\r\n"
-                   "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
-                   status, text, reason, strlen(reason) + 1, reason);
-  close_with(c, r, (size_t)n);
+  switch (status) {
+  case 400: return "Bad Request";
+  case 403: return "Forbidden";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 411: return "Length Required";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 501: return "Not Implemented";
+  case 502: return "Bad Gateway";
+  case 503: return "Service Unavailable";
+  case 504: return "Gateway Timeout";
+  case 505: return "HTTP Version Not Supported";
+  }
+  return "Error";
 }
 
-static void refuse_socks(struct conn *c, uint8_t code)
+/* The refusal of C as an HTTP response, into OUT: the token in
+ * X-Shinken-Decision, and a body written for an agent (the caller's
+ * message, or the proxy's own text). */
+static size_t http_refusal(const struct conn *c, int status, const char *reason, char *out,
+                           size_t cap)
 {
-  uint8_t r[10] = { 5, code, 0, 1 };
-  close_with(c, (const char *)r, sizeof r);
+  char body[MESSAGE_MAX + 2];
+  size_t bl;
+  if (c->message) {
+    bl = strlen(c->message);
+    if (bl > MESSAGE_MAX)
+      bl = MESSAGE_MAX;
+    memcpy(body, c->message, bl);
+  } else {
+    shk__eg_refusal r = { .reason = reason, .host = c->host.kind ? c->host.text : NULL,
+                          .port = c->port, .rule = c->rule, .rule_is_config = c->rule_is_config,
+                          .limit = c->limit };
+    bl = shk__eg_refusal_text(&r, body, MESSAGE_MAX + 1);
+    if (bl > MESSAGE_MAX)
+      bl = MESSAGE_MAX;
+  }
+  body[bl++] = '\n';
+  int n = snprintf(out, cap,
+                   "HTTP/1.1 %d %s\r\nX-Shinken-Decision: %s\r\nContent-Type: text/plain; "
+                   "charset=utf-8\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                   status, status_text(status), reason, bl);
+  if (n < 0 || (size_t)n + bl > cap)
+    return 0;
+  memcpy(out + n, body, bl);
+  return (size_t)n + bl;
 }
 
 static void dns_reply(struct conn *c, const shk_ip *ips, size_t n);
 
 /* A refusal of the request that has been parsed, in the connection's own
- * protocol, and its audit line. */
+ * protocol, and its audit line: "deny" for a refusal, "error" for an
+ * allowed destination that could not be reached. */
+static void refuse(struct conn *c, const char *decision, const char *reason, int http_status,
+                   uint8_t socks_code)
+{
+  audit(c, decision, reason);
+  if (c->kind == SHK__LISTEN_HTTP) {
+    char r[MESSAGE_MAX + 512];
+    close_with(c, r, http_refusal(c, http_status, reason, r, sizeof r));
+  } else if (c->kind == SHK__LISTEN_SOCKS5) {
+    uint8_t r[10] = { 5, socks_code, 0, 1 };
+    close_with(c, (const char *)r, sizeof r);
+  } else {
+    dns_reply(c, NULL, 0);
+  }
+}
+
 static void deny(struct conn *c, const char *reason, int http_status, uint8_t socks_code)
 {
-  /* A refusal is a "deny"; an upstream that could not be reached after
-   * the policy allowed it is an "error". */
-  audit(c, http_status >= 500 ? "error" : "deny", reason);
-  if (c->kind == SHK__LISTEN_HTTP)
-    refuse_http(c, http_status, reason);
-  else if (c->kind == SHK__LISTEN_SOCKS5)
-    refuse_socks(c, socks_code);
-  else
-    dns_reply(c, NULL, 0);
+  refuse(c, "deny", reason, http_status, socks_code);
 }
 
 /* ------------------------------------------------------------------------
@@ -304,13 +543,17 @@ static void relay_done(void *arg)
   conn_free(arg);
 }
 
-static void timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void free_cb(evutil_socket_t fd, short what, void *arg)
 {
   conn_free(arg);
 }
 
 static void established(struct conn *c)
 {
+  if (!fds_take(c, RELAY_PIPE_FDS, -1)) {
+    deny(c, "proxy-descriptor-reserve", 503, SHK__SOCKS5_NOT_ALLOWED);
+    return;
+  }
   shk__relay_opts o = { .client_fd = c->fd, .up_fd = c->up_fd, .c2u_limit = UINT64_MAX,
                         .done = relay_done, .arg = c };
   size_t extra = c->len - c->consumed;
@@ -359,14 +602,16 @@ static void established(struct conn *c)
   audit(c, "allow", "allowed");
   event_del(c->ev);
   evtimer_del(c->timer);
-  c->state = ST_RELAY;
+  set_state(c, ST_RELAY);
+  tag_add(c->srv, c->tag, 1);
+  c->tunnel_counted = true;
   c->relay = shk__relay_new(c->srv->base, &o);
   c->fd = c->up_fd = -1; /* the relay owns them now, even when it failed */
   if (!c->relay) {
     /* Freed from the loop, not here: a caller up the stack (a resolver
      * callback run synchronously) may still hold C. */
     struct timeval now = { 0, 0 };
-    event_base_once(c->srv->base, -1, EV_TIMEOUT, timeout_cb, c, &now);
+    event_base_once(c->srv->base, -1, EV_TIMEOUT, free_cb, c, &now);
   }
   return;
 oom:
@@ -387,8 +632,11 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
     established(c);
     return;
   }
+  c->dial_err = err;
   close(c->up_fd);
   c->up_fd = -1;
+  c->srv->n_sockets--;
+  c->sockets--;
   try_dial(c);
 }
 
@@ -398,11 +646,17 @@ static void dial_cb(evutil_socket_t fd, short what, void *arg)
 static void try_dial(struct conn *c)
 {
   const shk__eg_config *cfg = c->pol->cfg;
+  shk__eg_server *s = c->srv;
   while (c->next_addr < c->n_addrs) {
     const shk_ip *ip = &c->addrs[c->next_addr++];
     const char *blocked = shk__eg_ip_blocked(cfg, ip);
     if (blocked) {
       deny(c, blocked, 403, SHK__SOCKS5_NOT_ALLOWED);
+      return;
+    }
+    if (s->n_sockets + 1 > s->lim.connections) {
+      c->limit = s->lim.connections;
+      deny(c, "session-connection-limit", 429, SHK__SOCKS5_NOT_ALLOWED);
       return;
     }
     struct sockaddr_storage ss = { 0 };
@@ -421,27 +675,56 @@ static void try_dial(struct conn *c)
       sl = sizeof *sin6;
     }
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
+    if (fd < 0) {
+      c->dial_err = errno;
       continue;
+    }
+    /* The upstream socket is counted once, for the first address; a
+     * connection dials one address at a time. */
+    if (c->fds < 2 && !fds_take(c, 1, fd)) {
+      close(fd);
+      deny(c, "proxy-descriptor-reserve", 503, SHK__SOCKS5_NOT_ALLOWED);
+      return;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (connect(fd, (struct sockaddr *)&ss, sl) < 0 && errno != EINPROGRESS) {
+      c->dial_err = errno;
       close(fd);
       continue;
     }
     c->up_fd = fd;
-    c->state = ST_DIAL;
+    s->n_sockets++;
+    c->sockets++;
+    set_state(c, ST_DIAL);
     event_free(c->ev);
-    c->ev = event_new(c->srv->base, fd, EV_WRITE, dial_cb, c);
+    c->ev = event_new(s->base, fd, EV_WRITE, dial_cb, c);
     struct timeval tv = { CONNECT_SECONDS, 0 };
     event_add(c->ev, &tv);
     return;
   }
-  deny(c, "connect-failed", 502, SHK__SOCKS5_REFUSED);
+  /* Every address failed: say how, in each protocol's terms. */
+  switch (c->dial_err) {
+  case ECONNREFUSED:
+    refuse(c, "error", "connect-refused", 502, SHK__SOCKS5_REFUSED);
+    break;
+  case ENETUNREACH:
+    refuse(c, "error", "connect-unreachable", 502, SHK__SOCKS5_NET_UNREACH);
+    break;
+  case EHOSTUNREACH:
+  case EHOSTDOWN:
+    refuse(c, "error", "connect-unreachable", 502, SHK__SOCKS5_HOST_UNREACH);
+    break;
+  case ETIMEDOUT:
+    refuse(c, "error", "connect-timeout", 504, SHK__SOCKS5_HOST_UNREACH);
+    break;
+  default:
+    refuse(c, "error", "connect-failed", 502, SHK__SOCKS5_FAILURE);
+  }
 }
 
 /* ------------------------------------------------------------------------
- * Deciding and resolving
+ * Deciding, holding and resolving
  */
 
 static void dns_reply(struct conn *c, const shk_ip *ips, size_t n)
@@ -460,7 +743,7 @@ static void dns_reply(struct conn *c, const shk_ip *ips, size_t n)
 }
 
 /* All addresses are checked; one non-public address refuses the whole
- * answer, because the client (or a later lookup) could pick any of them. */
+ * answer, because a later lookup could pick any of them. */
 static void addresses_known(struct conn *c)
 {
   for (size_t i = 0; i < c->n_addrs; i++) {
@@ -469,11 +752,6 @@ static void addresses_known(struct conn *c)
       deny(c, blocked, 403, SHK__SOCKS5_NOT_ALLOWED);
       return;
     }
-  }
-  if (c->kind == SHK__LISTEN_DNS) {
-    audit(c, "allow", "allowed");
-    dns_reply(c, c->addrs, c->n_addrs);
-    return;
   }
   try_dial(c);
 }
@@ -487,19 +765,6 @@ static void resolved_cb(int result, struct evutil_addrinfo *res, void *arg)
     /* Only conn_free and a policy teardown cancel; neither wants more. */
     if (res)
       evutil_freeaddrinfo(res);
-    return;
-  }
-  if (c->kind == SHK__LISTEN_DNS && c->dq.qtype == 28 && result != 0) {
-    /* No IPv6 address for an allowed name: an empty answer, so the client
-     * goes on with IPv4. libevent reports a name without AAAA records as a
-     * failure (EAI_FAIL), indistinguishable from other failures, so every
-     * failed AAAA lookup is answered this way. An empty answer carries no
-     * address, so nothing is let through by it; A queries keep their
-     * refusal, which is what tells a client the name failed. */
-    if (res)
-      evutil_freeaddrinfo(res);
-    audit(c, "allow", "allowed");
-    dns_reply(c, c->addrs, 0);
     return;
   }
   if (result != 0 || !res) {
@@ -530,47 +795,22 @@ static void resolved_cb(int result, struct evutil_addrinfo *res, void *arg)
   }
   evutil_freeaddrinfo(res);
   /* An answer too long to check in full is refused, not checked in part. */
-  if (overflow || c->n_addrs == 0) {
-    deny(c, overflow ? "dns-too-many-addresses" : "dns-failure", 403, SHK__SOCKS5_HOST_UNREACH);
+  if (overflow) {
+    deny(c, "dns-too-many-addresses", 403, SHK__SOCKS5_NOT_ALLOWED);
+    return;
+  }
+  if (c->n_addrs == 0) {
+    deny(c, "dns-failure", 403, SHK__SOCKS5_HOST_UNREACH);
     return;
   }
   addresses_known(c);
 }
 
-static void resolve_timeout(evutil_socket_t fd, short what, void *arg)
+/* The connection is allowed: its addresses, then the dial. Only here does
+ * a name go to the upstream resolver, so a name leaves the proxy only as
+ * the destination of a connection the policy admitted. */
+static void proceed(struct conn *c)
 {
-  struct conn *c = arg;
-  if (c->dnsreq) {
-    /* Cancelling runs resolved_cb at once with EVUTIL_EAI_CANCEL. */
-    evdns_getaddrinfo_cancel(c->dnsreq);
-    c->dnsreq = NULL;
-  }
-  deny(c, "dns-timeout", 403, SHK__SOCKS5_HOST_UNREACH);
-}
-
-static void decide(struct conn *c)
-{
-  shk__decision d;
-  shk__eg_decide(c->pol->cfg, &c->host, c->kind == SHK__LISTEN_DNS ? 0 : c->port, &d);
-  shk_egress_verdict v = d.verdict;
-  c->rule = d.rule;
-  if (c->srv->hook && v != SHK_EGRESS_DENY) {
-    shk_egress_request r = { c->srv->name, c->proto, c->host.text, c->port, c->id };
-    const char *hook_rule = NULL;
-    shk_egress_verdict hv = c->srv->hook(c->srv->hook_data, &r, &c->tag, &hook_rule);
-    if (hv == SHK_EGRESS_DENY || (hv == SHK_EGRESS_ALLOW && v == SHK_EGRESS_NONE)) {
-      v = hv;
-      c->rule = hook_rule;
-    } else if (hv != SHK_EGRESS_NONE && hv != SHK_EGRESS_ALLOW) {
-      v = SHK_EGRESS_DENY; /* an unknown answer is a refusal */
-      c->rule = NULL;
-    }
-  }
-  if (v != SHK_EGRESS_ALLOW) {
-    deny(c, v == SHK_EGRESS_DENY ? "policy-deny" : "policy-no-match", 403,
-         SHK__SOCKS5_NOT_ALLOWED);
-    return;
-  }
   if (c->host.kind != SHK_HOST_NAME) {
     c->addrs[0] = c->host.ip;
     c->n_addrs = 1;
@@ -581,23 +821,16 @@ static void decide(struct conn *c)
   if (pin) {
     c->n_addrs = 0;
     for (size_t i = 0; i < pin->n_ips && c->n_addrs < MAX_ADDRS; i++)
-      if (c->kind != SHK__LISTEN_DNS || pin->ips[i].family == (c->dq.qtype == 1 ? 4 : 6))
-        c->addrs[c->n_addrs++] = pin->ips[i];
+      c->addrs[c->n_addrs++] = pin->ips[i];
     addresses_known(c);
     return;
   }
   struct evutil_addrinfo hints = { 0 };
   hints.ai_family = AF_UNSPEC;
-  if (c->kind == SHK__LISTEN_DNS)
-    hints.ai_family = c->dq.qtype == 1 ? AF_INET : AF_INET6;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_protocol = IPPROTO_TCP;
-  c->state = ST_RESOLVE;
-  unsigned ms = c->pol->cfg->dns_timeout_ms;
-  struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-  evtimer_del(c->timer);
-  evtimer_assign(c->timer, c->srv->base, resolve_timeout, c);
-  evtimer_add(c->timer, &tv);
+  set_state(c, ST_RESOLVE);
+  arm(c, c->pol->cfg->dns_timeout_ms);
   /* The callback may run before evdns_getaddrinfo returns (an answer from
    * the cache or an immediate failure); dnsreq is then NULL. */
   c->dnsreq = (struct evdns_getaddrinfo_request *)1;
@@ -605,6 +838,204 @@ static void decide(struct conn *c)
     evdns_getaddrinfo(c->pol->dns, c->host.text, NULL, &hints, resolved_cb, c);
   if (c->dnsreq)
     c->dnsreq = req;
+}
+
+/* A DNS query for a name the policy admits (or would hold): the name's
+ * synthetic address, and nothing asked upstream. */
+static void dns_synthetic(struct conn *c)
+{
+  uint32_t index;
+  if (shk__dns_pool_get(c->srv->pool, c->host.text, &index) < 0) {
+    deny(c, "proxy-out-of-memory", 0, 0);
+    return;
+  }
+  shk_ip ip;
+  shk__dns_pool_address(index, c->dq.qtype == 1 ? 4 : 6, &ip);
+  shk_ip_format(&ip, c->via);
+  audit(c, "allow", "dns-synthetic");
+  dns_reply(c, &ip, 1);
+}
+
+static void held_cb(evutil_socket_t fd, short what, void *arg);
+
+/* The hook asked for a human: the connection waits, nothing is sent to
+ * the client, until shk__eg_server_resume or the hold deadline. Its id is
+ * in the held set already (see decide), and a resume may even have claimed
+ * it: that resume is then queued and goes on with it in a moment. */
+static void hold(struct conn *c)
+{
+  shk__eg_server *s = c->srv;
+  const char *why = NULL;
+  /* Edge-triggered: what the client sends meanwhile (a body, early TLS
+   * bytes) is kept while it fits, and beyond that left in the socket; its
+   * leaving is noticed either way, without a readable socket that nobody
+   * reads waking the loop again and again. A hold that could not notice
+   * its client leaving is not kept. */
+  struct event *ev = NULL;
+  if (s->n_held + 1 > s->lim.held) {
+    c->limit = s->lim.held;
+    why = "session-held-limit";
+  } else if (!(ev = event_new(s->base, c->fd, EV_READ | EV_CLOSED | EV_ET | EV_PERSIST, held_cb,
+                              c)) ||
+             event_add(ev, NULL) < 0) {
+    why = "proxy-out-of-memory";
+  }
+  if (why) {
+    if (ev)
+      event_free(ev);
+    /* The hook side may have raised a request for it already. */
+    bool was_held = shk__eg_server_claim_held(s, c->id) == 0;
+    uint64_t id = c->id;
+    deny(c, why, why[0] == 's' ? 429 : 503, SHK__SOCKS5_NOT_ALLOWED);
+    if (was_held && s->on_abandon)
+      s->on_abandon(s->hook_data, s->name, id);
+    return;
+  }
+  event_free(c->ev);
+  c->ev = ev;
+  set_state(c, ST_HELD);
+  audit(c, "hold", "held");
+  arm(c, s->lim.hold_ms);
+}
+
+/* A held connection ends without a resume. The manager hears of it only if
+ * no resume took it first. */
+static void abandon(struct conn *c, const char *reason, bool client_gone)
+{
+  shk__eg_server *s = c->srv;
+  uint64_t id = c->id;
+  bool was_held = shk__eg_server_claim_held(s, id) == 0;
+  if (!was_held && !client_gone)
+    return; /* a resume took it and is on its way */
+  if (client_gone) {
+    audit(c, "deny", reason);
+    conn_free(c);
+  } else {
+    deny(c, reason, 403, SHK__SOCKS5_NOT_ALLOWED);
+  }
+  if (was_held && s->on_abandon)
+    s->on_abandon(s->hook_data, s->name, id);
+}
+
+static void held_cb(evutil_socket_t fd, short what, void *arg)
+{
+  struct conn *c = arg;
+  while (c->len < sizeof c->buf) {
+    ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
+    if (n > 0) {
+      c->len += (size_t)n;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+      break;
+    abandon(c, "held-abandoned", true);
+    return;
+  }
+  struct pollfd p = { c->fd, POLLRDHUP, 0 };
+  if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+    abandon(c, "held-abandoned", true);
+}
+
+static void decide(struct conn *c)
+{
+  shk__decision d;
+  shk__eg_decide(c->pol->cfg, &c->host, c->kind == SHK__LISTEN_DNS ? 0 : c->port, &d);
+  shk_egress_verdict v = d.verdict;
+  c->rule = d.rule;
+  c->rule_is_config = d.rule != NULL;
+  if (c->srv->hook && v != SHK_EGRESS_DENY) {
+    /* A connection the hook may hold is in the held set before the hook
+     * runs: the hook side may resume it from inside the hook, or from
+     * another thread before the hook has returned. */
+    bool may_hold = c->kind != SHK__LISTEN_DNS;
+    if (may_hold && held_add(c->srv, c->id) < 0) {
+      deny(c, "proxy-out-of-memory", 503, SHK__SOCKS5_FAILURE);
+      return;
+    }
+    const char *hook_rule = NULL, *message = NULL;
+    shk_egress_request r = { .session = c->srv->name, .proto = c->proto, .host = c->host.text,
+                             .port = c->port, .conn_id = c->id, .message = &message,
+                             .via = c->via[0] ? c->via : NULL };
+    shk_egress_verdict hv = c->srv->hook(c->srv->hook_data, &r, &c->tag, &hook_rule);
+    if (hv == SHK_EGRESS_DENY || hv == SHK_EGRESS_HOLD ||
+        (hv == SHK_EGRESS_ALLOW && v == SHK_EGRESS_NONE)) {
+      v = hv;
+      c->rule = hook_rule;
+      c->rule_is_config = false;
+    } else if (hv != SHK_EGRESS_NONE && hv != SHK_EGRESS_ALLOW) {
+      v = SHK_EGRESS_DENY; /* an unknown answer is a refusal */
+      c->rule = NULL;
+      c->rule_is_config = false;
+    }
+    /* A message that cannot be copied leaves the proxy's own text. */
+    if (message && hv == SHK_EGRESS_DENY)
+      c->message = strndup(message, MESSAGE_MAX);
+    if (may_hold && v != SHK_EGRESS_HOLD)
+      (void)shk__eg_server_claim_held(c->srv, c->id);
+  }
+  if (c->kind == SHK__LISTEN_DNS) {
+    if (v == SHK_EGRESS_ALLOW || v == SHK_EGRESS_HOLD)
+      dns_synthetic(c);
+    else
+      deny(c, v == SHK_EGRESS_DENY ? "policy-deny" : "policy-no-match", 0, 0);
+    return;
+  }
+  if (v == SHK_EGRESS_HOLD) {
+    hold(c);
+    return;
+  }
+  if (v != SHK_EGRESS_ALLOW) {
+    deny(c, v == SHK_EGRESS_DENY ? "policy-deny" : "policy-no-match", 403,
+         SHK__SOCKS5_NOT_ALLOWED);
+    return;
+  }
+  proceed(c);
+}
+
+void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v, uint64_t tag,
+                           char *rule, char *reason)
+{
+  struct conn *c = s->conns;
+  while (c && !(c->id == id && c->state == ST_HELD))
+    c = c->next;
+  if (!c) {
+    /* The client left after the resume claimed it. */
+    free(rule);
+    free(reason);
+    return;
+  }
+  event_del(c->ev);
+  evtimer_del(c->timer);
+  free(c->rule_owned);
+  c->rule = c->rule_owned = rule;
+  c->rule_is_config = false;
+  if (v == SHK_EGRESS_ALLOW) {
+    free(reason);
+    c->tag = tag;
+    set_state(c, ST_RESOLVE);
+    proceed(c);
+  } else {
+    free(c->message);
+    c->message = reason;
+    deny(c, "held-denied", 403, SHK__SOCKS5_NOT_ALLOWED);
+  }
+}
+
+/* A literal address from the session's synthetic pool is the name it was
+ * handed out for: the connection is decided, held and dialed as that
+ * name. False when it was refused. */
+static bool map_synthetic(struct conn *c)
+{
+  uint32_t index;
+  if (!c->srv->pool || c->host.kind == SHK_HOST_NAME || !shk__dns_pool_index(&c->host.ip, &index))
+    return true;
+  shk_ip_format(&c->host.ip, c->via);
+  const char *name = shk__dns_pool_name(c->srv->pool, index);
+  if (!name || shk_host_parse(name, strlen(name), &c->host, NULL, NULL) < 0) {
+    deny(c, "dns-synthetic-unknown", 403, SHK__SOCKS5_HOST_UNREACH);
+    return false;
+  }
+  return true;
 }
 
 /* ------------------------------------------------------------------------
@@ -631,7 +1062,9 @@ static void handle_http(struct conn *c)
     return;
   }
   event_del(c->ev);
-  decide(c);
+  evtimer_del(c->timer);
+  if (map_synthetic(c))
+    decide(c);
 }
 
 static void handle_socks5(struct conn *c)
@@ -654,7 +1087,7 @@ static void handle_socks5(struct conn *c)
     }
     memmove(c->buf, c->buf + n, c->len - (size_t)n);
     c->len -= (size_t)n;
-    c->state = ST_SOCKS_REQ;
+    set_state(c, ST_SOCKS_REQ);
   }
   shk__socks5_req req;
   uint8_t code;
@@ -669,7 +1102,9 @@ static void handle_socks5(struct conn *c)
   c->port = req.port;
   c->consumed = (size_t)n;
   event_del(c->ev);
-  decide(c);
+  evtimer_del(c->timer);
+  if (map_synthetic(c))
+    decide(c);
 }
 
 static void handle_dns(struct conn *c)
@@ -685,10 +1120,18 @@ static void handle_dns(struct conn *c)
     close_with(c, NULL, 0);
     return;
   }
+  if (c->refusing) {
+    /* Refused at accept, before its query was in: the answer is REFUSED. */
+    if (c->dq.name_ok)
+      c->host = c->dq.host;
+    deny(c, c->refusing, 0, 0);
+    return;
+  }
   event_del(c->ev);
-  c->state = ST_DNS;
+  evtimer_del(c->timer);
+  set_state(c, ST_DNS);
   c->host = c->dq.host;
-  if (!c->dq.name_ok || (c->dq.qtype != 1 && c->dq.qtype != 28)) {
+  if (!c->dq.name_ok || (c->dq.qtype != 1 && c->dq.qtype != 28) || NEVER(!c->srv->pool)) {
     if (!c->dq.name_ok)
       memset(&c->host, 0, sizeof c->host);
     deny(c, c->dq.name_ok ? "dns-type-refused" : "host-bad-char", 0, 0);
@@ -700,10 +1143,6 @@ static void handle_dns(struct conn *c)
 static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
   struct conn *c = arg;
-  if (what & EV_TIMEOUT) {
-    conn_free(c);
-    return;
-  }
   if (c->len == sizeof c->buf) {
     /* Only the HTTP parser can want this much, and it refuses first. */
     conn_free(c);
@@ -716,6 +1155,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
     conn_free(c);
     return;
   }
+  c->last_read_ms = now_ms();
   c->len += (size_t)n;
   switch (c->kind) {
   case SHK__LISTEN_HTTP:
@@ -728,6 +1168,154 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
     handle_dns(c);
     break;
   }
+}
+
+/* The request phase ran out: the whole of it (request_ms), or a silence
+ * (idle_ms) that slowloris would stretch out. */
+static void request_timeout(struct conn *c)
+{
+  int64_t now = now_ms();
+  int64_t idle_end = c->last_read_ms + c->srv->lim.idle_ms;
+  const char *why = NULL;
+  if (now >= c->deadline_ms)
+    why = "request-timeout";
+  else if (now >= idle_end)
+    why = "request-idle-timeout";
+  if (!why) {
+    arm(c, (idle_end < c->deadline_ms ? idle_end : c->deadline_ms) - now);
+    return;
+  }
+  if (c->kind == SHK__LISTEN_HTTP) {
+    deny(c, why, 408, 0);
+  } else {
+    /* SOCKS5 has no reply before its request, DNS none without a query. */
+    audit(c, "deny", why);
+    conn_free(c);
+  }
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+  struct conn *c = arg;
+  switch (c->state) {
+  case ST_HEAD:
+  case ST_SOCKS_REQ:
+  case ST_DNS:
+    request_timeout(c);
+    break;
+  case ST_RESOLVE:
+    if (c->dnsreq) {
+      /* Cancelling runs resolved_cb at once with EVUTIL_EAI_CANCEL. */
+      evdns_getaddrinfo_cancel(c->dnsreq);
+      c->dnsreq = NULL;
+    }
+    deny(c, "dns-timeout", 403, SHK__SOCKS5_HOST_UNREACH);
+    break;
+  case ST_HELD:
+    abandon(c, "hold-timeout", false);
+    break;
+  case ST_DIAL: /* the dial's own event has its timeout */
+  case ST_RELAY:
+  case ST_LINGER: /* the linger is over */
+    conn_free(c);
+    break;
+  }
+}
+
+/* Over a limit at accept: the client is answered at once in its own
+ * protocol, from what it has sent so far. The socket then lingers like any
+ * refused one, so that a client that writes before it reads (a SOCKS5
+ * request after the method choice, a DNS query) still finds its answer
+ * rather than a broken pipe; at most REFUSING_MAX of them per session, and
+ * none when descriptors are what is short: beyond that it is closed at
+ * once. */
+static void refuse_at_accept(struct conn *c, const char *reason, int status)
+{
+  shk__eg_server *s = c->srv;
+  ssize_t n = recv(c->fd, c->buf, sizeof c->buf, MSG_DONTWAIT);
+  c->len = n > 0 ? (size_t)n : 0;
+  char out[MESSAGE_MAX + 512];
+  size_t len = 0;
+  bool dns_waits = false;
+  if (c->kind == SHK__LISTEN_HTTP) {
+    shk__http_refusal ref;
+    if (shk__http_parse_head(c->buf, c->len, &c->req, &ref) == 1) {
+      c->host = c->req.host;
+      c->port = c->req.port;
+      c->proto = c->req.is_connect ? SHK_EGRESS_CONNECT : SHK_EGRESS_HTTP;
+    }
+    len = http_refusal(c, status, reason, out, sizeof out);
+  } else if (c->kind == SHK__LISTEN_SOCKS5) {
+    /* The method choice and the refusal together: a client reads the
+     * first, sends its request, and finds the second waiting. */
+    const char *why;
+    int g = shk__socks5_parse_greeting((const uint8_t *)c->buf, c->len, &why);
+    static const uint8_t r[] = { 5, 0, 5, SHK__SOCKS5_NOT_ALLOWED, 0, 1, 0, 0, 0, 0, 0, 0 };
+    memcpy(out, g < 0 ? "\x05\xff" : (const char *)r, g < 0 ? 2 : sizeof r);
+    len = g < 0 ? 2 : sizeof r;
+    shk__socks5_req req;
+    uint8_t code;
+    if (g > 0 && shk__socks5_parse_request((const uint8_t *)c->buf + g, c->len - (size_t)g, &req,
+                                           &code, &why) > 0) {
+      c->host = req.host;
+      c->port = req.port;
+    }
+  } else {
+    size_t mlen = c->len >= 2 ? (size_t)((uint8_t)c->buf[0] << 8 | (uint8_t)c->buf[1]) : 0;
+    if (c->len >= 2 && c->len >= 2 + mlen &&
+        !shk__dns_parse_query((const uint8_t *)c->buf + 2, mlen, &c->dq)) {
+      if (c->dq.name_ok)
+        c->host = c->dq.host;
+      len = shk__dns_build_reply(&c->dq, NULL, 0, (uint8_t *)out + 2, sizeof out - 2);
+      out[0] = (char)(len >> 8);
+      out[1] = (char)len;
+      len += 2;
+    } else {
+      dns_waits = true; /* answered REFUSED when its query is in (handle_dns) */
+    }
+  }
+  bool linger = strcmp(reason, "proxy-descriptor-reserve") && s->n_refusing < REFUSING_MAX;
+  if (linger) {
+    c->ev = event_new(s->base, c->fd, EV_READ | EV_PERSIST, dns_waits ? read_cb : linger_cb, c);
+    c->timer = evtimer_new(s->base, timer_cb, c);
+    if (!c->ev || !c->timer) {
+      if (c->ev)
+        event_free(c->ev);
+      if (c->timer)
+        event_free(c->timer);
+      c->ev = c->timer = NULL;
+      linger = false;
+    }
+  }
+  if (!dns_waits || !linger)
+    audit(c, "deny", reason);
+  if (len) {
+    ssize_t w = send(c->fd, out, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+  }
+  if (!linger) {
+    close(c->fd);
+    atomic_fetch_sub(&fds_in_use, c->fds);
+    shk__http_req_free(&c->req);
+    free(c);
+    return;
+  }
+  /* A lingering refusal: counted as a socket of the session, in no state
+   * of the request phase. */
+  c->refusing = reason;
+  s->n_refusing++;
+  c->pol = s->pol;
+  c->pol->refs++;
+  s->n_sockets++;
+  c->sockets = 1;
+  c->next = s->conns;
+  if (s->conns)
+    s->conns->prev = c;
+  s->conns = c;
+  if (!dns_waits)
+    shutdown(c->fd, SHUT_WR);
+  event_add(c->ev, NULL);
+  arm(c, LINGER_MS);
 }
 
 static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
@@ -750,9 +1338,40 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
   c->proto = l->kind == SHK__LISTEN_SOCKS5 ? SHK_EGRESS_SOCKS5
              : l->kind == SHK__LISTEN_DNS  ? SHK_EGRESS_DNS
                                            : SHK_EGRESS_HTTP;
+  c->state = ST_LINGER; /* counted in no state until it is set up */
+  /* The limits, before anything is spent on the connection: the process's
+   * descriptor reserve, then the session's sockets and its connections
+   * in setup. */
+  if (!fds_take(c, 1, fd)) {
+    refuse_at_accept(c, "proxy-descriptor-reserve", 503);
+    return;
+  }
+  if (s->n_sockets + 1 > s->lim.connections) {
+    c->limit = s->lim.connections;
+    refuse_at_accept(c, "session-connection-limit", 429);
+    return;
+  }
+  if (s->n_setup + 1 > s->lim.setup) {
+    c->limit = s->lim.setup;
+    refuse_at_accept(c, "session-setup-limit", 429);
+    return;
+  }
+  c->ev = event_new(s->base, fd, EV_READ | EV_PERSIST, read_cb, c);
+  c->timer = evtimer_new(s->base, timer_cb, c);
+  if (!c->ev || !c->timer) {
+    if (c->ev)
+      event_free(c->ev);
+    if (c->timer)
+      event_free(c->timer);
+    c->ev = c->timer = NULL;
+    refuse_at_accept(c, "proxy-out-of-memory", 503);
+    return;
+  }
   c->pol = s->pol;
   c->pol->refs++;
-  c->state = ST_HEAD;
+  set_state(c, ST_HEAD);
+  s->n_sockets++;
+  c->sockets = 1;
   if (sa->sa_family != AF_UNIX) {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -761,10 +1380,9 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
   if (s->conns)
     s->conns->prev = c;
   s->conns = c;
-  c->ev = event_new(s->base, fd, EV_READ | EV_PERSIST, read_cb, c);
-  c->timer = evtimer_new(s->base, timeout_cb, c);
-  struct timeval tv = { HANDSHAKE_SECONDS, 0 };
-  evtimer_add(c->timer, &tv);
+  c->last_read_ms = now_ms();
+  c->deadline_ms = c->last_read_ms + s->lim.request_ms;
+  arm(c, s->lim.idle_ms < s->lim.request_ms ? s->lim.idle_ms : s->lim.request_ms);
   event_add(c->ev, NULL);
 }
 
@@ -777,6 +1395,15 @@ static void conn_free(struct conn *c)
     s->conns = c->next;
   if (c->next)
     c->next->prev = c->prev;
+  if (c->state == ST_HELD)
+    (void)shk__eg_server_claim_held(s, c->id);
+  set_state(c, ST_LINGER);
+  if (c->refusing)
+    s->n_refusing--;
+  s->n_sockets -= (unsigned)c->sockets;
+  atomic_fetch_sub(&fds_in_use, c->fds);
+  if (c->tunnel_counted)
+    tag_add(s, c->tag, -1);
   if (c->dnsreq)
     evdns_getaddrinfo_cancel(c->dnsreq);
   if (c->ev)
@@ -790,6 +1417,8 @@ static void conn_free(struct conn *c)
     close(c->up_fd);
   shk__http_req_free(&c->req);
   policy_unref(c->pol);
+  free(c->rule_owned);
+  free(c->message);
   free(c);
 }
 
@@ -803,8 +1432,10 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
   evconnlistener_enable(l->lev);
 }
 
-/* accept() failed (out of descriptors, most likely): pause this listener
- * for a moment instead of spinning on a socket that stays readable. */
+/* accept() failed with something other than EAGAIN, EINTR or
+ * ECONNABORTED: out of descriptors, most likely, because something else
+ * in the process took the reserve. The listening socket stays readable, so
+ * retrying at once would spin a core: the listener pauses for a moment. */
 static void accept_error_cb(struct evconnlistener *lev, void *arg)
 {
   struct listener *l = arg;
@@ -815,6 +1446,16 @@ static void accept_error_cb(struct evconnlistener *lev, void *arg)
 
 static int add_listener(shk__eg_server *s, shk__eg_listener_kind kind, int fd, const char *path)
 {
+  if (kind == SHK__LISTEN_DNS && !s->pool) {
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed)
+      seed = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)s;
+    s->pool = shk__dns_pool_new(s->lim.dns_names, seed);
+    if (!s->pool) {
+      close(fd);
+      return -ENOMEM;
+    }
+  }
   struct listener *l = calloc(1, sizeof *l);
   if (!l) {
     close(fd);
@@ -918,6 +1559,8 @@ int shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
     shk__eg_config_free(cfg);
     return shk__error_set(err, -ENOMEM, "out of memory");
   }
+  raise_nofile();
+  pthread_mutex_init(&s->shared_mu, NULL);
   s->base = base;
   s->pol = p;
   s->pol->cfg = cfg;
@@ -927,6 +1570,10 @@ int shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
   s->audit_fd = o->audit_fd;
   s->hook = o->hook;
   s->hook_data = o->hook_data;
+  s->on_abandon = o->on_abandon;
+  if (o->limits)
+    s->opt_limits = *o->limits;
+  shk__eg_limits_resolve(&cfg->limits, &s->opt_limits, &s->lim);
   *out = s;
   return 0;
 }
@@ -949,6 +1596,10 @@ int shk__eg_server_set_config(shk__eg_server *s, shk__eg_config *cfg, shk_error 
   p->refs = 1;
   policy_unref(s->pol);
   s->pol = p;
+  /* New limits apply to what comes next; the pool keeps its size. */
+  unsigned names = s->lim.dns_names;
+  shk__eg_limits_resolve(&cfg->limits, &s->opt_limits, &s->lim);
+  s->lim.dns_names = names;
   return 0;
 }
 
@@ -958,7 +1609,7 @@ int shk__eg_server_close_tunnels(shk__eg_server *s, uint64_t tag)
   struct conn *c = s->conns, *next;
   for (; c; c = next) {
     next = c->next;
-    if (tag == 0 || c->tag == tag) {
+    if (c->state != ST_HELD && (tag == 0 || c->tag == tag)) {
       if (c->state == ST_RELAY)
         n++;
       conn_free(c);
@@ -981,8 +1632,22 @@ void shk__eg_server_free(shk__eg_server *s)
     free(l->unix_path);
     free(l);
   }
-  shk__eg_server_close_tunnels(s, 0);
+  /* Held connections are answered before they go: the client learns why. */
+  for (struct conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state == ST_HELD) {
+      (void)shk__eg_server_claim_held(s, c->id);
+      event_del(c->ev);
+      deny(c, "session-closed", 403, SHK__SOCKS5_NOT_ALLOWED);
+    }
+  }
+  while (s->conns)
+    conn_free(s->conns);
   policy_unref(s->pol);
+  shk__dns_pool_free(s->pool);
+  pthread_mutex_destroy(&s->shared_mu);
+  free(s->held_ids);
+  free(s->tags);
   free(s->name);
   free(s);
 }

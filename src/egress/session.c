@@ -19,46 +19,71 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-enum request { REQ_NONE, REQ_CLOSE_TUNNELS, REQ_STOP };
+/* Work another thread hands to the loop: nothing crosses threads but
+ * these, under mu, and the eventfd that wakes the loop. */
+struct post {
+  struct post *next;
+  enum { POST_CLOSE_TUNNELS, POST_RESUME } kind;
+  uint64_t id; /* the tag to close, or the held connection */
+  shk_egress_verdict verdict;
+  uint64_t tag;
+  char *rule, *reason;
+};
 
 struct shk_egress_session {
   char dir[PATH_MAX];
   struct event_base *base;
   shk__eg_server *srv;
-  /* Other threads never touch the event base: they post a request under
-   * mu and poke this eventfd, and the loop thread does the work. */
+  /* Other threads never touch the event base: they queue a post under mu
+   * and poke this eventfd, and the loop thread does the work. No caller
+   * ever waits for the loop, except shk_egress_session_close, which joins
+   * it. */
   int wake_fd;
   struct event *wake;
   pthread_t thread;
   bool running;
   int own_audit_fd;
-  /* One cross-thread request at a time, under mu. */
-  pthread_mutex_t mu, call_mu;
-  pthread_cond_t cv;
-  enum request req;
-  uint64_t tag;
-  int result;
-  bool done;
+  pthread_mutex_t mu;
+  struct post *head, *tail;
+  bool stop;
 };
+
+static void post_free(struct post *p)
+{
+  free(p->rule);
+  free(p->reason);
+  free(p);
+}
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
   shk_egress_session *s = arg;
   uint64_t n;
-  if (read(s->wake_fd, &n, sizeof n) < 0)
+  if (read(s->wake_fd, &n, sizeof n) < 0 && errno != EAGAIN)
     return;
   pthread_mutex_lock(&s->mu);
-  if (s->req == REQ_CLOSE_TUNNELS) {
-    s->result = shk__eg_server_close_tunnels(s->srv, s->tag);
-  } else if (s->req == REQ_STOP) {
+  struct post *p = s->head;
+  s->head = s->tail = NULL;
+  bool stop = s->stop;
+  pthread_mutex_unlock(&s->mu);
+  /* In the order they were posted: a resume and a close of its tag land
+   * as their callers made them. */
+  while (p) {
+    struct post *next = p->next;
+    if (p->kind == POST_CLOSE_TUNNELS) {
+      shk__eg_server_close_tunnels(s->srv, p->id);
+    } else {
+      shk__eg_server_resume(s->srv, p->id, p->verdict, p->tag, p->rule, p->reason);
+      p->rule = p->reason = NULL;
+    }
+    post_free(p);
+    p = next;
+  }
+  if (stop) {
     shk__eg_server_free(s->srv);
     s->srv = NULL;
     event_base_loopbreak(s->base);
   }
-  s->req = REQ_NONE;
-  s->done = true;
-  pthread_cond_broadcast(&s->cv);
-  pthread_mutex_unlock(&s->mu);
 }
 
 static void *loop_main(void *arg)
@@ -73,30 +98,21 @@ static void *loop_main(void *arg)
   return NULL;
 }
 
-static int call(shk_egress_session *s, enum request req, uint64_t tag)
+/* Queues P for the loop and wakes it; never blocks (the eventfd is
+ * non-blocking, and a counter that is already nonzero wakes the loop as
+ * well as one more would). */
+static void post(shk_egress_session *s, struct post *p)
 {
-  if (pthread_equal(pthread_self(), s->thread)) {
-    /* From inside the hook: the loop is ours already. */
-    return req == REQ_CLOSE_TUNNELS ? shk__eg_server_close_tunnels(s->srv, tag) : -EDEADLK;
-  }
-  pthread_mutex_lock(&s->call_mu);
   pthread_mutex_lock(&s->mu);
-  s->req = req;
-  s->tag = tag;
-  s->done = false;
-  uint64_t one = 1;
-  if (write(s->wake_fd, &one, sizeof one) < 0) {
-    int e = errno;
-    pthread_mutex_unlock(&s->mu);
-    pthread_mutex_unlock(&s->call_mu);
-    return -e;
-  }
-  while (!s->done)
-    pthread_cond_wait(&s->cv, &s->mu);
-  int r = s->result;
+  if (s->tail)
+    s->tail->next = p;
+  else
+    s->head = p;
+  s->tail = p;
   pthread_mutex_unlock(&s->mu);
-  pthread_mutex_unlock(&s->call_mu);
-  return r;
+  uint64_t one = 1;
+  ssize_t w = write(s->wake_fd, &one, sizeof one);
+  (void)w;
 }
 
 static int build_config(const shk_egress_session_opts *o, shk__eg_config **out, shk_error *err)
@@ -143,8 +159,6 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
   s->own_audit_fd = -1;
   s->wake_fd = -1;
   pthread_mutex_init(&s->mu, NULL);
-  pthread_mutex_init(&s->call_mu, NULL);
-  pthread_cond_init(&s->cv, NULL);
   int audit_fd = opts->audit_fd;
   if (cfg->audit_path) {
     s->own_audit_fd = open(cfg->audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -177,7 +191,8 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     return r;
   }
   shk__eg_server_opts so = { .name = opts->name ? opts->name : "session", .audit_fd = audit_fd,
-                             .hook = opts->hook, .hook_data = opts->hook_data };
+                             .hook = opts->hook, .hook_data = opts->hook_data,
+                             .limits = &opts->limits, .on_abandon = opts->on_abandon };
   r = shk__eg_server_new(s->base, cfg, &so, &s->srv, err);
   if (r < 0) {
     shk_egress_session_close(s);
@@ -237,7 +252,42 @@ int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag)
 {
   if (!s->running)
     return shk__eg_server_close_tunnels(s->srv, tag);
-  return call(s, REQ_CLOSE_TUNNELS, tag);
+  struct post *p = calloc(1, sizeof *p);
+  if (!p)
+    return -ENOMEM;
+  p->kind = POST_CLOSE_TUNNELS;
+  p->id = tag;
+  /* The count first: the loop may close them as soon as the post is in. */
+  int n = shk__eg_server_tunnel_count(s->srv, tag);
+  post(s, p);
+  return n;
+}
+
+int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egress_verdict verdict,
+                              uint64_t tag, const char *rule, const char *reason)
+{
+  if (verdict != SHK_EGRESS_ALLOW && verdict != SHK_EGRESS_DENY)
+    return -EINVAL;
+  if (!s->running)
+    return -ENOENT;
+  /* Everything that can fail comes before the claim: once a resume has
+   * claimed the connection, it is the one that goes on with it. */
+  struct post *p = calloc(1, sizeof *p);
+  if (!p || (rule && !(p->rule = strdup(rule))) || (reason && !(p->reason = strdup(reason)))) {
+    if (p)
+      post_free(p);
+    return -ENOMEM;
+  }
+  if (shk__eg_server_claim_held(s->srv, conn_id) < 0) {
+    post_free(p);
+    return -ENOENT;
+  }
+  p->kind = POST_RESUME;
+  p->id = conn_id;
+  p->verdict = verdict;
+  p->tag = tag;
+  post(s, p);
+  return 0;
 }
 
 void shk_egress_session_close(shk_egress_session *s)
@@ -245,10 +295,20 @@ void shk_egress_session_close(shk_egress_session *s)
   if (!s)
     return;
   if (s->running) {
-    call(s, REQ_STOP, 0);
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_mutex_unlock(&s->mu);
+    uint64_t one = 1;
+    ssize_t w = write(s->wake_fd, &one, sizeof one);
+    (void)w;
     pthread_join(s->thread, NULL);
   }
   shk__eg_server_free(s->srv);
+  while (s->head) {
+    struct post *p = s->head;
+    s->head = p->next;
+    post_free(p);
+  }
   if (s->wake)
     event_free(s->wake);
   if (s->base)
@@ -264,7 +324,5 @@ void shk_egress_session_close(shk_egress_session *s)
   if (s->own_audit_fd >= 0)
     close(s->own_audit_fd);
   pthread_mutex_destroy(&s->mu);
-  pthread_mutex_destroy(&s->call_mu);
-  pthread_cond_destroy(&s->cv);
   free(s);
 }

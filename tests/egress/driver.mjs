@@ -11,6 +11,7 @@ import {
   echoCheck, startResolver, startCanary, observe, isBlocked, isRefused, isAllowed,
   upstreamEcho, describe, sleep, SHINKEN, TMP,
 } from './harness.mjs';
+import { groupPool, groupHold, groupFlood } from './session-groups.mjs';
 
 const group = process.argv[2];
 const OK_ADDR = '10.77.0.2';
@@ -683,7 +684,38 @@ async function groupSocks() {
     });
     ok(o.canary === 0 && o.r.rep !== 0, describe(o));
   });
+  // Every reply code the proxy sends, each for its own reason: a failed
+  // lookup is 0x04, a refusal 0x02, an upstream that refuses 0x05.
+  const codes = [
+    ['a lookup that fails (NXDOMAIN)', 3, 'nx.test', 7, 4],
+    ['a lookup that fails (SERVFAIL)', 3, 'servfail.test', 7, 4],
+    ['a lookup with no address', 3, 'empty.test', 7, 4],
+    ['a lookup that times out', 3, 'timeout.test', 7, 4],
+    ['a name the policy denies', 3, 'denied.test', 7, 2],
+    ['a name that resolves to loopback', 3, 'lo.test', 7, 2],
+    ['an upstream port nobody listens on', 3, 'ok.test', 9, 5],
+    ['an address outside the policy', 1, '10.77.0.3', 7, 2],
+  ];
+  for (const [name, atyp, a, p, want] of codes) {
+    await t(`socks5 reply code for ${name}: 0x0${want}`, async () => {
+      const o = await observe(canary, () => socks(px, atyp, a, p));
+      ok(o.r.rep === want, `reply ${o.r.rep}`);
+      ok(o.up.length === 0 && o.canary === 0, describe(o));
+    });
+  }
   await stopChecked(px, 'socks5');
+  // An allowed address where no host answers: unreachable, 0x04.
+  const pu = await startProxy(cfg({ domains: {}, cidrs: { '10.77.0.0/24': 'allow' }, allow_private_cidrs: ['10.77.0.0/24'] }));
+  await t('socks5 reply code for a host that does not answer ARP: 0x04', async () => {
+    const o = await observe(canary, () => socks(pu, 1, '10.77.0.200', 7));
+    ok(o.r.rep === 4, `reply ${o.r.rep}`);
+  });
+  await t('http answers the same case 502 with a body that says so', async () => {
+    const o = await observe(canary, () => get(pu, 'http://10.77.0.200/'));
+    ok(o.r.status === 502 && o.r.headers['x-shinken-decision'] === 'connect-unreachable', describe(o));
+    ok(/could not be reached/.test(o.r.body), o.r.body);
+  });
+  await stopChecked(pu, 'socks5 unreachable');
 }
 
 // ---------------------------------------------------------------- ops: audit and reload
@@ -830,8 +862,91 @@ async function groupLoad() {
   });
 }
 
+// ---------------------------------------------------------------- limits
+// The request phase's timeouts and the limits of the configuration's
+// "limits" object, on the standalone proxy (one process, one policy: the
+// limits are the proxy's). Each protection has its control: the same
+// client against the defaults.
+async function groupLimits() {
+  const pq = await startProxy(cfg({ domains: { '**.test': 'allow' }, limits: { idle_timeout_ms: 300 } }));
+  const pd = await startProxy(cfg({ domains: { '**.test': 'allow' } }));
+  const silent = async (px) => {
+    const c = await Conn.open(px.http);
+    const r = await c.response(2500);
+    const closed = c.closed;
+    c.close();
+    return { ...r, closed };
+  };
+  await t('limits: a connection that sends nothing is answered 408 and closed after idle_timeout_ms', async () => {
+    const r = await silent(pq);
+    ok(r.status === 408 && r.headers['x-shinken-decision'] === 'request-idle-timeout', `status ${r.status}`);
+    ok(/did not arrive in time/.test(r.body), r.body);
+  });
+  await t('limits: control: with the default idle timeout the same connection is still open', async () => {
+    const r = await silent(pd);
+    ok(r.status === 0 && !r.closed, `status ${r.status} closed ${r.closed}`);
+  });
+  const pr = await startProxy(cfg({ domains: { '**.test': 'allow' }, limits: { idle_timeout_ms: 1000, request_timeout_ms: 1500 } }));
+  const trickle = async (px) => {
+    const c = await Conn.open(px.http);
+    const head = 'GET http://ok.test/ HTTP/1.1\r\nHost: ok.test\r\nX-Slow: ';
+    let i = 0;
+    const timer = setInterval(() => { if (!c.closed) c.write(head[i++ % head.length] ?? 'a'); }, 200);
+    const r = await c.response(3000);
+    clearInterval(timer);
+    const closed = c.closed;
+    c.close();
+    return { ...r, closed };
+  };
+  await t('limits: a request that trickles in (slowloris) is cut at request_timeout_ms', async () => {
+    const r = await trickle(pr);
+    ok(r.status === 408 && r.headers['x-shinken-decision'] === 'request-timeout', `status ${r.status}`);
+  });
+  await t('limits: control: with the default timeouts the trickle goes on', async () => {
+    const r = await trickle(pd);
+    ok(r.status === 0 && !r.closed, `status ${r.status} closed ${r.closed}`);
+  });
+  await stopChecked(pq, 'limits idle');
+  await stopChecked(pr, 'limits request');
+  await stopChecked(pd, 'limits defaults');
+
+  const ps = await startProxy(cfg({ domains: { '**.test': 'allow' }, cidrs: { '10.77.0.0/24': 'allow' }, limits: { setup: 5 } }));
+  await t('limits: past the setup limit a new connection is refused at once: HTTP 429, SOCKS5 0x02', async () => {
+    const idle = await Promise.all(Array.from({ length: 5 }, () => Conn.open(ps.http)));
+    await sleep(100);
+    const o = await observe(canary, () => get(ps, 'http://ok.test/'));
+    ok(o.r.status === 429 && o.r.headers['x-shinken-decision'] === 'session-setup-limit' && o.up.length === 0, describe(o));
+    ok(/5 connections being set up/.test(o.r.body), o.r.body);
+    const s5 = await observe(canary, () => socks(ps, 3, 'ok.test', 7));
+    ok(s5.r.rep === 2 && s5.up.length === 0, describe(s5));
+    idle.forEach((c) => c.close());
+    await sleep(200);
+    isAllowed(await observe(canary, () => get(ps, 'http://ok.test/')));
+    const a = ps.audit().filter((l) => l.reason === 'session-setup-limit');
+    ok(a.length === 2 && a.every((l) => l.decision === 'deny'), `${a.length} audit lines`);
+  });
+  await stopChecked(ps, 'limits setup');
+
+  const pc = await startProxy(cfg({ domains: { '**.test': 'allow' }, limits: { connections: 3 } }));
+  await t('limits: the connection limit counts both sides: a second tunnel is refused at its dial (429)', async () => {
+    const one = await connectTunnel(pc, 'ok.test:443');
+    ok(one.status === 200, `first tunnel ${one.status}`);
+    await echoCheck(one.conn, rnd(100)); // the upstream has logged it by now
+    const o = await observe(canary, () => connectTunnel(pc, 'ok.test:443'));
+    ok(o.r.status === 429 && o.r.headers['x-shinken-decision'] === 'session-connection-limit' && o.up.length === 0, describe(o));
+    const extra = await Conn.open(pc.http);
+    const third = await rawHttp(pc.http, 'CONNECT ok.test:443 HTTP/1.1\r\nHost: ok.test:443\r\n\r\n');
+    ok(third.status === 429 && third.headers['x-shinken-decision'] === 'session-connection-limit', `at accept: ${third.status}`);
+    extra.close();
+    await echoCheck(one.conn, rnd(1000));
+    one.conn.close();
+  });
+  await stopChecked(pc, 'limits connections');
+}
+
 const groups = { config: groupConfig, canon: groupCanon, policy: groupPolicy, ssrf: groupSsrf, dns: groupDns,
-  http: groupHttp, socks5: groupSocks, ops: groupOps, load: groupLoad };
+  http: groupHttp, socks5: groupSocks, ops: groupOps, load: groupLoad, limits: groupLimits,
+  pool: () => groupPool({ dns, canary }), hold: () => groupHold({ dns, canary }), flood: () => groupFlood({ dns, canary }) };
 if (!groups[group]) { console.log(`unknown group ${group}`); process.exit(2); }
 await groups[group]();
 dns.close(); canary.close();

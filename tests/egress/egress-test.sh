@@ -4,6 +4,8 @@
 . "$SHINKEN_SRCDIR/tests/lib.sh"
 . "$SHINKEN_SRCDIR/tests/egress/netns.sh"
 group=$1
+# The session host (session-host.c), for the groups that need a session.
+export EG_SESSION_HOST="${2:-}"
 "$SHINKEN" proxy --help >/dev/null 2>&1 || "$SHINKEN" --help 2>&1 | grep -q '^  proxy ' ||
   fail "this shinken has no 'proxy' command"
 eg_setup

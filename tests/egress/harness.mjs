@@ -89,10 +89,11 @@ export async function stopChecked(px, name) {
 
 // ---- a raw client connection, read by predicate
 export class Conn {
+  // PORT is a TCP port on HOST, or the path of a session's unix socket.
   static open(port, host = '127.0.0.1') {
     return new Promise((res, rej) => {
       const c = new Conn();
-      c.sock = net.connect({ port, host });
+      c.sock = net.connect(typeof port === 'string' ? { path: port } : { port, host });
       c.buf = Buffer.alloc(0); c.closed = false; c.waiters = [];
       c.sock.on('data', (d) => { c.buf = Buffer.concat([c.buf, d]); c.wake(); });
       c.sock.on('close', () => { c.closed = true; c.wake(); });
@@ -227,7 +228,7 @@ export function ip6bytes(s) {
 // zone: name -> { A: [...], AAAA: [...] } | { rcode } | { drop: true } |
 // { seq: [answer, answer, ...] } (the n-th A query gets the n-th answer, the
 // last one repeating). Other names under .test answer A 10.77.0.2.
-export async function startResolver(zone, port = 0) {
+export async function startResolver(zone, port = 0, logFile = null) {
   const s = dgram.createSocket('udp4');
   const r = { zone, log: [], counts: {} };
   s.on('message', (q, rinfo) => {
@@ -240,6 +241,7 @@ export async function startResolver(zone, port = 0) {
     const name = labels.join('.').toLowerCase();
     const tname = qtype === 1 ? 'A' : qtype === 28 ? 'AAAA' : String(qtype);
     r.log.push({ name, type: tname });
+    if (logFile) fs.appendFileSync(logFile, `${name} ${tname}\n`);
     let e = zone[name];
     if (!e && name.endsWith('.test')) e = { A: ['10.77.0.2'] };
     if (!e) e = { rcode: 3 };
@@ -328,3 +330,100 @@ export function isAllowed(o, addr = '10.77.0.2') {
   ok(o.up.length >= 1 && o.up.every((l) => l.startsWith(`conn ${addr} `)), `expected to reach ${addr}: ${describe(o)}`);
 }
 export function upstreamEcho(o) { return JSON.parse(o.r.body); }
+
+// ---- sessions: the session host (session-host.c), one process holding
+// several sessions, driven on stdin; its audit lines come on stderr.
+export async function startHost({ nofile } = {}) {
+  const exe = process.env.EG_SESSION_HOST;
+  if (!exe) throw new Error('no session host (EG_SESSION_HOST)');
+  // With NOFILE, the soft and hard descriptor limits of the host, as a
+  // manager's might be.
+  const proc = nofile
+    ? spawn('sh', ['-c', `ulimit -n ${nofile} && exec "$0"`, exe], { stdio: ['pipe', 'pipe', 'pipe'] })
+    : spawn(exe, [], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const h = { proc, answers: [], waiting: [], events: [], evWaiters: [], errText: '', code: undefined };
+  h.exited = new Promise((res) => proc.on('exit', (code, signal) => { h.code = code ?? signal; res(); }));
+  let buf = '';
+  proc.stdout.on('data', (d) => {
+    buf += d;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i); buf = buf.slice(i + 1);
+      if (/^(held|abandoned) /.test(line)) {
+        const [kind, session, id, host, port, via] = line.split(' ');
+        h.events.push({ kind, session, id, host, port: Number(port), via });
+        for (const w of h.evWaiters.splice(0)) w();
+      } else if (h.waiting.length) h.waiting.shift()(line);
+      else h.answers.push(line);
+    }
+  });
+  proc.stderr.on('data', (d) => { h.errText += d; });
+  h.cmd = (line) => new Promise((res) => {
+    h.waiting.push(res);
+    proc.stdin.write(line + '\n');
+  });
+  // The first event since FROM (an index into h.events) that PRED accepts.
+  h.event = async (pred, ms = 5000, from = 0) => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const e = h.events.slice(from).find(pred);
+      if (e) return e;
+      if (Date.now() > end) return null;
+      await Promise.race([new Promise((r) => h.evWaiters.push(r)), sleep(Math.max(1, end - Date.now()))]);
+    }
+  };
+  h.audit = () => h.errText.split('\n').filter((l) => l.startsWith('{')).map((l) => {
+    try { return JSON.parse(l); } catch { return { unparsable: l }; }
+  });
+  let n = 0;
+  h.open = async (name, cfg) => {
+    const file = path.join(TMP, `session-${process.pid}-${n++}.json`);
+    fs.writeFileSync(file, JSON.stringify(cfg));
+    const a = await h.cmd(`open ${name} ${file}`);
+    if (!a.startsWith('ok ')) throw new Error(`open ${name}: ${a}`);
+    const dir = a.slice(3);
+    return { name, dir, http: `${dir}/http.sock`, socks: `${dir}/socks5.sock`, dns: `${dir}/dns.sock` };
+  };
+  // CPU seconds the host has used (user + system).
+  h.cpu = () => {
+    const f = fs.readFileSync(`/proc/${proc.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  };
+  h.stop = async () => {
+    proc.stdin.end();
+    const to = sleep(15000).then(() => 'timeout');
+    if (await Promise.race([h.exited, to]) === 'timeout') { proc.kill('SIGKILL'); await h.exited; return false; }
+    return h.code === 0;
+  };
+  h.sanitizerReport = () => /(AddressSanitizer|LeakSanitizer|runtime error:|UndefinedBehaviorSanitizer)/.test(h.errText);
+  return h;
+}
+
+// One DNS query over a session's dns.sock (a stream, each message with a
+// two-byte length, as the bridge sends them): {rcode, addrs} or {rcode: 'closed'}.
+export async function dnsAsk(sockPath, name, type = 'A') {
+  const qtype = { A: 1, AAAA: 28, TXT: 16 }[type];
+  const labels = name.split('.').map((l) => Buffer.concat([Buffer.from([l.length]), Buffer.from(l, 'latin1')]));
+  const q = Buffer.concat([Buffer.from([0x43, 0x21, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0]), ...labels,
+    Buffer.from([0, qtype >> 8, qtype & 255, 0, 1])]);
+  let c;
+  try { c = await Conn.open(sockPath); } catch { return { rcode: 'noconnect' }; }
+  c.write(Buffer.concat([Buffer.from([q.length >> 8, q.length & 255]), q]));
+  const len = await c.take(2, 5000);
+  const m = len && await c.take(len.readUInt16BE(0), 5000);
+  c.close();
+  if (!m) return { rcode: 'closed' };
+  const rcode = m[3] & 15, an = m.readUInt16BE(6);
+  let o = 12;
+  while (m[o] !== 0) o += m[o] + 1;
+  o += 5;
+  const addrs = [];
+  for (let i = 0; i < an; i++) {
+    o += 2; // a pointer to the question's name
+    const t = m.readUInt16BE(o), l = m.readUInt16BE(o + 8);
+    const rd = m.subarray(o + 10, o + 10 + l);
+    addrs.push(t === 1 ? [...rd].join('.') : rd.toString('hex').match(/.{4}/g).join(':').replace(/(^|:)0{1,3}/g, '$1'));
+    o += 10 + l;
+  }
+  return { rcode, addrs };
+}

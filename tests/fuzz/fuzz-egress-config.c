@@ -2,7 +2,8 @@
  * crashing or leaking, a refusal must say why, and an accepted
  * configuration must hold the invariants the proxy relies on: no deny-all
  * pattern, a bare "*" allow only when dangerously_allow_all was given, and
- * loopback still blocked unless allow_private_cidrs opts it in. */
+ * loopback still blocked unless allow_private_cidrs opts it in, and limits
+ * that keep every bound. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (d.verdict > SHK_EGRESS_DENY)
       abort();
   }
+  /* The limits in force are never zero where zero would stop the proxy
+   * or remove a bound, and the pool's bound holds. */
+  shk_egress_limits l;
+  shk__eg_limits_resolve(&cfg->limits, NULL, &l);
+  if (!l.connections || !l.setup || !l.idle_ms || !l.request_ms || !l.hold_ms ||
+      l.dns_names < 16 || l.dns_names > SHK__DNS_POOL_MAX)
+    abort();
   shk__eg_config_free(cfg);
   return 0;
 }

@@ -92,8 +92,17 @@ int main(int argc, char **argv)
     fprintf(stderr, "SKIP: needs root\n");
     return 77;
   }
+  shk_sandbox_env env;
+  shk_error e;
+  if (shk_sandbox_env_from_process(&env, &e) < 0) {
+    fprintf(stderr, "FAIL: %s\n", e.message);
+    return 1;
+  }
   shk_sandbox_features f;
-  shk_sandbox_features_detect(&f, SHK_DETECT_CGROUP);
+  if (shk_sandbox_features_detect(&f, &env, SHK_DETECT_CGROUP) < 0) {
+    fprintf(stderr, "FAIL: out of memory\n");
+    return 1;
+  }
   if (argc > 1 && !strcmp(argv[1], "nofreezer")) {
     free(f.cgroup_v1_parent[SHK_CG1_FREEZER]);
     f.cgroup_v1_parent[SHK_CG1_FREEZER] = NULL;
@@ -108,9 +117,8 @@ int main(int argc, char **argv)
   o.pids = 48;
   o.mem = 256 << 20;
   shk_sandbox_cgroup cg = { NULL, -1 };
-  char *err = NULL;
-  if (shk_sandbox_cgroup_create(&f, &o, &cg, &err) < 0) {
-    fprintf(stderr, "FAIL: creating the cgroup: %s\n", err);
+  if (shk_sandbox_cgroup_create(&f, &o, &cg, &e) < 0) {
+    fprintf(stderr, "FAIL: creating the cgroup: %s\n", e.message);
     return 1;
   }
   /* The directories, to look for after destroy. */
@@ -182,5 +190,6 @@ int main(int argc, char **argv)
          f.cgroup_v1 ? "cgroup v1" : "cgroup v2", ndirs);
   shk_sandbox_opts_free(&o);
   shk_sandbox_features_free(&f);
+  shk_sandbox_env_free(&env);
   return 0;
 }

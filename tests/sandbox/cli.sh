@@ -218,7 +218,28 @@ case $CASE in
     grep -q '^CapBnd:[[:space:]]*0000000000000000' "$scratch/stdout" || fail "capabilities left in CapBnd"
     if [ "$(json 'r["enforced"]["seccomp"]["enforced"]')" = True ]; then
       grep -q '^Seccomp:[[:space:]]*2' "$scratch/stdout" || fail "seccomp claimed but not in force"
-    fi ;;
+    fi
+    # What stage 2 reported it applied, against what the command sees.
+    [ "$(json 'r["exit"]["started"]')" = True ] || fail "the report says the command did not start"
+    [ "$(json 'r["applied"]["seccomp"]')" = True ] || fail "stage 2 did not report its seccomp filter"
+    grep -q '^Seccomp:[[:space:]]*2' "$scratch/stdout" || fail "stage 2 reported seccomp, the command runs without"
+    [ "$(json 'r["applied"]["capabilities-dropped"]')" = True ] || fail "stage 2 did not report the capabilities dropped"
+    [ "$(json 'r["applied"]["no-new-privs"]')" = True ] || fail "stage 2 did not report no-new-privs"
+    abi=$("$SHINKEN" doctor --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["landlock"]["abi"])')
+    [ "$(json 'r["applied"]["landlock-abi"]')" = "$abi" ] || fail "stage 2 reported Landlock ABI $(json 'r["applied"]["landlock-abi"]'), the kernel has $abi"
+    [ "$(json 'r["exit"]["status"]')" = 0 ] || fail "the report's exit status is $(json 'r["exit"]["status"]'), not 0"
+    # The exit status is the command's, and a signal's shows as 128+N.
+    sr --report "$scratch/report.json" -- /bin/sh -c 'exit 3'
+    [ $rc = 3 ] && [ "$(json 'r["exit"]["status"]')" = 3 ] || fail "exit 3: status $rc, report $(json 'r["exit"]')"
+    sr --report "$scratch/report.json" -- /bin/sh -c 'kill -TERM $$'
+    [ "$(json 'r["exit"]["status"]')" = 143 ] || fail "SIGTERM: report $(json 'r["exit"]')"
+    # A sandbox that never completed (bwrap cannot make a mount point in
+    # the read-only /usr) is reported as such: nothing applied, not started.
+    sr --deny "/usr/shk-absent-$$" --report "$scratch/report.json" -- /bin/sh -c "touch $marker"
+    [ $rc = 125 ] || fail "a sandbox bwrap could not build: status $rc, not 125"
+    [ -e "$marker" ] && fail "the command ran although the sandbox was not built"
+    [ "$(json 'r["exit"]["started"]')" = False ] && [ "$(json 'r["applied"]')" = None ] ||
+      fail "the report of a sandbox that never started claims: $(json 'r["exit"]'), applied $(json 'r["applied"]')" ;;
   net-host)
     # The positive control of the network cases: with --net host the host's
     # listener is reachable, without it not.
@@ -300,6 +321,44 @@ case $CASE in
     [ "$(sha256sum /etc/shadow)" = "$before" ] || fail "/etc/shadow changed"
     [ "$(grep -c ':[[:space:]]*0000000000000000$' "$ws/caps")" = 5 ] ||
       fail "the command kept capabilities: $(tr '\n' ' ' <"$ws/caps")" ;;
+  cleanup-on-error)
+    # Whatever fails once the session cgroup exists (here the descriptors
+    # run out, at socketpair, the stage 2 memory file, pidfd_open or the
+    # guard's listener), the run ends with 125 and one line, and leaves no
+    # cgroup behind. Judged from outside, by the launcher's pid in the
+    # cgroup's name; the control finds a running session's cgroup so.
+    [ -z "$AS" ] && [ "$(id -u)" = 0 ] || skip "session cgroups are root's on this host"
+    find_cg() {
+      find /sys/fs/cgroup -maxdepth 8 -type d \( -name "shinken-$1-*" -o -name "session-$1-*" \) 2>/dev/null
+    }
+    rm -f "$ws/started"
+    "$SHINKEN" run $ALLOW --mem 64M -- /bin/sh -c "touch $ws/started; exec sleep 30" 2>/dev/null &
+    bgpid=$!
+    i=0; while [ ! -e "$ws/started" ]; do i=$((i + 1)); [ $i -gt 400 ] && fail "control: did not start"; sleep 0.05; done
+    [ -n "$(find_cg $bgpid)" ] || skip "no session cgroup on this host (cgroup limits degraded)"
+    kill -TERM "$bgpid"; wait "$bgpid" 2>/dev/null; bgpid=""
+    failed=0 ran=0 marker=$ws/ran
+    for n in 5 6 7 8 9 10 11 12 13 14 16 20 24 32; do
+      rm -f "$marker"
+      # shellcheck disable=SC2086
+      ( ulimit -n $n; exec "$SHINKEN" run $ALLOW --mem 64M -- /bin/sh -c "touch $marker" ) \
+        >"$scratch/stdout" 2>"$scratch/err.all" &
+      p=$!; wait $p; rc=$?
+      grep -vF "$ROOT_DEGRADED" "$scratch/err.all" | grep -v '^shinken: degraded: cgroup' >"$scratch/err"
+      echo "--- ulimit -n $n: status $rc: $(cat "$scratch/err")" >&2
+      left=$(find_cg $p)
+      [ -z "$left" ] || { rmdir $left 2>/dev/null; fail "ulimit -n $n: status $rc left the cgroup $left"; }
+      if [ $rc = 125 ]; then
+        failed=$((failed + 1))
+        [ "$(wc -l <"$scratch/err")" = 1 ] || fail "ulimit -n $n: not one line on stderr"
+      elif [ $rc = 0 ]; then
+        ran=$((ran + 1))
+        [ -e "$marker" ] || fail "ulimit -n $n: status 0 but the command did not run"
+      else
+        fail "ulimit -n $n: status $rc"
+      fi
+    done
+    [ $failed -gt 0 ] && [ $ran -gt 0 ] || fail "the limits did not cover both a failed and a complete run ($failed failed, $ran ran)" ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 echo "ok: $CASE"

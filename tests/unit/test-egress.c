@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "egress/egress-internal.h"
@@ -536,6 +537,152 @@ static void test_dns(void **state)
   assert_non_null(shk__dns_parse_query(ptr, sizeof ptr, &dq));
 }
 
+/* The synthetic address pool: one index per name, both families leading
+ * back to it, least recently used first out, and an address is not handed
+ * to another name soon after its own was forgotten. */
+static void test_pool(void **state)
+{
+  shk__dns_pool *p = shk__dns_pool_new(16, 7);
+  assert_non_null(p);
+  assert_null(shk__dns_pool_new(0, 1));
+  assert_null(shk__dns_pool_new(SHK__DNS_POOL_MAX + 1, 1));
+  uint32_t a, b, again;
+  assert_int_equal(shk__dns_pool_get(p, "a.test", &a), 0);
+  assert_int_equal(shk__dns_pool_get(p, "b.test", &b), 0);
+  assert_int_equal(shk__dns_pool_get(p, "a.test", &again), 0);
+  assert_int_equal(again, a);
+  assert_int_not_equal(a, b);
+  assert_int_equal(shk__dns_pool_get(p, "", &again), -EINVAL);
+  for (int fam = 4; fam <= 6; fam += 2) {
+    shk_ip ip;
+    uint32_t back = 0;
+    shk__dns_pool_address(a, fam, &ip);
+    assert_int_equal(ip.family, fam);
+    assert_true(shk__dns_pool_index(&ip, &back));
+    assert_int_equal(back, a);
+    assert_string_equal(shk__dns_pool_name(p, back), "a.test");
+    /* The addresses are non-public: were one ever dialed as itself, the
+     * address check would refuse it. */
+    assert_non_null(shk_ip_nonpublic(&ip));
+  }
+  /* Only the pool's ranges are the pool's. */
+  static const struct {
+    const char *ip;
+    bool in;
+  } ranges[] = { { "198.18.0.1", true },      { "198.19.255.254", true },
+                 { "198.17.255.255", false }, { "198.20.0.0", false },
+                 { "10.77.0.2", false },      { "fd53:686b:6e00::5", true },
+                 { "fd53:686b:6e00:0:1::5", true }, { "fd53:686b:6e01::5", false },
+                 { "::1", false } };
+  for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+    shk_ip ip;
+    uint32_t idx = 99;
+    assert_int_equal(shk_ip_parse(ranges[i].ip, strlen(ranges[i].ip), &ip, NULL), 0);
+    if (shk__dns_pool_index(&ip, &idx) != ranges[i].in)
+      fail_msg("%s: in range %d", ranges[i].ip, !ranges[i].in);
+    /* Inside the ranges but never handed out: unknown, never a name. */
+    if (ranges[i].in && idx != a && idx != b)
+      assert_null(shk__dns_pool_name(p, idx));
+  }
+  /* Full at 16: touching a.test keeps it, so b.test is the oldest and the
+   * 17th name forgets it. */
+  char name[32];
+  for (int i = 0; i < 14; i++) {
+    snprintf(name, sizeof name, "n%d.test", i);
+    assert_int_equal(shk__dns_pool_get(p, name, &again), 0);
+  }
+  assert_int_equal(shk__dns_pool_size(p), 16);
+  assert_string_equal(shk__dns_pool_name(p, a), "a.test");
+  assert_int_equal(shk__dns_pool_get(p, "new.test", &again), 0);
+  assert_int_equal(shk__dns_pool_size(p), 16);
+  assert_null(shk__dns_pool_name(p, b));
+  assert_string_equal(shk__dns_pool_name(p, a), "a.test");
+  assert_int_not_equal(again, b);
+  /* A flood of names stays within the pool, and no index comes back for a
+   * new name within a full turn of a thousand names. */
+  uint32_t seen_first = 0;
+  for (int i = 0; i < 1000; i++) {
+    snprintf(name, sizeof name, "flood%d.test", i);
+    uint32_t idx;
+    assert_int_equal(shk__dns_pool_get(p, name, &idx), 0);
+    if (i == 0)
+      seen_first = idx;
+    else
+      assert_int_not_equal(idx, seen_first);
+    assert_int_not_equal(idx, 0);
+  }
+  assert_int_equal(shk__dns_pool_size(p), 16);
+  assert_null(shk__dns_pool_name(p, a));
+  shk__dns_pool_free(p);
+}
+
+/* The limits in force: the configuration file's value, else the caller's,
+ * else the default; and the file's "limits" object is read strictly. */
+static void test_limits(void **state)
+{
+  shk__eg_config *cfg = parse_ok("{\"limits\": {\"connections\": 10, \"fd_reserve\": 0,"
+                                 " \"idle_timeout_ms\": 500}}");
+  shk_egress_limits opts = { .connections = 20, .setup = 7, .idle_ms = 9000 }, l;
+  shk__eg_limits_resolve(&cfg->limits, &opts, &l);
+  assert_int_equal(l.connections, 10); /* the file's */
+  assert_int_equal(l.fd_reserve, 0);   /* the file's zero: no reserve */
+  assert_int_equal(l.idle_ms, 500);
+  assert_int_equal(l.setup, 7);        /* the caller's */
+  assert_int_equal(l.held, 64);        /* the defaults */
+  assert_int_equal(l.request_ms, 30000);
+  assert_int_equal(l.hold_ms, 600000);
+  assert_int_equal(l.dns_names, 4096);
+  shk__eg_limits_resolve(&cfg->limits, NULL, &l);
+  assert_int_equal(l.setup, 128);
+  assert_int_equal(l.connections, 10);
+  shk__eg_config_free(cfg);
+  shk__eg_limits_resolve(NULL, NULL, &l);
+  assert_int_equal(l.connections, 4096);
+  assert_int_equal(l.fd_reserve, 256);
+  parse_bad_is("{\"limits\": {\"sockets\": 1}}", "limits.sockets",
+               "unknown key (expected connections, setup, held, idle_timeout_ms, "
+               "request_timeout_ms, hold_timeout_ms, fd_reserve, dns_names)");
+  parse_bad_is("{\"limits\": {\"connections\": 0}}", "limits.connections",
+               "must be an integer from 1 to 1000000");
+  parse_bad_is("{\"limits\": {\"dns_names\": 70000}}", "limits.dns_names",
+               "must be an integer from 16 to 65536");
+  parse_bad_is("{\"limits\": {\"held\": \"5\"}}", "limits.held",
+               "must be an integer from 0 to 100000");
+  parse_bad("{\"limits\": [1]}", "limits");
+}
+
+/* What a refused agent reads: what, why, and whether to try again. */
+static void test_refusal_text(void **state)
+{
+  static const struct {
+    shk__eg_refusal r;
+    const char *want[3];
+  } cases[] = {
+    { { "policy-no-match", "api.test", 443, NULL, false, 0 },
+      { "the connection to api.test:443", "not granted", "ask the user" } },
+    { { "policy-deny", "x.bad.test", 80, "*.bad.test", true, 0 },
+      { "x.bad.test:80", "administrator's rule \"*.bad.test\"", "will not help" } },
+    { { "policy-deny", "v.test", 80, "handle:ab12", false, 0 },
+      { "denied (handle:ab12)", "Retrying will not help", NULL } },
+    { { "ip-loopback", "lo.test", 80, NULL, false, 0 }, { "non-public address (ip-loopback)", NULL, NULL } },
+    { { "session-setup-limit", "a.test", 443, NULL, false, 128 },
+      { "128 connections being set up", "then retry", NULL } },
+    { { "dns-failure", "nx.test", 7, NULL, false, 0 }, { "could not be resolved", "may help", NULL } },
+    { { "policy-no-match", "q.test", 0, NULL, false, 0 }, { "the lookup of q.test", NULL, NULL } },
+    { { "connect-refused", "::1", 8080, NULL, false, 0 }, { "[::1]:8080", "connect-refused", NULL } },
+    { { "host-bad-char", NULL, 0, NULL, false, 0 }, { "the request", "malformed", "host-bad-char" } },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char out[1024];
+    size_t n = shk__eg_refusal_text(&cases[i].r, out, sizeof out);
+    assert_int_equal(n, strlen(out));
+    for (int k = 0; k < 3 && cases[i].want[k]; k++)
+      if (!strstr(out, cases[i].want[k]))
+        fail_msg("%s: '%s' not in '%s'", cases[i].r.reason, cases[i].want[k], out);
+    assert_null(strchr(out, '\n'));
+  }
+}
+
 /* ---- A session end to end, over its unix sockets, against a loopback
  * echo server that counts the connections it gets. */
 
@@ -622,15 +769,79 @@ static int connect_via(const char *dir, const char *host, uint16_t port, char *h
   return fd;
 }
 
+/* What the hook side of a test session knows: the held connections it was
+ * told of, the abandoned ones, and a gate that keeps the hook (and with it
+ * the proxy's loop) waiting while "slow.test" is being decided. */
+struct hookside {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t held[16], abandoned[16];
+  int n_held, n_abandoned;
+  bool in_slow, release_slow;
+};
+
+static struct hookside hs = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER };
+
 static shk_egress_verdict test_hook(void *data, const shk_egress_request *req, uint64_t *tag,
                                     const char **rule)
 {
+  struct hookside *h = data;
   if (!strcmp(req->host, "hooked.test")) {
     *tag = 9;
     *rule = "test-handle";
     return SHK_EGRESS_ALLOW;
   }
+  if (!strcmp(req->host, "told.test")) {
+    *req->message = "Refused: told.test is off limits for this test.";
+    return SHK_EGRESS_DENY;
+  }
+  if (!strcmp(req->host, "held.test")) {
+    if (req->proto == SHK_EGRESS_DNS)
+      return SHK_EGRESS_HOLD;
+    pthread_mutex_lock(&h->mu);
+    if (h->n_held < 16)
+      h->held[h->n_held++] = req->conn_id;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return SHK_EGRESS_HOLD;
+  }
+  if (!strcmp(req->host, "slow.test")) {
+    pthread_mutex_lock(&h->mu);
+    h->in_slow = true;
+    pthread_cond_broadcast(&h->cv);
+    while (!h->release_slow)
+      pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+    return SHK_EGRESS_NONE;
+  }
   return strcmp(req->host, "vetoed.test") ? SHK_EGRESS_NONE : SHK_EGRESS_DENY;
+}
+
+static void test_abandon(void *data, const char *session, uint64_t conn_id)
+{
+  struct hookside *h = data;
+  assert_string_equal(session, "t");
+  pthread_mutex_lock(&h->mu);
+  if (h->n_abandoned < 16)
+    h->abandoned[h->n_abandoned++] = conn_id;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* Waits up to 3 s for *COUNT to reach N; returns the N-th value. */
+static uint64_t hook_wait(const int *count, const uint64_t *ids, int n)
+{
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 3;
+  pthread_mutex_lock(&hs.mu);
+  while (*count < n && pthread_cond_timedwait(&hs.cv, &hs.mu, &until) == 0)
+    ;
+  uint64_t id = *count >= n ? ids[n - 1] : 0;
+  pthread_mutex_unlock(&hs.mu);
+  if (!id)
+    fail_msg("the hook side was not told within 3 s");
+  return id;
 }
 
 static size_t dns_ask(const char *dir, const char *name, uint16_t qtype, uint8_t *ans, size_t cap)
@@ -690,12 +901,18 @@ static void fixture_up(struct fixture *f)
   static const char cfg[] =
     "{\"allow_private_cidrs\": [\"127.0.0.1/32\"], \"hosts\": {\"echo.test\": [\"127.0.0.1\"],"
     " \"hooked.test\": [\"127.0.0.1\"], \"vetoed.test\": [\"127.0.0.1\"],"
-    " \"private.test\": [\"127.0.0.2\"]}}";
+    " \"held.test\": [\"127.0.0.1\"], \"private.test\": [\"127.0.0.2\"]}}";
   assert_int_equal(write(cfd, cfg, sizeof cfg - 1), (ssize_t)sizeof cfg - 1);
   close(cfd);
   const char *allow[] = { "echo.test", "vetoed.test", "private.test" };
+  pthread_mutex_lock(&hs.mu);
+  hs.n_held = hs.n_abandoned = 0;
+  hs.in_slow = hs.release_slow = false;
+  pthread_mutex_unlock(&hs.mu);
   shk_egress_session_opts o = { .name = "t", .allow_domains = allow, .n_allow_domains = 3,
-                                .config_path = f->cfgpath, .audit_fd = -1, .hook = test_hook };
+                                .config_path = f->cfgpath, .audit_fd = -1, .hook = test_hook,
+                                .hook_data = &hs, .on_abandon = test_abandon,
+                                .limits = { .held = 3 } };
   shk_error err;
   if (shk_egress_session_open(&o, &f->s, &err) < 0)
     fail_msg("session: %s", err.message);
@@ -749,17 +966,27 @@ static void test_session(void **state)
   int before = echo_accepted(e);
   static const char *const refused[][2] = { { "vetoed.test", "policy-deny" },
                                             { "nope.test", "policy-no-match" },
-                                            { "private.test", "ip-loopback" } };
-  for (size_t i = 0; i < 3; i++) {
+                                            { "private.test", "ip-loopback" },
+                                            { "told.test", "policy-deny" } };
+  for (size_t i = 0; i < 4; i++) {
     int c = connect_via(dir, refused[i][0], e->port, head, sizeof head);
     assert_non_null(strstr(head, " 403 "));
     char want[80];
     snprintf(want, sizeof want, "X-Shinken-Decision: %s\r\n", refused[i][1]);
     if (!strstr(head, want))
       fail_msg("%s: %s", refused[i][0], head);
+    /* The body is written for the agent: the hook's own text when it gave
+     * one, else the proxy's, which names what was refused. */
+    char body[1024];
+    read_head(c, body, sizeof body);
+    const char *want_body = i == 3 ? "Refused: told.test is off limits for this test.\n"
+                                   : refused[i][0];
+    if (!strstr(body, want_body) && !strstr(head, want_body))
+      fail_msg("%s: body does not say '%s': %s%s", refused[i][0], want_body, head, body);
     close(c);
   }
-  /* Revoking the hook's handle closes exactly its tunnel. */
+  /* Revoking the hook's handle closes exactly its tunnel: close_tunnels
+   * counts it and returns, and the tunnel closes right after. */
   assert_int_equal(shk_egress_session_close_tunnels(s, 9), 1);
   struct pollfd p = { b, POLLIN, 0 };
   assert_int_equal(poll(&p, 1, 3000), 1);
@@ -769,27 +996,246 @@ static void test_session(void **state)
   assert_memory_equal(buf, "pong", 4);
   close(a);
   close(b);
+  assert_int_equal(shk_egress_session_close_tunnels(s, 9), 0);
   assert_int_equal(echo_accepted(e), before); /* nothing refused got through */
 
+  /* The DNS stub answers from the synthetic pool, the same address for
+   * the same name, REFUSED for a name the policy does not admit and for
+   * other types. */
   uint8_t ans[512];
   size_t n = dns_ask(dir, "Echo.Test", 1, ans, sizeof ans);
   assert_true(n >= 2 + 12 + 16);
   assert_int_equal(ans[2 + 3] & 0xf, 0);
   assert_int_equal(ans[2 + 7], 1);
-  assert_memory_equal(ans + n - 4, "\x7f\x00\x00\x01", 4);
+  uint8_t echo_v4[4];
+  memcpy(echo_v4, ans + n - 4, 4);
+  assert_int_equal(echo_v4[0], 198);
+  assert_int_equal(echo_v4[1] & 0xfe, 18);
+  n = dns_ask(dir, "echo.test", 1, ans, sizeof ans);
+  assert_memory_equal(ans + n - 4, echo_v4, 4);
+  n = dns_ask(dir, "echo.test", 28, ans, sizeof ans);
+  assert_true(n >= 2 + 12 + 28);
+  assert_int_equal(ans[2 + 7], 1);
+  assert_memory_equal(ans + n - 16, "\xfd\x53\x68\x6b\x6e\x00\x00\x00", 8);
   n = dns_ask(dir, "nope.test", 1, ans, sizeof ans);
   assert_true(n >= 14);
   assert_int_equal(ans[2 + 3] & 0xf, 5);
   n = dns_ask(dir, "echo.test", 16, ans, sizeof ans);
   assert_true(n >= 14);
   assert_int_equal(ans[2 + 3] & 0xf, 5);
-  n = dns_ask(dir, "private.test", 1, ans, sizeof ans);
-  assert_true(n >= 14);
+  n = dns_ask(dir, "vetoed.test", 1, ans, sizeof ans);
   assert_int_equal(ans[2 + 3] & 0xf, 5);
+  /* A name the hook would hold gets an address, so that the connection
+   * that follows can be held. */
+  n = dns_ask(dir, "held.test", 1, ans, sizeof ans);
+  assert_int_equal(ans[2 + 3] & 0xf, 0);
+  assert_int_equal(ans[2 + 7], 1);
+  /* private.test is admitted by name, so it gets an address too: nothing
+   * was looked up to answer, and the connection is what gets refused. */
+  n = dns_ask(dir, "private.test", 1, ans, sizeof ans);
+  assert_int_equal(ans[2 + 3] & 0xf, 0);
+  uint8_t priv_v4[4];
+  memcpy(priv_v4, ans + n - 4, 4);
+
+  /* A connection to the synthetic address is a connection to the name. */
+  char lit[32];
+  snprintf(lit, sizeof lit, "%u.%u.%u.%u", echo_v4[0], echo_v4[1], echo_v4[2], echo_v4[3]);
+  before = echo_accepted(e);
+  int c = connect_via(dir, lit, e->port, head, sizeof head);
+  assert_non_null(strstr(head, " 200 "));
+  assert_int_equal(write(c, "ping", 4), 4);
+  assert_int_equal(read(c, buf, 4), 4);
+  close(c);
+  assert_int_equal(echo_accepted(e), before + 1);
+  snprintf(lit, sizeof lit, "%u.%u.%u.%u", priv_v4[0], priv_v4[1], priv_v4[2], priv_v4[3]);
+  c = connect_via(dir, lit, e->port, head, sizeof head);
+  assert_non_null(strstr(head, "X-Shinken-Decision: ip-loopback\r\n"));
+  close(c);
+  c = connect_via(dir, "198.19.1.2", e->port, head, sizeof head);
+  assert_non_null(strstr(head, "X-Shinken-Decision: dns-synthetic-unknown\r\n"));
+  close(c);
+  assert_int_equal(echo_accepted(e), before + 1);
 
   fixture_down(&f);
 }
 
+/* Sends a CONNECT and returns the socket without reading anything. */
+static int connect_send(const char *dir, const char *host, uint16_t port)
+{
+  int fd = unix_connect(dir, "http.sock");
+  char req[256];
+  int n = snprintf(req, sizeof req, "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, port,
+                   host, port);
+  assert_int_equal(write(fd, req, (size_t)n), n);
+  return fd;
+}
+
+static bool silent_for(int fd, int ms)
+{
+  struct pollfd p = { fd, POLLIN, 0 };
+  return poll(&p, 1, ms) == 0;
+}
+
+struct resume_arg {
+  shk_egress_session *s;
+  uint64_t id;
+  shk_egress_verdict v;
+  const char *reason;
+  int r;
+};
+
+static void *resume_thread(void *arg)
+{
+  struct resume_arg *ra = arg;
+  ra->r = shk_egress_session_resume(ra->s, ra->id, ra->v, 77, "test-approval", ra->reason);
+  return NULL;
+}
+
+/* A held connection gets nothing until it is resumed, from any thread:
+ * allow goes on on the same connection, deny refuses with the caller's
+ * text; a client that leaves is reported; the held limit holds; session
+ * close refuses what is still held. */
+static void test_hold(void **state)
+{
+  struct fixture f;
+  fixture_up(&f);
+  struct echo *e = &f.e;
+  char head[2048], buf[8];
+  int before = echo_accepted(e);
+
+  int a = connect_send(f.dir, "held.test", e->port);
+  uint64_t id = hook_wait(&hs.n_held, hs.held, 1);
+  assert_true(silent_for(a, 300));
+  assert_int_equal(echo_accepted(e), before);
+  /* Early bytes sent while held go upstream after the resume. */
+  assert_int_equal(write(a, "early", 5), 5);
+  struct resume_arg ra = { f.s, id, SHK_EGRESS_ALLOW, NULL, 1 };
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, resume_thread, &ra), 0);
+  pthread_join(t, NULL);
+  assert_int_equal(ra.r, 0);
+  assert_int_equal(shk_egress_session_resume(f.s, id, SHK_EGRESS_ALLOW, 77, NULL, NULL), -ENOENT);
+  assert_int_equal(shk_egress_session_resume(f.s, 999999, SHK_EGRESS_DENY, 0, NULL, NULL),
+                   -ENOENT);
+  assert_int_equal(shk_egress_session_resume(f.s, id, SHK_EGRESS_HOLD, 0, NULL, NULL), -EINVAL);
+  read_head(a, head, sizeof head);
+  assert_non_null(strstr(head, " 200 "));
+  /* The echo may have come with the reply in one read. */
+  char *rest = strstr(head, "\r\n\r\n") + 4;
+  char early[6] = "";
+  size_t got = strlen(rest);
+  memcpy(early, rest, got > 5 ? 5 : got);
+  while (got < 5) {
+    ssize_t k = read(a, early + got, 5 - got);
+    assert_true(k > 0);
+    got += (size_t)k;
+  }
+  assert_memory_equal(early, "early", 5);
+  assert_int_equal(echo_accepted(e), before + 1);
+  /* Tagged as the resume said: close_tunnels(77) closes it. */
+  assert_int_equal(shk_egress_session_close_tunnels(f.s, 77), 1);
+  struct pollfd p = { a, POLLIN, 0 };
+  assert_int_equal(poll(&p, 1, 3000), 1);
+  assert_int_equal(read(a, buf, 1), 0);
+  close(a);
+
+  /* Deny: 403 with the caller's text as the body. */
+  int b = connect_send(f.dir, "held.test", e->port);
+  id = hook_wait(&hs.n_held, hs.held, 2);
+  assert_int_equal(shk_egress_session_resume(f.s, id, SHK_EGRESS_DENY, 0, "human",
+                                             "Refused: denied by a human: not today."),
+                   0);
+  read_head(b, head, sizeof head);
+  assert_non_null(strstr(head, " 403 "));
+  assert_non_null(strstr(head, "X-Shinken-Decision: held-denied\r\n"));
+  char body[256] = "";
+  read_head(b, body, sizeof body);
+  if (!strstr(head, "denied by a human: not today.") && !strstr(body, "denied by a human: not today."))
+    fail_msg("no reason in the refusal: %s%s", head, body);
+  close(b);
+
+  /* Abandon: the client leaves, the hook side hears of it, and the id is
+   * no longer held. */
+  int c = connect_send(f.dir, "held.test", e->port);
+  id = hook_wait(&hs.n_held, hs.held, 3);
+  close(c);
+  assert_int_equal(hook_wait(&hs.n_abandoned, hs.abandoned, 1), id);
+  assert_int_equal(shk_egress_session_resume(f.s, id, SHK_EGRESS_ALLOW, 0, NULL, NULL), -ENOENT);
+
+  /* The held limit (3 in the fixture), then session close refuses what is
+   * still held. */
+  int h[4];
+  for (int i = 0; i < 3; i++) {
+    h[i] = connect_send(f.dir, "held.test", e->port);
+    hook_wait(&hs.n_held, hs.held, 4 + i);
+  }
+  h[3] = connect_send(f.dir, "held.test", e->port);
+  read_head(h[3], head, sizeof head);
+  assert_non_null(strstr(head, " 429 "));
+  assert_non_null(strstr(head, "X-Shinken-Decision: session-held-limit\r\n"));
+  close(h[3]);
+  /* The hook had been told of it: it hears that it is gone. */
+  assert_int_equal(hook_wait(&hs.n_abandoned, hs.abandoned, 2), hook_wait(&hs.n_held, hs.held, 7));
+  for (int i = 0; i < 3; i++)
+    assert_true(silent_for(h[i], 50));
+  assert_int_equal(echo_accepted(e), before + 1);
+  fixture_down(&f);
+  for (int i = 0; i < 3; i++) {
+    read_head(h[i], head, sizeof head);
+    assert_non_null(strstr(head, " 403 "));
+    assert_non_null(strstr(head, "X-Shinken-Decision: session-closed\r\n"));
+    close(h[i]);
+  }
+  assert_int_equal(hs.n_abandoned, 2); /* closing is not abandoning */
+}
+
+struct slow_arg {
+  const char *dir;
+  uint16_t port;
+  char head[512];
+};
+
+static void *slow_client(void *arg)
+{
+  struct slow_arg *sa = arg;
+  int fd = connect_via(sa->dir, "slow.test", sa->port, sa->head, sizeof sa->head);
+  close(fd);
+  return NULL;
+}
+
+/* A revoke never waits for the proxy's loop: with the loop stuck inside
+ * the hook, close_tunnels still returns at once with its count, and the
+ * tunnel closes as soon as the loop runs again. */
+static void test_close_async(void **state)
+{
+  struct fixture f;
+  fixture_up(&f);
+  char head[1024], buf[4];
+  int b = connect_via(f.dir, "hooked.test", f.e.port, head, sizeof head);
+  assert_non_null(strstr(head, " 200 "));
+  struct slow_arg sa = { f.dir, f.e.port, "" };
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, slow_client, &sa), 0);
+  pthread_mutex_lock(&hs.mu);
+  while (!hs.in_slow)
+    pthread_cond_wait(&hs.cv, &hs.mu);
+  pthread_mutex_unlock(&hs.mu);
+  /* The loop is inside the hook now, and stays there. */
+  assert_int_equal(shk_egress_session_close_tunnels(f.s, 9), 1);
+  assert_int_equal(shk_egress_session_resume(f.s, 12345, SHK_EGRESS_DENY, 0, NULL, NULL), -ENOENT);
+  assert_true(silent_for(b, 100)); /* not closed yet: the loop is still held */
+  pthread_mutex_lock(&hs.mu);
+  hs.release_slow = true;
+  pthread_cond_broadcast(&hs.cv);
+  pthread_mutex_unlock(&hs.mu);
+  pthread_join(t, NULL);
+  assert_non_null(strstr(sa.head, " 403 "));
+  struct pollfd p = { b, POLLIN, 0 };
+  assert_int_equal(poll(&p, 1, 3000), 1);
+  assert_int_equal(read(b, buf, 1), 0);
+  close(b);
+  fixture_down(&f);
+}
 
 /* Inside a network namespace of its own, a child runs the stage-2 bridge:
  * through 127.0.0.1:3128 and :53 it reaches what the session allows, and
@@ -832,9 +1278,25 @@ static int bridge_child(const char *dir, uint16_t port)
       poll(&p, 1, 3000) != 1)
     return 7;
   ssize_t r = recv(fd, ans, sizeof ans, 0);
-  if (r < (ssize_t)sizeof q + 16 || ans[0] != 0xab || (ans[3] & 0xf) != 0 ||
-      memcmp(ans + r - 4, "\x7f\x00\x00\x01", 4))
+  /* A synthetic address: nothing was looked up to answer. */
+  if (r < (ssize_t)sizeof q + 16 || ans[0] != 0xab || (ans[3] & 0xf) != 0 || ans[r - 4] != 198 ||
+      (ans[r - 3] & 0xfe) != 18)
     return 8;
+  close(fd);
+  /* A program that resolves first and then hands the proxy the address
+   * reaches the name it looked up. */
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  sin.sin_port = htons(3128);
+  if (connect(fd, (struct sockaddr *)&sin, sizeof sin) < 0)
+    return 9;
+  n = snprintf(req, sizeof req, "CONNECT %u.%u.%u.%u:%u HTTP/1.1\r\n\r\n", ans[r - 4], ans[r - 3],
+               ans[r - 2], ans[r - 1], port);
+  if (write(fd, req, (size_t)n) != n)
+    return 10;
+  read_head(fd, head, sizeof head);
+  if (!strstr(head, " 200 ") || write(fd, "pong", 4) != 4 || read(fd, buf, 4) != 4 ||
+      memcmp(buf, "pong", 4))
+    return 11;
   return 0;
 }
 
@@ -853,7 +1315,7 @@ static void test_bridge(void **state)
   if (code != 77) {
     if (code != 0)
       fail_msg("bridge child failed at step %d", code);
-    assert_int_equal(echo_accepted(&f.e), before + 1);
+    assert_int_equal(echo_accepted(&f.e), before + 2);
   }
   fixture_down(&f);
   if (code == 77) {
@@ -871,8 +1333,10 @@ int main(void)
     cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_config_load),
     cmocka_unit_test(test_http),
     cmocka_unit_test(test_socks5),         cmocka_unit_test(test_dns),
-    cmocka_unit_test(test_chunked),        cmocka_unit_test(test_session),
-    cmocka_unit_test(test_bridge),
+    cmocka_unit_test(test_chunked),        cmocka_unit_test(test_pool),
+    cmocka_unit_test(test_limits),         cmocka_unit_test(test_refusal_text),
+    cmocka_unit_test(test_session),        cmocka_unit_test(test_hold),
+    cmocka_unit_test(test_close_async),    cmocka_unit_test(test_bridge),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shinken/sandbox.h"
+#include "sandbox/linux/sandbox-internal.h"
 
-static int parse(shk_sandbox_opts *o, char **err, ...)
+static int parse(shk_sandbox_opts *o, shk_error *err, ...)
 {
   static char *argv[64];
   va_list ap;
@@ -27,7 +27,6 @@ static int parse(shk_sandbox_opts *o, char **err, ...)
     argv[argc++] = a;
   va_end(ap);
   shk_sandbox_opts_init(o);
-  *err = NULL;
   return shk_sandbox_opts_parse(o, argc, argv, err);
 }
 
@@ -35,7 +34,7 @@ static void test_options(void **state)
 {
   (void)state;
   shk_sandbox_opts o;
-  char *err;
+  shk_error err;
   assert_int_equal(parse(&o, &err, "--write", "/a", "--write=/b", "--deny", "/c", "--net=host",
                          "--mem", "512M", "--pids", "64", "--cpu", "1.5", "--env-clean",
                          "--read-only", "--allow-degraded", "--report", "r.json", "--", "echo",
@@ -89,13 +88,13 @@ static void test_option_errors(void **state)
     }
     shk_sandbox_opts o;
     shk_sandbox_opts_init(&o);
-    char *err = NULL;
+    shk_error err = { "", "", 0, 0 };
     int r = shk_sandbox_opts_parse(&o, argc, argv, &err);
     if (r == 0)
       fail_msg("accepted bad options #%zu (%s)", i, bad[i][0]);
-    assert_non_null(err);
-    assert_null(strchr(err, '\n'));
-    free(err);
+    assert_int_equal(r, -EINVAL);
+    assert_true(err.message[0]);
+    assert_null(strchr(err.message, '\n'));
     shk_sandbox_opts_free(&o);
   }
 }
@@ -129,7 +128,7 @@ static void test_profile(void **state)
   (void)state;
   shk_sandbox_opts o;
   shk_sandbox_opts_init(&o);
-  char *err = NULL;
+  shk_error err;
   assert_int_equal(shk_sandbox_profile_apply(&o,
       "{\"write\": [\"/w\"], \"deny\": [\"/d\"], \"read_only\": true, \"net\": \"host\","
       " \"mem\": \"1G\", \"pids\": 10, \"cpu\": 0.5, \"env-clean\": true,"
@@ -158,17 +157,20 @@ static void test_profile(void **state)
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     shk_sandbox_opts_init(&o);
-    err = NULL;
+    err.message[0] = '\0';
     if (shk_sandbox_profile_apply(&o, bad[i], "p", &err) == 0)
       fail_msg("accepted bad profile %s", bad[i]);
-    assert_non_null(err);
-    free(err);
+    assert_true(err.message[0]);
     shk_sandbox_opts_free(&o);
   }
   shk_sandbox_opts_init(&o);
   assert_int_equal(shk_sandbox_profile_apply(&o, "{\"bogus\": 1}", "p.json", &err), -EINVAL);
-  assert_non_null(strstr(err, "unknown key \"bogus\""));
-  free(err);
+  assert_non_null(strstr(err.message, "unknown key \"bogus\""));
+  /* A JSON syntax error says where it is. */
+  assert_int_equal(shk_sandbox_profile_apply(&o, "{\n  \"write\": [\"a\",]\n}", "p.json", &err),
+                   -EINVAL);
+  assert_string_equal(err.file, "p.json");
+  assert_int_equal(err.line, 2);
   shk_sandbox_opts_free(&o);
 }
 
@@ -183,7 +185,7 @@ static void test_profile_order(void **state)
   assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
   shk_sandbox_opts o;
-  char *err;
+  shk_error err;
   assert_int_equal(parse(&o, &err, "--write", "/a", "--profile", path, "--net", "none", "true",
                          NULL), 0);
   assert_int_equal(o.net, SHK_NET_NONE);
@@ -293,12 +295,12 @@ static void build(shk_sandbox_plan *p, const char *home, const char *path_var, .
   argv[argc++] = (char *)"true";
   shk_sandbox_opts o;
   shk_sandbox_opts_init(&o);
-  char *err = NULL;
+  shk_error err;
   assert_int_equal(shk_sandbox_opts_parse(&o, argc, argv, &err), 0);
   shk_sandbox_env env = { at("cwd"), { home, NULL }, path_var };
   int r = shk_sandbox_plan_build(&o, &env, p, &err);
   if (r < 0)
-    fail_msg("plan: %s", err);
+    fail_msg("plan: %s", err.message);
   shk_sandbox_opts_free(&o);
 }
 
@@ -375,7 +377,8 @@ static void test_defaults(void **state)
   struct stat st;
   if (stat("/etc/shadow", &st) == 0) {
     shk_sandbox_opts_init(&o);
-    char *targv[] = { (char *)"true" }, *terr = NULL;
+    char *targv[] = { (char *)"true" };
+    shk_error terr;
     assert_int_equal(shk_sandbox_opts_parse(&o, 1, targv, &terr), 0);
     shk_sandbox_env renv = { at("cwd"), { NULL, NULL }, NULL, true };
     assert_int_equal(shk_sandbox_plan_build(&o, &renv, &p, &terr), 0);
@@ -384,7 +387,8 @@ static void test_defaults(void **state)
     shk_sandbox_opts_free(&o);
   }
   shk_sandbox_opts_init(&o);
-  char *argv[] = { (char *)"--read-only", (char *)"true" }, *err = NULL;
+  char *argv[] = { (char *)"--read-only", (char *)"true" };
+  shk_error err;
   assert_int_equal(shk_sandbox_opts_parse(&o, 2, argv, &err), 0);
   shk_sandbox_env env = { "/tmp", { NULL, NULL }, NULL };
   assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), 0);
@@ -440,15 +444,13 @@ static void test_symlinks(void **state)
   snprintf(ssh, sizeof ssh, "%s/.aws", at("home"));
   assert_int_equal(symlink(at("r"), ssh), 0);
   shk_sandbox_opts o;
-  char *err;
+  shk_error err;
   char *argv[] = { (char *)"--write", at("home"), (char *)"true" };
   shk_sandbox_opts_init(&o);
   assert_int_equal(shk_sandbox_opts_parse(&o, 3, argv, &err), 0);
   shk_sandbox_env env = { at("cwd"), { at("home"), NULL }, NULL };
-  err = NULL;
   assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), -EINVAL);
-  assert_non_null(strstr(err, "symlink"));
-  free(err);
+  assert_non_null(strstr(err.message, "symlink"));
   shk_sandbox_opts_free(&o);
   /* A symlink in the workspace does not turn --write into a grant on a
    * protected path; naming the path itself does (tested above). */
@@ -482,13 +484,13 @@ static void test_plan_errors(void **state)
     argv[argc++] = (char *)"true";
     shk_sandbox_opts o;
     shk_sandbox_opts_init(&o);
-    char *err = NULL;
+    shk_error err;
     assert_int_equal(shk_sandbox_opts_parse(&o, argc, argv, &err), 0);
     shk_sandbox_env env = { at("cwd"), { NULL, NULL }, NULL };
     shk_sandbox_plan p;
+    err.message[0] = '\0';
     assert_int_equal(shk_sandbox_plan_build(&o, &env, &p, &err), -EINVAL);
-    assert_non_null(err);
-    free(err);
+    assert_true(err.message[0]);
     shk_sandbox_opts_free(&o);
   }
   /* A missing --deny path is fine: masked where it could be created. */
@@ -521,12 +523,17 @@ static void test_bwrap_argv(void **state)
 {
   (void)state;
   shk_sandbox_plan p;
-  build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), NULL);
+  /* w/a is masked with w/a/b writable inside it: bwrap makes that mask,
+   * before the bind nested in it, and makes it read-only after. */
+  build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), "--write", at("w/a/b"), NULL);
   char *cmd[] = { (char *)"echo", (char *)"hi" };
-  shk_sandbox_launch l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
+  shk__bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
                            .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
-                           .sync_fd = 5, .command = cmd, .ncommand = 2 };
-  char **v = shk_sandbox_bwrap_argv(&p, &l);
+                           .sync_fd = 5, .exe_fd = -1, .uid = 1000, .gid = 1001,
+                           .command = cmd, .ncommand = 2 };
+  char **v = NULL;
+  shk__stage2_args s2;
+  assert_int_equal(shk__bwrap_argv(&p, &l, &v, &s2), 0);
   size_t n = 0, tmpfs = 0, remount = 0, dd = 0;
   bool unshare_net = false, cap_drop = false;
   for (; v[n]; n++) {
@@ -547,8 +554,82 @@ static void test_bwrap_argv(void **state)
   assert_string_equal(v[dd + 1], "/x/shinken");
   assert_string_equal(v[n - 2], "echo");
   assert_string_equal(v[n - 1], "hi");
-  shk_sandbox_strv_free(v);
+  /* What was written for stage 2 parses back into the same arguments. */
+  shk__stage2_args back;
+  const char *why;
+  assert_int_equal(shk__stage2_args_parse((int)(n - dd - 2), v + dd + 2, &back, &why), 0);
+  assert_int_equal(back.net, SHK_NET_NONE);
+  assert_int_equal(back.sync_fd, 5);
+  assert_int_equal(back.exe_fd, -1);
+  /* An unprivileged caller's ids, for stage 2's own user namespace. */
+  assert_int_equal(back.map_uid, 1000);
+  assert_int_equal(back.map_gid, 1001);
+  assert_true(back.landlock && back.seccomp && !back.guard);
+  const shk__stage2_list *lists[][2] = { { &s2.ll_ro, &back.ll_ro }, { &s2.ll_rw, &back.ll_rw },
+                                         { &s2.ll_dev, &back.ll_dev },
+                                         { &s2.mask_files, &back.mask_files },
+                                         { &s2.mask_dirs, &back.mask_dirs } };
+  for (size_t i = 0; i < 5; i++) {
+    assert_int_equal(lists[i][0]->n, lists[i][1]->n);
+    for (size_t k = 0; k < lists[i][0]->n; k++)
+      assert_string_equal(lists[i][0]->v[k], lists[i][1]->v[k]);
+  }
+  /* The writable roots are writable to Landlock too. */
+  bool w = false;
+  for (size_t k = 0; k < s2.ll_rw.n; k++)
+    w |= !strcmp(s2.ll_rw.v[k], at("w"));
+  assert_true(w);
+  assert_int_equal(back.ncommand, 2);
+  assert_string_equal(back.command[1], "hi");
+  shk__stage2_args_free(&s2);
+  shk__strv_free(v);
   shk_sandbox_plan_free(&p);
+
+  /* With nothing inside it, stage 2 makes the mask itself (one mount,
+   * where bwrap rereads the mount table), and keeps the capabilities for
+   * it until it drops them all. */
+  build(&p, NULL, NULL, "--write", at("w"), "--deny", at("w/a"), NULL);
+  assert_int_equal(shk__bwrap_argv(&p, &l, &v, &s2), 0);
+  bool sys_admin = false;
+  for (n = 0; v[n] && strcmp(v[n], "--"); n++) {
+    if (!strcmp(v[n], "--tmpfs") || !strcmp(v[n], "--remount-ro"))
+      assert_string_not_equal(v[n + 1], at("w/a"));
+    sys_admin |= !strcmp(v[n], "--cap-add") && !strcmp(v[n + 1], "CAP_SYS_ADMIN");
+  }
+  assert_true(sys_admin);
+  assert_int_equal(s2.mask_dirs.n, 1);
+  assert_string_equal(s2.mask_dirs.v[0], at("w/a"));
+  shk__stage2_args_free(&s2);
+  shk__strv_free(v);
+  shk_sandbox_plan_free(&p);
+}
+
+/* The parser refuses what the launcher never writes. */
+static void test_stage2_args_errors(void **state)
+{
+  (void)state;
+  static const char *const bad[][9] = {
+    { "__stage2", "--net", "none", "--", "true" },           /* no --sync-fd */
+    { "__stage2", "--sync-fd", "4", "--", "true" },          /* no --net */
+    { "__stage2", "--net", "wifi", "--sync-fd", "4", "--", "true" },
+    { "__stage2", "--net", "none", "--sync-fd", "2", "--", "true" }, /* not above stderr */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--" },         /* no command */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--ll-ro", "9", "/" }, /* count too big */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--bogus", "x", "--" },
+    { "stage2", "--net", "none", "--sync-fd", "4", "--", "true" },
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--map-uid", "7", "--", "true" }, /* no gid */
+    { "__stage2", "--net", "none", "--sync-fd", "4", "--map-uid", "4294967296", "--" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int argc = 0;
+    while (argc < 9 && bad[i][argc])
+      argc++;
+    shk__stage2_args a;
+    const char *why = NULL;
+    if (shk__stage2_args_parse(argc, (char **)bad[i], &a, &why) == 0)
+      fail_msg("stage 2 accepted bad arguments #%zu", i);
+    assert_non_null(why);
+  }
 }
 
 int main(void)
@@ -565,6 +646,7 @@ int main(void)
     cmocka_unit_test(test_plan_errors),
     cmocka_unit_test(test_read_restricted),
     cmocka_unit_test(test_bwrap_argv),
+    cmocka_unit_test(test_stage2_args_errors),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }

@@ -1,7 +1,10 @@
 /* The argument vectors of bwrap and of stage 2, built from the plan. bwrap
  * applies mounts in the order given, so the plan's order (ancestors first)
  * makes the most specific rule win. */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
 
 #include <libgen.h>
 #include <limits.h>
@@ -12,15 +15,27 @@
 
 #include "common/common.h"
 
+/* A NULL-terminated vector that remembers its first failure: the builder
+ * below pushes without checking, and the result is checked once. */
 typedef struct strv {
   char **v;
   size_t n;
+  bool oom;
 } strv;
 
 static void push(strv *s, const char *a)
 {
-  s->v = shk__xrealloc(s->v, (s->n + 2) * sizeof *s->v);
-  s->v[s->n++] = shk__xstrdup(a);
+  if (s->oom)
+    return;
+  char *copy = strdup(a);
+  char **v = copy ? realloc(s->v, (s->n + 2) * sizeof *s->v) : NULL;
+  if (!v) {
+    free(copy);
+    s->oom = true;
+    return;
+  }
+  s->v = v;
+  s->v[s->n++] = copy;
   s->v[s->n] = NULL;
 }
 
@@ -37,7 +52,7 @@ static void push3(strv *s, const char *a, const char *b, const char *c)
   push(s, c);
 }
 
-void shk_sandbox_strv_free(char **v)
+void shk__strv_free(char **v)
 {
   for (char **p = v; p && *p; p++)
     free(*p);
@@ -77,31 +92,158 @@ static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
   return exe;
 }
 
-/* Whether stage 2 makes this mask instead of bwrap. For bwrap 0.8 each bind
- * means a reread of the whole mount table (about 0.12 ms at every start on
- * the development VM); stage 2 binds with two mount calls. It can only for a
- * caller that is root, whose stage 2 may keep CAP_SYS_ADMIN over the
- * sandbox's mount namespace until it drops every capability, and only over
- * a file that is there to bind onto: not a mount point bwrap would have to
- * create, nor one inside a directory that is itself masked. */
-static bool mask_in_stage2(const shk_sandbox_plan *p, const shk_sandbox_rule *r)
+/* Which of the plan's mounts stage 2 makes itself instead of bwrap: -1 for
+ * bwrap, else the shk__mount_op. For bwrap 0.8 each bind means a reread of
+ * the whole mount table (about 0.12 ms at every start on the development
+ * VM, so a hundred masks would cost more than everything else); stage 2
+ * makes one in a few system calls. It holds CAP_SYS_ADMIN over the
+ * sandbox's mount namespace until it drops every capability, for any
+ * caller. It takes the masks of files and directories and the read-only
+ * binds of regular files, where it cannot change their meaning: the mount
+ * point must already show inside (beneath one of bwrap's binds of host
+ * content, or in the default view), a mount point to create must lie in a
+ * writable directory, and nothing the plan mounts may lie beneath a
+ * directory it masks (bwrap's mounts all come first). */
+static int stage2_op(const shk_sandbox_plan *p, size_t i)
 {
-  if (geteuid() != 0 || r->kind != SHK_MOUNT_DEV_NULL || r->created)
-    return false;
-  shk_autofree char *path = shk__xstrdup(r->path);
-  bool visible;
-  return shk_sandbox_plan_access(p, dirname(path), &visible) != SHK_ACCESS_DENY && visible;
+  const shk_sandbox_rule *r = &p->rules[i];
+  int op = r->kind == SHK_MOUNT_DEV_NULL ? SHK__MOUNT_MASK_FILE
+           : r->kind == SHK_MOUNT_TMPFS ? SHK__MOUNT_MASK_DIR
+           : r->kind == SHK_MOUNT_BIND_RO && !r->created ? SHK__MOUNT_RO_FILE : -1;
+  char parent[PATH_MAX];
+  if (op < 0 || NEVER(snprintf(parent, sizeof parent, "%s", r->path) >= (int)sizeof parent))
+    return -1;
+  const shk_sandbox_rule *anc = shk__plan_covering(p, dirname(parent));
+  bool shown = anc ? anc->kind == SHK_MOUNT_BIND_RW || anc->kind == SHK_MOUNT_BIND_RO ||
+                         anc->kind == SHK_MOUNT_PIN
+                   : !p->read_restricted && !shk_sandbox_is_private(r->path);
+  if (!shown || (r->created && !(anc && anc->access == SHK_ACCESS_WRITE)))
+    return -1;
+  if (op == SHK__MOUNT_MASK_DIR)
+    for (size_t j = 0; j < p->n; j++)
+      if (j != i && shk__path_under(p->rules[j].path, r->path))
+        return -1;
+  struct stat st;
+  if (op == SHK__MOUNT_RO_FILE && (lstat(r->path, &st) < 0 || !S_ISREG(st.st_mode)))
+    return -1;
+  return op;
 }
 
-char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launch *l)
+/* The writer's push: the vector remembers a failure itself. */
+static int push_arg(void *ctx, const char *a)
 {
-  strv s = { NULL, 0 };
-  /* Decided once per rule: each answer resolves the rule's directory in
+  push(ctx, a);
+  return 0;
+}
+
+/* A list of the stage-2 arguments, grown one path at a time. */
+typedef struct list {
+  const char **v;
+  size_t n, cap;
+} list;
+
+static int add(list *l, const char *path)
+{
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 8;
+    const char **v = realloc(l->v, cap * sizeof *v);
+    if (!v)
+      return -ENOMEM;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = path;
+  return 0;
+}
+
+static shk__stage2_list done(const list *l)
+{
+  return (shk__stage2_list){ l->v, l->n };
+}
+
+/* Stage 2's arguments: its mounts and Landlock's paths. The paths point
+ * into the plan and into static strings. */
+static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, const int *op,
+                       bool var_tmp, shk__stage2_args *a)
+{
+  list mask_files = { 0 }, create_files = { 0 }, mask_dirs = { 0 }, create_dirs = { 0 },
+       ro_files = { 0 }, ro = { 0 }, rw = { 0 }, dev = { 0 };
+  int r = 0;
+  for (size_t i = 0; i < p->n && r == 0; i++) {
+    bool created = p->rules[i].created;
+    switch (op[i]) {
+    case SHK__MOUNT_MASK_FILE: r = add(created ? &create_files : &mask_files, p->rules[i].path); break;
+    case SHK__MOUNT_MASK_DIR: r = add(created ? &create_dirs : &mask_dirs, p->rules[i].path); break;
+    case SHK__MOUNT_RO_FILE: r = add(&ro_files, p->rules[i].path); break;
+    default: break;
+    }
+  }
+  if (p->read_restricted) {
+    for (const char *const *d = shk_sandbox_system_dirs; *d && r == 0; d++)
+      r = add(&ro, *d);
+    if (r == 0)
+      r = add(&ro, "/run");
+  } else if (r == 0) {
+    r = add(&ro, "/");
+  }
+  for (size_t i = 0; i < p->n && r == 0; i++) {
+    const shk_sandbox_rule *rule = &p->rules[i];
+    if (rule->access == SHK_ACCESS_WRITE)
+      r = add(&rw, rule->path);
+    else if (rule->access == SHK_ACCESS_READ && p->read_restricted)
+      r = add(&ro, rule->path);
+  }
+  if (r == 0)
+    r = add(&rw, "/tmp");
+  if (r == 0 && var_tmp)
+    r = add(&rw, "/var/tmp");
+  if (r == 0)
+    r = add(&rw, "/dev/shm");
+  if (r == 0)
+    r = add(&dev, "/dev");
+  /* /proc is read-only to Landlock as well: writes there reach the kernel's
+   * global settings when the caller is root outside. */
+  if (r == 0 && p->read_restricted)
+    r = add(&ro, "/proc");
+  *a = (shk__stage2_args){ .net = l->net, .landlock = l->landlock, .seccomp = l->seccomp,
+                           .guard = l->guard, .sync_fd = l->sync_fd, .exe_fd = l->exe_fd,
+                           .map_uid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->uid,
+                           .map_gid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->gid,
+                           .mask_files = done(&mask_files), .mask_dirs = done(&mask_dirs),
+                           .ro_files = done(&ro_files), .create_files = done(&create_files),
+                           .create_dirs = done(&create_dirs), .ll_ro = done(&ro),
+                           .ll_rw = done(&rw), .ll_dev = done(&dev), .command = l->command,
+                           .ncommand = l->ncommand };
+  if (r < 0)
+    shk__stage2_args_free(a);
+  return r;
+}
+
+void shk__stage2_args_free(shk__stage2_args *a)
+{
+  free((void *)a->mask_files.v);
+  free((void *)a->mask_dirs.v);
+  free((void *)a->ro_files.v);
+  free((void *)a->create_files.v);
+  free((void *)a->create_dirs.v);
+  free((void *)a->ll_ro.v);
+  free((void *)a->ll_rw.v);
+  free((void *)a->ll_dev.v);
+  memset(a, 0, sizeof *a);
+}
+
+int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char ***out,
+                    shk__stage2_args *s2)
+{
+  strv s = { NULL, 0, false };
+  /* Decided once per rule: each answer looks the rule's directory up in
    * the plan, and three places below read it. */
-  shk_autofree bool *in_stage2 = shk__xcalloc(p->n ? p->n : 1, sizeof *in_stage2);
-  bool stage2_masks = false;
+  shk_autofree int *op = calloc(p->n ? p->n : 1, sizeof *op);
+  if (!op)
+    return -ENOMEM;
+  bool stage2_mounts = false;
   for (size_t i = 0; i < p->n; i++)
-    stage2_masks |= (in_stage2[i] = mask_in_stage2(p, &p->rules[i]));
+    stage2_mounts |= (op[i] = stage2_op(p, i)) >= 0;
   push(&s, l->bwrap);
   push(&s, "--unshare-user");
   push(&s, "--unshare-ipc");
@@ -121,18 +263,35 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
      * inside (measured with bwrap 0.8): binding port 53 fails. The workload
      * then sees uid 0, which is still the caller outside and has no
      * capability once stage 2 has dropped them. */
-    if (geteuid() != 0) {
+    if (!l->root) {
       push2(&s, "--uid", "0");
       push2(&s, "--gid", "0");
     }
     push2(&s, "--cap-add", "CAP_NET_ADMIN");
     push2(&s, "--cap-add", "CAP_NET_BIND_SERVICE");
     push2(&s, "--cap-add", "CAP_SETPCAP");
+    if (stage2_mounts)
+      push2(&s, "--cap-add", "CAP_SYS_ADMIN");
   } else {
+    /* For an unprivileged caller bwrap sets the sandbox up as uid 0 of a
+     * user namespace, then enters a second one that maps the caller's uid
+     * back, where its capabilities no longer reach the mount namespace.
+     * Stage 2 needs them for its own mounts: bwrap stops at uid 0, and
+     * stage 2 enters that second namespace itself once its mounts are
+     * made (stage2.c). The command sees the caller's ids either way. */
     push2(&s, "--cap-drop", "ALL");
-    /* A root caller's stage 2 makes file masks (mask_in_stage2), and then
-     * needs CAP_SETPCAP to empty the bounding set (caps.c). */
-    if (stage2_masks) {
+    if (!l->root) {
+      push2(&s, "--uid", "0");
+      push2(&s, "--gid", "0");
+      /* The kernel lets a process map its new namespace's ids onto uid 0
+       * of the parent only when it held CAP_SETFCAP there as it made it
+       * (so that file capabilities valid for that root cannot be set from
+       * inside). */
+      push2(&s, "--cap-add", "CAP_SETFCAP");
+    }
+    /* Stage 2 makes mounts of its own (stage2_op, mask.c), and then needs
+     * CAP_SETPCAP to empty the bounding set (caps.c). */
+    if (stage2_mounts) {
       push2(&s, "--cap-add", "CAP_SYS_ADMIN");
       push2(&s, "--cap-add", "CAP_SETPCAP");
     }
@@ -162,8 +321,16 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   if (var_tmp)
     push2(&s, "--tmpfs", "/var/tmp");
   push2(&s, "--tmpfs", "/run");
-  const char *stage2 = stage2_path(p, l->exe);
-  if (stage2 != l->exe)
+  /* The stage 2 program runs from the launcher's copy in memory, which
+   * bwrap's child reaches through its own descriptor table; `shinken
+   * __stage2` from the binary. */
+  char self[40];
+  const char *stage2 = self;
+  if (l->exe_fd >= 0)
+    snprintf(self, sizeof self, "/proc/self/fd/%d", l->exe_fd);
+  else
+    stage2 = stage2_path(p, l->exe);
+  if (l->exe_fd < 0 && stage2 != l->exe)
     push3(&s, "--ro-bind", l->exe, stage2);
   if (l->egress_dir)
     push3(&s, "--bind", l->egress_dir, SHK_SANDBOX_EGRESS_DIR);
@@ -174,10 +341,16 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
     switch (r->kind) {
     case SHK_MOUNT_BIND_RW:
     case SHK_MOUNT_PIN: push3(&s, "--bind", r->path, r->path); break;
-    case SHK_MOUNT_BIND_RO: push3(&s, "--ro-bind", r->path, r->path); break;
-    case SHK_MOUNT_TMPFS: push2(&s, "--tmpfs", r->path); break;
+    case SHK_MOUNT_BIND_RO:
+      if (op[i] < 0)
+        push3(&s, "--ro-bind", r->path, r->path);
+      break;
+    case SHK_MOUNT_TMPFS:
+      if (op[i] < 0)
+        push2(&s, "--tmpfs", r->path);
+      break;
     case SHK_MOUNT_DEV_NULL:
-      if (!in_stage2[i])
+      if (op[i] < 0)
         push3(&s, "--ro-bind", "/dev/null", r->path);
       break;
     }
@@ -185,51 +358,20 @@ char **shk_sandbox_bwrap_argv(const shk_sandbox_plan *p, const shk_sandbox_launc
   /* Made read-only last, once the rules nested inside have their mount
    * points. */
   for (size_t i = 0; i < p->n; i++)
-    if (p->rules[i].kind == SHK_MOUNT_TMPFS)
+    if (p->rules[i].kind == SHK_MOUNT_TMPFS && op[i] < 0)
       push2(&s, "--remount-ro", p->rules[i].path);
   if (l->chdir)
     push2(&s, "--chdir", l->chdir);
   push(&s, "--");
   push(&s, stage2);
-  push(&s, "__stage2");
-  push2(&s, "--net", shk_net_mode_name(l->net));
-  char fd[16];
-  snprintf(fd, sizeof fd, "%d", l->sync_fd);
-  push2(&s, "--sync-fd", fd);
-  if (!l->landlock)
-    push(&s, "--no-landlock");
-  if (!l->seccomp)
-    push(&s, "--no-seccomp");
-  if (!l->guard)
-    push(&s, "--no-guard");
-  for (size_t i = 0; i < p->n; i++)
-    if (in_stage2[i])
-      push2(&s, "--mask", p->rules[i].path);
-  if (p->read_restricted) {
-    for (const char *const *d = shk_sandbox_system_dirs; *d; d++)
-      push2(&s, "--ll-ro", *d);
-    push2(&s, "--ll-ro", "/run");
-  } else {
-    push2(&s, "--ll-ro", "/");
+  int r = stage2_args(p, l, op, var_tmp, s2);
+  if (r == 0)
+    r = shk__stage2_args_write(s2, push_arg, &s);
+  if (r < 0 || s.oom) {
+    shk__strv_free(s.v);
+    shk__stage2_args_free(s2);
+    return -ENOMEM;
   }
-  for (size_t i = 0; i < p->n; i++) {
-    const shk_sandbox_rule *r = &p->rules[i];
-    if (r->access == SHK_ACCESS_WRITE)
-      push2(&s, "--ll-rw", r->path);
-    else if (r->access == SHK_ACCESS_READ && p->read_restricted)
-      push2(&s, "--ll-ro", r->path);
-  }
-  push2(&s, "--ll-rw", "/tmp");
-  if (var_tmp)
-    push2(&s, "--ll-rw", "/var/tmp");
-  push2(&s, "--ll-rw", "/dev/shm");
-  push2(&s, "--ll-dev", "/dev");
-  /* /proc is read-only to Landlock as well: writes there reach the kernel's
-   * global settings when the caller is root outside. */
-  if (p->read_restricted)
-    push2(&s, "--ll-ro", "/proc");
-  push(&s, "--");
-  for (size_t i = 0; i < l->ncommand; i++)
-    push(&s, l->command[i]);
-  return s.v;
+  *out = s.v;
+  return 0;
 }

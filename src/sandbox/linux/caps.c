@@ -1,65 +1,43 @@
-/* What stage 2 does with the capabilities it starts with, then dropping
- * every one. bwrap already drops them for an unprivileged caller; for root,
- * and in proxy mode where stage 2 keeps a few to set the network bridge up,
- * this is what takes them away. */
-#include "shinken/sandbox.h"
+/* Stage 2 drops every capability it starts with. bwrap already drops them
+ * for an unprivileged caller; for root, and where stage 2 keeps a few to
+ * make its masks or set the network bridge up, this is what takes them
+ * away. Stage 2 code: system calls only (sys.h). */
+#include "sandbox-internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <linux/capability.h>
-#include <stdio.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <linux/errno.h>
+#include <linux/prctl.h>
 
-#include "common/common.h"
-
-/* Safe because it only hides: the target is opened without following a
- * symlink and must be a regular file, the bind goes onto that very file
- * (through its descriptor), and the mount is read-only. No process of the
- * workload exists yet, so nothing inside can race it. */
-int shk_sandbox_mask_file(const char *path)
-{
-  int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  struct stat st;
-  char self[64];
-  snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-  int r = fstat(fd, &st) < 0 ? -errno : S_ISREG(st.st_mode) ? 0 : -EINVAL;
-  if (r == 0 && mount("/dev/null", self, NULL, MS_BIND, NULL) < 0)
-    r = -errno;
-  close(fd);
-  /* The new mount is the top one at PATH now; remounting takes its flags,
-   * which bwrap's own read-only binds also get. */
-  if (r == 0 && mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID, NULL) < 0)
-    r = -errno;
-  return r;
-}
+#include "sys.h"
 
 /* Safe because it only ever removes authority: the bounding set first (so
  * nothing can be regained through exec of a file with capabilities), each
  * drop checked, then the ambient set, then the process's own sets, which it
  * reads back empty before reporting success. */
-int shk_sandbox_drop_caps(void)
+int shk__drop_caps(void)
 {
+  /* One call per capability where stage 2 holds CAP_SETPCAP (in its own
+   * user namespace it holds all of them): the drop succeeds also for one
+   * already gone, and fails with EINVAL past the kernel's last. Without
+   * CAP_SETPCAP every drop fails with EPERM, which is right only for a
+   * capability the bounding set holds. */
   for (int cap = 0; cap < 64; cap++) {
-    int in = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+    long r = shk__sys(__NR_prctl, PR_CAPBSET_DROP, cap, 0, 0, 0);
+    if (r == 0)
+      continue;
+    long in = shk__sys(__NR_prctl, PR_CAPBSET_READ, cap, 0, 0, 0);
     if (in < 0)
       break; /* past the kernel's last capability */
-    if (in == 1 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-      return -errno;
+    if (in == 1)
+      return (int)r;
   }
-  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-    return -errno;
+  long r = shk__sys(__NR_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  if (r < 0 && r != -EINVAL) /* a kernel without ambient capabilities */
+    return (int)r;
   struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
   struct __user_cap_data_struct data[2] = { { 0, 0, 0 }, { 0, 0, 0 } };
-  if (syscall(SYS_capset, &hdr, data) < 0)
-    return -errno;
-  if (syscall(SYS_capget, &hdr, data) < 0)
-    return -errno;
+  if ((r = shk__sys(__NR_capset, &hdr, data)) < 0 || (r = shk__sys(__NR_capget, &hdr, data)) < 0)
+    return (int)r;
   for (int i = 0; i < 2; i++)
     if (data[i].effective || data[i].permitted || data[i].inheritable)
       return -EPERM;

@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -59,9 +61,15 @@ static bool find_hierarchy(const char *ctl, char **point, char **root)
     if (!post[2] || strcmp(post[0], "cgroup") || !has_word(post[2], ctl) ||
         strchr(fields[3], '\\') || strchr(fields[4], '\\'))
       continue;
-    *root = shk__xstrdup(fields[3]);
-    *point = shk__xstrdup(fields[4]);
-    found = true;
+    *root = strdup(fields[3]);
+    *point = strdup(fields[4]);
+    found = *root && *point;
+    if (!found) {
+      free(*root);
+      free(*point);
+      *root = *point = NULL;
+      break;
+    }
   }
   free(text);
   return found;
@@ -83,7 +91,7 @@ static char *own_cgroup_v1(const char *ctl)
       continue;
     *path++ = '\0';
     if (has_word(list + 1, ctl) && *path == '/')
-      res = shk__xstrdup(path);
+      res = strdup(path);
   }
   free(text);
   return res;
@@ -104,20 +112,21 @@ static bool valid_parent(const char *p)
   return true;
 }
 
-/* Where session cgroups go in the hierarchy of `ctl`: the cgroup `env`
- * names (SHINKEN_CGROUP_PARENT) or else this process's own. Root may use
+/* Where session cgroups go in the hierarchy of `ctl`: the cgroup `named`
+ * (SHINKEN_CGROUP_PARENT) or else this process's own. Root may use
  * any; another user only one delegated to it: the named one when it can
  * write there, or else its own cgroup when it owns that directory (an
  * administrator's chown, the v1 form of delegation). `*mounted` says
  * whether the hierarchy exists at all. */
-static char *v1_parent(const char *ctl, const char *env, bool *mounted)
+static char *v1_parent(const char *ctl, const char *named, const shk_sandbox_env *env,
+                       bool *mounted)
 {
   shk_autofree char *point = NULL;
   shk_autofree char *root = NULL;
   *mounted = find_hierarchy(ctl, &point, &root);
   if (!*mounted)
     return NULL;
-  shk_autofree char *cg = env ? shk__xstrdup(env) : own_cgroup_v1(ctl);
+  shk_autofree char *cg = named ? strdup(named) : own_cgroup_v1(ctl);
   if (!cg)
     return NULL;
   /* A hierarchy mounted from a sub-cgroup shows only what lies beneath
@@ -125,11 +134,13 @@ static char *v1_parent(const char *ctl, const char *env, bool *mounted)
   size_t n = strcmp(root, "/") ? strlen(root) : 0;
   if (strncmp(cg, root, n) || (cg[n] != '/' && cg[n] != '\0'))
     return NULL;
-  char *dir = shk__xasprintf("%s%s", point, strcmp(cg + n, "/") ? cg + n : "");
+  char *dir = NULL;
+  if (asprintf(&dir, "%s%s", point, strcmp(cg + n, "/") ? cg + n : "") < 0)
+    return NULL;
   struct stat st;
   bool ok = stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
-  if (ok && geteuid() != 0)
-    ok = access(dir, W_OK) == 0 && (env || st.st_uid == geteuid());
+  if (ok && !env->root)
+    ok = access(dir, W_OK) == 0 && (named || st.st_uid == env->uid);
   if (!ok) {
     free(dir);
     return NULL;
@@ -142,21 +153,19 @@ static int bits(unsigned v)
   return __builtin_popcount(v);
 }
 
-void shk__cgroup_v1_detect(shk_sandbox_features *f)
+void shk__cgroup_v1_detect(shk_sandbox_features *f, const shk_sandbox_env *env)
 {
   const unsigned all = SHK_CG_MEMORY | SHK_CG_PIDS | SHK_CG_CPU;
   unsigned v2 = f->cgroup_parent ? f->cgroup_controllers & all : 0;
   if (v2 == all)
     return;
-  const char *env = getenv("SHINKEN_CGROUP_PARENT");
-  if (env && !*env)
-    env = NULL;
-  bool bad_env = env && !valid_parent(env);
+  const char *named = env->cgroup_parent;
+  bool bad_env = named && !valid_parent(named);
   char *parent[SHK_CG1_N] = { NULL };
   unsigned have = 0, mounted = 0;
   for (int i = 0; i < SHK_CG1_N && !bad_env; i++) {
     bool m;
-    parent[i] = v1_parent(hier_names[i], env, &m);
+    parent[i] = v1_parent(hier_names[i], named, env, &m);
     if (i < SHK_CG1_FREEZER) {
       have |= parent[i] ? 1u << i : 0;
       mounted |= m ? 1u << i : 0;
@@ -167,14 +176,14 @@ void shk__cgroup_v1_detect(shk_sandbox_features *f)
     /* Say why v1 gives nothing here, when it carries what v2 lacks. */
     unsigned lost = mounted & ~v2 & ~have;
     if (bad_env)
-      f->cgroup_detail = shk__xasprintf("%s; SHINKEN_CGROUP_PARENT=%s is not an absolute "
-                                        "cgroup path without . or ..", old, env);
+      f->cgroup_detail = shk__features_printf(f, "%s; SHINKEN_CGROUP_PARENT=%s is not an absolute "
+                                        "cgroup path without . or ..", old, named);
     else if (lost)
-      f->cgroup_detail = shk__xasprintf(
+      f->cgroup_detail = shk__features_printf(f, 
           "%s; cgroup v1 hierarchies%s%s%s: no usable parent%s", old,
           lost & SHK_CG_MEMORY ? " memory" : "", lost & SHK_CG_PIDS ? " pids" : "",
           lost & SHK_CG_CPU ? " cpu" : "",
-          geteuid() == 0 ? "" : env ? " (SHINKEN_CGROUP_PARENT is not a directory this user can write)"
+          env->root ? "" : named ? " (SHINKEN_CGROUP_PARENT is not a directory this user can write)"
                                     : " (none delegated to this user: SHINKEN_CGROUP_PARENT "
                                       "names a delegated parent)");
     if (f->cgroup_detail != old)
@@ -190,13 +199,14 @@ void shk__cgroup_v1_detect(shk_sandbox_features *f)
   memcpy(f->cgroup_v1_parent, parent, sizeof parent);
   char *at[SHK_CG1_N];
   for (int i = 0; i < SHK_CG1_N; i++)
-    at[i] = parent[i] ? shk__xasprintf(" %s at %s;", hier_names[i], parent[i])
-                      : shk__xasprintf(" no %s%s;", hier_names[i],
+    at[i] = parent[i] ? shk__features_printf(f, " %s at %s;", hier_names[i], parent[i])
+                      : shk__features_printf(f, " no %s%s;", hier_names[i],
                                        i == SHK_CG1_FREEZER ? " (killed process by process)" : "");
-  f->cgroup_detail = shk__xasprintf("cgroup v1 hierarchies (cgroup v2 has no usable "
-                                    "controllers):%s%s%s%s %s", at[0], at[1], at[2], at[3],
-                                    geteuid() == 0 ? "as root"
-                                    : env ? "delegated to this user (SHINKEN_CGROUP_PARENT)"
+  f->cgroup_detail = shk__features_printf(f, "cgroup v1 hierarchies (cgroup v2 has no usable "
+                                    "controllers):%s%s%s%s %s", at[0] ? at[0] : "",
+                                    at[1] ? at[1] : "", at[2] ? at[2] : "", at[3] ? at[3] : "",
+                                    env->root ? "as root"
+                                    : named ? "delegated to this user (SHINKEN_CGROUP_PARENT)"
                                           : "delegated to this user (owns its cgroup)");
   for (int i = 0; i < SHK_CG1_N; i++)
     free(at[i]);
@@ -254,7 +264,7 @@ static int set_limit(int dir, int i, const shk_sandbox_opts *o)
  * detection chose (root's own cgroups, or ones delegated to the caller)
  * and only lowers limits inside them. */
 int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts *o,
-                          shk_sandbox_cgroup *cg, char **err)
+                          shk_sandbox_cgroup *cg, shk_error *err)
 {
   for (int i = 0; i < SHK_CG1_N; i++) {
     cg->v1[i] = NULL;
@@ -269,15 +279,18 @@ int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts 
     if (!need[i])
       continue;
     if (!f->cgroup_v1_parent[i]) {
-      *err = shk__xasprintf("no cgroup v1 %s hierarchy usable here", hier_names[i]);
-      r = -ENOTSUP;
+      r = shk__error_set(err, -ENOSYS, "no cgroup v1 %s hierarchy usable here", hier_names[i]);
       goto fail;
     }
-    char *path = shk__xasprintf("%s/shinken-%ld-%ld", f->cgroup_v1_parent[i], (long)getpid(),
-                                (long)ts.tv_nsec);
+    char *path = NULL;
+    if (asprintf(&path, "%s/shinken-%ld-%ld", f->cgroup_v1_parent[i], (long)getpid(),
+                 (long)ts.tv_nsec) < 0) {
+      r = shk__error_set(err, -ENOMEM, "out of memory");
+      goto fail;
+    }
     if (mkdir(path, 0755) < 0) {
       r = -errno;
-      *err = shk__xasprintf("creating %s: %s", path, strerror(-r));
+      shk__error_set(err, r, "creating %s: %s", path, strerror(-r));
       free(path);
       goto fail;
     }
@@ -289,11 +302,13 @@ int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts 
       r = cg->v1_procs[i] < 0 ? -errno : 0;
     }
     if (r < 0) {
-      *err = shk__xasprintf("cgroup %s: setting a limit: %s", path, strerror(-r));
+      shk__error_set(err, r, "cgroup %s: setting a limit: %s", path, strerror(-r));
       goto fail;
     }
-    if (!cg->path)
-      cg->path = shk__xstrdup(path);
+    if (!cg->path && !(cg->path = strdup(path))) {
+      r = shk__error_set(err, -ENOMEM, "out of memory");
+      goto fail;
+    }
   }
   return 0;
 fail:
@@ -323,7 +338,9 @@ static bool kill_listed(const shk_sandbox_cgroup *cg)
   for (int i = 0; i < SHK_CG1_N; i++) {
     if (!cg->v1[i])
       continue;
-    shk_autofree char *procs = shk__xasprintf("%s/cgroup.procs", cg->v1[i]);
+    char procs[PATH_MAX];
+    if (snprintf(procs, sizeof procs, "%s/cgroup.procs", cg->v1[i]) >= (int)sizeof procs)
+      continue;
     char *text;
     size_t len;
     if (shk__read_file(procs, &text, &len) < 0)
@@ -360,7 +377,8 @@ void shk__cgroup_v1_destroy(shk_sandbox_cgroup *cg)
       ? open(cg->v1[SHK_CG1_FREEZER], O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
   bool frozen = fz >= 0 && put(fz, "freezer.state", "FROZEN") == 0;
   if (frozen) {
-    shk_autofree char *state = shk__xasprintf("%s/freezer.state", cg->v1[SHK_CG1_FREEZER]);
+    char state[PATH_MAX];
+    snprintf(state, sizeof state, "%s/freezer.state", cg->v1[SHK_CG1_FREEZER]);
     for (int tries = 0; tries < 1000; tries++) {
       char *text;
       size_t len;

@@ -5,8 +5,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -16,26 +19,26 @@
 
 static int write_file(const char *dir, const char *name, const char *value)
 {
-  shk_autofree char *path = shk__xasprintf("%s/%s", dir, name);
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+    return -ENAMETOOLONG;
   return shk__write_at(AT_FDCWD, path, value);
 }
 
-static int fail(char **err, int r, const char *fmt, ...) SHK_PRINTF(3, 4);
-static int fail(char **err, int r, const char *fmt, ...)
+/* "WHAT: strerror(R)" into ERR; returns R. */
+static int fail(shk_error *err, int r, const char *fmt, ...) SHK_PRINTF(3, 4);
+static int fail(shk_error *err, int r, const char *fmt, ...)
 {
+  char msg[SHK_SANDBOX_TEXT_MAX];
   va_list ap;
   va_start(ap, fmt);
-  char *msg = NULL;
-  if (vasprintf(&msg, fmt, ap) < 0)
-    msg = NULL;
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  *err = msg ? shk__xasprintf("%s: %s", msg, strerror(-r)) : NULL;
-  free(msg);
-  return r;
+  return shk__error_set(err, r, "%s: %s", msg, strerror(-r));
 }
 
 /* Enables the controllers the limits need in `dir`'s subtree_control. */
-static int enable(const char *dir, unsigned need, char **err)
+static int enable(const char *dir, unsigned need, shk_error *err)
 {
   static const struct { unsigned bit; const char *name; } ctl[] = {
     { SHK_CG_MEMORY, "+memory" }, { SHK_CG_PIDS, "+pids" }, { SHK_CG_CPU, "+cpu" },
@@ -54,7 +57,7 @@ static int enable(const char *dir, unsigned need, char **err)
  * detection chose (root's <mount>/shinken, or the caller's own delegated
  * subtree) and only lowers limits inside it. */
 int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_opts *o,
-                              shk_sandbox_cgroup *cg, char **err)
+                              shk_sandbox_cgroup *cg, shk_error *err)
 {
   cg->path = NULL;
   cg->procs_fd = -1;
@@ -62,12 +65,10 @@ int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_o
     return shk__cgroup_v1_create(f, o, cg, err);
   unsigned need = (o->mem ? SHK_CG_MEMORY : 0) | (o->pids ? SHK_CG_PIDS : 0) |
                   (o->cpu_milli ? SHK_CG_CPU : 0);
-  if (!f->cgroup_parent) {
-    *err = shk__xstrdup(f->cgroup_detail ? f->cgroup_detail : "no cgroup v2");
-    return -ENOTSUP;
-  }
+  if (!f->cgroup_parent)
+    return shk__error_set(err, -ENOSYS, "%s", f->cgroup_detail ? f->cgroup_detail : "no cgroup v2");
   int r;
-  if (geteuid() == 0) {
+  if (f->cgroup_own_parent) {
     if (mkdir(f->cgroup_parent, 0755) < 0 && errno != EEXIST)
       return fail(err, -errno, "creating %s", f->cgroup_parent);
     if ((r = enable(f->cgroup_mount, need, err)) < 0)
@@ -77,8 +78,9 @@ int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_o
     return r;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  char *path = shk__xasprintf("%s/session-%ld-%ld", f->cgroup_parent, (long)getpid(),
-                              (long)ts.tv_nsec);
+  char *path = NULL;
+  if (asprintf(&path, "%s/session-%ld-%ld", f->cgroup_parent, (long)getpid(), (long)ts.tv_nsec) < 0)
+    return shk__error_set(err, -ENOMEM, "out of memory");
   if (mkdir(path, 0755) < 0) {
     r = fail(err, -errno, "creating %s", path);
     free(path);
@@ -105,10 +107,10 @@ int shk_sandbox_cgroup_create(const shk_sandbox_features *f, const shk_sandbox_o
     if ((r = write_file(path, "cpu.max", buf)) < 0)
       goto fail_limit;
   }
-  char *procs = shk__xasprintf("%s/cgroup.procs", path);
+  char procs[PATH_MAX];
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", path);
   cg->procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
   r = -errno;
-  free(procs);
   if (cg->procs_fd < 0)
     goto fail_limit;
   return 0;
@@ -127,7 +129,9 @@ int shk_sandbox_cgroup_join(const shk_sandbox_cgroup *cg)
 
 static bool populated(const char *path)
 {
-  shk_autofree char *events = shk__xasprintf("%s/cgroup.events", path);
+  char events[PATH_MAX];
+  if (snprintf(events, sizeof events, "%s/cgroup.events", path) >= (int)sizeof events)
+    return false;
   char *text;
   size_t len;
   if (shk__read_file(events, &text, &len) < 0)
@@ -150,7 +154,8 @@ void shk_sandbox_cgroup_destroy(shk_sandbox_cgroup *cg)
   bool have_kill = write_file(cg->path, "cgroup.kill", "1") == 0;
   for (int tries = 0; tries < 1000 && populated(cg->path); tries++) {
     if (!have_kill) {
-      shk_autofree char *procs = shk__xasprintf("%s/cgroup.procs", cg->path);
+      char procs[PATH_MAX];
+      snprintf(procs, sizeof procs, "%s/cgroup.procs", cg->path);
       char *text;
       size_t len;
       if (shk__read_file(procs, &text, &len) == 0) {

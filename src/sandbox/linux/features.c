@@ -5,20 +5,42 @@
 #include "shinken/sandbox.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include "cgroup-internal.h"
 #include "common/common.h"
+
+/* Formats one of F's strings. Out of memory, it returns NULL and marks F,
+ * whose detection then fails as a whole: each caller may go on without
+ * checking. */
+char *shk__features_printf(shk_sandbox_features *f, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = NULL;
+  if (vasprintf(&s, fmt, ap) < 0) {
+    s = NULL;
+    f->nomem_ = true;
+  }
+  va_end(ap);
+  return s;
+}
+
+#define fstr(...) shk__features_printf(f, __VA_ARGS__)
 
 static const char *const bwrap_paths[] = { "/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap", NULL };
 
@@ -34,16 +56,6 @@ static long read_long(const char *path)
   return v;
 }
 
-static bool file_contains(const char *path, const char *needle)
-{
-  char *text;
-  size_t len;
-  if (shk__read_file(path, &text, &len) < 0)
-    return false;
-  bool found = strstr(text, needle) != NULL;
-  free(text);
-  return found;
-}
 
 /* Tries a user namespace in a child: unshare, then mount a tmpfs in a new
  * mount namespace, which is what bwrap needs and what Ubuntu's AppArmor
@@ -93,38 +105,44 @@ static bool bwrap_userns_works(const char *bwrap)
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static void detect_userns(shk_sandbox_features *f, unsigned what)
+static void detect_userns(shk_sandbox_features *f, const shk_sandbox_env *env, unsigned what)
 {
   const char *why = NULL;
-  if (file_contains("/proc/sys/kernel/osrelease", "Microsoft"))
+  long apparmor = env->root ? -1 : read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  f->apparmor_userns = apparmor >= 0;
+  /* The kernel's release names WSL: one system call, where reading
+   * /proc/sys/kernel/osrelease takes four. */
+  struct utsname u;
+  if (uname(&u) < 0)
+    u.release[0] = '\0';
+  if (strstr(u.release, "Microsoft"))
     why = "WSL 1 has no namespaces";
   else if (read_long("/proc/sys/user/max_user_namespaces") == 0)
     why = "user.max_user_namespaces is 0";
-  else if (geteuid() != 0 && read_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
+  else if (!env->root && read_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
     why = "kernel.unprivileged_userns_clone is 0";
-  else if (geteuid() != 0 &&
-           read_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
+  else if (apparmor == 1)
     why = "AppArmor restricts unprivileged user namespaces "
           "(kernel.apparmor_restrict_unprivileged_userns=1)";
   if (why && f->bwrap_setuid) {
     f->userns = true;
-    f->userns_detail = shk__xasprintf("%s, but bwrap is setuid", why);
+    f->userns_detail = fstr("%s, but bwrap is setuid", why);
     return;
   }
   if (why && !strncmp(why, "AppArmor", 8) && bwrap_userns_works(f->bwrap)) {
     f->userns = true;
-    f->userns_detail = shk__xasprintf("%s, but bwrap's own profile allows them", why);
+    f->userns_detail = fstr("%s, but bwrap's own profile allows them", why);
     return;
   }
   if (!why && (what & SHK_DETECT_USERNS_TRY) && !try_userns())
     why = "creating a user namespace with a mount namespace failed";
   f->userns = !why;
   if (why)
-    f->userns_detail = shk__xstrdup(why);
-  else if (file_contains("/proc/sys/kernel/osrelease", "WSL2"))
-    f->userns_detail = shk__xstrdup("available (WSL 2)");
+    f->userns_detail = fstr("%s", why);
+  else if (strstr(u.release, "WSL2"))
+    f->userns_detail = fstr("available (WSL 2)");
   else
-    f->userns_detail = shk__xstrdup(geteuid() == 0 ? "available (root)" : "available");
+    f->userns_detail = fstr("%s", env->root ? "available (root)" : "available");
 }
 
 static unsigned parse_controllers(const char *path)
@@ -158,7 +176,7 @@ static char *own_cgroup(void)
   char *save = NULL;
   for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
     if (!strncmp(l, "0::/", 4)) {
-      res = shk__xstrdup(l + 3);
+      res = strdup(l + 3);
       break;
     }
   free(text);
@@ -168,52 +186,53 @@ static char *own_cgroup(void)
 /* Root puts session cgroups in <mount>/shinken, beneath the root cgroup
  * where controllers can always be enabled. Anyone else needs a delegated
  * subtree: the parent of its own cgroup, writable by it. */
-static void detect_cgroup(shk_sandbox_features *f)
+static void detect_cgroup(shk_sandbox_features *f, const shk_sandbox_env *env)
 {
   static const char *const mounts[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified", NULL };
   for (const char *const *m = mounts; *m && !f->cgroup_mount; m++) {
-    shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", *m);
+    char ctl[PATH_MAX];
+    snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", *m);
     if (access(ctl, F_OK) == 0)
-      f->cgroup_mount = shk__xstrdup(*m);
+      f->cgroup_mount = fstr("%s", *m);
   }
   f->cgroup_v2 = f->cgroup_mount != NULL;
   if (!f->cgroup_v2) {
-    f->cgroup_detail = shk__xstrdup("no cgroup v2 hierarchy is mounted");
+    f->cgroup_detail = fstr("no cgroup v2 hierarchy is mounted");
     return;
   }
-  shk_autofree char *parent = NULL;
-  if (geteuid() == 0) {
-    parent = shk__xasprintf("%s/shinken", f->cgroup_mount);
-    shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", f->cgroup_mount);
+  char parent[PATH_MAX] = "", ctl[PATH_MAX + 32];
+  f->cgroup_own_parent = env->root;
+  if (env->root) {
+    snprintf(parent, sizeof parent, "%s/shinken", f->cgroup_mount);
+    snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", f->cgroup_mount);
     f->cgroup_controllers = parse_controllers(ctl);
   } else {
     shk_autofree char *own = own_cgroup();
     char *slash = own ? strrchr(own, '/') : NULL;
+    char procs[PATH_MAX + 32], sub[PATH_MAX + 32];
     if (slash && slash != own) {
       *slash = '\0';
-      parent = shk__xasprintf("%s%s", f->cgroup_mount, own);
-      shk_autofree char *procs = shk__xasprintf("%s/cgroup.procs", parent);
-      shk_autofree char *sub = shk__xasprintf("%s/cgroup.subtree_control", parent);
+      snprintf(parent, sizeof parent, "%s%s", f->cgroup_mount, own);
+      snprintf(procs, sizeof procs, "%s/cgroup.procs", parent);
+      snprintf(sub, sizeof sub, "%s/cgroup.subtree_control", parent);
       if (access(parent, W_OK) == 0 && access(procs, W_OK) == 0 && access(sub, W_OK) == 0) {
-        shk_autofree char *ctl = shk__xasprintf("%s/cgroup.controllers", parent);
+        snprintf(ctl, sizeof ctl, "%s/cgroup.controllers", parent);
         f->cgroup_controllers = parse_controllers(ctl);
       } else {
-        free(parent);
-        parent = NULL;
+        parent[0] = '\0';
       }
     }
-    if (!parent) {
-      f->cgroup_detail = shk__xstrdup("no delegated cgroup v2 subtree is writable by this user");
+    if (!parent[0]) {
+      f->cgroup_detail = fstr("no delegated cgroup v2 subtree is writable by this user");
       return;
     }
   }
-  f->cgroup_parent = shk__xstrdup(parent);
+  f->cgroup_parent = fstr("%s", parent);
   unsigned all = SHK_CG_MEMORY | SHK_CG_PIDS | SHK_CG_CPU;
   if ((f->cgroup_controllers & all) == all)
-    f->cgroup_detail = shk__xasprintf("memory, pids and cpu controllers available under %s",
-                                      f->cgroup_mount);
+    f->cgroup_detail = fstr("memory, pids and cpu controllers available under %s", f->cgroup_mount);
   else
-    f->cgroup_detail = shk__xasprintf("controllers missing from cgroup v2 at %s:%s%s%s "
+    f->cgroup_detail = fstr("controllers missing from cgroup v2 at %s:%s%s%s "
                                       "(bound to a cgroup v1 hierarchy, or not delegated)",
                                       f->cgroup_mount,
                                       f->cgroup_controllers & SHK_CG_MEMORY ? "" : " memory",
@@ -237,26 +256,32 @@ static bool connect_guard_works(void)
   return statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID);
 }
 
-void shk_sandbox_features_detect(shk_sandbox_features *f, unsigned what)
+int shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env *env,
+                                unsigned what)
 {
   memset(f, 0, sizeof *f);
   for (const char *const *b = bwrap_paths; *b && !f->bwrap; b++) {
     struct stat st;
     if (stat(*b, &st) == 0 && S_ISREG(st.st_mode) && access(*b, X_OK) == 0) {
-      f->bwrap = shk__xstrdup(*b);
+      f->bwrap = fstr("%s", *b);
       f->bwrap_setuid = (st.st_mode & S_ISUID) && st.st_uid == 0;
     }
   }
-  detect_userns(f, what);
+  detect_userns(f, env, what);
   long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
   f->landlock_abi = abi > 0 ? (int)abi : 0;
   unsigned action = SECCOMP_RET_KILL_PROCESS;
   f->seccomp = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) == 0;
   f->connect_guard = f->seccomp && connect_guard_works();
   if (what & SHK_DETECT_CGROUP) {
-    detect_cgroup(f);
-    shk__cgroup_v1_detect(f);
+    detect_cgroup(f, env);
+    shk__cgroup_v1_detect(f, env);
   }
+  if (f->nomem_) {
+    shk_sandbox_features_free(f);
+    return -ENOMEM;
+  }
+  return 0;
 }
 
 void shk_sandbox_features_free(shk_sandbox_features *f)

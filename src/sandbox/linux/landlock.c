@@ -1,18 +1,16 @@
 /* Landlock in stage 2: a second, independent fence around the same view the
  * mount namespace builds, so that a mistake in one does not open the other.
  * The UAPI header of an older distribution may predate the newer ABIs, so
- * their values are spelled out here from the kernel's documentation. */
-#include "shinken/sandbox.h"
+ * their values are spelled out here from the kernel's documentation. Stage
+ * 2 code: system calls only (sys.h). */
+#include "sandbox-internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <linux/errno.h>
+#include <linux/fcntl.h>
 #include <linux/landlock.h>
-#include <stdint.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
+#include <linux/stat.h>
 
-#include "common/common.h"
+#include "sys.h"
 
 #define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
@@ -44,53 +42,58 @@ static uint64_t fs_all(int abi)
   return all;
 }
 
-static int add_rules(int ruleset, const char *const *paths, size_t n, uint64_t access)
+static int add_rules(int ruleset, const shk__stage2_list *paths, uint64_t access)
 {
-  for (size_t i = 0; i < n; i++) {
-    shk_autoclose int fd = open(paths[i], O_PATH | O_CLOEXEC);
+  for (size_t i = 0; i < paths->n; i++) {
+    long fd = shk__sys(__NR_openat, AT_FDCWD, paths->v[i], O_PATH | O_CLOEXEC);
     if (fd < 0) {
       /* A path that is not in the view grants nothing; skipping it is the
        * closed choice. */
-      if (errno == ENOENT)
+      if (fd == -ENOENT)
         continue;
-      return -errno;
+      return (int)fd;
     }
-    struct landlock_path_beneath_attr pb = { .allowed_access = access, .parent_fd = fd };
-    struct stat st;
+    struct landlock_path_beneath_attr pb = { .allowed_access = access, .parent_fd = (int)fd };
+    struct statx stx;
     /* Directory-only rights on a file are rejected by the kernel. */
-    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+    if (shk__sys(__NR_statx, fd, "", AT_EMPTY_PATH, STATX_TYPE, &stx) == 0 &&
+        (stx.stx_mode & SHK__S_IFMT) != SHK__S_IFDIR)
       pb.allowed_access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
                            LANDLOCK_ACCESS_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV;
-    if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
-      return -errno;
+    long r = shk__sys(__NR_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+    shk__sys(__NR_close, fd);
+    if (r < 0)
+      return (int)r;
   }
   return 0;
 }
 
 /* Safe because Landlock can only take access away from this process and its
  * children; every failure is returned so the caller refuses to run. */
-int shk_sandbox_landlock_apply(const char *const *ro, size_t nro, const char *const *rw,
-                               size_t nrw, const char *const *dev, size_t ndev, bool deny_tcp)
+int shk__landlock_apply(const shk__stage2_args *a, unsigned *flags)
 {
-  long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  long abi = shk__sys(__NR_landlock_create_ruleset, 0, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 1)
-    return -ENOTSUP;
+    return -EOPNOTSUPP;
   uint64_t all = fs_all((int)abi);
   struct ll_ruleset_attr attr = { .handled_access_fs = all };
-  if (abi >= 4 && deny_tcp)
+  if (abi >= 4 && a->net == SHK_NET_NONE) {
     attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-  if (abi >= 6)
+    *flags |= SHK__APPLIED_LANDLOCK_NET;
+  }
+  if (abi >= 6) {
     attr.scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL;
-  shk_autoclose int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    *flags |= SHK__APPLIED_LANDLOCK_SCOPE;
+  }
+  long rs = shk__sys(__NR_landlock_create_ruleset, &attr, sizeof attr, 0);
   if (rs < 0)
-    return -errno;
+    return (int)rs;
   int r;
-  if ((r = add_rules(rs, ro, nro, LL_FS_READ & all)) < 0 ||
-      (r = add_rules(rs, rw, nrw, all)) < 0 ||
-      (r = add_rules(rs, dev, ndev,
-                     (LL_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | LL_FS_IOCTL_DEV) & all)) < 0)
-    return r;
-  if (syscall(SYS_landlock_restrict_self, rs, 0) < 0)
-    return -errno;
-  return (int)abi;
+  if ((r = add_rules((int)rs, &a->ll_ro, LL_FS_READ & all)) == 0 &&
+      (r = add_rules((int)rs, &a->ll_rw, all)) == 0 &&
+      (r = add_rules((int)rs, &a->ll_dev,
+                     (LL_FS_READ | LANDLOCK_ACCESS_FS_WRITE_FILE | LL_FS_IOCTL_DEV) & all)) == 0)
+    r = (int)shk__sys(__NR_landlock_restrict_self, rs, 0);
+  shk__sys(__NR_close, rs);
+  return r < 0 ? r : (int)abi;
 }

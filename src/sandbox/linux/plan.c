@@ -3,10 +3,11 @@
  * mount that makes it real. Paths are resolved here, once, before anything
  * uses them, so that a symlink cannot redirect a rule later. The work done is
  * proportional to the number of rules, never to the size of the filesystem. */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,20 +60,59 @@ const char *shk_mount_kind_name(shk_mount_kind k)
   return "?";
 }
 
+/* The names of one directory, listed once: most protected paths are
+ * missing names in a handful of directories (the home, ~/.config), and one
+ * listing answers for all of them where each lstat() would walk the whole
+ * path. */
+typedef struct listing {
+  char dir[PATH_MAX];
+  unsigned lookups;  /* lstat()s so far; the directory is listed at the second */
+  bool listed;       /* `names` holds every name in it */
+  char **names;      /* sorted */
+  size_t n;
+} listing;
+
+enum { LISTINGS = 8, LISTING_MAX = 4096 };
+
 typedef struct builder {
   shk_sandbox_plan *p;
+  listing *dirs[LISTINGS];
   size_t nroots; /* the rules that defaults are judged against */
-  char **err;
-  /* The last directory first_missing resolved, and what it resolved to:
-   * most protected paths are missing names in the same home directory,
-   * and each resolution costs a system call per component. */
-  char *memo_dir, *memo_real;
+  shk_error *err;
+  /* The last directory first_missing resolved, and what it resolved to
+   * ("" when it does not resolve to a directory): most protected paths are
+   * missing names in the same home directory, and each resolution costs a
+   * system call per component. */
+  bool memo;
+  char memo_dir[PATH_MAX], memo_real[PATH_MAX];
 } builder;
 
-#define fail shk__errf
+#define fail(err, ...) shk__error_set(err, -EINVAL, __VA_ARGS__)
+#define nomem(err) shk__error_set(err, -ENOMEM, "out of memory")
+#define toolong(err, path) shk__error_set(err, -ENAMETOOLONG, "%.200s...: path too long", path)
+
+/* Copies SRC into the PATH_MAX buffer DST; -ENAMETOOLONG when it does not
+ * fit. */
+static int copy_path(char *dst, const char *src)
+{
+  size_t n = strlen(src);
+  if (n >= PATH_MAX)
+    return -ENAMETOOLONG;
+  memcpy(dst, src, n + 1);
+  return 0;
+}
+
+/* DIR/NAME into the PATH_MAX buffer DST (no doubled '/' after "/"). */
+static int join(char *dst, const char *dir, const char *name)
+{
+  int n = snprintf(dst, PATH_MAX, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name);
+  return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+#define is_under shk__path_under
 
 /* Is `path` equal to `root` or beneath it? Both absolute and normalized. */
-static bool is_under(const char *path, const char *root)
+bool shk__path_under(const char *path, const char *root)
 {
   size_t n = strlen(root);
   if (n == 1)
@@ -97,7 +137,9 @@ bool shk_sandbox_is_private(const char *path)
   return false;
 }
 
-static const shk_sandbox_rule *covering_rule(const shk_sandbox_plan *p, const char *path)
+#define covering_rule shk__plan_covering
+
+const shk_sandbox_rule *shk__plan_covering(const shk_sandbox_plan *p, const char *path)
 {
   const shk_sandbox_rule *best = NULL;
   for (size_t i = 0; i < p->n; i++)
@@ -121,18 +163,28 @@ static bool writable(const shk_sandbox_plan *p, const char *path)
   return shk_sandbox_plan_access(p, path, &visible) == SHK_ACCESS_WRITE && visible;
 }
 
-static void add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k, bool dflt)
+static int add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k, bool dflt,
+               shk_error *err)
 {
-  p->rules = shk__xrealloc(p->rules, (p->n + 1) * sizeof *p->rules);
-  p->rules[p->n++] = (shk_sandbox_rule){ shk__xstrdup(path), a, k, dflt, false, false };
+  char *copy = strdup(path);
+  shk_sandbox_rule *rules = copy ? realloc(p->rules, (p->n + 1) * sizeof *p->rules) : NULL;
+  if (!rules) {
+    free(copy);
+    return nomem(err);
+  }
+  p->rules = rules;
+  p->rules[p->n++] = (shk_sandbox_rule){ copy, a, k, dflt, false, false };
+  return 0;
 }
 
 /* A mask on a path that does not exist: bwrap creates its mount point. */
-static void add_created(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k,
-                        bool dflt)
+static int add_created(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k,
+                       bool dflt, shk_error *err)
 {
-  add(p, path, a, k, dflt);
-  p->rules[p->n - 1].created = true;
+  int r = add(p, path, a, k, dflt, err);
+  if (r == 0)
+    p->rules[p->n - 1].created = true;
+  return r;
 }
 
 static shk_mount_kind kind_for(shk_access a, const struct stat *st)
@@ -146,13 +198,17 @@ static shk_mount_kind kind_for(shk_access a, const struct stat *st)
 }
 
 /* Makes `in` absolute against `cwd` and removes ".", ".." and repeated '/'
- * lexically; used only for paths that do not exist (yet). */
-static char *normalize(const char *in, const char *cwd)
+ * lexically, into the PATH_MAX buffer OUT; used only for paths that do not
+ * exist (yet). */
+static int normalize(const char *in, const char *cwd, char *out)
 {
-  char *s = in[0] == '/' ? shk__xstrdup(in) : shk__xasprintf("%s/%s", cwd, in);
-  char *out = shk__xmalloc(strlen(s) + 2);
+  char s[PATH_MAX];
+  int len = in[0] == '/' ? snprintf(s, sizeof s, "%s", in) : snprintf(s, sizeof s, "%s/%s", cwd, in);
+  if (len < 0 || len >= PATH_MAX)
+    return -ENAMETOOLONG;
   size_t n = 0;
-  for (char *tok = strtok(s, "/"); tok; tok = strtok(NULL, "/")) {
+  char *save = NULL;
+  for (char *tok = strtok_r(s, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
     if (!strcmp(tok, "."))
       continue;
     if (!strcmp(tok, "..")) {
@@ -170,56 +226,129 @@ static char *normalize(const char *in, const char *cwd)
   if (n == 0)
     out[n++] = '/';
   out[n] = '\0';
-  free(s);
-  return out;
+  return 0;
 }
 
-static char *parent_of(const char *path)
+/* The parent of PATH (absolute, normalized, shorter than PATH_MAX) into the
+ * PATH_MAX buffer D. */
+static void parent_of(const char *path, char *d)
 {
-  char *d = shk__xstrdup(path);
+  if (NEVER(copy_path(d, path) < 0)) {
+    strcpy(d, "/");
+    return;
+  }
   char *slash = strrchr(d, '/');
   if (slash == d)
     slash[1] = '\0';
   else if (slash)
     *slash = '\0';
-  return d;
+}
+
+static int name_cmp(const void *x, const void *y)
+{
+  return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Lists DIR into L; false (and L unlisted) when it cannot be read or holds
+ * more than LISTING_MAX names, and lstat() answers instead. */
+static bool list_dir(listing *l)
+{
+  DIR *d = opendir(l->dir);
+  if (!d)
+    return false;
+  size_t cap = 0;
+  bool ok = true;
+  for (struct dirent *e; ok && (e = readdir(d));) {
+    if (l->n == LISTING_MAX) {
+      ok = false;
+      break;
+    }
+    if (l->n == cap) {
+      char **v = realloc(l->names, (cap = cap ? 2 * cap : 64) * sizeof *v);
+      if (!v) {
+        ok = false;
+        break;
+      }
+      l->names = v;
+    }
+    if (!(l->names[l->n] = strdup(e->d_name)))
+      ok = false;
+    else
+      l->n++;
+  }
+  closedir(d);
+  if (ok)
+    qsort(l->names, l->n, sizeof *l->names, name_cmp);
+  return ok;
+}
+
+static void listings_free(builder *b)
+{
+  for (int i = 0; i < LISTINGS && b->dirs[i]; i++) {
+    for (size_t k = 0; k < b->dirs[i]->n; k++)
+      free(b->dirs[i]->names[k]);
+    free(b->dirs[i]->names);
+    free(b->dirs[i]);
+  }
+}
+
+/* lstat(), except that a name its directory's listing does not hold is
+ * missing without a system call. An answer from the listing is as old as
+ * the listing, as lstat()'s is as old as its call: the plan is a snapshot
+ * either way, and the mounts made from it check what they mount onto. */
+static int plan_lstat(builder *b, const char *path, struct stat *st)
+{
+  char dir[PATH_MAX];
+  parent_of(path, dir);
+  const char *name = strrchr(path, '/') + 1;
+  listing *l = NULL;
+  int i = 0;
+  for (; i < LISTINGS && b->dirs[i]; i++)
+    if (!strcmp(b->dirs[i]->dir, dir)) {
+      l = b->dirs[i];
+      break;
+    }
+  if (!l && i < LISTINGS && (l = calloc(1, sizeof *l))) {
+    strcpy(l->dir, dir);
+    b->dirs[i] = l;
+  }
+  if (l && !l->listed && ++l->lookups == 2)
+    l->listed = list_dir(l);
+  if (l && l->listed && *name &&
+      !bsearch(&name, l->names, l->n, sizeof *l->names, name_cmp)) {
+    errno = ENOENT;
+    return -1;
+  }
+  return lstat(path, st);
 }
 
 /* For a path that does not exist: the first missing component, made of the
- * resolved existing prefix and one more name. NULL when no prefix resolves to
- * a directory (nothing could be created there either). */
-static char *first_missing(builder *b, const char *path)
+ * resolved existing prefix and one more name, into the PATH_MAX buffer OUT.
+ * Returns 1, or 0 when no prefix resolves to a directory (nothing could be
+ * created there either), or -ENAMETOOLONG. */
+static int first_missing(builder *b, const char *path, char *out)
 {
-  char *cur = shk__xstrdup(path);
+  char cur[PATH_MAX], par[PATH_MAX];
+  if (copy_path(cur, path) < 0)
+    return -ENAMETOOLONG;
   for (;;) {
-    char *par = parent_of(cur);
+    parent_of(cur, par);
     struct stat st;
-    bool known = b->memo_dir && !strcmp(par, b->memo_dir);
-    if (known || lstat(par, &st) == 0) {
-      char real[PATH_MAX];
+    bool known = b->memo && !strcmp(par, b->memo_dir);
+    if (known || plan_lstat(b, par, &st) == 0) {
       if (!known) {
-        free(b->memo_dir);
-        free(b->memo_real);
-        b->memo_dir = shk__xstrdup(par);
-        b->memo_real = realpath(par, real) && stat(real, &st) == 0 && S_ISDIR(st.st_mode)
-                           ? shk__xstrdup(real) : NULL;
+        b->memo = true;
+        strcpy(b->memo_dir, par);
+        if (!realpath(par, b->memo_real) || stat(b->memo_real, &st) < 0 || !S_ISDIR(st.st_mode))
+          b->memo_real[0] = '\0';
       }
-      char *res = NULL;
-      if (b->memo_real) {
-        const char *base = strrchr(cur, '/') + 1;
-        res = shk__xasprintf("%s%s%s", b->memo_real, strcmp(b->memo_real, "/") ? "/" : "", base);
-      }
-      free(par);
-      free(cur);
-      return res;
+      if (!b->memo_real[0])
+        return 0;
+      return join(out, b->memo_real, strrchr(cur, '/') + 1) < 0 ? -ENAMETOOLONG : 1;
     }
-    if (!strcmp(par, "/")) {
-      free(par);
-      free(cur);
-      return NULL;
-    }
-    free(cur);
-    cur = par;
+    if (!strcmp(par, "/"))
+      return 0;
+    strcpy(cur, par);
   }
 }
 
@@ -227,20 +356,22 @@ static char *first_missing(builder *b, const char *path)
  * path is masked at its first missing component. */
 static int add_option(builder *b, const char *arg, const char *cwd, shk_access a)
 {
-  char real[PATH_MAX];
+  char real[PATH_MAX], abs[PATH_MAX], miss[PATH_MAX];
   struct stat st;
-  shk_autofree char *abs = normalize(arg, cwd);
+  if (normalize(arg, cwd, abs) < 0)
+    return toolong(b->err, arg);
   if (realpath(abs, real) && stat(real, &st) == 0) {
-    add(b->p, real, a, kind_for(a, &st), false);
-    b->p->rules[b->p->n - 1].via_symlink = strcmp(abs, real) != 0;
-    return 0;
+    int r = add(b->p, real, a, kind_for(a, &st), false, b->err);
+    if (r == 0)
+      b->p->rules[b->p->n - 1].via_symlink = strcmp(abs, real) != 0;
+    return r;
   }
   if (a != SHK_ACCESS_DENY)
     return fail(b->err, "--%s %s: %s", shk_access_name(a), arg, strerror(errno));
-  shk_autofree char *miss = first_missing(b, abs);
-  if (miss)
-    add_created(b->p, miss, a, SHK_MOUNT_DEV_NULL, false);
-  return 0;
+  int r = first_missing(b, abs, miss);
+  if (r < 0)
+    return toolong(b->err, arg);
+  return r ? add_created(b->p, miss, a, SHK_MOUNT_DEV_NULL, false, b->err) : 0;
 }
 
 /* A built-in protection. It never widens what is visible: a path the plan
@@ -256,8 +387,9 @@ static int protect(builder *b, const char *path, shk_access a, bool dir)
   shk_sandbox_plan roots = { p->read_restricted, p->rules, b->nroots };
   struct stat st;
   bool visible;
-  if (lstat(path, &st) == 0) {
-    shk_autofree char *par = parent_of(path);
+  char par[PATH_MAX], miss[PATH_MAX];
+  if (plan_lstat(b, path, &st) == 0) {
+    parent_of(path, par);
     if (S_ISLNK(st.st_mode)) {
       if (writable(&roots, par))
         return fail(b->err, "protected path %s is a symlink inside a writable root; "
@@ -266,24 +398,22 @@ static int protect(builder *b, const char *path, shk_access a, bool dir)
       if (realpath(path, real) && stat(real, &st) == 0) {
         shk_sandbox_plan_access(&roots, real, &visible);
         if (visible)
-          add(p, real, a, kind_for(a, &st), true);
+          return add(p, real, a, kind_for(a, &st), true, b->err);
       }
       return 0;
     }
     shk_sandbox_plan_access(&roots, path, &visible);
-    if (visible)
-      add(p, path, a, kind_for(a, &st), true);
-    return 0;
+    return visible ? add(p, path, a, kind_for(a, &st), true, b->err) : 0;
   }
-  shk_autofree char *miss = first_missing(b, path);
-  if (!miss)
-    return 0;
-  shk_autofree char *par = parent_of(miss);
+  int r = first_missing(b, path, miss);
+  if (r <= 0)
+    return r < 0 ? toolong(b->err, path) : 0;
+  parent_of(miss, par);
   /* A missing parent of the protected path (~/.config for
    * ~/.config/gcloud) is a directory too. */
   bool as_dir = dir || strcmp(strrchr(miss, '/'), strrchr(path, '/'));
   if (writable(&roots, par))
-    add_created(p, miss, a, as_dir ? SHK_MOUNT_TMPFS : SHK_MOUNT_DEV_NULL, true);
+    return add_created(p, miss, a, as_dir ? SHK_MOUNT_TMPFS : SHK_MOUNT_DEV_NULL, true, b->err);
   return 0;
 }
 
@@ -292,8 +422,11 @@ static int protect_name(builder *b, const char *base, const char *name, shk_acce
 {
   size_t len = strlen(name);
   bool dir = name[len - 1] == '/';
-  shk_autofree char *path = shk__xasprintf("%s%s%.*s", base, strcmp(base, "/") ? "/" : "",
-                                           (int)(len - dir), name);
+  char path[PATH_MAX];
+  int n = snprintf(path, sizeof path, "%s%s%.*s", base, strcmp(base, "/") ? "/" : "",
+                   (int)(len - dir), name);
+  if (n < 0 || n >= PATH_MAX)
+    return toolong(b->err, base);
   return protect(b, path, a, dir);
 }
 
@@ -301,6 +434,12 @@ static int protect_home(builder *b, const char *home)
 {
   char real[PATH_MAX];
   if (!home || !realpath(home, real))
+    return 0;
+  /* A home the caller cannot search (root's, as $HOME of a command run as
+   * another user) holds nothing the command could reach: it runs with the
+   * caller's ids and no capability. One check instead of a refused lstat()
+   * per protected name. */
+  if (faccessat(AT_FDCWD, real, X_OK, AT_EACCESS) < 0 && errno == EACCES)
     return 0;
   const char *const *lists[] = { home_masked, home_readonly };
   for (size_t l = 0; l < 2; l++)
@@ -314,19 +453,23 @@ static int protect_home(builder *b, const char *home)
 
 static int protect_path_dirs(builder *b, const char *path_var)
 {
-  if (!path_var)
-    return 0;
-  shk_autofree char *copy = shk__xstrdup(path_var);
-  char *save = NULL;
-  for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+  for (const char *d = path_var; d && *d; d += *d == ':') {
+    size_t len = strcspn(d, ":");
+    char entry[PATH_MAX], norm[PATH_MAX];
     /* A relative entry names a different directory for every cwd; the
-     * writable cwd is the command's own. */
-    if (d[0] != '/')
-      continue;
-    shk_autofree char *norm = normalize(d, "/");
-    int r = protect(b, norm, SHK_ACCESS_READ, true);
-    if (r < 0)
-      return r;
+     * writable cwd is the command's own. An empty one is the cwd too. */
+    if (d[0] == '/') {
+      if (len >= PATH_MAX)
+        return toolong(b->err, d);
+      memcpy(entry, d, len);
+      entry[len] = '\0';
+      int r = normalize(entry, "/", norm);
+      if (r == 0)
+        r = protect(b, norm, SHK_ACCESS_READ, true);
+      if (r < 0)
+        return r == -ENAMETOOLONG ? toolong(b->err, entry) : r;
+    }
+    d += len;
   }
   return 0;
 }
@@ -340,7 +483,9 @@ static int protect_repo(builder *b, const char *dir, size_t *budget)
     if (r < 0)
       return r;
   }
-  shk_autofree char *modules = shk__xasprintf("%s/.git/modules", dir);
+  char modules[PATH_MAX];
+  if (join(modules, dir, ".git/modules") < 0)
+    return toolong(b->err, dir);
   DIR *d = opendir(modules);
   if (!d)
     return 0;
@@ -349,7 +494,11 @@ static int protect_repo(builder *b, const char *dir, size_t *budget)
     (*budget)--;
     if (e->d_name[0] == '.' || e->d_type != DT_DIR)
       continue;
-    shk_autofree char *m = shk__xasprintf("%s/%s", modules, e->d_name);
+    char m[PATH_MAX];
+    if (join(m, modules, e->d_name) < 0) {
+      r = toolong(b->err, modules);
+      break;
+    }
     static const char *const names[] = { "hooks/", "config", NULL };
     for (const char *const *n = names; r == 0 && *n; n++)
       r = protect_name(b, m, *n, SHK_ACCESS_READ);
@@ -368,9 +517,12 @@ static int protect_repo(builder *b, const char *dir, size_t *budget)
 static int scan_repos(builder *b, const char *root, size_t *budget, size_t *dirs)
 {
   enum { MAX_DEPTH = 4 };
-  char **level = shk__xmalloc(sizeof *level);
+  char **level = malloc(sizeof *level);
   size_t n = 1;
-  level[0] = shk__xstrdup(root);
+  if (!level || !(level[0] = strdup(root))) {
+    free(level);
+    return nomem(b->err);
+  }
   int r = 0;
   for (int depth = 0; n > 0 && r == 0; depth++) {
     char **next = NULL;
@@ -393,12 +545,22 @@ static int scan_repos(builder *b, const char *root, size_t *budget, size_t *dirs
         }
         if (depth == MAX_DEPTH || !strcmp(e->d_name, "node_modules"))
           continue;
-        next = shk__xrealloc(next, (nn + 1) * sizeof *next);
-        next[nn++] = shk__xasprintf("%s%s%s", level[i], strcmp(level[i], "/") ? "/" : "",
-                                    e->d_name);
+        char sub[PATH_MAX];
+        if (join(sub, level[i], e->d_name) < 0) {
+          r = toolong(b->err, level[i]);
+          break;
+        }
+        char **grown = realloc(next, (nn + 1) * sizeof *next);
+        if (grown)
+          next = grown;
+        if (!grown || !(next[nn] = strdup(sub))) {
+          r = nomem(b->err);
+          break;
+        }
+        nn++;
       }
       closedir(d);
-      if (repo)
+      if (repo && r == 0)
         r = protect_repo(b, level[i], budget);
     }
     for (size_t i = 0; i < n; i++)
@@ -418,7 +580,9 @@ static int protect_git(builder *b)
   for (size_t i = 0; i < b->nroots; i++) {
     if (b->p->rules[i].access != SHK_ACCESS_WRITE)
       continue;
-    shk_autofree char *root = shk__xstrdup(b->p->rules[i].path);
+    /* A copy: the rules array moves as protections are added. */
+    char root[PATH_MAX];
+    strcpy(root, b->p->rules[i].path);
     size_t budget = 4096, dirs = 128;
     int r = scan_repos(b, root, &budget, &dirs);
     if (r < 0)
@@ -454,30 +618,31 @@ static void drop_symlinked_grants(shk_sandbox_plan *p)
  * one in its place. A mount point cannot be renamed or removed, so each such
  * directory is bound onto itself. Masks of existing content need no pin:
  * the mount moves with a renamed parent and keeps hiding what it hid. */
-static void pin_parents(shk_sandbox_plan *p)
+static int pin_parents(shk_sandbox_plan *p, shk_error *err)
 {
   size_t n = p->n;
   for (size_t i = 0; i < n; i++) {
     if (p->rules[i].access == SHK_ACCESS_WRITE)
       continue;
     shk_sandbox_plan others = { p->read_restricted, p->rules, p->n };
-    shk_autofree char *path = shk__xstrdup(p->rules[i].path);
-    char *par = parent_of(path);
+    char par[PATH_MAX], up[PATH_MAX];
+    parent_of(p->rules[i].path, par);
     for (;;) {
       const shk_sandbox_rule *anc = covering_rule(&others, par);
       struct stat st;
       if (!strcmp(par, "/") || !anc || anc->access != SHK_ACCESS_WRITE ||
           !strcmp(anc->path, par) || lstat(par, &st) < 0 || !S_ISDIR(st.st_mode))
         break;
-      add(p, par, SHK_ACCESS_WRITE, SHK_MOUNT_PIN, true);
+      int r = add(p, par, SHK_ACCESS_WRITE, SHK_MOUNT_PIN, true, err);
+      if (r < 0)
+        return r;
       others.rules = p->rules;
       others.n = p->n;
-      char *up = parent_of(par);
-      free(par);
-      par = up;
+      parent_of(par, up);
+      strcpy(par, up);
     }
-    free(par);
   }
+  return 0;
 }
 
 static int rule_cmp(const void *a, const void *b)
@@ -533,10 +698,10 @@ static void finish(shk_sandbox_plan *p)
 }
 
 int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env,
-                           shk_sandbox_plan *p, char **err)
+                           shk_sandbox_plan *p, shk_error *err)
 {
   memset(p, 0, sizeof *p);
-  builder b = { p, 0, err, NULL, NULL };
+  builder b = { p, { NULL }, 0, err, false, "", "" };
   p->read_restricted = o->read.n > 0;
   int r = 0;
   if (o->read_only && o->write.n > 0) {
@@ -554,9 +719,9 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
   /* The current directory: writable, or with --read-only still shown
    * (read-only) so that the command starts where it was asked to. */
   if (!o->read_only)
-    add(p, env->cwd, SHK_ACCESS_WRITE, SHK_MOUNT_BIND_RW, true);
+    r = add(p, env->cwd, SHK_ACCESS_WRITE, SHK_MOUNT_BIND_RW, true, err);
   else if (!p->read_restricted)
-    add(p, env->cwd, SHK_ACCESS_READ, SHK_MOUNT_BIND_RO, true);
+    r = add(p, env->cwd, SHK_ACCESS_READ, SHK_MOUNT_BIND_RO, true, err);
   b.nroots = p->n;
   for (size_t i = 0; i < 2 && r == 0; i++)
     if (env->homes[i] && (i == 0 || !env->homes[0] || strcmp(env->homes[0], env->homes[1])))
@@ -570,11 +735,11 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
   if (r < 0)
     goto out;
   drop_symlinked_grants(p);
-  pin_parents(p);
+  if ((r = pin_parents(p, err)) < 0)
+    goto out;
   finish(p);
 out:
-  free(b.memo_dir);
-  free(b.memo_real);
+  listings_free(&b);
   if (r < 0)
     shk_sandbox_plan_free(p);
   return r;
@@ -597,8 +762,8 @@ void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p)
     const shk_sandbox_rule *r = &p->rules[i];
     if (!r->created)
       continue;
-    shk_autofree char *par = parent_of(r->path);
-    char real[PATH_MAX];
+    char par[PATH_MAX], real[PATH_MAX];
+    parent_of(r->path, par);
     struct stat st;
     if (!realpath(par, real) || strcmp(real, par) || lstat(r->path, &st) < 0)
       continue;

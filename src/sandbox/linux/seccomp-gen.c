@@ -1,7 +1,8 @@
 /* Build-time generator of stage 2's seccomp filters. libseccomp compiles one
- * filter per network mode here, once, and the BPF is written into a C header;
- * stage 2 then installs a constant array with one prctl() and no work at
- * start-up. Run as: shk-seccomp-gen OUTPUT.h */
+ * filter per network mode, with and without the connect() guard, here,
+ * once, and the BPF is written into a C header; stage 2 then installs a
+ * constant array with one system call and no work at start-up. Run as:
+ * shk-seccomp-gen OUTPUT.h */
 #include <errno.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
@@ -63,34 +64,55 @@ static int sys(const char *name)
   return nr;
 }
 
+static int in(const int *list, int v)
+{
+  for (const int *a = list; *a >= 0; a++)
+    if (*a == v)
+      return 1;
+  return 0;
+}
+
 /* Address families: `allowed` lists the ones the mode permits; every other
- * value, including ones with high bits set, is refused with EAFNOSUPPORT. */
+ * value, including ones with high bits set, is refused with EAFNOSUPPORT.
+ * The refused values below AF_MAX are covered by aligned blocks (value &
+ * ~(size - 1) == start, as a network is by its prefix), a dozen rules
+ * rather than one per family: each rule costs the filter's compilation at
+ * every start and a comparison at every socket(). */
 static void families(scmp_filter_ctx ctx, const int *allowed, int netlink_route)
 {
   uint32_t act = SCMP_ACT_ERRNO(EAFNOSUPPORT);
   const char *calls[] = { "socket", "socketpair" };
   for (int c = 0; c < 2; c++) {
     int nr = sys(calls[c]);
-    for (int af = 0; af < AF_MAX; af++) {
-      int ok = 0;
-      for (const int *a = allowed; *a >= 0; a++)
-        ok |= *a == af;
-      /* A netlink route socket is what getaddrinfo() and ip(8) use to list
-       * interfaces; in a namespace whose only interface is lo, and with no
-       * capability, it can read that and nothing else. */
-      if (af == AF_NETLINK && netlink_route && c == 0) {
-        struct scmp_arg_cmp cmp[2] = { cmp_arg(0, SCMP_CMP_EQ, AF_NETLINK, 0),
-                                       cmp_arg(2, SCMP_CMP_NE, NETLINK_ROUTE, 0) };
-        rule(ctx, act, nr, 2, cmp);
+    for (int lo = 0; lo < AF_MAX;) {
+      if (in(allowed, lo)) {
+        lo++;
         continue;
       }
-      if (!ok) {
-        struct scmp_arg_cmp cmp = cmp_arg(0, SCMP_CMP_EQ, (scmp_datum_t)af, 0);
-        rule(ctx, act, nr, 1, &cmp);
+      int size = 1;
+      for (;;) {
+        int next = size * 2, free = lo % next == 0 && lo + next <= AF_MAX;
+        for (int v = lo; free && v < lo + next; v++)
+          free = !in(allowed, v);
+        if (!free)
+          break;
+        size = next;
       }
+      struct scmp_arg_cmp cmp = cmp_arg(0, SCMP_CMP_MASKED_EQ, ~(scmp_datum_t)(size - 1),
+                                        (scmp_datum_t)lo);
+      rule(ctx, act, nr, 1, &cmp);
+      lo += size;
     }
     struct scmp_arg_cmp high = cmp_arg(0, SCMP_CMP_GE, AF_MAX, 0);
     rule(ctx, act, nr, 1, &high);
+    /* A netlink route socket is what getaddrinfo() and ip(8) use to list
+     * interfaces; in a namespace whose only interface is lo, and with no
+     * capability, it can read that and nothing else. */
+    if (c == 0 && netlink_route) {
+      struct scmp_arg_cmp cmp[2] = { cmp_arg(0, SCMP_CMP_EQ, AF_NETLINK, 0),
+                                     cmp_arg(2, SCMP_CMP_NE, NETLINK_ROUTE, 0) };
+      rule(ctx, act, nr, 2, cmp);
+    }
     /* A unix datagram carries its own address (sendto, sendmsg), which no
      * filter can read and the connect() guard never sees: it could reach a
      * host socket in the read-only view. Unix datagram sockets are refused;
@@ -101,7 +123,7 @@ static void families(scmp_filter_ctx ctx, const int *allowed, int netlink_route)
   }
 }
 
-static void build(FILE *out, const char *name, const int *allowed, int netlink_route)
+static void build(FILE *out, const char *name, const int *allowed, int netlink_route, int guard)
 {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx)
@@ -164,6 +186,12 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
   };
   rule(ctx, eperm, sys("seccomp"), 2, listener);
   families(ctx, allowed, netlink_route);
+  /* The connect() guard: every connect() goes to the launcher's listener
+   * (guard.c), which the filter is installed with. One filter rather than
+   * a second one for this: each filter costs its load at every start and
+   * a run at every system call. */
+  if (guard)
+    rule(ctx, SCMP_ACT_NOTIFY, sys("connect"), 0, NULL);
 
   FILE *tmp = tmpfile();
   if (!tmp)
@@ -197,13 +225,21 @@ int main(int argc, char **argv)
   FILE *out = fopen(argv[1], "w");
   if (!out)
     die(argv[1], errno);
+  /* The kernel features the filters may use (KILL_PROCESS: level 3, user
+   * notification: level 5), fixed rather than probed on the build host. */
+  int r = seccomp_api_set(5);
+  if (r < 0)
+    die("seccomp_api_set", r);
   fputs("/* Generated by shk-seccomp-gen at build time; do not edit. */\n"
         "#include <linux/filter.h>\n\n", out);
   static const int unix_only[] = { AF_UNIX, -1 };
   static const int inet[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, -1 };
-  build(out, "shk__seccomp_net_none", unix_only, 0);
-  build(out, "shk__seccomp_net_proxy", inet, 1);
-  build(out, "shk__seccomp_net_host", inet, 1);
+  build(out, "shk__seccomp_net_none", unix_only, 0, 0);
+  build(out, "shk__seccomp_net_proxy", inet, 1, 0);
+  build(out, "shk__seccomp_net_host", inet, 1, 0);
+  build(out, "shk__seccomp_net_none_guard", unix_only, 0, 1);
+  build(out, "shk__seccomp_net_proxy_guard", inet, 1, 1);
+  build(out, "shk__seccomp_net_host_guard", inet, 1, 1);
   if (fclose(out) != 0)
     die(argv[1], errno);
   return 0;

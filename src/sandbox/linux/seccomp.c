@@ -1,36 +1,46 @@
-/* Installing stage 2's seccomp filter: the BPF was compiled by libseccomp at
- * build time (seccomp-gen.c), so this is one prctl(). */
-#include "shinken/sandbox.h"
+/* Stage 2's seccomp filters. The BPF was compiled by libseccomp at build
+ * time (seccomp-gen.c), so installing one is one system call. Stage 2 code:
+ * system calls only (sys.h). */
+#include "sandbox-internal.h"
 
-#include <errno.h>
+#include <linux/errno.h>
+#include <linux/filter.h>
 #include <linux/seccomp.h>
-#include <sys/prctl.h>
 
-#include "common/common.h"
 #include "sandbox/seccomp-bpf.h"
+#include "sys.h"
+
+#define PROG(a) { sizeof a / sizeof a[0], (struct sock_filter *)a }
+
+int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter **prog, size_t *len)
+{
+  static const struct sock_fprog filters[2][3] = {
+    { [SHK_NET_NONE] = PROG(shk__seccomp_net_none),
+      [SHK_NET_PROXY] = PROG(shk__seccomp_net_proxy),
+      [SHK_NET_HOST] = PROG(shk__seccomp_net_host) },
+    { [SHK_NET_NONE] = PROG(shk__seccomp_net_none_guard),
+      [SHK_NET_PROXY] = PROG(shk__seccomp_net_proxy_guard),
+      [SHK_NET_HOST] = PROG(shk__seccomp_net_host_guard) },
+  };
+  if ((unsigned)net > SHK_NET_HOST)
+    return -EINVAL;
+  *prog = filters[guard][net].filter;
+  *len = filters[guard][net].len;
+  return 0;
+}
 
 /* Safe because a seccomp filter can only narrow what this process and its
- * children may do, and it can never be removed. */
-int shk_sandbox_seccomp_apply(shk_net_mode net)
+ * children may do, and it can never be removed. With the guard, the
+ * filter hands every connect() to the listener the kernel creates with it,
+ * which stage 2 passes to the launcher. */
+int shk__seccomp_apply(shk_net_mode net, bool guard)
 {
   struct sock_fprog prog;
-  switch (net) {
-  case SHK_NET_NONE:
-    prog = (struct sock_fprog){ sizeof shk__seccomp_net_none / sizeof shk__seccomp_net_none[0],
-                                (struct sock_filter *)shk__seccomp_net_none };
-    break;
-  case SHK_NET_PROXY:
-    prog = (struct sock_fprog){ sizeof shk__seccomp_net_proxy / sizeof shk__seccomp_net_proxy[0],
-                                (struct sock_filter *)shk__seccomp_net_proxy };
-    break;
-  case SHK_NET_HOST:
-    prog = (struct sock_fprog){ sizeof shk__seccomp_net_host / sizeof shk__seccomp_net_host[0],
-                                (struct sock_filter *)shk__seccomp_net_host };
-    break;
-  default:
-    return -EINVAL;
-  }
-  if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
-    return -errno;
-  return 0;
+  size_t len;
+  int r = shk__seccomp_filter(net, guard, (const struct sock_filter **)&prog.filter, &len);
+  if (r < 0)
+    return r;
+  prog.len = (unsigned short)len;
+  return (int)shk__sys(__NR_seccomp, SECCOMP_SET_MODE_FILTER,
+                       guard ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
 }

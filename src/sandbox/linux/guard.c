@@ -10,17 +10,16 @@
  * was checked is what gets connected: no SECCOMP_USER_NOTIF_FLAG_CONTINUE,
  * no window between check and use. A socket keeps the network namespace it
  * was made in, so a network address is reached from the sandbox's. */
-#include "shinken/sandbox.h"
+#include "sandbox-internal.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -31,17 +30,9 @@
 
 #include "common/common.h"
 
-#if defined(__x86_64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#else
-#error "the connect() guard needs this architecture's AUDIT_ARCH"
-#endif
-
 #define MAX_ALLOWED 64
 
-struct shk_sandbox_guard {
+struct shk__guard {
   char **paths; /* where connect() may reach a pathname socket, as seen inside */
   size_t npaths;
   uint64_t mnt[MAX_ALLOWED]; /* their mounts, resolved at the first request */
@@ -50,17 +41,25 @@ struct shk_sandbox_guard {
   bool deny_abstract;
 };
 
-shk_sandbox_guard *shk_sandbox_guard_new(const char *const *allowed, size_t n, bool deny_abstract)
+shk__guard *shk__guard_new(const char *const *allowed, size_t n, bool deny_abstract)
 {
-  shk_sandbox_guard *g = shk__xcalloc(1, sizeof *g);
-  g->paths = shk__xcalloc(n, sizeof *g->paths);
-  for (size_t i = 0; i < n; i++)
-    g->paths[g->npaths++] = shk__xstrdup(allowed[i]);
+  shk__guard *g = calloc(1, sizeof *g);
+  if (!g || !(g->paths = calloc(n ? n : 1, sizeof *g->paths))) {
+    free(g);
+    return NULL;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!(g->paths[i] = strdup(allowed[i]))) {
+      shk__guard_free(g);
+      return NULL;
+    }
+    g->npaths++;
+  }
   g->deny_abstract = deny_abstract;
   return g;
 }
 
-void shk_sandbox_guard_free(shk_sandbox_guard *g)
+void shk__guard_free(shk__guard *g)
 {
   if (!g)
     return;
@@ -83,7 +82,7 @@ static int mount_id(int dirfd, const char *path, int flags, uint64_t *id)
 
 /* The allowed mounts as the sandbox has them: through the root of a
  * process inside, which all share one mount namespace. */
-static void resolve_allowed(shk_sandbox_guard *g, int root)
+static void resolve_allowed(shk__guard *g, int root)
 {
   for (size_t i = 0; i < g->npaths && g->nmnt < MAX_ALLOWED; i++)
     if (mount_id(root, g->paths[i][1] ? g->paths[i] + 1 : ".", 0, &g->mnt[g->nmnt]) == 0)
@@ -91,7 +90,7 @@ static void resolve_allowed(shk_sandbox_guard *g, int root)
   g->resolved = true;
 }
 
-static bool allowed_mount(const shk_sandbox_guard *g, uint64_t id)
+static bool allowed_mount(const shk__guard *g, uint64_t id)
 {
   for (size_t i = 0; i < g->nmnt; i++)
     if (g->mnt[i] == id)
@@ -102,7 +101,7 @@ static bool allowed_mount(const shk_sandbox_guard *g, uint64_t id)
 /* Connects `sock` (the workload's socket, duplicated) to the address the
  * workload gave, after the checks above. Returns 0 or a negative errno for
  * the workload. */
-static int connect_for(shk_sandbox_guard *g, pid_t pid, int sock, struct sockaddr_storage *ss,
+static int connect_for(shk__guard *g, pid_t pid, int sock, struct sockaddr_storage *ss,
                        socklen_t len)
 {
   if (len < sizeof(sa_family_t) || ss->ss_family != AF_UNIX)
@@ -163,7 +162,7 @@ static int connect_for(shk_sandbox_guard *g, pid_t pid, int sock, struct sockadd
  * connect the workload asked for, and only to a socket on a mount the
  * sandbox already grants writing to, or to a network address, which the
  * socket's network namespace and the allowed socket families confine. */
-int shk_sandbox_guard_serve(shk_sandbox_guard *g, int listener)
+int shk__guard_serve(shk__guard *g, int listener)
 {
   struct seccomp_notif req;
   struct seccomp_notif_resp resp;
@@ -196,23 +195,4 @@ int shk_sandbox_guard_serve(shk_sandbox_guard *g, int listener)
   if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
     return -errno;
   return 0;
-}
-
-/* Safe because a seccomp filter only narrows what this process and its
- * children may do; this one hands their connect() calls to the launcher. */
-int shk_sandbox_guard_install(void)
-{
-  struct sock_filter f[] = {
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW), /* the main filter kills it */
-    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_connect, 0, 1),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = { sizeof f / sizeof f[0], f };
-  int listener = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                              SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-  return listener < 0 ? -errno : listener;
 }

@@ -1,6 +1,6 @@
-/* The options of `shinken run` and their JSON form, the profile. Both feed
- * one shk_sandbox_opts; nothing here touches the filesystem except reading a
- * profile file. */
+/* The options of `shinken run` (its argv parser) and their JSON form, the
+ * profile. Both feed one shk_sandbox_opts; nothing here touches the
+ * filesystem except reading a profile file. */
 #include "shinken/sandbox.h"
 
 #include <ctype.h>
@@ -59,14 +59,22 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o)
   shk_sandbox_opts_init(o);
 }
 
-#define fail shk__errf
+/* One sentence about bad input, and -EINVAL. */
+#define fail(err, ...) shk__error_set(err, -EINVAL, __VA_ARGS__)
+#define nomem(err) shk__error_set(err, -ENOMEM, "out of memory")
 
-static int add_path(shk_sandbox_paths *p, const char *opt, const char *s, char **err)
+static int add_path(shk_sandbox_paths *p, const char *opt, const char *s, shk_error *err)
 {
   if (!*s)
     return fail(err, "%s: empty value", opt);
-  p->v = shk__xrealloc(p->v, (p->n + 1) * sizeof *p->v);
-  p->v[p->n++] = shk__xstrdup(s);
+  char *copy = strdup(s);
+  char **v = copy ? realloc(p->v, (p->n + 1) * sizeof *p->v) : NULL;
+  if (!v) {
+    free(copy);
+    return nomem(err);
+  }
+  p->v = v;
+  p->v[p->n++] = copy;
   return 0;
 }
 
@@ -126,7 +134,7 @@ int shk_sandbox_parse_cores(const char *s, uint32_t *out)
   return 0;
 }
 
-static int set_net(shk_sandbox_opts *o, const char *v, char **err)
+static int set_net(shk_sandbox_opts *o, const char *v, shk_error *err)
 {
   if (!strcmp(v, "none"))
     o->net = SHK_NET_NONE;
@@ -139,14 +147,14 @@ static int set_net(shk_sandbox_opts *o, const char *v, char **err)
   return 0;
 }
 
-static int set_mem(shk_sandbox_opts *o, const char *v, char **err)
+static int set_mem(shk_sandbox_opts *o, const char *v, shk_error *err)
 {
   if (shk_sandbox_parse_size(v, &o->mem) < 0)
     return fail(err, "--mem: expected a size such as 512M, not '%s'", v);
   return 0;
 }
 
-static int set_pids(shk_sandbox_opts *o, const char *v, char **err)
+static int set_pids(shk_sandbox_opts *o, const char *v, shk_error *err)
 {
   char *end;
   errno = 0;
@@ -157,26 +165,31 @@ static int set_pids(shk_sandbox_opts *o, const char *v, char **err)
   return 0;
 }
 
-static int set_cpu(shk_sandbox_opts *o, const char *v, char **err)
+static int set_cpu(shk_sandbox_opts *o, const char *v, shk_error *err)
 {
   if (shk_sandbox_parse_cores(v, &o->cpu_milli) < 0)
     return fail(err, "--cpu: expected a positive number of cores such as 1.5, not '%s'", v);
   return 0;
 }
 
-static void set_report(shk_sandbox_opts *o, const char *v)
+/* Replaces the string *DST with a copy of V. */
+static int set_string(char **dst, const char *v, shk_error *err)
 {
-  free(o->report);
-  o->report = shk__xstrdup(v);
+  char *copy = strdup(v);
+  if (!copy)
+    return nomem(err);
+  free(*dst);
+  *dst = copy;
+  return 0;
 }
 
-static int apply_profile_file(shk_sandbox_opts *o, const char *file, char **err)
+static int apply_profile_file(shk_sandbox_opts *o, const char *file, shk_error *err)
 {
   char *text;
   size_t len;
   int r = shk__read_file(file, &text, &len);
   if (r < 0)
-    return fail(err, "--profile %s: %s", file, strerror(-r));
+    return shk__error_set(err, r == -ENOMEM ? r : -EINVAL, "--profile %s: %s", file, strerror(-r));
   if (strlen(text) != len) {
     free(text);
     return fail(err, "--profile %s: contains a NUL byte", file);
@@ -224,7 +237,7 @@ static const struct opt *find_opt(const char *name, size_t len)
   return NULL;
 }
 
-static int apply_value(shk_sandbox_opts *o, opt_id id, const char *v, char **err)
+static int apply_value(shk_sandbox_opts *o, opt_id id, const char *v, shk_error *err)
 {
   switch (id) {
   case OPT_WRITE: return add_path(&o->write, "--write", v, err);
@@ -234,11 +247,8 @@ static int apply_value(shk_sandbox_opts *o, opt_id id, const char *v, char **err
   case OPT_MEM: return set_mem(o, v, err);
   case OPT_PIDS: return set_pids(o, v, err);
   case OPT_CPU: return set_cpu(o, v, err);
-  case OPT_REPORT: set_report(o, v); return 0;
-  case OPT_PROXY_CONFIG:
-    free(o->proxy_config);
-    o->proxy_config = shk__xstrdup(v);
-    return 0;
+  case OPT_REPORT: return set_string(&o->report, v, err);
+  case OPT_PROXY_CONFIG: return set_string(&o->proxy_config, v, err);
   case OPT_PROFILE: return apply_profile_file(o, v, err);
   case OPT_ALLOW_DOMAIN: return add_path(&o->allow_domains, "--allow-domain", v, err);
   case OPT_DENY_DOMAIN: return add_path(&o->deny_domains, "--deny-domain", v, err);
@@ -265,7 +275,7 @@ static void apply_flag(shk_sandbox_opts *o, opt_id id, bool on)
   (void)NEVER(1);
 }
 
-int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, char **err)
+int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, shk_error *err)
 {
   int i = 0;
   while (i < argc) {
@@ -328,7 +338,7 @@ static const struct opt *find_key(const char *key)
 }
 
 static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *v,
-                            const char *what, char **err)
+                            const char *what, shk_error *err)
 {
   char num[32];
   switch (opt->id) {
@@ -389,12 +399,13 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
   return -EINVAL;
 }
 
-int shk_sandbox_profile_apply(shk_sandbox_opts *o, const char *text, const char *what, char **err)
+int shk_sandbox_profile_apply(shk_sandbox_opts *o, const char *text, const char *what, shk_error *err)
 {
   json_error_t jerr;
   json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
   if (!root)
-    return fail(err, "%s: invalid JSON at line %d: %s", what, jerr.line, jerr.text);
+    return shk__error_at(err, -EINVAL, what, (unsigned)jerr.line, (unsigned)jerr.column,
+                         "%s: invalid JSON at line %d: %s", what, jerr.line, jerr.text);
   int r = 0;
   if (!json_is_object(root)) {
     r = fail(err, "%s: a profile is a JSON object", what);

@@ -1,0 +1,570 @@
+/* The launcher: resolves the plan, creates the session cgroup, starts bwrap
+ * as pid 1 of a namespace of its own with only the descriptors the sandbox
+ * needs, and supervises it until it exits: stage 2's word that the sandbox
+ * is complete, the connect() guard, the signals that end it. Whatever
+ * happens after the first resource exists, one cleanup path at the end of
+ * shk_sandbox_launch releases every one of them. */
+#include "sandbox-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/close_range.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/common.h"
+
+#define nomem(err) shk__error_set(err, -ENOMEM, "out of memory")
+
+/* The signals that end `shinken run` end the sandbox first. */
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+#define NFORWARDED (sizeof forwarded / sizeof forwarded[0])
+
+static volatile sig_atomic_t child_pid, got_signal;
+
+/* bwrap is killed, and with it, through --die-with-parent and the pid
+ * namespaces, every process inside. SIGKILL, because bwrap may be pid 1 of
+ * a namespace of ours, which ignores other signals it has no handler for. */
+static void forward(int sig)
+{
+  got_signal = sig;
+  if (child_pid > 0)
+    kill((pid_t)child_pid, SIGKILL);
+}
+
+/* What the child needs between clone and exec, and where it says why it
+ * failed. The child shares the launcher's memory (CLONE_VM) while the
+ * launcher waits for it (CLONE_VFORK), as posix_spawn's does: it writes
+ * nothing else here, calls no function that takes a lock or allocates,
+ * and leaves through exec or _exit. */
+typedef struct child_args {
+  int parent;      /* the launcher's pidfd */
+  bool mapped;     /* in a user namespace of its own: map the caller */
+  uid_t uid;
+  gid_t gid;
+  const shk_sandbox_cgroup *cg;
+  int keep[2];     /* the descriptors above stderr the sandbox gets, ascending;
+                    * -1 for none */
+  char **argv, **envp;
+  sigset_t mask;   /* the launcher's signal mask, restored before exec */
+  int err;         /* set by the child: -errno of the step that failed */
+  const char *what;
+} child_args;
+
+/* Writes "N N 1" (N in decimal) to /proc/self/FILE. */
+static int map_self(const char *file, unsigned id)
+{
+  char line[40], path[32] = "/proc/self/";
+  char digits[12];
+  int n = 0;
+  do
+    digits[n++] = (char)('0' + id % 10);
+  while ((id /= 10) && n < 11);
+  size_t l = 0;
+  for (int k = 0; k < 2; k++) {
+    for (int i = n; i-- > 0;)
+      line[l++] = digits[i];
+    line[l++] = ' ';
+  }
+  line[l++] = '1';
+  line[l] = '\0';
+  strcat(path, file);
+  return shk__write_at(AT_FDCWD, path, line);
+}
+
+/* The child's steps, before it becomes bwrap. Nothing outlives this
+ * process: PR_SET_PDEATHSIG is armed first, then the launcher's pidfd says
+ * whether it died before that (getppid() cannot tell across a pid
+ * namespace). The child writes its own user namespace's maps, UID and GID
+ * being the caller's effective ids outside (a process may map exactly those
+ * there, and nothing else). It joins the session cgroup, so every process
+ * of the sandbox is inside, and keeps no descriptor but stdin, stdout,
+ * stderr and the sync socket: any other the caller left open would be
+ * authority the command was not given. */
+static int child_main(void *arg)
+{
+  child_args *a = arg;
+  struct pollfd p = { a->parent, POLLIN, 0 };
+  int r = 0;
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&p, 1, 0) != 0) {
+    a->err = -ESRCH;
+    a->what = "the launcher died while bwrap started";
+    _exit(125);
+  }
+  if (a->mapped && ((r = map_self("uid_map", (unsigned)a->uid)) < 0 ||
+                    (r = shk__write_at(AT_FDCWD, "/proc/self/setgroups", "deny")) < 0 ||
+                    (r = map_self("gid_map", (unsigned)a->gid)) < 0)) {
+    a->err = r;
+    a->what = "mapping the caller in bwrap's user namespace";
+    _exit(125);
+  }
+  if (a->cg->path && (r = shk_sandbox_cgroup_join(a->cg)) < 0) {
+    a->err = r;
+    a->what = "joining the session cgroup";
+    _exit(125);
+  }
+  unsigned from = 3;
+  for (int i = 0; i < 2; i++) {
+    if (a->keep[i] < 0)
+      continue;
+    unsigned k = (unsigned)a->keep[i];
+    if (k < from || (k > from && close_range(from, k - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
+        fcntl(a->keep[i], F_SETFD, 0) < 0) {
+      a->err = k < from ? -EBADF : -errno;
+      a->what = "closing inherited descriptors";
+      _exit(125);
+    }
+    from = k + 1;
+  }
+  if (close_range(from, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+    a->err = -errno;
+    a->what = "closing inherited descriptors";
+    _exit(125);
+  }
+  /* The handlers are the launcher's: bwrap starts with the defaults, and
+   * with the signal mask the caller gave. */
+  struct sigaction dfl = { .sa_handler = SIG_DFL };
+  for (size_t i = 0; i < NFORWARDED; i++)
+    sigaction(forwarded[i], &dfl, NULL);
+  sigprocmask(SIG_SETMASK, &a->mask, NULL);
+  execve(a->argv[0], a->argv, a->envp);
+  a->err = -errno;
+  a->what = a->argv[0];
+  _exit(125);
+}
+
+/* Starts bwrap (A->argv) as pid 1 of a fresh pid namespace, because bwrap
+ * 0.8 leaves its sandbox's pid 1 waiting forever when bwrap itself dies
+ * during set-up (as it does, through PR_SET_PDEATHSIG, when `shinken run`
+ * is killed then), and the death of a namespace's pid 1 ends everything
+ * beneath it. Root makes one directly; anyone else inside a user namespace
+ * that maps only themselves (bwrap then nests its own in it, as
+ * unprivileged as before), except where AppArmor would leave that namespace
+ * powerless. Returns the pid, or -errno with A->what set. */
+static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *env, child_args *a)
+{
+  /* The child's own stack: the launcher waits, and frees it once the
+   * child has exec'd or exited. */
+  enum { STACK = 64 * 1024 };
+  char *stack = malloc(STACK);
+  if (!stack) {
+    a->what = "out of memory";
+    return -ENOMEM;
+  }
+  int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+  a->mapped = false;
+  pid_t pid = -1;
+  if (env->root) {
+    pid = clone(child_main, stack + STACK, flags | CLONE_NEWPID, a);
+  } else if (!f->bwrap_setuid && f->userns && !f->apparmor_userns) {
+    a->mapped = true;
+    pid = clone(child_main, stack + STACK, flags | CLONE_NEWUSER | CLONE_NEWPID, a);
+    if (pid < 0)
+      a->mapped = false;
+  }
+  if (pid < 0)
+    pid = clone(child_main, stack + STACK, flags, a);
+  int e = errno;
+  free(stack);
+  if (pid < 0) {
+    a->what = "clone";
+    return -e;
+  }
+  if (a->err < 0) {
+    /* It failed before exec and has exited: reap it here. */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    return a->err;
+  }
+  return pid;
+}
+
+/* Receives stage 2's report (and the connect() guard's listener) on SOCK
+ * and checks it against what was asked (S2). Returns 1 when it came and
+ * says the sandbox is complete, 0 when stage 2 ended without one (it, or
+ * bwrap, said why on stderr), -EPROTO when it came but is malformed, says
+ * less, or lost its descriptor: stage 2 was then about to exec the
+ * command, which the caller kills with the sandbox. */
+static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_applied *applied,
+                          int *listener, const char **why)
+{
+  shk__stage2_report rep;
+  struct iovec iov = { &rep, sizeof rep };
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf };
+  ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+    memcpy(listener, CMSG_DATA(c), sizeof *listener);
+  if (n <= 0)
+    return 0;
+  if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    *why = "stage 2's report came without the connect() guard's listener (is the launcher "
+           "out of descriptors?)";
+    return -EPROTO;
+  }
+  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0, s2, applied, why) < 0)
+    return -EPROTO;
+  return 1;
+}
+
+/* Until bwrap exits (EXITED, its pidfd, is readable): takes stage 2's
+ * report that the sandbox is complete, and serves the workload's connect()
+ * calls (guard.c). Without a listener every connect() inside fails
+ * (ENOSYS): the guard fails closed. Returns 0, or -errno when supervising
+ * failed (the caller then kills the sandbox). */
+static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guard *g,
+                     shk_sandbox_result *res, int *listener, const char **why)
+{
+  struct pollfd fds[3] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 }, { exited, POLLIN, 0 } };
+  while (!(fds[2].revents & (POLLIN | POLLHUP))) {
+    if (poll(fds, 3, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return -errno;
+    }
+    if (fds[0].revents) {
+      int r = receive_report(sync, s2, &res->applied, listener, why);
+      res->started = r != 0;
+      if (r < 0)
+        return r;
+      fds[0].fd = -1;
+      fds[1].fd = *listener;
+    }
+    /* A hang-up means no process is left under the filter. */
+    if (((fds[1].revents & POLLIN) && shk__guard_serve(g, *listener) < 0) ||
+        (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
+      close(*listener);
+      *listener = fds[1].fd = -1;
+    }
+  }
+  return 0;
+}
+
+/* The minimal environment of --env-clean: a fixed PATH, the caller's home
+ * and name, and the terminal and locale variables of ENV's environment.
+ * Allocated as one block (the vector, then the strings); NULL when out of
+ * memory. */
+static char **clean_env(const shk_sandbox_env *env)
+{
+  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
+  const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
+  const char *vars[8];
+  size_t n = 0;
+  for (const char *const *k = keep; *k; k++)
+    for (char *const *e = env->environ; e && *e; e++)
+      if (!strncmp(*e, *k, strlen(*k))) {
+        vars[n++] = *e;
+        break;
+      }
+  size_t size = 8 * sizeof(char *) + sizeof "PATH=/usr/local/bin:/usr/bin:/bin";
+  size += home ? strlen(home) + sizeof "HOME=" : 0;
+  size += env->user ? 2 * strlen(env->user) + sizeof "USER=" + sizeof "LOGNAME=" : 0;
+  for (size_t i = 0; i < n; i++)
+    size += strlen(vars[i]) + 1;
+  char **out = calloc(1, size);
+  if (!out)
+    return NULL;
+  char *p = (char *)(out + 8);
+  size_t o = 0;
+#define ADD(...) (out[o++] = p, p += sprintf(p, __VA_ARGS__) + 1)
+  ADD("PATH=/usr/local/bin:/usr/bin:/bin");
+  if (home)
+    ADD("HOME=%s", home);
+  if (env->user) {
+    ADD("USER=%s", env->user);
+    ADD("LOGNAME=%s", env->user);
+  }
+  for (size_t i = 0; i < n; i++)
+    ADD("%s", vars[i]);
+#undef ADD
+  return out;
+}
+
+/* With the host's network, the resolver file may be a symlink into /run,
+ * which is private inside: show that one file. OUT is PATH_MAX long; ""
+ * when nothing is needed. */
+static void host_resolver(char *out)
+{
+  out[0] = '\0';
+  if (realpath("/etc/resolv.conf", out) && strncmp(out, "/run/", 5))
+    out[0] = '\0';
+}
+
+/* The stage 2 program (stage2-main.c, embedded at build time) in a sealed
+ * memory file: it runs from there, so it needs no path in the sandbox and
+ * nothing on disk can stand in for it. Returns the descriptor, or -errno
+ * where this kernel will not run one (memfd_create refused, or
+ * vm.memfd_noexec=2): the launcher then runs `shinken __stage2`. */
+extern const unsigned char shk__stage2_image[];
+extern const size_t shk__stage2_image_size;
+
+static int stage2_memfd(void)
+{
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+  int fd = memfd_create("shinken-stage2", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+  if (fd < 0 && errno == EINVAL) /* before Linux 6.3, which knows no MFD_EXEC */
+    fd = memfd_create("shinken-stage2", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0)
+    return -errno;
+  size_t off = 0;
+  while (off < shk__stage2_image_size) {
+    ssize_t w = write(fd, shk__stage2_image + off, shk__stage2_image_size - off);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      int e = w < 0 ? errno : EIO;
+      close(fd);
+      return -e;
+    }
+    off += (size_t)w;
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
+/* Where a pathname unix socket may be connected: the writable mounts. */
+static shk__guard *make_guard(const shk_sandbox_plan *plan, bool host_net)
+{
+  const char **allowed = calloc(plan->n + 3, sizeof *allowed);
+  if (!allowed)
+    return NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < plan->n; i++)
+    if (plan->rules[i].access == SHK_ACCESS_WRITE)
+      allowed[n++] = plan->rules[i].path;
+  allowed[n++] = "/tmp";
+  allowed[n++] = "/var/tmp";
+  allowed[n++] = "/dev/shm";
+  shk__guard *g = shk__guard_new(allowed, n, host_net);
+  free(allowed);
+  return g;
+}
+
+/* The session cgroup's paths, for the report: the cgroup itself is removed
+ * before the launch returns. */
+static int keep_cgroup_paths(const shk_sandbox_cgroup *cg, shk_sandbox_result *res)
+{
+  size_t n = 0;
+  res->cgroup_v1 = cg->procs_fd < 0 && cg->path;
+  for (int i = 0; i < SHK_CG1_N; i++)
+    if (cg->v1[i] && !(res->cgroup_paths[n++] = strdup(cg->v1[i])))
+      return -ENOMEM;
+  if (cg->path && cg->procs_fd >= 0 && !(res->cgroup_paths[n++] = strdup(cg->path)))
+    return -ENOMEM;
+  return 0;
+}
+
+int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
+                       const shk_sandbox_features *f, const shk_sandbox_assessment *a,
+                       shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
+                       shk_sandbox_result *res, shk_error *err)
+{
+  memset(res, 0, sizeof *res);
+  /* The plan the caller built is the one the sandbox is made of: the
+   * caller may have shown it to the manager (its writable roots), so it is
+   * taken over, not resolved again. */
+  res->plan = *plan;
+  memset(plan, 0, sizeof *plan);
+  res->exit_status = -1;
+  shk_sandbox_cgroup cg = { NULL, -1, { NULL }, { -1, -1, -1, -1 } };
+  int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1, exe = -1;
+  char **bargv = NULL, **benv = NULL;
+  shk__stage2_args s2 = { 0 };
+  shk__guard *g = NULL;
+  pid_t pid = -1;
+  bool handlers = false, reaped = false;
+  struct sigaction old[NFORWARDED];
+  sigset_t all, mask;
+  char resolv[PATH_MAX], resolv_src[PATH_MAX];
+
+  int r = 0;
+  if (a->cgroup && (r = shk_sandbox_cgroup_create(f, o, &cg, err)) < 0)
+    goto out;
+  if ((r = keep_cgroup_paths(&cg, res)) < 0) {
+    nomem(err);
+    goto out;
+  }
+  if (o->net == SHK_NET_PROXY && (!eg || !eg->dir)) {
+    r = shk__error_set(err, -EINVAL, "--net proxy needs the session's egress directory");
+    goto out;
+  }
+  if (o->net == SHK_NET_PROXY && eg->session && !(res->session = strdup(eg->session))) {
+    r = nomem(err);
+    goto out;
+  }
+  /* Host mode shows the host's resolver file where it really is; proxy mode
+   * puts the session's own (nameserver 127.0.0.1, the DNS stub) where the
+   * host's is, so resolvers inside ask the stub. */
+  resolv[0] = resolv_src[0] = '\0';
+  if (o->net != SHK_NET_NONE)
+    host_resolver(resolv);
+  if (o->net == SHK_NET_PROXY &&
+      snprintf(resolv_src, sizeof resolv_src, "%s/resolv.conf", eg->dir) >= (int)sizeof resolv_src) {
+    r = shk__error_set(err, -ENAMETOOLONG, "the egress directory's path is too long");
+    goto out;
+  }
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
+    r = shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
+    goto out;
+  }
+  /* --net proxy needs the egress bridge, which lives in the binary. */
+  if (o->net != SHK_NET_PROXY)
+    exe = stage2_memfd();
+  char self_exe[PATH_MAX];
+  const char *binary = env->exe;
+  if (exe < 0 && !binary) {
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
+    if (n <= 0) {
+      r = shk__error_set(err, n < 0 ? -errno : -EIO, "/proc/self/exe: %s",
+                         n < 0 ? strerror(errno) : "empty");
+      goto out;
+    }
+    self_exe[n] = '\0';
+    binary = self_exe;
+  }
+  bool visible;
+  shk_sandbox_plan_access(&res->plan, env->cwd, &visible);
+  shk__bwrap_opts l = {
+    .bwrap = f->bwrap,
+    .exe = binary,
+    .egress_dir = o->net == SHK_NET_PROXY ? eg->dir : NULL,
+    .resolv = o->net == SHK_NET_NONE ? NULL
+              : resolv[0] ? resolv : resolv_src[0] ? "/etc/resolv.conf" : NULL,
+    .resolv_src = resolv_src[0] ? resolv_src : NULL,
+    .chdir = visible ? env->cwd : NULL,
+    .net = o->net,
+    .root = env->root,
+    .uid = env->uid,
+    .gid = env->gid,
+    .landlock = a->landlock_abi > 0,
+    .seccomp = a->seccomp,
+    .guard = a->guard,
+    .sync_fd = sync[1],
+    .exe_fd = exe >= 0 ? exe : -1,
+    .command = o->command,
+    .ncommand = o->ncommand,
+  };
+  if ((r = shk__bwrap_argv(&res->plan, &l, &bargv, &s2)) < 0 ||
+      (o->env_clean && !(benv = clean_env(env))) ||
+      (a->guard && !(g = make_guard(&res->plan, o->net == SHK_NET_HOST)))) {
+    r = nomem(err);
+    goto out;
+  }
+  if ((self = (int)syscall(SYS_pidfd_open, getpid(), 0)) < 0) {
+    r = shk__error_set(err, -errno, "pidfd_open: %s", strerror(errno));
+    goto out;
+  }
+
+  /* Signals stay blocked from before the child exists until the handlers
+   * are in place and child_pid is known, so none is lost in between. */
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &mask);
+  struct sigaction sa = { .sa_handler = forward };
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < NFORWARDED; i++)
+    sigaction(forwarded[i], &sa, &old[i]);
+  handlers = true;
+  got_signal = 0;
+  child_args ca = { .parent = self, .uid = env->uid, .gid = env->gid, .cg = &cg,
+                    .keep = { exe >= 0 && exe < sync[1] ? exe : sync[1],
+                              exe < 0 ? -1 : exe < sync[1] ? sync[1] : exe },
+                    .argv = bargv, .envp = benv ? benv : (char **)env->environ,
+                    .mask = mask, .err = 0, .what = NULL };
+  pid = start_bwrap(f, env, &ca);
+  if (pid > 0)
+    child_pid = pid;
+  sigprocmask(SIG_SETMASK, &mask, NULL);
+  if (pid < 0) {
+    r = shk__error_set(err, pid, "%s: %s", ca.what ? ca.what : "starting bwrap", strerror(-pid));
+    pid = -1;
+    goto out;
+  }
+  close(sync[1]);
+  sync[1] = -1;
+  if ((exited = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+    r = shk__error_set(err, -errno, "pidfd_open: %s", strerror(errno));
+    goto out;
+  }
+  const char *why = NULL;
+  if ((r = supervise(exited, sync[0], &s2, g, res, &listener, &why)) < 0) {
+    shk__error_set(err, r, "%s; the sandbox was killed", why ? why : strerror(-r));
+    goto out;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      r = shk__error_set(err, -errno, "waitpid: %s", strerror(errno));
+      goto out;
+    }
+  }
+  reaped = true;
+  /* bwrap exits with the command's status (128+N when signal N ended it);
+   * a signal that ended bwrap itself is the launcher's SIGKILL or worse. */
+  if (WIFSIGNALED(status))
+    res->exit_signal = WTERMSIG(status);
+  else
+    res->exit_status = WEXITSTATUS(status);
+out:
+  /* The one way out. A sandbox that is still running when something failed
+   * is killed first, then everything is released in reverse order. */
+  if (pid > 0 && !reaped) {
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  child_pid = 0;
+  res->launcher_signal = got_signal;
+  if (handlers)
+    for (size_t i = 0; i < NFORWARDED; i++)
+      sigaction(forwarded[i], &old[i], NULL);
+  if (listener >= 0)
+    close(listener);
+  if (exited >= 0)
+    close(exited);
+  if (self >= 0)
+    close(self);
+  if (exe >= 0)
+    close(exe);
+  for (int i = 0; i < 2; i++)
+    if (sync[i] >= 0)
+      close(sync[i]);
+  shk__guard_free(g);
+  shk_sandbox_cgroup_destroy(&cg);
+  /* Every process of the sandbox died with its pid namespace. */
+  shk_sandbox_plan_cleanup(&res->plan);
+  shk__strv_free(bargv);
+  shk__stage2_args_free(&s2);
+  free(benv);
+  return r;
+}
+
+void shk_sandbox_result_free(shk_sandbox_result *res)
+{
+  shk_sandbox_plan_free(&res->plan);
+  free(res->session);
+  for (size_t i = 0; i < sizeof res->cgroup_paths / sizeof res->cgroup_paths[0]; i++)
+    free(res->cgroup_paths[i]);
+  memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,105 @@
+/* Between the parts of the sandbox module: how the launcher starts bwrap,
+ * and the pieces stage 2 applies inside. Internal to the module (and its
+ * unit tests). */
+#pragma once
+
+#include "shinken/sandbox.h"
+#include "stage2-proto.h"
+
+typedef struct shk__bwrap_opts {
+  const char *bwrap;      /* host path of bwrap */
+  const char *exe;        /* host path of the shinken binary (stage 2) */
+  const char *egress_dir; /* host directory of the egress sockets, or NULL */
+  const char *resolv;     /* where the sandbox's resolver file goes, or NULL */
+  const char *resolv_src; /* what is shown there: NULL for the host's own file
+                           * (host mode), the egress stub's in proxy mode */
+  const char *chdir;      /* working directory inside, or NULL */
+  shk_net_mode net;
+  bool root;              /* the caller is root outside */
+  uid_t uid;              /* the caller's ids outside */
+  gid_t gid;
+  bool landlock, seccomp; /* false only when degraded mode was allowed */
+  bool guard;             /* the connect() guard; likewise */
+  int sync_fd;            /* a unix socket: stage 2 reports here just before exec,
+                           * with the connect() guard's listener */
+  int exe_fd;             /* the descriptor stage 2 is run from, or -1 */
+  char *const *command;
+  size_t ncommand;
+} shk__bwrap_opts;
+
+/* The plan's rule nearest above PATH (PATH itself included), or NULL. */
+const shk_sandbox_rule *shk__plan_covering(const shk_sandbox_plan *p, const char *path);
+/* Is PATH equal to ROOT or beneath it? Both absolute and normalized. */
+bool shk__path_under(const char *path, const char *root);
+
+/* bwrap's argv (argv[0] is l->bwrap), ending with stage 2's command line,
+ * into *OUT (free with shk__strv_free), and stage 2's arguments as written
+ * there into *S2 (free with shk__stage2_args_free), which the launcher
+ * checks stage 2's report against. 0 or -ENOMEM. */
+int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char ***out,
+                    shk__stage2_args *s2);
+void shk__stage2_args_free(shk__stage2_args *a);
+void shk__strv_free(char **v);
+
+/* ---- stage 2 (inside the sandbox) ----
+ *
+ * Stage 2's code (stage2.c and the pieces below) makes system calls itself
+ * (sys.h) and calls nothing of the C library: it is built both into the
+ * small program the launcher runs as stage 2 and into `shinken __stage2`. */
+
+typedef struct shk__stage2_hooks {
+  /* --net proxy: starts the egress bridge, while stage 2 still has the
+   * capabilities it needs, and sets the proxy variables. 0 or -errno. */
+  int (*bridge)(void);
+  /* The environment the command gets, read after bridge(); NULL: the one
+   * stage 2 was started with. */
+  char **(*environ)(void);
+} shk__stage2_hooks;
+
+/* Runs stage 2: parses ARGV (stage2-proto.h), applies every layer, reports
+ * to the launcher and execs the command. Never returns: a failure exits 125
+ * with one line on stderr. HOOKS may be NULL (no bridge: --net proxy is
+ * then refused). */
+__attribute__((noreturn)) void shk__stage2_main(int argc, char **argv, char **envp,
+                                                const shk__stage2_hooks *hooks);
+
+typedef enum shk__mount_op {
+  SHK__MOUNT_MASK_FILE, /* /dev/null over a file */
+  SHK__MOUNT_MASK_DIR,  /* an empty read-only tmpfs over a directory */
+  SHK__MOUNT_RO_FILE,   /* a read-only bind of a regular file onto itself */
+} shk__mount_op;
+
+/* One of stage 2's own mounts on PATH (mask.c); MAKE creates the mount
+ * point first. Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
+int shk__stage2_mount(const char *path, shk__mount_op op, bool make);
+/* Drops every capability: bounding set, ambient, effective, permitted,
+ * inheritable. Returns 0 only when none is left. */
+int shk__drop_caps(void);
+/* Applies Landlock at the best ABI the kernel offers: read-only access
+ * beneath A's ll_ro, full access beneath ll_rw, device access beneath
+ * ll_dev; TCP bind/connect refused with --net none (ABI 4); abstract unix
+ * sockets and signals scoped (ABI 6). Returns the ABI applied, and adds the
+ * SHK__APPLIED_LANDLOCK_* bits of what it handled to *FLAGS. */
+int shk__landlock_apply(const shk__stage2_args *a, unsigned *flags);
+/* Installs the precompiled seccomp filter for `net`. Must be the last step
+ * before exec: it refuses the syscalls used to set the sandbox up. With
+ * GUARD, the filter also hands every connect() of the workload to a
+ * listener, returned (the connect() guard; stage 2 passes it to the
+ * launcher), and forbids the workload a listener of its own, which would
+ * take precedence. Returns 0 (or the listener), or -errno. */
+int shk__seccomp_apply(shk_net_mode net, bool guard);
+/* The precompiled filter, for tests. */
+struct sock_filter;
+int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter **prog, size_t *len);
+
+/* ---- the connect() guard, the launcher's side (guard.c) ---- */
+
+/* `allowed` are the paths (as inside) on whose mounts a pathname unix
+ * socket may be connected, the writable ones; with `deny_abstract` (--net
+ * host) abstract sockets are refused. serve() handles one pending request:
+ * call it when the listener is readable. new() returns NULL when out of
+ * memory. */
+typedef struct shk__guard shk__guard;
+shk__guard *shk__guard_new(const char *const *allowed, size_t n, bool deny_abstract);
+int shk__guard_serve(shk__guard *g, int listener);
+void shk__guard_free(shk__guard *g);
