@@ -115,13 +115,11 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
     if (shk_manager_rpc(rs->fd, text, &answer, &err) < 0)
       return shk__xasprintf("the manager at %s: %s", shk_manager_socket_path(), err.message);
   } else {
-    /* Embedded: events go where SHINKEN_EVENT_LOG says (a daemon keeps a
-     * log of its own); the workload never sees them. */
+    /* Embedded (a daemon keeps a log of its own); the workload never sees
+     * the events. */
     shk_manager_config mc;
     if (shk_manager_config_load(NULL, &mc, &err) < 0)
       return shk__xasprintf("capability manager: %s", err.message);
-    const char *log = getenv("SHINKEN_EVENT_LOG");
-    mc.opts.event_log = log && *log ? log : "/dev/null";
     /* No timeline yet: a log has one writer, and concurrent runs cannot
      * all write the user's default store. */
     mc.opts.audit_db = NULL;

@@ -121,8 +121,6 @@ struct shk_manager {
   session *sessions;
   uint64_t next_tag;
   shk_audit *audit;         /* the timeline's writer, or NULL */
-  FILE *proxy_log;          /* the proxies' own verdict lines */
-  bool own_proxy_log;
   unsigned max_pending;
   int64_t pending_timeout_ms;
   shk__control_limits limits;
@@ -462,7 +460,6 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   pthread_mutex_init(&m->mu, NULL);
   m->uid = geteuid();
   m->next_tag = 1;
-  m->proxy_log = stderr;
   m->max_pending = o->max_pending ? o->max_pending : 64;
   m->pending_timeout_ms = o->pending_timeout_ms > 0 ? o->pending_timeout_ms : 120 * 1000;
   m->limits = (shk__control_limits){
@@ -493,19 +490,12 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if (o->session_policy && (r = shk_policy_read_file(o->session_policy, m->uid, &session_text, err)))
     goto fail;
   shk_policy_source src = { o->policy_dir, o->manifest, session_text, m->uid };
+  src.state_dir = o->state_dir;
+  src.accept_widening = o->accept_widening;
   if ((r = shk_policy_load(&src, &m->policy, err)))
     goto fail;
   if (o->standing && (r = load_standing(m, o->standing, err)))
     goto fail;
-  if (o->event_log) {
-    m->proxy_log = fopen(o->event_log, "ae");
-    if (!m->proxy_log) {
-      r = shk__error_set(err, -errno, "%s: %s", o->event_log, strerror(errno));
-      m->proxy_log = stderr;
-      goto fail;
-    }
-    m->own_proxy_log = true;
-  }
   if (o->audit_db) {
     shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
                           .checkpoint_ms = o->audit_checkpoint_ms };
@@ -722,8 +712,6 @@ void shk_manager_free(shk_manager *m)
     free(m->exec_path[i]);
   free(m->exec_path);
   shk_policy_free(m->policy);
-  if (m->own_proxy_log)
-    fclose(m->proxy_log);
   shk_audit_close(m->audit, NULL);
   free(m->socket);
   pthread_mutex_destroy(&m->mu);
@@ -788,6 +776,34 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
   *tag = hit->tag;
   *rule = hit->rule;
   return SHK_EGRESS_ALLOW;
+}
+
+/* The proxy's verdict on one connection or DNS query, as the timeline's
+ * "proxy-verdict" event: what the client was finally told, after the
+ * configured rules, the hook and the upstream had their say (egress_hook's
+ * "egress-check" records only what the live handles said).
+ *
+ * Why this is safe on the proxy thread: it takes no lock and only copies
+ * the event into the audit queue (shk_audit_emit never blocks). The info
+ * holds canonical hosts, addresses, reason tokens and rule texts only,
+ * never a path, a query or a header value, and the text the client read is
+ * left out: the reason token says the same. A nonzero return (the queue
+ * is full, or the writer failed) makes the proxy refuse an allow rather
+ * than let it through unrecorded. */
+static int egress_verdict(void *data, const shk_egress_verdict_info *v)
+{
+  session *s = data;
+  shk_audit_event e;
+  ev_init(&e, "proxy-verdict", s, NULL);
+  shk_audit_str(&e, SHK_AUDIT_PROTOCOL, proto_name(v->proto));
+  shk_audit_int(&e, SHK_AUDIT_CONNECTION, (int64_t)(v->conn_id & ((1ull << 53) - 1)));
+  shk_audit_str(&e, SHK_AUDIT_HOST, v->host);
+  if (v->port)
+    shk_audit_int(&e, SHK_AUDIT_PORT, v->port);
+  shk_audit_str(&e, SHK_AUDIT_DECISION, v->decision);
+  shk_audit_str(&e, SHK_AUDIT_REASON, v->reason);
+  shk_audit_str(&e, SHK_AUDIT_RULE, v->rule);
+  return ev_emit(s->m, &e, NULL);
 }
 
 /* ---- the control plane ---- */
@@ -1182,7 +1198,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
       shk_egress_session_opts eo = {
         .name = s->id, .allow_domains = allow, .n_allow_domains = na, .deny_domains = deny,
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
-        .audit_fd = fileno(m->proxy_log), .hook = egress_hook, .hook_data = s,
+        .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict,
       };
       shk_error err;
       if (shk_egress_session_open(&eo, &s->egress, &err))
