@@ -313,8 +313,9 @@ case $CASE in
       done
     }
     args() {
-      if [ "$CASE" = dotfiles-link ]; then echo rc $(for f in $RC_FILES; do echo "$ws/h/$f"; done)
-      else echo rc $RC_FILES; fi
+      list=$RC_FILES
+      if [ "$CASE" = dotfiles-link ]; then list=""; for f in $RC_FILES; do list="$list $ws/h/$f"; done; fi
+      echo rc $list
     }
     effect() {
       [ "$(rc_state)" = "$BEFORE" ] && return 1
@@ -561,9 +562,11 @@ case $CASE in
     # commondir, a submodule's config. The judge asks the host's git.
     g() { git -c safe.directory='*' -c user.email=t@t.test -c user.name=t "$@"; }
     setup() {
-      g init -q "$ws" && g -C "$ws" commit -q --allow-empty -m init &&
+      if ! { g init -q "$ws" && g -C "$ws" commit -q --allow-empty -m init &&
         g -C "$ws" worktree add -q "$ws/wt" 2>/dev/null && mkdir -p "$ws/.git/modules" &&
-        g init -q --separate-git-dir="$ws/.git/modules/lib" "$ws/lib" || fail "git fixtures"
+        g init -q --separate-git-dir="$ws/.git/modules/lib" "$ws/lib"; }; then
+        fail "git fixtures"
+      fi
       own "$ws"
     }
     args() { echo git-redirect; }
@@ -579,9 +582,13 @@ case $CASE in
     # before a repository, and a repository 300 directories deep.
     deep=$ws/z; i=0; while [ $i -lt 300 ]; do deep=$deep/d; i=$((i + 1)); done
     setup() {
-      mkdir -p "$ws/a" "$deep" && (cd "$ws/a" && seq -f 'd%04g' 0 2999 | xargs mkdir) || fail "the wide tree"
+      if ! { mkdir -p "$ws/a" "$deep" && (cd "$ws/a" && seq -f 'd%04g' 0 2999 | xargs mkdir); }; then
+        fail "the wide tree"
+      fi
       for r in "$ws/b/repo" "$deep/repo"; do
-        git init -q "$r" && printf '#!/bin/sh\nexit 0\n' >"$r/.git/hooks/pre-commit" || fail "git init"
+        if ! { git init -q "$r" && printf '#!/bin/sh\nexit 0\n' >"$r/.git/hooks/pre-commit"; }; then
+          fail "git init"
+        fi
       done
       own "$ws"; SNAP="$ws/b $deep"; snap_take
     }
