@@ -326,6 +326,47 @@ typedef struct shk_sandbox_applied {
   unsigned masks;       /* mounts stage 2 made itself (bwrap made the others) */
 } shk_sandbox_applied;
 
+/* ---- the workload's stdio and the caller's terminal ---- */
+
+/* The sandbox never gets the caller's own stdin, stdout or stderr (a
+ * descriptor can be reopened through /proc/self/fd). */
+typedef enum shk_sandbox_stdio {
+  /* A pseudo-terminal of the workload's own when stdin and stdout are
+   * terminals (the caller's terminal in raw mode meanwhile, restored on
+   * the way out), pipes otherwise: the launcher relays either. */
+  SHK_SANDBOX_STDIO_AUTO,
+  SHK_SANDBOX_STDIO_PIPES, /* pipes, even on a terminal */
+} shk_sandbox_stdio;
+
+/* A line for a human on the caller's terminal, outside the workload's
+ * view: while it shows, the workload's output is held back (so nothing it
+ * draws covers the prompt) and the key that answers it is read from the
+ * caller's terminal and never given to the workload. The launch draws it
+ * when it relays a pseudo-terminal; any thread may ask. */
+typedef struct shk_sandbox_prompt shk_sandbox_prompt;
+
+int shk_sandbox_prompt_new(shk_sandbox_prompt **out, shk_error *err);
+/* After the launch that used it has returned. */
+void shk_sandbox_prompt_free(shk_sandbox_prompt *p);
+/* Shows TEXT (lines separated by '\n'; control characters are shown as
+ * '?') at the bottom of the caller's terminal and waits for one of the
+ * bytes of KEYS, pressed alone: returns that byte. A key pressed in the
+ * first 400 ms is not taken (it was typed for the workload), nor are
+ * pastes and escape sequences. -ETIMEDOUT after TIMEOUT_MS (0: no
+ * timeout), -ECANCELED after shk_sandbox_prompt_cancel, -ENOTTY when no
+ * launch relays a terminal (or it ended), -EINVAL, -ENOMEM. One prompt at a
+ * time: a second ask waits for the first. */
+int shk_sandbox_prompt_ask(shk_sandbox_prompt *p, const char *text, const char *keys,
+                           int timeout_ms);
+/* Ends the ask in progress, if any, with -ECANCELED (the request it asked
+ * about was resolved elsewhere). */
+void shk_sandbox_prompt_cancel(shk_sandbox_prompt *p);
+
+typedef struct shk_sandbox_io {
+  shk_sandbox_stdio stdio;
+  shk_sandbox_prompt *prompt; /* NULL: no prompt is drawn */
+} shk_sandbox_io;
+
 /* What one launch did. */
 typedef struct shk_sandbox_result {
   shk_sandbox_plan plan;  /* the filesystem plan the sandbox was built from */
@@ -342,12 +383,15 @@ typedef struct shk_sandbox_result {
   int exit_signal;        /* the signal that killed bwrap, or 0 */
   int launcher_signal;    /* a signal the launcher received and ended the sandbox
                            * with, or 0 */
+  bool pty;               /* the workload had a pseudo-terminal (else pipes) */
 } shk_sandbox_result;
 
 /* Runs one sandbox: resolves the plan of O for the caller ENV, creates the
  * session cgroup when the assessment A says so, starts bwrap (which starts
  * stage 2, which execs the command) with EG's egress sockets in proxy mode,
- * serves the connect() guard and waits until the sandbox is gone. While it
+ * serves the connect() guard, relays the workload's stdio as IO says (NULL:
+ * SHK_SANDBOX_STDIO_AUTO, no prompt) and waits until the sandbox is gone
+ * and its output delivered. SIGPIPE is ignored meanwhile. While it
  * runs, SIGINT, SIGTERM, SIGHUP and SIGQUIT end the sandbox (the previous
  * handlers are restored before it returns); one launch at a time per
  * process. Returns 0 once the sandbox has come and gone, whatever the
@@ -357,7 +401,8 @@ typedef struct shk_sandbox_result {
  * shk_sandbox_result_free, also after a failure. */
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_features *f, const shk_sandbox_assessment *a,
-                       const shk_sandbox_egress *eg, shk_sandbox_result *res, shk_error *err);
+                       const shk_sandbox_egress *eg, const shk_sandbox_io *io,
+                       shk_sandbox_result *res, shk_error *err);
 void shk_sandbox_result_free(shk_sandbox_result *res);
 
 /* The report of a run, as JSON text (malloc'd, into *JSON): what was

@@ -204,7 +204,7 @@ int shk_cli_run(int argc, char **argv)
 
   shk_sandbox_egress eg = { rs.dir, rs.id };
   shk_sandbox_result res;
-  int r = shk_sandbox_launch(&o, &env, &f, &a, &eg, &res, &e);
+  int r = shk_sandbox_launch(&o, &env, &f, &a, &eg, NULL, &res, &e);
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");

@@ -207,6 +207,7 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
     r = add(&ro, "/proc");
   *a = (shk__stage2_args){ .net = l->net, .landlock = l->landlock, .seccomp = l->seccomp,
                            .guard = l->guard, .sync_fd = l->sync_fd, .exe_fd = l->exe_fd,
+                           .ctty = l->ctty,
                            .map_uid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->uid,
                            .map_gid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->gid,
                            .mask_files = done(&mask_files), .mask_dirs = done(&mask_dirs),

@@ -109,7 +109,7 @@ static json_t *enforced_json(const shk_sandbox_opts *o, const shk_sandbox_result
   bool up = res->started;
   return json_pack(
       "{s:o, s:b, s:[sssssss], s:o, s:{s:i, s:b, s:b, s:b, s:b}, s:{s:b, s:s},"
-      " s:o, s:o, s:b, s:o, s:b, s:b, s:s, s:i}",
+      " s:o, s:o, s:b, s:o, s:b, s:b, s:s, s:i, s:s}",
       "rules", rules_json(&res->plan), "read-restricted", res->plan.read_restricted,
       "namespaces", "user", "pid", "mount", "ipc", "uts", "cgroup",
       o->net == SHK_NET_HOST ? "net (not used: --net host)" : "net",
@@ -127,7 +127,9 @@ static json_t *enforced_json(const shk_sandbox_opts *o, const shk_sandbox_result
       "unix-connect", ap->guard ? "connect() mediated by the launcher (seccomp user "
                                   "notification): pathname sockets only on writable mounts"
                                 : "not mediated",
-      "stage2-mounts", (int)ap->masks);
+      "stage2-mounts", (int)ap->masks,
+      /* The workload's stdio is never the caller's own descriptors. */
+      "stdio", res->pty ? "pseudo-terminal (relayed)" : "pipes (relayed)");
 }
 
 /* Stage 2's own report, as it came. */

@@ -17,6 +17,7 @@
 #include <linux/keyctl.h>
 #include <linux/prctl.h>
 #include <linux/uio.h>
+#include <asm/ioctls.h>
 #include <asm/socket.h>
 
 #include "sys.h"
@@ -310,6 +311,20 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     die("PR_SET_PDEATHSIG", NULL, r);
 
   shk__stage2_report rep = { .magic = SHK__STAGE2_MAGIC, .size = sizeof rep };
+  /* Safe because the terminal is the workload's own pseudo-terminal (the
+   * launcher holds its master, outside): this process, which becomes the
+   * workload, leads a session of its own (bwrap --new-session made it one)
+   * and takes that terminal as the session's controlling terminal, so that
+   * the workload's shell has job control and Ctrl-C, Ctrl-Z and resizes
+   * reach its foreground job. */
+  if (a.ctty) {
+    r = shk__sys(__NR_setsid);
+    if (r < 0 && r != -EPERM)
+      die("setsid", NULL, r);
+    if ((r = shk__sys(__NR_ioctl, 0, TIOCSCTTY, 0)) < 0)
+      die("the workload's terminal", NULL, r);
+    rep.flags |= SHK__APPLIED_CTTY;
+  }
   rep.masks = make_masks(&a);
   if (a.map_uid >= 0) {
     enter_userns(a.map_uid, a.map_gid);
