@@ -482,6 +482,20 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     self_exe[n] = '\0';
     binary = self_exe;
   }
+  /* The ids the workload runs as: the caller's own unless asked, for an
+   * unprivileged caller (a root caller is root inside). Asked for uid and
+   * gid 0, it stays at bwrap's and needs no namespace of stage 2's. */
+  long map_uid = -1, map_gid = -1;
+  if (!env->root) {
+    map_uid = o->uid >= 0 ? o->uid : (long)env->uid;
+    map_gid = o->gid >= 0 ? o->gid : (long)env->gid;
+    if (map_uid == 0 && map_gid == 0)
+      map_uid = map_gid = -1;
+  } else if (o->uid > 0 || o->gid > 0) {
+    r = shk__error_set(err, -EINVAL, "--uid and --gid choose the ids of an unprivileged "
+                       "caller inside; a root caller runs as root");
+    goto out;
+  }
   bool visible;
   shk_sandbox_plan_access(&res->plan, env->cwd, &visible);
   shk__bwrap_opts l = {
@@ -496,6 +510,8 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .root = env->root,
     .uid = env->uid,
     .gid = env->gid,
+    .map_uid = map_uid,
+    .map_gid = map_gid,
     .landlock = a->landlock_abi > 0,
     .seccomp = a->seccomp,
     .guard = a->guard,

@@ -29,11 +29,12 @@ static const char *const home_masked[] = {
   ".git-credentials", NULL,
 };
 
-/* Shell start-up files and Shinken's own configuration: read-only, so that
- * nothing the command writes runs later outside the sandbox. */
+/* Shell start-up files and Shinken's own configuration and trust store:
+ * read-only, so that nothing the command writes runs later outside the
+ * sandbox, or is trusted there. */
 static const char *const home_readonly[] = {
   ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-  ".zprofile", ".zlogin", ".config/fish/", ".config/shinken/", NULL,
+  ".zprofile", ".zlogin", ".config/fish/", ".config/shinken/", ".local/state/shinken/", NULL,
 };
 
 /* For a caller that is root outside, who stays the owner of root's files
@@ -361,14 +362,20 @@ static int add_option(builder *b, const char *arg, const char *cwd, shk_access a
   if (normalize(arg, cwd, abs) < 0)
     return toolong(b->err, arg);
   if (realpath(abs, real) && stat(real, &st) == 0) {
-    int r = add(b->p, real, a, kind_for(a, &st), false, b->err);
+    int r = shk__rule_path_check(a, arg, real, b->err);
+    if (r < 0)
+      return r;
+    r = add(b->p, real, a, kind_for(a, &st), false, b->err);
     if (r == 0)
       b->p->rules[b->p->n - 1].via_symlink = strcmp(abs, real) != 0;
     return r;
   }
   if (a != SHK_ACCESS_DENY)
     return fail(b->err, "--%s %s: %s", shk_access_name(a), arg, strerror(errno));
-  int r = first_missing(b, abs, miss);
+  int r = shk__rule_path_check(a, arg, abs, b->err);
+  if (r < 0)
+    return r;
+  r = first_missing(b, abs, miss);
   if (r < 0)
     return toolong(b->err, arg);
   return r ? add_created(b->p, miss, a, SHK_MOUNT_DEV_NULL, false, b->err) : 0;
@@ -702,7 +709,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
 {
   memset(p, 0, sizeof *p);
   builder b = { p, { NULL }, 0, err, false, "", "" };
-  p->read_restricted = o->read.n > 0;
+  p->read_restricted = o->restrict_reads;
   int r = 0;
   if (o->read_only && o->write.n > 0) {
     r = fail(err, "--read-only cannot be combined with --write");

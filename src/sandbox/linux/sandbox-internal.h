@@ -18,6 +18,11 @@ typedef struct shk__bwrap_opts {
   bool root;              /* the caller is root outside */
   uid_t uid;              /* the caller's ids outside */
   gid_t gid;
+  /* An unprivileged caller: the ids the workload gets in stage 2's own
+   * user namespace, which maps them onto the uid and gid 0 bwrap sets the
+   * sandbox up with; -1: none (the workload stays uid 0 there, or the
+   * caller is root). */
+  long map_uid, map_gid;
   bool landlock, seccomp; /* false only when degraded mode was allowed */
   bool guard;             /* the connect() guard; likewise */
   int sync_fd;            /* a unix socket: stage 2 reports here just before exec,
@@ -28,6 +33,12 @@ typedef struct shk__bwrap_opts {
   char *const *command;
   size_t ncommand;
 } shk__bwrap_opts;
+
+/* A rule of the options (--write, --read, --deny ARG, PATH its resolved
+ * form) on a path the sandbox makes itself: the root, the private /tmp,
+ * /var/tmp, /run and /dev, and /proc. 0, or -EINVAL with one sentence
+ * (options.c). */
+int shk__rule_path_check(shk_access a, const char *arg, const char *path, shk_error *err);
 
 /* The plan's rule nearest above PATH (PATH itself included), or NULL. */
 const shk_sandbox_rule *shk__plan_covering(const shk_sandbox_plan *p, const char *path);

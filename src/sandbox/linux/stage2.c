@@ -161,7 +161,8 @@ static long map_to_0(const char *file, long id)
 }
 
 /* Safe because a new user namespace only ever holds less: the command runs
- * as the caller's ids, which map to the ids stage 2 already had, and the
+ * as the caller's ids (or the --uid and --gid asked), which map to the ids
+ * stage 2 already had, and the
  * capabilities it gets in the new namespace are dropped below, before
  * anything else runs. This is what bwrap does at the end of its set-up
  * for an unprivileged caller; stage 2 does it instead so that it keeps,
@@ -326,16 +327,6 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     rep.flags |= SHK__APPLIED_CTTY;
   }
   rep.masks = make_masks(&a);
-  if (a.map_uid >= 0) {
-    enter_userns(a.map_uid, a.map_gid);
-    rep.flags |= SHK__APPLIED_USERNS;
-  }
-  /* Safe because it only replaces this process's session keyring with a
-   * new, empty one: keys of the caller's session are never reachable
-   * inside. */
-  if ((r = shk__sys(__NR_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0)) < 0)
-    die("a fresh session keyring", NULL, r);
-  rep.flags |= SHK__APPLIED_KEYRING;
   if (a.net == SHK_NET_PROXY) {
     if (!hooks || !hooks->bridge)
       die("--net proxy needs the egress bridge of the shinken binary", NULL, -EINVAL);
@@ -347,6 +338,19 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
       die("egress bridge", NULL, r);
     rep.flags |= SHK__APPLIED_BRIDGE;
   }
+  /* After the mounts and the bridge, which need the capabilities of uid 0
+   * over the sandbox's namespaces: the workload gets the caller's ids (or
+   * the ones asked for) in a user namespace of its own. */
+  if (a.map_uid >= 0) {
+    enter_userns(a.map_uid, a.map_gid);
+    rep.flags |= SHK__APPLIED_USERNS;
+  }
+  /* Safe because it only replaces this process's session keyring with a
+   * new, empty one: keys of the caller's session are never reachable
+   * inside. */
+  if ((r = shk__sys(__NR_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0)) < 0)
+    die("a fresh session keyring", NULL, r);
+  rep.flags |= SHK__APPLIED_KEYRING;
   if ((r = shk__drop_caps()) < 0)
     die("dropping capabilities", NULL, r);
   rep.flags |= SHK__APPLIED_CAPS;
