@@ -19,25 +19,24 @@ int shk_cli_daemon(int argc, char **argv)
   };
   const char *config = NULL;
   int c;
+  opterr = 0;
   while ((c = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
     if (c == 'c')
       config = optarg;
-    else if (c == 'h') {
-      puts("usage: shinken daemon [--config FILE]");
-      return 0;
-    } else {
-      return 1;
-    }
+    else if (c == 'h')
+      return shk_cli_print_usage("daemon");
+    else
+      shk_cli_usage_error("daemon", "unknown option or missing value '%s'", argv[optind - 1]);
   }
   if (optind != argc)
-    shk__die(1, "daemon: unexpected argument '%s'", argv[optind]);
+    shk_cli_usage_error("daemon", "unexpected argument '%s'", argv[optind]);
   shk_manager_config mc;
   shk_error err;
   if (shk_manager_config_load(config, &mc, &err))
-    shk__die(1, "daemon: %s", err.message);
+    shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s", err.message);
   shk_manager *m;
   if (shk_manager_new(&mc.opts, &m, &err))
-    shk__die(1, "daemon: %s", err.message);
+    shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s", err.message);
   /* Block the signals that end the daemon and wait for them here, so the
    * control and proxy threads never run a handler. */
   sigset_t set;
@@ -49,7 +48,7 @@ int shk_cli_daemon(int argc, char **argv)
   signal(SIGPIPE, SIG_IGN);
   if (shk_manager_serve(m, mc.socket, &err)) {
     shk_manager_free(m);
-    shk__die(1, "daemon: %s", err.message);
+    shk__die(SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
   }
   printf("listening %s\n", mc.socket);
   fflush(stdout);
