@@ -69,6 +69,9 @@ typedef enum shk_audit_field {
   SHK_AUDIT_LIMIT,          /* s shinken.sandbox.limit: the limit that killed it (memory, pids) */
   SHK_AUDIT_ENFORCED,       /* a shinken.sandbox.enforced: what the sandbox reported it enforced */
   SHK_AUDIT_DEGRADED,       /* a shinken.sandbox.degraded: what it could not enforce */
+  /* added after the first release of the table: new fields go last */
+  SHK_AUDIT_EXECUTABLE,     /* s process.executable.path: the program of PID (a peer that
+                             * resolved a pending request, say) */
   SHK_AUDIT_FIELD_COUNT
 } shk_audit_field;
 
@@ -135,8 +138,9 @@ int shk_audit_default_path(bool system, char *buf, size_t len, shk_error *err);
  * log that exists is continued: its tree is rebuilt from the stored leaf
  * hashes and checked against its last checkpoint; a log that does not match
  * its last checkpoint, or whose key does not match, is refused (-EIO) and
- * `shinken audit verify` tells why. Errors: -EINVAL, -ENOMEM, -EIO, and the
- * errno of a failed open or mkdir. */
+ * `shinken audit verify` tells why. A log has one writer: while one holds
+ * it (in any process), opening it again is -EBUSY. Errors: -EINVAL, -ENOMEM,
+ * -EIO, -EBUSY, and the errno of a failed open or mkdir. */
 int shk_audit_open(const shk_audit_opts *o, shk_audit **out, shk_error *err);
 
 /* Hands one event to the writer and returns without waiting for the disk.

@@ -33,17 +33,51 @@ typedef struct shk_manager_opts {
                                * array of {"class", "scope"} every session gets,
                                * each still decided by the policy */
   const char *manifest;       /* the image manifest (JSON file) */
-  const char *event_log;      /* JSON lines; NULL: stderr */
   const char *exec_path;      /* the human's $PATH (colon-separated), for the
                                * rule on writes into it; NULL: none */
+  /* The authority timeline (shinken/audit.h): the store this manager's one
+   * writer appends every event to. NULL: no store (an embedder that keeps
+   * no log); the events are still built, and nothing is refused for them. */
+  const char *audit_db;
+  unsigned audit_checkpoint_events; /* 0: the audit module's default */
+  unsigned audit_checkpoint_ms;     /* 0: the audit module's default */
+  /* Where the sessions' egress proxies write their own verdict lines (JSON
+   * lines, shk_egress_session_opts.audit_fd) until they write to the
+   * timeline; NULL: stderr. The manager's own events are in the timeline. */
+  const char *event_log;
+  /* The control socket this manager serves or will serve. No session may
+   * have it, or its directory, inside a writable root; NULL: checked once
+   * shk_manager_serve names it. */
+  const char *socket;
+  /* Per session: how many grant requests may wait for a human at once
+   * (0: 64), and how long one waits before it times out (0: 120000 ms). */
+  unsigned max_pending;
+  int64_t pending_timeout_ms;
+  /* The control server (shk_manager_serve): connections in all (0: 1024)
+   * and per peer uid (0: 512); how long a connection that owns no session
+   * may send nothing before it is closed (0: 30000 ms); how many bytes of
+   * answers a client may leave unread before it is dropped (0: 1 MiB); how
+   * many descriptors the server keeps free for its clients' requests: a new
+   * client is refused when fewer are left (0: 64). */
+  unsigned control_max_clients;
+  unsigned control_max_per_uid;
+  int64_t control_idle_ms;
+  size_t control_max_output;
+  unsigned control_fd_reserve;
 } shk_manager_opts;
 
-/* The manager's configuration file (JSON): {"policy_dir", "manifest",
- * "session_policy", "standing", "event_log", "socket"}, every key optional
- * and an unknown key an error. The policy directory comes from the file,
- * else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/shinken/
- * policies); never from the source tree. Other defaults: the directory's
- * manifests/default.json, events on stderr, shk_manager_socket_path(), and
+/* The manager's configuration file (JSON), every key optional and an
+ * unknown key an error. Strings: "policy_dir", "manifest",
+ * "session_policy", "standing", "event_log", "socket", "audit_db".
+ * Positive integers: "audit_checkpoint_events", "audit_checkpoint_ms",
+ * "max_pending", "pending_timeout_ms", "control_max_clients",
+ * "control_max_clients_per_uid", "control_idle_ms", "control_max_output",
+ * "control_fd_reserve" (the fields above). The policy directory comes from
+ * the file, else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/
+ * shinken/policies); never from the source tree. Other defaults: the
+ * directory's manifests/default.json, the audit store
+ * shk_audit_default_path(false) names (NULL when no home is known), proxy
+ * lines on stderr, shk_manager_socket_path() (also set as opts.socket), and
  * $PATH for exec_path. path NULL: the defaults alone. -EINVAL (err naming
  * the key) or -ENOMEM. */
 typedef struct shk_manager_config {
@@ -57,8 +91,11 @@ void shk_manager_config_clear(shk_manager_config *c);
 
 /* Loads the policy (refusing a policy directory or file that anyone but
  * root and this process's user could change: shk_policy_read_file) and the
- * standing grants. -EINVAL, -EPERM, -ENOENT, -ENOMEM, -EIO, err saying which
- * file and why. */
+ * standing grants, opens the audit store, and raises the process's soft
+ * RLIMIT_NOFILE to its hard limit (the sessions' proxies and the control
+ * server share the process's descriptors). -EINVAL, -EPERM, -ENOENT,
+ * -ENOMEM, -EIO, -EBUSY (another process writes the audit store), err
+ * saying which file and why. */
 int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err);
 /* Ends every session (revoking its grants and closing its tunnels). */
 void shk_manager_free(shk_manager *m);
@@ -66,19 +103,31 @@ void shk_manager_free(shk_manager *m);
 /* Handles one control request, a JSON object with "op", given as text,
  * and sets *answer to the answer (malloc'd JSON text), an object that
  * always has "ok" and, on refusal, "error". Returns 0, or -ENOMEM (then
- * *answer is NULL). The operations: open_session, close_session, sessions,
- * grant, grants, revoke, attenuate, taint (a session's exposure:
- * ingested_external, touched_sensitive), resolve (a human's answer to a
- * pending request: {"pending": ID, "resolution": "approve" | "deny"}).
+ * *answer is NULL). The operations: open_session (its "writable_roots", the
+ * absolute paths the sandbox may write, are checked against the control
+ * socket), close_session, sessions, grant, grants, revoke, attenuate, taint
+ * (a session's exposure: ingested_external, touched_sensitive), resolve (a
+ * human's answer to a pending request: {"pending": ID, "resolution":
+ * "approve" | "deny"}), decide_layers (may the operator's own run turn off
+ * "layers"; "on_command_line": the operator asked for it there).
  * A grant the policy answers "ask" raises a pending request and answers
  * {"ok": false, "decision": "ask", "pending": ID, ...}; only a resolve
- * approves it, recorded with who resolved it. Calls made here (not on the
- * socket) are recorded as the embedding process's. */
+ * approves it, recorded with who resolved it. Every event goes to the audit
+ * timeline first: an action whose event the timeline cannot take (its
+ * queue is full, its writer failed) is refused, except a revoke and a
+ * session's end, which always happen. Calls made here (not on the socket)
+ * are recorded as the embedding process's. */
 int shk_manager_call(shk_manager *m, const char *request, char **answer);
 
 /* Serves the control API on a unix socket at `path` (created 0600; its
- * directory 0700) on a background thread. A connection that opened a
- * session ends that session when it closes. */
+ * directory 0700, or an existing directory of this user that no one else
+ * may write) on a background thread with an event loop. A connection that
+ * opened a session ends that session when it closes; one that owns no
+ * session and sends nothing for opts.control_idle_ms is closed, and so is
+ * one that leaves more than opts.control_max_output bytes of answers
+ * unread. -EPERM when the directory is someone else's or writable by group
+ * or others, or when the socket would lie inside a writable root of an open
+ * session; -EADDRINUSE when a manager already serves there. */
 int shk_manager_serve(shk_manager *m, const char *path, shk_error *err);
 
 /* The control socket's default path: $SHINKEN_SOCKET, else

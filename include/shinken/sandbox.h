@@ -439,8 +439,10 @@ typedef struct shk_sandbox_result {
   bool pty;               /* the workload had a pseudo-terminal (else pipes) */
 } shk_sandbox_result;
 
-/* Runs one sandbox: resolves the plan of O for the caller ENV, creates the
- * session cgroup when the assessment A says so, starts bwrap (which starts
+/* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and
+ * ENV; the launch takes it over, whatever it returns: it moves into RES and
+ * *PLAN is left empty), creates the session cgroup when the assessment A
+ * says so, starts bwrap (which starts
  * stage 2, which execs the command) with EG's egress sockets in proxy mode,
  * serves the connect() guard, relays the workload's stdio as IO says (NULL:
  * SHK_SANDBOX_STDIO_AUTO, no prompt) and waits until the sandbox is gone
@@ -454,7 +456,8 @@ typedef struct shk_sandbox_result {
  * shk_sandbox_result_free, also after a failure. */
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_features *f, const shk_sandbox_assessment *a,
-                       const shk_sandbox_egress *eg, const shk_sandbox_io *io,
+                       shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
+                       const shk_sandbox_io *io,
                        shk_sandbox_result *res, shk_error *err);
 void shk_sandbox_result_free(shk_sandbox_result *res);
 

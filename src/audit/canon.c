@@ -198,6 +198,7 @@ static const struct {
   [SHK_AUDIT_LIMIT] = { "shinken.sandbox.limit", 's' },
   [SHK_AUDIT_ENFORCED] = { "shinken.sandbox.enforced", 'a' },
   [SHK_AUDIT_DEGRADED] = { "shinken.sandbox.degraded", 'a' },
+  [SHK_AUDIT_EXECUTABLE] = { "process.executable.path", 's' },
 };
 
 const char *shk__audit_field_name(int f)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@ struct shk_audit {
   /* The writer's own, touched by no one else while it runs. */
   pthread_t thread;
   bool started;
+  int lock_fd;             /* the store, flock'ed: one writer per log */
   sqlite3 *db;
   sqlite3_stmt *ins_event, *ins_cp;
   shk__note_key key;
@@ -457,6 +459,10 @@ static void destroy(shk_audit *a)
   sqlite3_finalize(a->ins_event);
   sqlite3_finalize(a->ins_cp);
   sqlite3_close(a->db);
+  /* Closed after SQLite's own descriptors: closing a descriptor of the
+   * file drops the process's POSIX locks on it, which SQLite holds. */
+  if (a->lock_fd >= 0)
+    close(a->lock_fd);
   shk__abuf_free(&a->json);
   shk__abuf_free(&a->note);
   explicit_bzero(&a->key, sizeof a->key);
@@ -488,6 +494,7 @@ int shk_audit_open(const shk_audit_opts *o, shk_audit **out, shk_error *err)
   pthread_mutex_init(&a->mu, NULL);
   pthread_cond_init(&a->wake, NULL);
   pthread_cond_init(&a->done, NULL);
+  a->lock_fd = -1;
   a->cap = opts.queue_bytes ? align8(opts.queue_bytes) : 4u << 20;
   a->cp_events = opts.checkpoint_events ? opts.checkpoint_events : 1000;
   a->cp_ms = opts.checkpoint_ms ? opts.checkpoint_ms : 1000;
@@ -506,6 +513,15 @@ int shk_audit_open(const shk_audit_opts *o, shk_audit **out, shk_error *err)
     else if (errno != EEXIST)
       r = shk__error_set(err, -errno, "cannot create %s: %s", opts.db_path, strerror(errno));
   }
+  /* One writer per log: two would both append the same sequence numbers to
+   * trees each thinks it alone extends. The lock (flock, which SQLite's
+   * POSIX locks do not touch) is held until the writer closes. */
+  if (r == 0 && (a->lock_fd = open(opts.db_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    r = shk__error_set(err, -errno, "cannot open %s: %s", opts.db_path, strerror(errno));
+  if (r == 0 && flock(a->lock_fd, LOCK_EX | LOCK_NB) < 0)
+    r = errno == EWOULDBLOCK
+          ? shk__error_set(err, -EBUSY, "another process is writing the audit log %s", opts.db_path)
+          : shk__error_set(err, -errno, "cannot lock %s: %s", opts.db_path, strerror(errno));
   if (r == 0)
     r = shk__audit_db_open(opts.db_path, true, false, &a->db, err);
   if (r == 0)

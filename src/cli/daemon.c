@@ -1,4 +1,6 @@
-/* shinken daemon: the capability manager as a long-lived process. */
+/* shinken daemon: the capability manager as a long-lived process. It keeps
+ * the authority timeline in the configured store (audit_db), by default the
+ * user's (shk_audit_default_path). */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -34,6 +36,8 @@ int shk_cli_daemon(int argc, char **argv)
   shk_error err;
   if (shk_manager_config_load(config, &mc, &err))
     shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s", err.message);
+  if (!mc.opts.audit_db)
+    shk__die(SHK_EXIT_BAD_INPUT, "daemon: no place for the audit log: set HOME or XDG_STATE_HOME, or audit_db in the configuration");
   shk_manager *m;
   if (shk_manager_new(&mc.opts, &m, &err))
     shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s", err.message);
@@ -50,7 +54,7 @@ int shk_cli_daemon(int argc, char **argv)
     shk_manager_free(m);
     shk__die(SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
   }
-  printf("listening %s\n", mc.socket);
+  printf("listening %s\naudit log %s\n", mc.socket, mc.opts.audit_db);
   fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);

@@ -82,15 +82,22 @@ static void session_close(run_session *rs)
 }
 
 /* Returns NULL, or one line saying why the session could not be opened. */
-static char *session_open(const shk_sandbox_opts *o, const char *proxy_config, run_session *rs)
+static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
+                          const char *proxy_config, run_session *rs)
 {
   json_t *allow = json_array(), *deny = json_array();
   for (size_t i = 0; i < o->allow_domains.n; i++)
     json_array_append_new(allow, json_string(o->allow_domains.v[i]));
   for (size_t i = 0; i < o->deny_domains.n; i++)
     json_array_append_new(deny, json_string(o->deny_domains.v[i]));
-  json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o}", "op", "open_session", "name", "run", "egress", 1,
-                          "allow_domains", allow, "deny_domains", deny);
+  /* What the sandbox may write: the manager refuses a session whose
+   * writable roots hold its control socket. */
+  json_t *roots = json_array();
+  for (size_t i = 0; i < plan->n; i++)
+    if (plan->rules[i].access == SHK_ACCESS_WRITE)
+      json_array_append_new(roots, json_string(plan->rules[i].path));
+  json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o}", "op", "open_session", "name", "run", "egress", 1,
+                          "allow_domains", allow, "deny_domains", deny, "writable_roots", roots);
   if (!proxy_config)
     proxy_config = o->proxy_config;
   if (proxy_config) {
@@ -120,6 +127,9 @@ static char *session_open(const shk_sandbox_opts *o, const char *proxy_config, r
       return shk__xasprintf("capability manager: %s", err.message);
     const char *log = getenv("SHINKEN_EVENT_LOG");
     mc.opts.event_log = log && *log ? log : "/dev/null";
+    /* No timeline yet: a log has one writer, and concurrent runs cannot
+     * all write the user's default store. */
+    mc.opts.audit_db = NULL;
     int r = shk_manager_new(&mc.opts, &rs->embedded, &err);
     shk_manager_config_clear(&mc);
     if (r < 0)
@@ -375,15 +385,19 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "--report %s: cannot write the report: %s; nothing was run", o.report,
              strerror(errno));
 
+  shk_sandbox_plan plan;
+  if (shk_sandbox_plan_build(&o, &env, &plan, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
     char *pc_path, *pc_dir;
     char *why = proxy_config_file(&o, &pc_path, &pc_dir);
     if (!why)
-      why = session_open(&o, pc_path, &rs);
+      why = session_open(&o, &plan, pc_path, &rs);
     proxy_config_remove(pc_path, pc_dir);
     if (why) {
       session_close(&rs);
+      shk_sandbox_plan_free(&plan);
       shk__die(RUN_FAIL, "run: egress: %s; nothing was run", why);
     }
   }
@@ -396,7 +410,7 @@ int shk_cli_run(int argc, char **argv)
   bool prompt_shared = start_test_card(prompt);
   shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt };
   shk_sandbox_result res;
-  int r = shk_sandbox_launch(&o, &env, &f, &a, &eg, &io, &res, &e);
+  int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   if (!prompt_shared)
     shk_sandbox_prompt_free(prompt);
   session_close(&rs);

@@ -1,19 +1,36 @@
-/* The control API: newline-delimited JSON over a unix stream socket.
+/* The control API: newline-delimited JSON over a unix stream socket, served
+ * by one event loop on the control thread.
  *
- * Why this is safe: the socket is created 0600 inside a 0700 directory, and
- * every connection's peer credentials are checked (SO_PEERCRED) to be the
- * manager's own user or root, so no other local user can grant or revoke.
- * A sandboxed workload never sees this socket: it is not bound into the
- * sandbox, and its egress sockets are separate, per session. Requests are
- * bounded in size; a malformed one is answered with an error and the
- * connection stays usable. */
+ * Why this is safe: the socket is created 0600 inside a 0700 directory of
+ * the manager's user (an existing directory that is someone else's, or
+ * writable by group or others, is refused), never inside a writable root
+ * of a session, and every connection's peer credentials are checked
+ * (SO_PEERCRED) to be the manager's own user or root, so no other local
+ * user can grant or revoke. A sandboxed workload never sees this socket:
+ * it is not bound into the sandbox, and its egress sockets are separate,
+ * per session.
+ *
+ * Why no client can stall the others: every socket is non-blocking, each
+ * client's answers wait in its own output buffer, and a client that leaves
+ * more than its share unread is dropped; requests are bounded in size;
+ * connections are capped in all and per peer uid; a connection that owns no
+ * session and sends no request for a while is closed; a new client is
+ * refused (with a line saying why) when the process is short of
+ * descriptors, and accept never spins on EMFILE. A malformed request is
+ * answered with an error and the connection stays usable. */
 #include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <fcntl.h>
-#include <poll.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -22,25 +39,33 @@
 #include "common/common.h"
 #include "manager/manager-internal.h"
 
-#define MAX_CONNS 128
 #define MAX_LINE (256 * 1024)
 
 struct shk__conn {
-  int fd;
-  struct ucred cred;  /* the peer, from SO_PEERCRED at accept */
-  char *buf;
-  size_t len;
+  shk__control *ctl;
+  struct bufferevent *bev;
+  struct event *idle;      /* closes a connection that owns no session and sends nothing */
+  struct event *more;      /* serves requests left waiting by serve_requests */
+  struct ucred cred;       /* the peer, from SO_PEERCRED at accept */
+  char *exe;               /* the peer's program, from /proc at accept, or NULL */
   char **sessions;
   size_t n_sessions;
+  struct shk__conn *prev, *next;
 };
 
 struct shk__control {
   shk_manager *m;
+  shk__control_limits lim;
+  rlim_t nofile;           /* the descriptor limit: a new client needs one below it */
+  struct event_base *base;
   int listen_fd;
-  int wake[2];
+  int spare_fd;            /* held so that a client can be refused when none is left */
+  int wake_fd;
+  struct event *accept_ev, *accept_retry, *tick, *wake;
   pthread_t thread;
   char *path;
-  shk__conn conns[MAX_CONNS];
+  shk__conn *conns;
+  unsigned n_conns;
 };
 
 int shk__conn_own_session(shk__conn *c, const char *id)
@@ -52,88 +77,145 @@ int shk__conn_own_session(shk__conn *c, const char *id)
   if (!(nv[c->n_sessions] = strdup(id)))
     return -ENOMEM;
   c->n_sessions++;
+  /* A connection that speaks for a session lives as long as the session. */
+  evtimer_del(c->idle);
   return 0;
 }
 
-void shk__conn_peer(const shk__conn *c, uid_t *uid, pid_t *pid)
+void shk__conn_peer(const shk__conn *c, shk__peer *out)
 {
-  *uid = c->cred.uid;
-  *pid = c->cred.pid;
+  *out = (shk__peer){ "control", c->cred.uid, c->cred.pid, c->exe };
 }
 
-static void conn_close(shk__control *ctl, shk__conn *c)
+static void conn_close(shk__conn *c)
 {
+  shk__control *ctl = c->ctl;
   /* The launcher that opened a session is gone: its sandbox has no one to
    * speak for it, so the session and all its grants end now. */
+  shk__peer by;
+  shk__conn_peer(c, &by);
   for (size_t i = 0; i < c->n_sessions; i++) {
-    json_decref(shk__manager_close_session(ctl->m, c->sessions[i], "control"));
+    json_decref(shk__manager_close_session(ctl->m, c->sessions[i], &by, "its control connection closed"));
     free(c->sessions[i]);
   }
   free(c->sessions);
-  free(c->buf);
-  close(c->fd);
-  memset(c, 0, sizeof *c);
-  c->fd = -1;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    ctl->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  ctl->n_conns--;
+  bufferevent_free(c->bev);
+  event_free(c->idle);
+  event_free(c->more);
+  free(c->exe);
+  free(c);
 }
 
-static bool write_all(int fd, const char *p, size_t n)
+static void arm_idle(shk__conn *c)
 {
-  while (n) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= (size_t)w;
-  }
-  return true;
+  if (c->n_sessions)
+    return;
+  struct timeval tv = { c->ctl->lim.idle_ms / 1000, (c->ctl->lim.idle_ms % 1000) * 1000 };
+  evtimer_add(c->idle, &tv);
 }
 
-/* Writes the answer (stolen) as one line; NULL, or an answer that cannot
- * be written out, is out of memory, said so in a line that needs none. */
-static bool answer(int fd, json_t *ans)
+static void idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+  shk__conn *c = arg;
+  if (!c->n_sessions)
+    conn_close(c);
+}
+
+/* Queues the answer (stolen) as one line; NULL, or an answer that cannot be
+ * serialized, is out of memory, said in a line that needs none. False when
+ * the client has left more unread than it may: then it is dropped. */
+static bool answer(shk__conn *c, json_t *ans)
 {
   static const char oom[] = "{\"ok\":false,\"error\":\"out of memory\"}\n";
   char *text = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
   json_decref(ans);
-  bool ok = text ? write_all(fd, text, strlen(text)) && write_all(fd, "\n", 1)
-                 : write_all(fd, oom, sizeof oom - 1);
+  struct evbuffer *out = bufferevent_get_output(c->bev);
+  if (text) {
+    evbuffer_add(out, text, strlen(text));
+    evbuffer_add(out, "\n", 1);
+  } else {
+    evbuffer_add(out, oom, sizeof oom - 1);
+  }
   free(text);
-  return ok;
+  return evbuffer_get_length(out) <= c->ctl->lim.max_output;
 }
 
-/* Returns false when the connection must be closed. */
-static bool conn_readable(shk__control *ctl, shk__conn *c)
+/* Says one last thing, if the client's socket takes it now, and closes. */
+static void close_with(shk__conn *c, const char *error)
 {
-  char chunk[4096];
-  ssize_t r = recv(c->fd, chunk, sizeof chunk, 0);
-  if (r < 0 && (errno == EINTR || errno == EAGAIN))
-    return true;
-  if (r <= 0)
-    return false;
-  if (c->len + (size_t)r > MAX_LINE) {
-    answer(c->fd, json_pack("{s:b, s:s}", "ok", 0, "error", "request too large"));
-    return false;
+  struct evbuffer *out = bufferevent_get_output(c->bev);
+  evbuffer_drain(out, evbuffer_get_length(out));
+  answer(c, json_pack("{s:b, s:s}", "ok", 0, "error", error));
+  evbuffer_write(out, bufferevent_getfd(c->bev));
+  conn_close(c);
+}
+
+/* Answers the complete requests waiting in the client's input, a few at a
+ * time: a client that sends many at once gets the rest after the other
+ * clients had their turn. */
+static void serve_requests(shk__conn *c)
+{
+  struct evbuffer *in = bufferevent_get_input(c->bev);
+  for (int k = 0;; k++) {
+    size_t eol_len = 0;
+    struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
+    if (eol.pos < 0 ? evbuffer_get_length(in) > MAX_LINE : (size_t)eol.pos > MAX_LINE) {
+      close_with(c, "request too large");
+      return;
+    }
+    if (eol.pos < 0)
+      return;
+    if (k == 16) {
+      event_active(c->more, EV_TIMEOUT, 0);
+      return;
+    }
+    size_t len = (size_t)eol.pos;
+    char *line = (char *)evbuffer_pullup(in, (ev_ssize_t)(len + eol_len));
+    json_t *ans = line ? shk__manager_call_text(c->ctl->m, line, len, c) : NULL;
+    evbuffer_drain(in, len + eol_len);
+    if (!answer(c, ans)) {
+      /* It sends requests and reads no answers: it stalls no one but
+       * itself, and is dropped once it has left too much unread. */
+      conn_close(c);
+      return;
+    }
+    arm_idle(c);
   }
-  char *nb = realloc(c->buf, c->len + (size_t)r + 1);
-  if (!nb) {
-    answer(c->fd, NULL);
-    return false;
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+  (void)bev;
+  serve_requests(arg);
+}
+
+static void more_cb(evutil_socket_t fd, short what, void *arg)
+{
+  serve_requests(arg);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+  if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+    conn_close(arg);
+}
+
+/* Tells a client it is not served, without waiting for it, and lets go. */
+static void refuse_client(int fd, const char *why)
+{
+  char line[512];
+  int n = snprintf(line, sizeof line, "{\"ok\":false,\"error\":\"%s\"}\n", why);
+  if (send(fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    /* The client is gone or its buffer is full: closing says enough. */
   }
-  c->buf = nb;
-  memcpy(c->buf + c->len, chunk, (size_t)r);
-  c->len += (size_t)r;
-  char *nl;
-  while ((nl = memchr(c->buf, '\n', c->len))) {
-    json_t *ans = shk__manager_call_text(ctl->m, c->buf, (size_t)(nl - c->buf), c);
-    size_t used = (size_t)(nl - c->buf) + 1;
-    memmove(c->buf, nl + 1, c->len - used);
-    c->len -= used;
-    if (!answer(c->fd, ans))
-      return false;
-  }
-  return true;
+  close(fd);
 }
 
 static bool peer_allowed(const shk__control *ctl, int fd, struct ucred *cred)
@@ -144,48 +226,145 @@ static bool peer_allowed(const shk__control *ctl, int fd, struct ucred *cred)
   return cred->uid == 0 || cred->uid == shk__manager_uid(ctl->m);
 }
 
+static unsigned conns_of(const shk__control *ctl, uid_t uid)
+{
+  unsigned n = 0;
+  for (const shk__conn *c = ctl->conns; c; c = c->next)
+    n += c->cred.uid == uid;
+  return n;
+}
+
+/* Takes one accepted client, or refuses it with one line saying why. */
+static void admit(shk__control *ctl, int fd)
+{
+  struct ucred cred;
+  char why[160];
+  /* Descriptors are handed out lowest first, so one this high means fewer
+   * than the reserve are left: they are kept for the clients already here
+   * (opening a session takes several). */
+  if ((rlim_t)fd + ctl->lim.fd_reserve >= ctl->nofile) {
+    snprintf(why, sizeof why, "the manager is short of file descriptors; try again later");
+    refuse_client(fd, why);
+    return;
+  }
+  if (!peer_allowed(ctl, fd, &cred)) {
+    refuse_client(fd, "permission denied");
+    return;
+  }
+  if (ctl->n_conns >= ctl->lim.max_clients) {
+    snprintf(why, sizeof why, "too many control connections (%u)", ctl->lim.max_clients);
+    refuse_client(fd, why);
+    return;
+  }
+  if (conns_of(ctl, cred.uid) >= ctl->lim.max_per_uid) {
+    snprintf(why, sizeof why, "too many control connections from uid %u (%u)", (unsigned)cred.uid,
+             ctl->lim.max_per_uid);
+    refuse_client(fd, why);
+    return;
+  }
+  shk__conn *c = calloc(1, sizeof *c);
+  if (c) {
+    c->ctl = ctl;
+    c->cred = cred;
+    c->bev = bufferevent_socket_new(ctl->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->idle = evtimer_new(ctl->base, idle_cb, c);
+    c->more = event_new(ctl->base, -1, 0, more_cb, c);
+  }
+  if (!c || !c->bev || !c->idle || !c->more) {
+    if (c && c->bev)
+      bufferevent_free(c->bev);
+    else
+      close(fd);
+    if (c && c->idle)
+      event_free(c->idle);
+    if (c && c->more)
+      event_free(c->more);
+    free(c);
+    return;
+  }
+  char link[64], exe[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/%d/exe", (int)cred.pid);
+  ssize_t n = readlink(link, exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    c->exe = strdup(exe);
+  }
+  c->next = ctl->conns;
+  if (ctl->conns)
+    ctl->conns->prev = c;
+  ctl->conns = c;
+  ctl->n_conns++;
+  bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
+  bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+  arm_idle(c);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+  shk__control *ctl = arg;
+  event_add(ctl->accept_ev, NULL);
+}
+
+/* Stops accepting for a moment: the listening socket stays readable while
+ * no descriptor is free, and polling it again at once would spin. */
+static void pause_accept(shk__control *ctl)
+{
+  struct timeval tv = { 0, 100 * 1000 };
+  event_del(ctl->accept_ev);
+  evtimer_add(ctl->accept_retry, &tv);
+}
+
+static void accept_cb(evutil_socket_t lfd, short what, void *arg)
+{
+  shk__control *ctl = arg;
+  for (int k = 0; k < 64; k++) {
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      admit(ctl, fd);
+      continue;
+    }
+    if (errno == EAGAIN || errno == EINTR)
+      return;
+    if (errno == ECONNABORTED)
+      continue;
+    if ((errno == EMFILE || errno == ENFILE) && ctl->spare_fd >= 0) {
+      /* No descriptor left: the spare one takes the client, which is told
+       * so instead of waiting in the backlog for nothing. */
+      close(ctl->spare_fd);
+      fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0)
+        refuse_client(fd, "the manager is out of file descriptors; try again later");
+      ctl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd >= 0 && ctl->spare_fd >= 0)
+        continue;
+    }
+    pause_accept(ctl);
+    return;
+  }
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+  shk__control *ctl = arg;
+  shk__manager_tick(ctl->m);
+}
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+  shk__control *ctl = arg;
+  event_base_loopbreak(ctl->base);
+}
+
 static void *serve(void *arg)
 {
   shk__control *ctl = arg;
-  struct pollfd pfd[MAX_CONNS + 2];
-  for (;;) {
-    pfd[0] = (struct pollfd){ ctl->wake[0], POLLIN, 0 };
-    pfd[1] = (struct pollfd){ ctl->listen_fd, POLLIN, 0 };
-    for (int i = 0; i < MAX_CONNS; i++)
-      pfd[i + 2] = (struct pollfd){ ctl->conns[i].fd, POLLIN, 0 };
-    if (poll(pfd, MAX_CONNS + 2, -1) < 0) {
-      if (errno == EINTR)
-        continue;
-      break;
-    }
-    if (pfd[0].revents)
-      break;
-    if (pfd[1].revents & POLLIN) {
-      int fd = accept4(ctl->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-      if (fd >= 0) {
-        int slot = -1;
-        struct ucred cred;
-        for (int i = 0; i < MAX_CONNS && slot < 0; i++)
-          if (ctl->conns[i].fd < 0)
-            slot = i;
-        if (slot < 0 || !peer_allowed(ctl, fd, &cred)) {
-          answer(fd, json_pack("{s:b, s:s}", "ok", 0, "error",
-                               slot < 0 ? "too many connections" : "permission denied"));
-          close(fd);
-        } else {
-          ctl->conns[slot].fd = fd;
-          ctl->conns[slot].cred = cred;
-        }
-      }
-    }
-    for (int i = 0; i < MAX_CONNS; i++)
-      if (ctl->conns[i].fd >= 0 && (pfd[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) &&
-          !conn_readable(ctl, &ctl->conns[i]))
-        conn_close(ctl, &ctl->conns[i]);
-  }
-  for (int i = 0; i < MAX_CONNS; i++)
-    if (ctl->conns[i].fd >= 0)
-      conn_close(ctl, &ctl->conns[i]);
+  /* Signals belong to the process's main thread. */
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  event_base_loop(ctl->base, EVLOOP_NO_EXIT_ON_EMPTY);
+  while (ctl->conns)
+    conn_close(ctl->conns);
   return NULL;
 }
 
@@ -213,20 +392,67 @@ static int fill_addr(const char *path, struct sockaddr_un *sa)
   return 0;
 }
 
+/* The socket's directory: made 0700 if missing; if present, it must be a
+ * directory (not a symlink) of this user that no one else may write, since
+ * whoever can write it can replace the socket. */
+static int socket_dir(const char *path, shk_error *err)
+{
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    return shk__error_set(err, -EINVAL, "%s: the socket's path must be absolute", path);
+  if (slash == dir)
+    slash[1] = '\0';
+  else
+    *slash = '\0';
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    return shk__error_set(err, -errno, "%s: %s", dir, strerror(errno));
+  struct stat st;
+  if (lstat(dir, &st) < 0)
+    return shk__error_set(err, -errno, "%s: %s", dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return shk__error_set(err, -EPERM, "%s: the socket's directory is not a directory", dir);
+  if (st.st_uid != geteuid())
+    return shk__error_set(err, -EPERM, "%s: the socket's directory belongs to uid %u, not to this user; "
+                                       "refusing to create the socket there", dir, (unsigned)st.st_uid);
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return shk__error_set(err, -EPERM, "%s: the socket's directory is writable by group or others; refusing to "
+                                       "create the socket there", dir);
+  return 0;
+}
+
+static void control_free(shk__control *ctl)
+{
+  if (ctl->accept_ev)
+    event_free(ctl->accept_ev);
+  if (ctl->accept_retry)
+    event_free(ctl->accept_retry);
+  if (ctl->tick)
+    event_free(ctl->tick);
+  if (ctl->wake)
+    event_free(ctl->wake);
+  if (ctl->base)
+    event_base_free(ctl->base);
+  if (ctl->listen_fd >= 0)
+    close(ctl->listen_fd);
+  if (ctl->spare_fd >= 0)
+    close(ctl->spare_fd);
+  if (ctl->wake_fd >= 0)
+    close(ctl->wake_fd);
+  free(ctl->path);
+  free(ctl);
+}
+
 int shk_manager_serve(shk_manager *m, const char *path, shk_error *err)
 {
   struct sockaddr_un sa;
   if (fill_addr(path, &sa))
     return shk__error_set(err, -ENAMETOOLONG, "%s: socket path too long", path);
-  /* The directory is private to the manager's user. */
-  char dir[sizeof sa.sun_path];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (slash && slash != dir) {
-    *slash = '\0';
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-      return shk__error_set(err, -errno, "%s: %s", dir, strerror(errno));
-  }
+  /* Where it goes is checked before anything is made there. */
+  int r = shk__manager_claim_socket(m, path, err);
+  if (r || (r = socket_dir(path, err)))
+    return r;
   /* A live manager keeps its socket: refuse to steal it. A stale file left
    * by a dead one is removed. */
   int probe = shk_manager_connect(path);
@@ -240,38 +466,43 @@ int shk_manager_serve(shk_manager *m, const char *path, shk_error *err)
     free(ctl);
     return shk__error_set(err, -ENOMEM, "out of memory");
   }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int r = fd < 0 ? -errno : 0;
+  ctl->m = m;
+  ctl->lim = *shk__manager_limits(m);
+  ctl->listen_fd = ctl->spare_fd = ctl->wake_fd = -1;
+  struct rlimit rl;
+  ctl->nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  r = fd < 0 ? -errno : 0;
   if (!r) {
     mode_t old = umask(0177);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0)
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 128) < 0)
       r = -errno;
     umask(old);
   }
+  ctl->listen_fd = fd;
   if (r) {
     shk__error_set(err, r, "%s: %s", path, strerror(-r));
-    if (fd >= 0)
-      close(fd);
-    free(ctl->path);
-    free(ctl);
+    control_free(ctl);
     return r;
   }
-  ctl->m = m;
-  ctl->listen_fd = fd;
-  for (int i = 0; i < MAX_CONNS; i++)
-    ctl->conns[i].fd = -1;
-  if (pipe2(ctl->wake, O_CLOEXEC) < 0) {
-    r = shk__error_set(err, -errno, "control thread: %s", strerror(errno));
-  } else if ((r = pthread_create(&ctl->thread, NULL, serve, ctl))) {
-    close(ctl->wake[0]);
-    close(ctl->wake[1]);
-    r = shk__error_set(err, -r, "control thread: %s", strerror(r));
+  ctl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ctl->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ctl->base = event_base_new();
+  if (ctl->base) {
+    ctl->accept_ev = event_new(ctl->base, fd, EV_READ | EV_PERSIST, accept_cb, ctl);
+    ctl->accept_retry = evtimer_new(ctl->base, retry_cb, ctl);
+    ctl->tick = event_new(ctl->base, -1, EV_PERSIST, tick_cb, ctl);
+    ctl->wake = ctl->wake_fd >= 0 ? event_new(ctl->base, ctl->wake_fd, EV_READ, wake_cb, ctl) : NULL;
   }
+  struct timeval second = { 1, 0 };
+  if (ctl->spare_fd < 0 || !ctl->base || !ctl->accept_ev || !ctl->accept_retry || !ctl->tick || !ctl->wake ||
+      event_add(ctl->accept_ev, NULL) || event_add(ctl->tick, &second) || event_add(ctl->wake, NULL))
+    r = shk__error_set(err, -ENOMEM, "control server: cannot set up its event loop");
+  else if ((r = -pthread_create(&ctl->thread, NULL, serve, ctl)))
+    shk__error_set(err, r, "control thread: %s", strerror(-r));
   if (r) {
-    close(fd);
     unlink(path);
-    free(ctl->path);
-    free(ctl);
+    control_free(ctl);
     return r;
   }
   shk__manager_set_control(m, ctl);
@@ -282,17 +513,14 @@ void shk__control_stop(shk__control *c)
 {
   if (!c)
     return;
-  if (write(c->wake[1], "x", 1) < 0) {
-    /* The thread is blocked in poll on this pipe; a failed write would only
-     * happen with a broken pipe, and then there is nothing left to wake. */
+  uint64_t one = 1;
+  if (write(c->wake_fd, &one, sizeof one) < 0) {
+    /* An eventfd write fails only when its counter would overflow, which
+     * one write after creation cannot do. */
   }
   pthread_join(c->thread, NULL);
-  close(c->wake[0]);
-  close(c->wake[1]);
-  close(c->listen_fd);
   unlink(c->path);
-  free(c->path);
-  free(c);
+  control_free(c);
 }
 
 int shk_manager_connect(const char *path)
@@ -311,13 +539,30 @@ int shk_manager_connect(const char *path)
   return fd;
 }
 
+static bool write_all(int fd, const char *p, size_t n)
+{
+  while (n) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
 int shk_manager_rpc(int fd, const char *req, char **ans, shk_error *err)
 {
   *ans = NULL;
   if (strchr(req, '\n'))
     return shk__error_set(err, -EINVAL, "a request is one line of JSON");
+  /* A manager that refuses the connection says why and closes at once, so
+   * the request may not get through while the refusal is already here to
+   * read: read in any case. */
   if (!write_all(fd, req, strlen(req)) || !write_all(fd, "\n", 1))
-    return shk__error_set(err, -EPIPE, "the manager closed the connection");
+    shutdown(fd, SHUT_WR);
   size_t len = 0, cap = 4096;
   char *buf = malloc(cap);
   if (!buf)

@@ -2,26 +2,66 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
+#include "shinken/audit.h"
 #include "shinken/manager.h"
+#include "shinken/policy.h"
 
 typedef struct shk__control shk__control;
 typedef struct shk__conn shk__conn;
+
+/* Who asked, for the timeline: a control peer as SO_PEERCRED gave it when
+ * it connected, or the process that embeds the manager. */
+typedef struct shk__peer {
+  const char *surface; /* "control" or "embedded" */
+  uid_t uid;
+  pid_t pid;
+  const char *exe;     /* its /proc/PID/exe, or NULL when unreadable */
+} shk__peer;
+
+/* The control server's limits, defaults applied (shk_manager_opts). */
+typedef struct shk__control_limits {
+  unsigned max_clients, max_per_uid, fd_reserve;
+  int64_t idle_ms;
+  size_t max_output;
+} shk__control_limits;
 
 /* Handles one request arriving on `conn` (NULL when embedded). NULL only
  * when out of memory. */
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn);
 /* The same, for the request as text (an answer for text that is not JSON). */
 json_t *shk__manager_call_text(shk_manager *m, const char *text, size_t len, shk__conn *conn);
-json_t *shk__manager_close_session(shk_manager *m, const char *id, const char *actor);
+/* Ends a session: `by` asked (NULL: the manager itself), `why` says why. */
+json_t *shk__manager_close_session(shk_manager *m, const char *id, const shk__peer *by, const char *why);
+/* Records what time ended: handles past their expiry, pending requests no
+ * human answered in time. Every call sweeps too; the control thread calls
+ * this about once a second so that the record does not wait for a call. */
+void shk__manager_tick(shk_manager *m);
 void shk__manager_set_control(shk_manager *m, shk__control *c);
+const shk__control_limits *shk__manager_limits(const shk_manager *m);
 /* The manager's own user: besides root, the only one its socket admits. */
 uid_t shk__manager_uid(const shk_manager *m);
+/* Takes `path` (resolved here) as the manager's control socket: -EPERM (err
+ * saying which session and root) when it lies inside a writable root of an
+ * open session; from then on no session that has it inside a writable root
+ * may open. */
+int shk__manager_claim_socket(shk_manager *m, const char *path, shk_error *err);
+/* The manager's audit writer, or NULL (tests). */
+shk_audit *shk__manager_audit(shk_manager *m);
+/* The question "may the operator's own run turn off these layers", as the
+ * one decision takes it (config.c). */
+void shk__layers_request(const char *const *layers, size_t n_layers, bool on_command_line, int64_t now,
+                         shk_policy_session *s, shk_policy_request *req);
 
-/* The session `id` ends when `conn` closes. 0 or -ENOMEM. */
+/* The session `id` ends when `conn` closes, and the connection is no
+ * longer idle while it holds one. 0 or -ENOMEM. */
 int shk__conn_own_session(shk__conn *conn, const char *id);
-/* The peer's credentials, as SO_PEERCRED gave them when it connected. */
-void shk__conn_peer(const shk__conn *conn, uid_t *uid, pid_t *pid);
+/* The peer, as SO_PEERCRED and /proc gave it when it connected; valid while
+ * the connection is. */
+void shk__conn_peer(const shk__conn *conn, shk__peer *out);
 /* Stops the server thread and closes every connection. NULL is a no-op. */
 void shk__control_stop(shk__control *c);

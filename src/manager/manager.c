@@ -1,31 +1,50 @@
 /* The capability manager: the session registry, the grant and revoke
- * protocol, pending requests, events, and the egress decision hook.
+ * protocol, pending requests, the events of the authority timeline, and the
+ * egress decision hook.
  *
  * Grant, failing closed at every step, in this order: the decision
- * (shk_policy_decide: manifest, promotion, Cedar) -> an enforcement point
- * for the class on this host -> (ask: a pending request, and stop) -> issue
- * the handle -> push the OS delta -> emit the event. A step that fails
- * undoes the ones before it, so no authority remains.
+ * (shk_policy_decide: manifest, promotion, Cedar) and its event -> an
+ * enforcement point for the class on this host -> (ask: a pending request
+ * and its event, and stop) -> issue the handle -> prepare the OS delta ->
+ * the grant's event -> publish the delta. A step that fails undoes the ones
+ * before it, so no authority remains; an event the timeline cannot take
+ * (its queue is full) is such a failure.
  * Approval: a pending request is resolved by a human channel (the control
- * peer that answers it, recorded by its uid and pid), and the grant is then
- * decided again with the manager's record of that answer.
+ * peer that answers it, recorded by its uid, pid and program), and the
+ * grant is then decided again with the manager's record of that answer.
  * Revoke: flip the bit (the next use fails from that moment) -> close the
- * tunnels opened under the handle or anything derived from it -> event. */
+ * tunnels opened under the handle or anything derived from it -> the event,
+ * which never holds the revoke back.
+ *
+ * Threads. The control plane (the control server's thread, and callers of
+ * shk_manager_call) works under the registry lock `mu`. The data plane (each
+ * session's proxy thread, in egress_hook) never takes it: it reads the
+ * session's list of egress grants, which is published with an atomic
+ * pointer and whose entries never change once published and are freed only
+ * after the proxy thread has been joined, and the handles' live bits in the
+ * handle table, whose lock is a reader-preferring rwlock never held across
+ * I/O. So a flood on one session's proxy never delays a revoke elsewhere:
+ * the revoke flips the bit without waiting for any data-plane lock or loop.
+ * A session is freed when the last of the registry and the operations
+ * working on it outside `mu` lets it go (refs). */
 #include "shinken/manager.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
 #include "manager/manager-internal.h"
+#include "shinken/audit.h"
 #include "shinken/cap.h"
 #include "shinken/egress.h"
 #include "shinken/policy.h"
@@ -33,17 +52,29 @@
 /* The longest a session or a grant may last: a year and a day. Longer is
  * not a duration anyone means, and near 2^63 ms it would overflow. */
 #define MAX_TTL_MS (366LL * 24 * 3600 * 1000)
-/* How long a pending request waits for a human, and how many one session
- * may have waiting. */
-#define PENDING_TIMEOUT_MS (120 * 1000)
-#define MAX_PENDING 64
 
+/* What the data plane reads: one net.egress handle of a session. Every
+ * field but `dead` is written before the entry is published and never
+ * after; the entry is freed only when the session is, after its proxy
+ * thread has been joined. */
+typedef struct egrant {
+  struct egrant *next;   /* the one published before it */
+  atomic_bool dead;      /* revoked, expired or used up: skip it unread */
+  bool once;
+  uint64_t tag;          /* binds egress tunnels to this handle */
+  char id[SHK_CAP_ID_HEX];
+  char rule[32];         /* "handle:" and the first hex digits, for the proxy's lines */
+  shk_cap_scope scope;
+} egrant;
+
+/* The control plane's record of one handle of a session. */
 typedef struct grant {
   char id[SHK_CAP_ID_HEX];
-  char rule[32];          /* "handle:" and the first hex digits, for audit lines */
-  uint64_t tag;           /* binds egress tunnels to this handle */
   shk_cap_class cls;
-  bool torn_down;         /* dead, and its tunnels closed: nothing left to do */
+  int64_t expires_ms;     /* 0: none of its own */
+  egrant *eg;             /* its data-plane entry (net.egress), or NULL */
+  bool torn_down;         /* revoked, and its tunnels closed: nothing left to do */
+  bool ended;             /* its end by time or by its one use is recorded */
 } grant;
 
 /* A grant the policy answered "ask": it waits for a human's answer. */
@@ -57,9 +88,14 @@ typedef struct pending {
 } pending;
 
 typedef struct session {
+  shk_manager *m;
+  /* Set before the session's proxy starts, and never changed after: the
+   * data plane reads them. */
   char id[64];
-  char trust_tier[16];
   char model[64];
+  _Atomic(egrant *) egress_grants; /* newest first; written under mu */
+  /* The control plane's, under mu. */
+  char trust_tier[16];
   int64_t expires_ms;
   shk_policy_taint taint;
   shk_egress_session *egress;
@@ -67,12 +103,14 @@ typedef struct session {
   size_t n_grants, cap_grants;
   pending *pending;
   size_t n_pending;
+  char **roots;            /* the sandbox's writable roots, resolved */
+  size_t n_roots;
+  int refs;                /* the registry's, and each operation's outside mu */
   struct session *next;
 } session;
 
 struct shk_manager {
-  pthread_mutex_t mu;      /* the registry; the egress hook takes it */
-  pthread_mutex_t end_mu;  /* held while a session's proxy may be touched outside mu */
+  pthread_mutex_t mu;       /* the registry; the data plane never takes it */
   shk_policy *policy;
   shk_cap_scope *standing;  /* admin's standing grants, each session gets them */
   size_t n_standing;
@@ -82,9 +120,14 @@ struct shk_manager {
   shk_cap_table *table;
   session *sessions;
   uint64_t next_tag;
-  FILE *events;
-  bool own_events;
-  pthread_mutex_t events_mu;
+  shk_audit *audit;         /* the timeline's writer, or NULL */
+  FILE *proxy_log;          /* the proxies' own verdict lines */
+  bool own_proxy_log;
+  unsigned max_pending;
+  int64_t pending_timeout_ms;
+  shk__control_limits limits;
+  char *socket;             /* the control socket, resolved, or NULL */
+  char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
 };
 
@@ -129,27 +172,179 @@ static bool fault(const char *point)
 }
 #endif
 
-/* `extra` (stolen, may be NULL) adds fields to the event. */
-static void emit(shk_manager *m, const char *actor, const char *sess, const char *cls, json_t *scope,
-                 const char *decision, const char *policy, const char *handle, const char *why,
-                 json_t *extra)
+static json_t *refuse(const char *fmt, ...) SHK_PRINTF(1, 2);
+static json_t *refuse(const char *fmt, ...)
 {
-  json_t *e = json_pack("{s:I, s:s, s:s?, s:s?, s:O?, s:s, s:s?, s:s?, s:s?}", "time", (json_int_t)now_ms(),
-                        "actor", actor, "session", sess, "class", cls, "scope", scope, "decision",
-                        decision, "policy", policy && *policy ? policy : NULL, "handle", handle,
-                        "reason", why);
-  if (e && extra)
-    json_object_update(e, extra);
-  json_decref(extra);
-  char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
-  json_decref(e);
-  pthread_mutex_lock(&m->events_mu);
-  fprintf(m->events, "%s\n", line ? line : "{\"decision\":\"event-lost\",\"reason\":\"out of memory\"}");
-  fflush(m->events);
-  pthread_mutex_unlock(&m->events_mu);
-  free(line);
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return json_pack("{s:b, s:s}", "ok", 0, "error", buf);
 }
 
+/* ---- paths ---- */
+
+/* True when `path` is `root` or lies beneath it (both absolute, resolved). */
+static bool path_within(const char *path, const char *root)
+{
+  size_t n = strlen(root);
+  while (n > 1 && root[n - 1] == '/')
+    n--;
+  if (n == 1 && root[0] == '/')
+    return true;
+  return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The absolute path `p` with its longest existing prefix resolved
+ * (symlinks followed) and the rest as written, which must hold no "." or
+ * ".." component. False when p is not such a path. */
+static bool resolve_path(const char *p, char out[PATH_MAX])
+{
+  char buf[PATH_MAX];
+  size_t len = strlen(p);
+  while (len > 1 && p[len - 1] == '/')
+    len--;
+  if (p[0] != '/' || len >= sizeof buf)
+    return false;
+  for (const char *c = p; (c = strstr(c, "/.")); c++)
+    if (c[2] == '\0' || c[2] == '/' || (c[2] == '.' && (c[3] == '\0' || c[3] == '/')))
+      return false;
+  memcpy(buf, p, len);
+  buf[len] = '\0';
+  for (size_t keep = len;;) {
+    char real[PATH_MAX];
+    if (realpath(keep ? buf : "/", real)) {
+      const char *base = strcmp(real, "/") || keep == len ? real : "";
+      int n = snprintf(out, PATH_MAX, "%s%.*s", base, (int)(len - keep), p + keep);
+      return n > 0 && n < PATH_MAX;
+    }
+    keep = (size_t)(strrchr(buf, '/') - buf);
+    buf[keep] = '\0';
+  }
+}
+
+/* ---- the timeline ---- */
+
+/* The event's subject: the session (id and model) and who asked. */
+static void ev_init(shk_audit_event *e, const char *name, const session *s, const shk__peer *by)
+{
+  shk_audit_event_init(e, name);
+  if (s) {
+    shk_audit_str(e, SHK_AUDIT_SESSION, s->id);
+    shk_audit_str(e, SHK_AUDIT_MODEL, s->model[0] ? s->model : NULL);
+  }
+  if (by) {
+    shk_audit_int(e, SHK_AUDIT_HUMAN_UID, by->uid);
+    shk_audit_str(e, SHK_AUDIT_HUMAN_SURFACE, by->surface);
+    shk_audit_int(e, SHK_AUDIT_PID, by->pid);
+    shk_audit_str(e, SHK_AUDIT_EXECUTABLE, by->exe);
+  }
+}
+
+/* Hands the event to the writer without waiting. 0, or a negative errno
+ * with err saying why the timeline did not take it (then the caller refuses
+ * the action the event records, unless it cannot be undone). Safe from any
+ * thread: shk_audit_emit never blocks. */
+static int ev_emit(shk_manager *m, const shk_audit_event *e, shk_error *err)
+{
+  if (!m->audit)
+    return 0;
+  shk_error aerr;
+  int r = shk_audit_emit(m->audit, e, &aerr);
+  if (r)
+    shk__error_set(err, r, "the audit log cannot record it (%s)", r == -EBUSY ? "its queue is full" : aerr.message);
+  return r;
+}
+
+/* A grant request as the events show it. */
+typedef struct grant_req {
+  session *s;
+  const shk__peer *by;        /* who asked; NULL for a standing grant */
+  const shk_cap_scope *scope;
+  json_t *jscope;             /* as the request gave it, for answers; may be NULL */
+  char *scope_text;           /* canonical, for the timeline (may be NULL) */
+  int64_t ttl_ms;             /* 0: none of its own */
+  bool once, external, standing;
+  shk_policy_approval approval;
+  const char *card;           /* the pending request a human answered, or NULL */
+} grant_req;
+
+/* "once", "standing", an ISO 8601 duration, or "session". */
+static const char *lifetime(const grant_req *q, char buf[40])
+{
+  if (q->once)
+    return "once";
+  if (q->standing)
+    return "standing";
+  if (!q->ttl_ms)
+    return "session";
+  if (q->ttl_ms % 1000)
+    snprintf(buf, 40, "PT%lld.%03lldS", (long long)(q->ttl_ms / 1000), (long long)(q->ttl_ms % 1000));
+  else
+    snprintf(buf, 40, "PT%lldS", (long long)(q->ttl_ms / 1000));
+  return buf;
+}
+
+static void ev_request(shk_audit_event *e, const char *name, const grant_req *q)
+{
+  char buf[40];
+  ev_init(e, name, q->s, q->by);
+  shk_audit_str(e, SHK_AUDIT_CLASS, shk_cap_class_name(q->scope->cls));
+  shk_audit_str(e, SHK_AUDIT_SCOPE, q->scope_text);
+  shk_audit_str(e, SHK_AUDIT_PROVENANCE, q->standing ? "admin" : q->external ? "external" : "first-party");
+  shk_audit_str(e, SHK_AUDIT_LIFETIME, lifetime(q, buf));
+  shk_audit_str(e, SHK_AUDIT_CARD, q->card);
+}
+
+/* The deciding policy, the tier (when the tiers of policy decided) and why. */
+static void ev_answer(shk_audit_event *e, const shk_policy_answer *pa)
+{
+  shk_audit_str(e, SHK_AUDIT_DECISION, shk_policy_verdict_name(pa->verdict));
+  shk_audit_str(e, SHK_AUDIT_POLICY, pa->policy[0] ? pa->policy : NULL);
+  shk_audit_str(e, SHK_AUDIT_TIER, pa->decided_by == SHK_POLICY_BY_CEDAR ? shk_policy_tier_name(pa->tier) : NULL);
+}
+
+/* The "decision" event: every answer of the one decision function. */
+static int ev_decision(shk_manager *m, const grant_req *q, const shk_policy_answer *pa, shk_error *err)
+{
+  shk_audit_event e;
+  ev_request(&e, "decision", q);
+  ev_answer(&e, pa);
+  shk_audit_str(&e, SHK_AUDIT_REASON, pa->why);
+  return ev_emit(m, &e, err);
+}
+
+/* The "grant" event: granted (with the handle) or refused after the
+ * decision (with why, and a short class of error). */
+static int ev_grant(shk_manager *m, const grant_req *q, const shk_policy_answer *pa, const char *handle,
+                    const char *why, const char *error_type, shk_error *err)
+{
+  shk_audit_event e;
+  ev_request(&e, "grant", q);
+  if (pa)
+    ev_answer(&e, pa);
+  shk_audit_str(&e, SHK_AUDIT_OUTCOME, handle ? "granted" : "refused");
+  shk_audit_str(&e, SHK_AUDIT_HANDLE, handle);
+  shk_audit_str(&e, SHK_AUDIT_REASON, why);
+  shk_audit_str(&e, SHK_AUDIT_ERROR_TYPE, error_type);
+  return ev_emit(m, &e, err);
+}
+
+static const char *proto_name(shk_egress_proto p)
+{
+  switch (p) {
+  case SHK_EGRESS_HTTP:
+    return "http";
+  case SHK_EGRESS_CONNECT:
+    return "connect";
+  case SHK_EGRESS_SOCKS5:
+    return "socks5";
+  case SHK_EGRESS_DNS:
+    return "dns";
+  }
+  return NULL;
+}
 static json_t *scope_json(const shk_cap_scope *sc)
 {
   char *text = shk_cap_scope_to_json(sc);
@@ -244,6 +439,20 @@ static int set_exec_path(shk_manager *m, const char *path)
   return r;
 }
 
+/* The sessions' proxies and the control server share this process's
+ * descriptors, and the hard limit is what the administrator allows: take
+ * it, so that one session's connections do not run the others out. Safe:
+ * raising the soft limit up to the hard one needs no privilege and gives
+ * the sandbox nothing it could not take itself. */
+static void raise_nofile(void)
+{
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err)
 {
   *out = NULL;
@@ -251,13 +460,28 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if (!m)
     return shk__error_set(err, -ENOMEM, "out of memory");
   pthread_mutex_init(&m->mu, NULL);
-  pthread_mutex_init(&m->end_mu, NULL);
-  pthread_mutex_init(&m->events_mu, NULL);
   m->uid = geteuid();
   m->next_tag = 1;
-  m->events = stderr;
+  m->proxy_log = stderr;
+  m->max_pending = o->max_pending ? o->max_pending : 64;
+  m->pending_timeout_ms = o->pending_timeout_ms > 0 ? o->pending_timeout_ms : 120 * 1000;
+  m->limits = (shk__control_limits){
+    .max_clients = o->control_max_clients ? o->control_max_clients : 1024,
+    .max_per_uid = o->control_max_per_uid ? o->control_max_per_uid : 512,
+    .fd_reserve = o->control_fd_reserve ? o->control_fd_reserve : 64,
+    .idle_ms = o->control_idle_ms > 0 ? o->control_idle_ms : 30 * 1000,
+    .max_output = o->control_max_output ? o->control_max_output : 1u << 20,
+  };
+  ssize_t n = readlink("/proc/self/exe", m->self_exe, sizeof m->self_exe - 1);
+  m->self_exe[n > 0 ? n : 0] = '\0';
+  raise_nofile();
   char *session_text = NULL;
   int r;
+  char real[PATH_MAX];
+  if (o->socket && (!resolve_path(o->socket, real) || !(m->socket = strdup(real)))) {
+    r = shk__error_set(err, -EINVAL, "%s: the control socket's path must be absolute and canonical", o->socket);
+    goto fail;
+  }
   if ((r = shk_cap_table_new(&m->table))) {
     shk__error_set(err, r, "out of memory");
     goto fail;
@@ -274,13 +498,22 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if (o->standing && (r = load_standing(m, o->standing, err)))
     goto fail;
   if (o->event_log) {
-    m->events = fopen(o->event_log, "ae");
-    if (!m->events) {
+    m->proxy_log = fopen(o->event_log, "ae");
+    if (!m->proxy_log) {
       r = shk__error_set(err, -errno, "%s: %s", o->event_log, strerror(errno));
-      m->events = stderr;
+      m->proxy_log = stderr;
       goto fail;
     }
-    m->own_events = true;
+    m->own_proxy_log = true;
+  }
+  if (o->audit_db) {
+    shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
+                          .checkpoint_ms = o->audit_checkpoint_ms };
+    shk_error aerr;
+    if ((r = shk_audit_open(&ao, &m->audit, &aerr))) {
+      shk__error_set(err, r, "the audit log: %s", aerr.message);
+      goto fail;
+    }
   }
   free(session_text);
   *out = m;
@@ -296,6 +529,18 @@ uid_t shk__manager_uid(const shk_manager *m)
   return m->uid;
 }
 
+const shk__control_limits *shk__manager_limits(const shk_manager *m)
+{
+  return &m->limits;
+}
+
+shk_audit *shk__manager_audit(shk_manager *m)
+{
+  return m->audit;
+}
+
+/* ---- sessions ---- */
+
 static session *find_session(shk_manager *m, const char *id)
 {
   for (session *s = m->sessions; s; s = s->next)
@@ -310,16 +555,119 @@ static void pending_free(pending *p)
   free(p);
 }
 
-/* Caller holds m->mu. Revokes every grant (so the hook refuses from now on),
- * takes the session's handles out of the table (their history is in the
- * events), drops its pending requests, and unlinks the session;
- * destroy_session finishes the job. */
-static void detach_session(shk_manager *m, session *s)
+/* Frees a session nothing refers to any more. Closing its proxy joins the
+ * proxy's thread, so from then on no hook reads its egress grants. */
+static void session_destroy(session *s)
 {
-  shk_cap_revoke_session(m->table, s->id);
-  shk_cap_remove_session(m->table, s->id);
+  shk_egress_session_close(s->egress);
+  for (egrant *g = atomic_load(&s->egress_grants), *n; g; g = n) {
+    n = g->next;
+    shk_cap_scope_clear(&g->scope);
+    free(g);
+  }
   for (pending *p = s->pending, *n; p; p = n) {
     n = p->next;
+    pending_free(p);
+  }
+  for (size_t i = 0; i < s->n_roots; i++)
+    free(s->roots[i]);
+  free(s->roots);
+  free(s->grants);
+  free(s);
+}
+
+/* Lets go of one reference; the last one frees the session, outside mu
+ * (closing the proxy waits for its thread). */
+static void session_put(shk_manager *m, session *s)
+{
+  if (!s)
+    return;
+  pthread_mutex_lock(&m->mu);
+  bool last = --s->refs == 0;
+  pthread_mutex_unlock(&m->mu);
+  if (last)
+    session_destroy(s);
+}
+
+/* The "card-resolved" event of a pending request. */
+static int ev_resolved(shk_manager *m, const session *s, const pending *p, const shk__peer *by, const char *outcome,
+                       const char *why, shk_error *err)
+{
+  char *scope_text = shk_cap_scope_to_json(&p->scope);
+  shk_audit_event e;
+  ev_init(&e, "card-resolved", s, by);
+  shk_audit_str(&e, SHK_AUDIT_CARD, p->id);
+  shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(p->scope.cls));
+  shk_audit_str(&e, SHK_AUDIT_SCOPE, scope_text);
+  shk_audit_str(&e, SHK_AUDIT_OUTCOME, outcome);
+  shk_audit_str(&e, SHK_AUDIT_REASON, why);
+  free(scope_text);
+  return ev_emit(m, &e, err);
+}
+
+/* Caller holds mu. Records what time ended in session s: its pending
+ * requests no human answered in time (timed out, not denied), its handles
+ * past their expiry, and (silently) its once handles used up. */
+static void sweep_session(shk_manager *m, session *s, int64_t now)
+{
+  for (pending **pp = &s->pending; *pp;) {
+    pending *p = *pp;
+    if (now - p->raised_ms < m->pending_timeout_ms) {
+      pp = &p->next;
+      continue;
+    }
+    *pp = p->next;
+    s->n_pending--;
+    /* The request is gone whether or not the timeline takes the event. */
+    ev_resolved(m, s, p, NULL, "timed-out", "no human answered the pending request in time", NULL);
+    pending_free(p);
+  }
+  for (size_t i = 0; i < s->n_grants; i++) {
+    grant *g = &s->grants[i];
+    if (g->torn_down || g->ended)
+      continue;
+    if (g->eg && atomic_load(&g->eg->dead)) {
+      g->ended = true; /* used: the hook recorded its one use */
+      continue;
+    }
+    if (!g->expires_ms || now < g->expires_ms)
+      continue;
+    g->ended = true;
+    if (g->eg)
+      atomic_store(&g->eg->dead, true);
+    shk_audit_event e;
+    ev_init(&e, "expire", s, NULL);
+    shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
+    shk_audit_str(&e, SHK_AUDIT_HANDLE, g->id);
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, "expired");
+    ev_emit(m, &e, NULL); /* it expired whether or not this is recorded */
+  }
+}
+
+void shk__manager_tick(shk_manager *m)
+{
+  int64_t now = now_ms();
+  pthread_mutex_lock(&m->mu);
+  for (session *s = m->sessions; s; s = s->next)
+    sweep_session(m, s, now);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* Caller holds mu. Revokes every grant (so the hook refuses from now on),
+ * takes the session's handles out of the table (their history is in the
+ * events), cancels its pending requests, and unlinks the session. Returns
+ * how many handles left the table. */
+static size_t detach_session(shk_manager *m, session *s)
+{
+  sweep_session(m, s, now_ms());
+  shk_cap_revoke_session(m->table, s->id);
+  for (size_t i = 0; i < s->n_grants; i++)
+    if (s->grants[i].eg)
+      atomic_store(&s->grants[i].eg->dead, true);
+  size_t n = shk_cap_remove_session(m->table, s->id);
+  for (pending *p = s->pending, *next; p; p = next) {
+    next = p->next;
+    ev_resolved(m, s, p, NULL, "cancelled", "the session ended", NULL);
     pending_free(p);
   }
   s->pending = NULL;
@@ -329,18 +677,26 @@ static void detach_session(shk_manager *m, session *s)
       *pp = s->next;
       break;
     }
+  return n;
 }
 
-/* Caller does NOT hold m->mu: closing the proxy joins its thread, which may
- * be waiting for m->mu inside the hook. */
-static void destroy_session(shk_manager *m, session *s, const char *actor)
+json_t *shk__manager_close_session(shk_manager *m, const char *id, const shk__peer *by, const char *why)
 {
-  pthread_mutex_lock(&m->end_mu);
-  shk_egress_session_close(s->egress);
-  pthread_mutex_unlock(&m->end_mu);
-  emit(m, actor, s->id, NULL, NULL, "session-closed", NULL, NULL, NULL, NULL);
-  free(s->grants);
-  free(s);
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, id);
+  size_t handles = s ? detach_session(m, s) : 0;
+  pthread_mutex_unlock(&m->mu);
+  if (!s)
+    return refuse("no such session: %s", id ? id : "(none)");
+  /* A session's end is never refused: it only takes authority away. */
+  shk_audit_event e;
+  ev_init(&e, "session-close", s, by);
+  shk_audit_str(&e, SHK_AUDIT_OUTCOME, "closed");
+  shk_audit_str(&e, SHK_AUDIT_REASON, why);
+  shk_audit_int(&e, SHK_AUDIT_COUNT, (int64_t)handles);
+  ev_emit(m, &e, NULL);
+  session_put(m, s); /* the registry's reference */
+  return json_pack("{s:b}", "ok", 1);
 }
 
 void shk_manager_free(shk_manager *m)
@@ -350,13 +706,13 @@ void shk_manager_free(shk_manager *m)
   shk__control_stop(m->control);
   for (;;) {
     pthread_mutex_lock(&m->mu);
-    session *s = m->sessions;
-    if (s)
-      detach_session(m, s);
+    char id[sizeof m->sessions->id] = "";
+    if (m->sessions)
+      snprintf(id, sizeof id, "%s", m->sessions->id);
     pthread_mutex_unlock(&m->mu);
-    if (!s)
+    if (!id[0])
       break;
-    destroy_session(m, s, "manager");
+    json_decref(shk__manager_close_session(m, id, NULL, "the manager stopped"));
   }
   shk_cap_table_free(m->table);
   for (size_t i = 0; i < m->n_standing; i++)
@@ -366,52 +722,82 @@ void shk_manager_free(shk_manager *m)
     free(m->exec_path[i]);
   free(m->exec_path);
   shk_policy_free(m->policy);
-  if (m->own_events)
-    fclose(m->events);
+  if (m->own_proxy_log)
+    fclose(m->proxy_log);
+  shk_audit_close(m->audit, NULL);
+  free(m->socket);
   pthread_mutex_destroy(&m->mu);
-  pthread_mutex_destroy(&m->end_mu);
-  pthread_mutex_destroy(&m->events_mu);
   free(m);
 }
 
-/* The egress hook, on the proxy's thread, for every new connection and DNS
- * query of a session: a live net.egress handle of that session that covers
- * the destination allows it, and tags the tunnel with the handle so a
- * revoke can close it. Nothing is cached: each call reads the handles'
- * revoked bits. No handle: no opinion, and the proxy's deny-by-default
- * stands. The scopes it reads stay valid because handles leave the table
- * only under m->mu, which it holds. */
+/* ---- the data plane ---- */
+
+/* The egress hook, on the session's proxy thread, for every new connection
+ * and DNS query: a live net.egress handle of the session that covers the
+ * destination allows it, and tags the tunnel with the handle so a revoke
+ * can close it. Nothing is cached: each call reads the handles' live bits.
+ * No handle: no opinion, and the proxy's deny-by-default stands.
+ * Why this is safe without the registry lock: the list it walks is
+ * published with release ordering and its entries are immutable and freed
+ * only after this thread is joined; a handle that left the table reads as
+ * unknown (refused). It never blocks: the table's read lock is never held
+ * across I/O, and shk_audit_emit only copies into a queue. Its verdict is
+ * recorded first (destination and port, never a path or a header): an
+ * allow the timeline cannot take is not given. */
 static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req, uint64_t *tag,
                                       const char **rule)
 {
-  shk_manager *m = data;
-  shk_egress_verdict v = SHK_EGRESS_NONE;
+  session *s = data;
+  shk_manager *m = s->m;
   int64_t now = now_ms();
-  pthread_mutex_lock(&m->mu);
-  session *s = find_session(m, req->session);
-  for (size_t i = 0; s && i < s->n_grants && v == SHK_EGRESS_NONE; i++) {
-    grant *g = &s->grants[i];
-    /* A torn-down grant is revoked for good: skip it without the lookup. */
-    if (g->cls != SHK_CAP_NET_EGRESS || g->torn_down || shk_cap_check(m->table, g->id, now))
-      continue;
-    const shk_cap_scope *sc = shk_cap_scope_of(m->table, g->id);
-    if (!sc || !shk_cap_scope_allows_host(sc, req->host, req->port))
+  bool dns = req->proto == SHK_EGRESS_DNS;
+  const egrant *hit = NULL;
+  for (egrant *g = atomic_load_explicit(&s->egress_grants, memory_order_acquire); g && !hit; g = g->next) {
+    if (atomic_load(&g->dead) || !shk_cap_scope_allows_host(&g->scope, req->host, req->port))
       continue;
     /* A DNS answer is not a use; the connection that follows is. */
-    if (req->proto != SHK_EGRESS_DNS && shk_cap_use(m->table, g->id, now))
+    if (dns ? shk_cap_check(m->table, g->id, now) : shk_cap_use(m->table, g->id, now))
       continue;
-    v = SHK_EGRESS_ALLOW;
-    *tag = g->tag;
-    *rule = g->rule;
+    hit = g;
+    if (g->once && !dns)
+      atomic_store(&g->dead, true);
   }
-  pthread_mutex_unlock(&m->mu);
-  return v;
+  shk_audit_event e;
+  ev_init(&e, "egress-check", s, NULL);
+  shk_audit_str(&e, SHK_AUDIT_PROTOCOL, proto_name(req->proto));
+  shk_audit_int(&e, SHK_AUDIT_CONNECTION, (int64_t)(req->conn_id & ((1ull << 53) - 1)));
+  shk_audit_str(&e, SHK_AUDIT_HOST, req->host);
+  if (req->port)
+    shk_audit_int(&e, SHK_AUDIT_PORT, req->port);
+  shk_audit_str(&e, SHK_AUDIT_DECISION, hit ? "allow" : "none");
+  shk_audit_str(&e, SHK_AUDIT_HANDLE, hit ? hit->id : NULL);
+  shk_audit_str(&e, SHK_AUDIT_RULE, hit ? hit->rule : NULL);
+  shk_audit_str(&e, SHK_AUDIT_LIFETIME, hit && hit->once && !dns ? "once" : NULL);
+  int r = ev_emit(m, &e, NULL);
+  if (hit && hit->once && !dns) {
+    ev_init(&e, "use-once", s, NULL);
+    shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(SHK_CAP_NET_EGRESS));
+    shk_audit_str(&e, SHK_AUDIT_HANDLE, hit->id);
+    shk_audit_str(&e, SHK_AUDIT_HOST, req->host);
+    shk_audit_int(&e, SHK_AUDIT_PORT, req->port);
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, "used");
+    r = r ? r : ev_emit(m, &e, NULL);
+  }
+  if (!hit || r)
+    return SHK_EGRESS_NONE;
+  *tag = hit->tag;
+  *rule = hit->rule;
+  return SHK_EGRESS_ALLOW;
 }
 
-/* Caller holds m->mu. Registers an issued handle with its session: from
- * here on the egress hook sees it. */
-static int add_grant(shk_manager *m, session *s, grant *g)
+/* ---- the control plane ---- */
+
+/* Caller holds mu. Makes room for one more grant of s, and for a net.egress
+ * grant builds its data-plane entry, so that publishing it cannot fail.
+ * 0 or -ENOMEM. */
+static int prepare_grant(session *s, const grant *g, const shk_cap_scope *scope, bool once, egrant **eg)
 {
+  *eg = NULL;
   if (s->n_grants == s->cap_grants) {
     size_t nc = s->cap_grants ? s->cap_grants * 2 : 8;
     grant *ng = realloc(s->grants, nc * sizeof *ng);
@@ -420,10 +806,39 @@ static int add_grant(shk_manager *m, session *s, grant *g)
     s->grants = ng;
     s->cap_grants = nc;
   }
-  g->tag = m->next_tag++;
-  snprintf(g->rule, sizeof g->rule, "handle:%.12s", g->id);
-  s->grants[s->n_grants++] = *g;
+  if (g->cls != SHK_CAP_NET_EGRESS)
+    return 0;
+  egrant *e = calloc(1, sizeof *e);
+  if (!e || shk_cap_scope_copy(&e->scope, scope)) {
+    free(e);
+    return -ENOMEM;
+  }
+  snprintf(e->id, sizeof e->id, "%s", g->id);
+  snprintf(e->rule, sizeof e->rule, "handle:%.12s", g->id);
+  e->once = once;
+  *eg = e;
   return 0;
+}
+
+static void unprepare(egrant *eg)
+{
+  if (eg) {
+    shk_cap_scope_clear(&eg->scope);
+    free(eg);
+  }
+}
+
+/* Caller holds mu. Registers an issued handle with its session: from the
+ * store on, the egress hook sees it. */
+static void publish_grant(shk_manager *m, session *s, grant *g, egrant *eg)
+{
+  g->eg = eg;
+  s->grants[s->n_grants++] = *g;
+  if (eg) {
+    eg->tag = m->next_tag++;
+    eg->next = atomic_load_explicit(&s->egress_grants, memory_order_relaxed);
+    atomic_store_explicit(&s->egress_grants, eg, memory_order_release);
+  }
 }
 
 /* Undoes an issued handle that has no children. */
@@ -431,17 +846,6 @@ static void unissue(shk_manager *m, const char *id)
 {
   if (shk_cap_remove(m->table, id))
     shk_cap_revoke(m->table, id); /* cannot happen for a fresh handle; fail closed anyway */
-}
-
-static json_t *refuse(const char *fmt, ...) SHK_PRINTF(1, 2);
-static json_t *refuse(const char *fmt, ...)
-{
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return json_pack("{s:b, s:s}", "ok", 0, "error", buf);
 }
 
 static const char *str_or(json_t *req, const char *key, const char *dflt)
@@ -512,36 +916,32 @@ static shk_policy_session policy_session(const shk_manager *m, const session *s)
   };
 }
 
-/* Caller holds m->mu. Purges the session's pending requests whose human
- * did not answer in time: each is recorded as timed out, not as denied. */
-static void expire_pending(shk_manager *m, session *s, int64_t now)
+/* Who asked: the control peer, or the process that embeds the manager. */
+static shk__peer peer_of(const shk_manager *m, shk__conn *conn)
 {
-  for (pending **pp = &s->pending; *pp;) {
-    pending *p = *pp;
-    if (now - p->raised_ms < PENDING_TIMEOUT_MS) {
-      pp = &p->next;
-      continue;
-    }
-    *pp = p->next;
-    s->n_pending--;
-    emit(m, "manager", s->id, shk_cap_class_name(p->scope.cls), NULL, "timed-out", NULL, NULL,
-         "no human answered the pending request in time", json_pack("{s:s}", "pending", p->id));
-    pending_free(p);
-  }
+  shk__peer p = { "embedded", getuid(), getpid(), m->self_exe[0] ? m->self_exe : NULL };
+  if (conn)
+    shk__conn_peer(conn, &p);
+  return p;
 }
 
-/* Caller holds m->mu. A grant the policy answered "ask" waits here. */
-static json_t *raise_pending(shk_manager *m, session *s, const shk_cap_scope *scope, int64_t ttl, bool once,
-                             bool external, const char *actor, json_t *jscope, const shk_policy_answer *pa)
+/* Caller holds mu. A grant the policy answered "ask" waits here, if the
+ * session has room for one more and the timeline takes the card. */
+static json_t *raise_pending(shk_manager *m, const grant_req *q, const shk_policy_answer *pa)
 {
-  const char *cname = shk_cap_class_name(scope->cls);
-  if (s->n_pending >= MAX_PENDING)
-    return refuse("grant: session %s already has %d requests waiting for a human", s->id, MAX_PENDING);
+  session *s = q->s;
+  char why[700];
+  shk_error aerr;
+  if (s->n_pending >= m->max_pending) {
+    snprintf(why, sizeof why, "session %s already has %u requests waiting for a human", s->id, m->max_pending);
+    ev_grant(m, q, pa, NULL, why, "too-many-pending", NULL);
+    return refuse("grant: %s", why);
+  }
   uint8_t rnd[16];
   pending *p = calloc(1, sizeof *p);
   if (!p)
     return refuse("grant: out of memory");
-  int r = shk_cap_scope_copy(&p->scope, scope);
+  int r = shk_cap_scope_copy(&p->scope, q->scope);
   if (r || getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
     if (!r)
       shk_cap_scope_clear(&p->scope);
@@ -550,147 +950,190 @@ static json_t *raise_pending(shk_manager *m, session *s, const shk_cap_scope *sc
   }
   for (size_t i = 0; i < sizeof rnd; i++)
     snprintf(p->id + 2 * i, 3, "%02x", rnd[i]);
-  p->ttl_ms = ttl;
-  p->once = once;
-  p->external = external;
+  p->ttl_ms = q->ttl_ms;
+  p->once = q->once;
+  p->external = q->external;
   p->raised_ms = now_ms();
+  grant_req card = *q;
+  card.card = p->id;
+  shk_audit_event e;
+  ev_request(&e, "card-raised", &card);
+  ev_answer(&e, pa);
+  shk_audit_str(&e, SHK_AUDIT_REASON, pa->why);
+  if (ev_emit(m, &e, &aerr)) {
+    pending_free(p);
+    return refuse("grant: refused: %s", aerr.message);
+  }
   p->next = s->pending;
   s->pending = p;
   s->n_pending++;
-  emit(m, actor, s->id, cname, jscope, "pending", pa->policy, NULL, pa->why,
-       json_pack("{s:s, s:s}", "pending", p->id, "tier", shk_policy_tier_name(pa->tier)));
-  char why[700];
   snprintf(why, sizeof why, "needs a human's approval: %s", pa->why);
   return json_pack("{s:b, s:s, s:s, s:s, s:s, s:O?, s:s, s:s, s:i, s:I, s:s}", "ok", 0, "decision", "ask",
-                   "pending", p->id, "session", s->id, "class", cname, "scope", jscope, "tier",
-                   shk_policy_tier_name(pa->tier), "policy", pa->policy, "manifest_entry", pa->manifest_entry,
-                   "times_out_ms", (json_int_t)(p->raised_ms + PENDING_TIMEOUT_MS), "error", why);
+                   "pending", p->id, "session", s->id, "class", shk_cap_class_name(q->scope->cls), "scope",
+                   q->jscope, "tier", shk_policy_tier_name(pa->tier), "policy", pa->policy, "manifest_entry",
+                   pa->manifest_entry, "times_out_ms", (json_int_t)(p->raised_ms + m->pending_timeout_ms),
+                   "error", why);
 }
 
-/* Caller holds m->mu. The grant protocol for one request of session s,
- * with the approval state the manager holds for it; jscope (borrowed, may
- * be NULL) is the scope as the events and answers show it. */
-static json_t *grant_locked(shk_manager *m, session *s, const shk_cap_scope *scope, json_t *jscope, int64_t ttl,
-                            bool once, bool external, shk_policy_approval approval, const char *actor)
+/* Caller holds mu. The grant protocol for one request, with the approval
+ * state the manager holds for it. */
+static json_t *grant_locked(shk_manager *m, const grant_req *q)
 {
-  const char *cname = shk_cap_class_name(scope->cls);
-  json_t *ans = NULL;
+  session *s = q->s;
+  const shk_cap_scope *scope = q->scope;
   int64_t now = now_ms();
-  /* 1. The decision. */
+  shk_error aerr;
+  /* 1. The decision, and its record. */
   shk_policy_session ps = policy_session(m, s);
-  shk_policy_request pr = { .kind = SHK_POLICY_GRANT, .scope = scope, .external = external,
-                            .approval = approval, .now_ms = now };
+  shk_policy_request pr = { .kind = q->standing ? SHK_POLICY_STANDING : SHK_POLICY_GRANT, .scope = scope,
+                            .external = q->external, .approval = q->approval, .now_ms = now };
   shk_policy_answer pa;
   shk_error derr;
   if (shk_policy_decide(m->policy, &ps, &pr, &pa, &derr)) {
-    emit(m, actor, s->id, cname, jscope, "refused", NULL, NULL, derr.message, NULL);
-    ans = refuse("grant: the request could not be decided: %s", derr.message);
-    goto out;
+    ev_grant(m, q, NULL, NULL, derr.message, "undecidable", NULL);
+    return refuse("grant: the request could not be decided: %s", derr.message);
   }
-  if (pa.verdict == SHK_POLICY_DENY) {
-    emit(m, actor, s->id, cname, jscope, "refused", pa.policy, NULL, pa.why, NULL);
-    bool by_cedar = pa.decided_by == SHK_POLICY_BY_CEDAR;
-    ans = json_pack("{s:b, s:s, s:s, s:s, s:s, s:s?, s:i}", "ok", 0, "decision", "refused", "decided_by",
-                    by_cedar ? "policy" : "manifest", "policy", pa.policy, "error", pa.why, "tier",
-                    by_cedar ? shk_policy_tier_name(pa.tier) : NULL, "manifest_entry", pa.manifest_entry);
-    goto out;
-  }
+  if (ev_decision(m, q, &pa, &aerr))
+    return refuse("grant: refused: %s", aerr.message);
+  bool by_cedar = pa.decided_by == SHK_POLICY_BY_CEDAR;
+  if (pa.verdict == SHK_POLICY_DENY || (pa.verdict == SHK_POLICY_ASK && q->standing))
+    return json_pack("{s:b, s:s, s:s, s:s, s:s, s:s?, s:i}", "ok", 0, "decision", "refused", "decided_by",
+                     by_cedar ? "policy" : "manifest", "policy", pa.policy, "error", pa.why, "tier",
+                     by_cedar ? shk_policy_tier_name(pa.tier) : NULL, "manifest_entry", pa.manifest_entry);
   /* 2. A mechanism that applies it, before any human is asked. */
-  char why[128];
+  char why[256];
   if (no_mechanism(scope->cls, why, sizeof why)) {
-    emit(m, actor, s->id, cname, jscope, "refused", NULL, NULL, why, NULL);
-    ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
-                    "error", why);
-    goto out;
+    ev_grant(m, q, &pa, NULL, why, "no-enforcement-point", NULL);
+    return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
+                     "error", why);
   }
   if (pa.verdict == SHK_POLICY_ASK) {
-    if (ALWAYS(approval == SHK_POLICY_UNASKED))
-      ans = raise_pending(m, s, scope, ttl, once, external, actor, jscope, &pa);
-    else
-      ans = refuse("grant: still not permitted after the human's answer");
-    goto out;
+    if (ALWAYS(q->approval == SHK_POLICY_UNASKED))
+      return raise_pending(m, q, &pa);
+    return refuse("grant: still not permitted after the human's answer");
   }
   /* 3. The handle. A session grant dies with the session at the latest. */
-  int64_t expires = s->expires_ms;
-  if (ttl && now + ttl < expires)
-    expires = now + ttl;
-  grant g = { .cls = scope->cls };
-  int r = shk_cap_issue(m->table, s->id, scope, once ? SHK_CAP_ONCE : SHK_CAP_SESSION, expires, g.id);
+  int64_t expires = q->standing ? 0 : s->expires_ms;
+  if (q->ttl_ms && now + q->ttl_ms < expires)
+    expires = now + q->ttl_ms;
+  grant g = { .cls = scope->cls, .expires_ms = expires };
+  shk_cap_lifecycle lc = q->standing ? SHK_CAP_STANDING : q->once ? SHK_CAP_ONCE : SHK_CAP_SESSION;
+  int r = shk_cap_issue(m->table, s->id, scope, lc, expires, g.id);
   if (r) {
-    ans = refuse("grant: could not issue a handle: %s", shk_strerror(r));
-    goto out;
+    snprintf(why, sizeof why, "could not issue a handle: %s", shk_strerror(r));
+    ev_grant(m, q, &pa, NULL, why, "handle", NULL);
+    return refuse("grant: %s", why);
   }
-  /* 4. The OS delta: registering the handle with its session is what the
-   * egress hook reads, so from here on it is live. A net.egress grant to a
-   * session without an egress proxy has nowhere to go; that, or an
-   * injected fault (test builds), undoes the handle: nothing remains, and
-   * the event says why. */
+  /* 4. The OS delta, prepared: the egress hook's entry for the handle. A
+   * net.egress grant to a session without an egress proxy has nowhere to
+   * go; that, or an injected fault (test builds), undoes the handle:
+   * nothing remains, and the event says why. */
+  egrant *eg = NULL;
   const char *delta_err = fault("grant-delta") ? "injected fault"
                         : scope->cls == SHK_CAP_NET_EGRESS && !s->egress ? "the session has no egress proxy" : NULL;
-  if (!delta_err && add_grant(m, s, &g))
+  if (!delta_err && prepare_grant(s, &g, scope, q->once, &eg))
     delta_err = "out of memory";
   if (delta_err) {
     unissue(m, g.id);
-    char failed[256];
-    snprintf(failed, sizeof failed, "the OS delta failed (%s); nothing was granted", delta_err);
-    emit(m, actor, s->id, cname, jscope, "refused", pa.policy, NULL, failed, NULL);
-    ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
-                    "error", failed);
-    goto out;
+    snprintf(why, sizeof why, "the OS delta failed (%s); nothing was granted", delta_err);
+    ev_grant(m, q, &pa, NULL, why, "os-delta", NULL);
+    return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
+                     "error", why);
   }
-  /* 5. The event. */
-  emit(m, actor, s->id, cname, jscope, "granted", pa.policy, g.id, NULL,
-       json_pack("{s:s}", "tier", shk_policy_tier_name(pa.tier)));
-  ans = json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
-                  "handle", g.id, "policy", pa.policy, "tier", shk_policy_tier_name(pa.tier), "manifest_entry",
-                  pa.manifest_entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", once,
-                  "enforced_by", enforced_by[scope->cls]);
-out:
-  return ans;
+  /* 5. The event, then the delta: a grant the timeline cannot take is not
+   * given. */
+  if (ev_grant(m, q, &pa, g.id, NULL, NULL, &aerr)) {
+    unprepare(eg);
+    unissue(m, g.id);
+    return refuse("grant: refused: %s; nothing was granted", aerr.message);
+  }
+  publish_grant(m, s, &g, eg);
+  return json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
+                   "handle", g.id, "policy", pa.policy, "tier", shk_policy_tier_name(pa.tier), "manifest_entry",
+                   pa.manifest_entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", q->once,
+                   "enforced_by", enforced_by[scope->cls]);
 }
 
-/* Caller holds m->mu. The admin's standing grants, for a new session:
+/* Caller holds mu. The admin's standing grants, for a new session:
  * decided like every grant (an admin forbid, such as privileged installs at
  * low trust, holds against them too, and a class with no enforcement point
  * is refused), with no expiry of their own; they end with the session like
  * every grant, and can be revoked like any. */
 static void issue_standing(shk_manager *m, session *s)
 {
-  int64_t now = now_ms();
   for (size_t i = 0; i < m->n_standing; i++) {
-    const shk_cap_scope *sc = &m->standing[i];
-    const char *cname = shk_cap_class_name(sc->cls);
-    json_t *jscope = scope_json(sc);
-    shk_policy_session ps = policy_session(m, s);
-    shk_policy_request pr = { .kind = SHK_POLICY_STANDING, .scope = sc, .now_ms = now };
-    shk_policy_answer pa;
-    shk_error derr;
-    grant g = { .cls = sc->cls };
-    char why[128];
-    if (shk_policy_decide(m->policy, &ps, &pr, &pa, &derr)) {
-      emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, derr.message, NULL);
-    } else if (pa.verdict != SHK_POLICY_ALLOW) {
-      emit(m, "admin", s->id, cname, jscope, "refused", pa.policy, NULL, pa.why, NULL);
-    } else if (no_mechanism(sc->cls, why, sizeof why)) {
-      emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, why, NULL);
-    } else if (sc->cls == SHK_CAP_NET_EGRESS && !s->egress) {
-      emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, "the session has no egress proxy", NULL);
-    } else if (shk_cap_issue(m->table, s->id, sc, SHK_CAP_STANDING, 0, g.id) == 0) {
-      if (add_grant(m, s, &g)) {
-        unissue(m, g.id);
-        emit(m, "admin", s->id, cname, jscope, "refused", NULL, NULL, "out of memory", NULL);
-      } else {
-        emit(m, "admin", s->id, cname, jscope, "granted", pa.policy, g.id, "standing", NULL);
-      }
-    }
-    json_decref(jscope);
+    grant_req q = { .s = s, .scope = &m->standing[i], .scope_text = shk_cap_scope_to_json(&m->standing[i]),
+                  .standing = true, .approval = SHK_POLICY_UNASKED };
+    json_decref(grant_locked(m, &q));
+    free(q.scope_text);
   }
 }
 
-static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn)
+/* Caller holds mu. The sentence that refuses session roots that hold the
+ * control socket, or NULL. */
+static const char *socket_reachable(const shk_manager *m, char *const *roots, size_t n, char *buf, size_t len)
 {
-  static const char *const keys[] = { "op", "name", "trust_tier", "model", "ttl_ms", "egress",
-                                      "allow_domains", "deny_domains", "proxy_config", NULL };
+  for (size_t i = 0; m->socket && i < n; i++)
+    if (path_within(m->socket, roots[i])) {
+      snprintf(buf, len, "the control socket %s is inside the writable root %s: a command in the sandbox could "
+                         "reach it; put the socket elsewhere (SHINKEN_SOCKET, XDG_RUNTIME_DIR) or write elsewhere",
+               m->socket, roots[i]);
+      return buf;
+    }
+  return NULL;
+}
+
+int shk__manager_claim_socket(shk_manager *m, const char *path, shk_error *err)
+{
+  char real[PATH_MAX];
+  if (!resolve_path(path, real))
+    return shk__error_set(err, -EINVAL, "%s: the control socket's path must be absolute, without . or ..", path);
+  char *copy = strdup(real);
+  if (!copy)
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  int r = 0;
+  pthread_mutex_lock(&m->mu);
+  for (session *s = m->sessions; s && !r; s = s->next)
+    for (size_t i = 0; i < s->n_roots && !r; i++)
+      if (path_within(copy, s->roots[i]))
+        r = shk__error_set(err, -EPERM, "%s is inside the writable root %s of session %s: a command in its "
+                                        "sandbox could reach the control socket", copy, s->roots[i], s->id);
+  if (!r) {
+    free(m->socket);
+    m->socket = copy;
+    copy = NULL;
+  }
+  pthread_mutex_unlock(&m->mu);
+  free(copy);
+  return r;
+}
+
+/* The session's writable roots, resolved, into s. NULL, or why not. */
+static const char *take_roots(session *s, json_t *req, char *buf, size_t len)
+{
+  const char **roots;
+  size_t n;
+  int r = strlist(req, "writable_roots", &roots, &n);
+  const char *bad = r == -ENOMEM ? "out of memory" : r ? "writable_roots must be an array of strings" : NULL;
+  if (!bad && !(s->roots = calloc(n + 1, sizeof *s->roots)))
+    bad = "out of memory";
+  for (size_t i = 0; !bad && i < n; i++) {
+    char real[PATH_MAX];
+    if (!resolve_path(roots[i], real)) {
+      snprintf(buf, len, "writable_roots: '%s' is not an absolute path without . or ..", roots[i]);
+      bad = buf;
+    } else if (!(s->roots[s->n_roots++] = strdup(real))) {
+      bad = "out of memory";
+    }
+  }
+  free(roots);
+  return bad;
+}
+
+static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "name", "trust_tier", "model", "ttl_ms", "egress", "allow_domains",
+                                      "deny_domains", "proxy_config", "writable_roots", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("open_session: unknown field '%s'", bad);
@@ -710,13 +1153,27 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn)
   session *s = calloc(1, sizeof *s);
   if (!s)
     return refuse("open_session: out of memory");
+  s->m = m;
+  s->refs = 1;
   snprintf(s->id, sizeof s->id, "%s%s%02x%02x%02x%02x%02x%02x", name ? name : "s", "-", rnd[0], rnd[1],
            rnd[2], rnd[3], rnd[4], rnd[5]);
   snprintf(s->trust_tier, sizeof s->trust_tier, "%s", tier);
   snprintf(s->model, sizeof s->model, "%s", str_or(req, "model", ""));
   s->expires_ms = now_ms() + (ttl ? ttl : 24LL * 3600 * 1000);
+  char why[PATH_MAX * 2 + 256];
   json_t *ans = NULL;
-  if (json_is_true(json_object_get(req, "egress"))) {
+  if ((bad = take_roots(s, req, why, sizeof why))) {
+    ans = refuse("open_session: %s", bad);
+  } else {
+    /* Checked before anything is started, and again under the lock that
+     * makes the session visible (a socket may be claimed meanwhile). */
+    pthread_mutex_lock(&m->mu);
+    bad = socket_reachable(m, s->roots, s->n_roots, why, sizeof why);
+    pthread_mutex_unlock(&m->mu);
+    if (bad)
+      ans = refuse("open_session: %s", bad);
+  }
+  if (!ans && json_is_true(json_object_get(req, "egress"))) {
     const char **allow = NULL, **deny = NULL;
     size_t na = 0, nd = 0;
     if (strlist(req, "allow_domains", &allow, &na) || strlist(req, "deny_domains", &deny, &nd)) {
@@ -725,46 +1182,56 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn)
       shk_egress_session_opts eo = {
         .name = s->id, .allow_domains = allow, .n_allow_domains = na, .deny_domains = deny,
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
-        .audit_fd = fileno(m->events), .hook = egress_hook, .hook_data = m,
+        .audit_fd = fileno(m->proxy_log), .hook = egress_hook, .hook_data = s,
       };
       shk_error err;
-      int r = shk_egress_session_open(&eo, &s->egress, &err);
-      if (r)
+      if (shk_egress_session_open(&eo, &s->egress, &err))
         ans = refuse("open_session: egress proxy: %s", err.message);
     }
     free(allow);
     free(deny);
-    if (ans) {
-      free(s);
-      return ans;
-    }
   }
-  if (conn && shk__conn_own_session(conn, s->id)) {
-    shk_egress_session_close(s->egress);
-    free(s);
+  if (ans) {
+    session_destroy(s);
+    return ans;
+  }
+  shk_error aerr;
+  pthread_mutex_lock(&m->mu);
+  if ((bad = socket_reachable(m, s->roots, s->n_roots, why, sizeof why))) {
+    ans = refuse("open_session: %s", bad);
+  } else {
+    shk_audit_event e;
+    char tier_line[64];
+    snprintf(tier_line, sizeof tier_line, "trust tier %s", s->trust_tier);
+    ev_init(&e, "session-open", s, by);
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, "opened");
+    shk_audit_str(&e, SHK_AUDIT_REASON, tier_line);
+    if (ev_emit(m, &e, &aerr))
+      ans = refuse("open_session: refused: %s", aerr.message);
+  }
+  bool opened = !ans;
+  char sid[sizeof s->id];
+  snprintf(sid, sizeof sid, "%s", s->id);
+  if (opened) {
+    s->next = m->sessions;
+    m->sessions = s;
+    issue_standing(m, s);
+    ans = json_pack("{s:b, s:s, s:s?, s:I}", "ok", 1, "session", s->id, "egress_dir",
+                    s->egress ? shk_egress_session_dir(s->egress) : NULL, "expires_ms", (json_int_t)s->expires_ms);
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (!opened) {
+    session_destroy(s);
+    return ans;
+  }
+  /* From here the session may be closed by another thread at any time:
+   * only its id is used. */
+  if (!ans || (conn && shk__conn_own_session(conn, sid))) {
+    json_decref(shk__manager_close_session(m, sid, by, "out of memory"));
+    json_decref(ans);
     return refuse("open_session: out of memory");
   }
-  pthread_mutex_lock(&m->mu);
-  s->next = m->sessions;
-  m->sessions = s;
-  issue_standing(m, s);
-  pthread_mutex_unlock(&m->mu);
-  emit(m, "launcher", s->id, NULL, NULL, "session-opened", NULL, NULL, NULL, NULL);
-  return json_pack("{s:b, s:s, s:s?, s:I}", "ok", 1, "session", s->id, "egress_dir",
-                   s->egress ? shk_egress_session_dir(s->egress) : NULL, "expires_ms",
-                   (json_int_t)s->expires_ms);
-}
-
-json_t *shk__manager_close_session(shk_manager *m, const char *id, const char *actor)
-{
-  pthread_mutex_lock(&m->mu);
-  session *s = find_session(m, id);
-  if (s)
-    detach_session(m, s);
-  pthread_mutex_unlock(&m->mu);
-  if (s)
-    destroy_session(m, s, actor);
-  return s ? json_pack("{s:b}", "ok", 1) : refuse("no such session: %s", id ? id : "(none)");
+  return ans;
 }
 
 static json_t *op_sessions(shk_manager *m)
@@ -783,7 +1250,7 @@ static json_t *op_sessions(shk_manager *m)
   return a ? json_pack("{s:b, s:o}", "ok", 1, "sessions", a) : refuse("sessions: out of memory");
 }
 
-static json_t *op_grant(shk_manager *m, json_t *req, const char *actor)
+static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "session", "class", "scope", "ttl_ms", "once", "provenance", NULL };
   const char *bad;
@@ -814,40 +1281,33 @@ static json_t *op_grant(shk_manager *m, json_t *req, const char *actor)
   free(scope_text);
   if (r)
     return refuse("grant: scope: %s", serr.message);
-  bool external = !strcmp(prov, "external");
+  grant_req q = { .by = by, .scope = &scope, .jscope = jscope, .scope_text = shk_cap_scope_to_json(&scope),
+                .ttl_ms = ttl, .once = json_is_true(json_object_get(req, "once")),
+                .external = !strcmp(prov, "external"), .approval = SHK_POLICY_UNASKED };
   json_t *ans;
   pthread_mutex_lock(&m->mu);
-  session *s = find_session(m, sid);
-  if (!s) {
+  q.s = find_session(m, sid);
+  if (!q.s) {
     ans = refuse("grant: no such session: %s", sid ? sid : "(none)");
   } else {
-    expire_pending(m, s, now_ms());
+    sweep_session(m, q.s, now_ms());
     /* A request built from external data shows the session took it in. */
-    if (external)
-      s->taint.ingested_external = true;
-    ans = grant_locked(m, s, &scope, jscope, ttl, json_is_true(json_object_get(req, "once")), external,
-                       SHK_POLICY_UNASKED, actor);
+    if (q.external)
+      q.s->taint.ingested_external = true;
+    ans = grant_locked(m, &q);
   }
   pthread_mutex_unlock(&m->mu);
+  free(q.scope_text);
   shk_cap_scope_clear(&scope);
   return ans;
 }
 
-/* Who answered: the control peer's credentials from SO_PEERCRED, or the
- * process that embeds the manager. */
-static json_t *resolver(shk_manager *m, shk__conn *conn)
-{
-  uid_t uid = m->uid;
-  pid_t pid = getpid();
-  if (conn)
-    shk__conn_peer(conn, &uid, &pid);
-  return json_pack("{s:s, s:I, s:I}", "channel", conn ? "control" : "embedded", "uid", (json_int_t)uid, "pid",
-                   (json_int_t)pid);
-}
-
 /* A human's answer to a pending request. Approve decides the grant again
- * with the manager's record that a human approved it; deny refuses it. */
-static json_t *op_resolve(shk_manager *m, json_t *req, shk__conn *conn, const char *actor)
+ * with the manager's record that a human approved it; deny refuses it. The
+ * answer is recorded first, with who gave it: an approval the timeline
+ * cannot take does not take effect (the request stays pending), a denial
+ * always does. */
+static json_t *op_resolve(shk_manager *m, json_t *req, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "pending", "resolution", NULL };
   const char *bad;
@@ -857,8 +1317,9 @@ static json_t *op_resolve(shk_manager *m, json_t *req, shk__conn *conn, const ch
   bool approve = !strcmp(res, "approve");
   if (!id || (!approve && strcmp(res, "deny")))
     return refuse("resolve: pending (an id) and resolution (approve or deny) are required");
-  json_t *by = resolver(m, conn);
-  if (!by)
+  json_t *who = json_pack("{s:s, s:I, s:I, s:s?}", "channel", by->surface, "uid", (json_int_t)by->uid, "pid",
+                          (json_int_t)by->pid, "exe", by->exe);
+  if (!who)
     return refuse("resolve: out of memory");
   json_t *ans = NULL;
   int64_t now = now_ms();
@@ -866,7 +1327,7 @@ static json_t *op_resolve(shk_manager *m, json_t *req, shk__conn *conn, const ch
   session *s;
   pending *p = NULL, **pp = NULL;
   for (s = m->sessions; s; s = s->next) {
-    expire_pending(m, s, now);
+    sweep_session(m, s, now);
     for (pp = &s->pending; *pp; pp = &(*pp)->next)
       if (!strcmp((*pp)->id, id)) {
         p = *pp;
@@ -875,27 +1336,31 @@ static json_t *op_resolve(shk_manager *m, json_t *req, shk__conn *conn, const ch
     if (p)
       break;
   }
+  shk_error aerr;
   if (!p) {
     ans = refuse("resolve: no pending request %s (answered, timed out, or never raised)", id);
+  } else if (ev_resolved(m, s, p, by, approve ? "approved" : "denied", NULL, &aerr) && approve) {
+    ans = refuse("resolve: the approval is not taken: %s; the request still waits", aerr.message);
   } else {
     *pp = p->next;
     s->n_pending--;
-    const char *cname = shk_cap_class_name(p->scope.cls);
-    json_t *jscope = scope_json(&p->scope);
-    emit(m, actor, s->id, cname, jscope, approve ? "approved" : "denied", NULL, NULL, NULL,
-         json_pack("{s:s, s:O}", "pending", p->id, "resolved_by", by));
-    ans = approve ? grant_locked(m, s, &p->scope, jscope, p->ttl_ms, p->once, p->external, SHK_POLICY_APPROVED,
-                                 actor)
-                  : json_pack("{s:b, s:s}", "ok", 1, "decision", "denied");
-    json_decref(jscope);
+    json_t *jscope = NULL;
+    grant_req q = { .s = s, .by = by, .scope = &p->scope, .scope_text = shk_cap_scope_to_json(&p->scope),
+                  .ttl_ms = p->ttl_ms, .once = p->once, .external = p->external,
+                  .approval = SHK_POLICY_APPROVED, .card = p->id };
+    if (q.scope_text)
+      q.jscope = jscope = json_loads(q.scope_text, 0, NULL);
+    ans = approve ? grant_locked(m, &q) : json_pack("{s:b, s:s}", "ok", 1, "decision", "denied");
     if (ans) {
       json_object_set_new(ans, "pending", json_string(p->id));
-      json_object_set(ans, "resolved_by", by);
+      json_object_set(ans, "resolved_by", who);
     }
+    json_decref(jscope);
+    free(q.scope_text);
     pending_free(p);
   }
   pthread_mutex_unlock(&m->mu);
-  json_decref(by);
+  json_decref(who);
   return ans;
 }
 
@@ -910,58 +1375,67 @@ static session *session_of_handle(shk_manager *m, const char *id, size_t *idx)
   return NULL;
 }
 
-static json_t *op_revoke(shk_manager *m, json_t *req, const char *actor)
+static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
 {
   const char *id = str_or(req, "handle", NULL);
   if (!id)
     return refuse("revoke: handle is required");
-  /* 1. Flip the bit first: the next use fails from this moment on. */
+  /* 1. Flip the bit first, holding no lock of the manager: the next use
+   * fails from this moment on, whatever any session's proxy is doing. */
   if (shk_cap_revoke(m->table, id))
     return refuse("revoke: no such handle");
-  /* 2. Tear down what is open: tunnels of this handle and of every handle
-   * derived from it (they are all dead now, so close the dead ones). The
-   * tags are collected under mu and the tunnels closed outside it, because
-   * closing waits for the proxy thread, which may be waiting for mu in the
-   * hook. end_mu keeps the session's proxy alive meanwhile: sessions are
-   * destroyed only under end_mu. */
-  pthread_mutex_lock(&m->end_mu);
+  /* 2. What is open: tunnels of this handle and of every handle derived
+   * from it (they are all dead now, so take the dead ones). A revoked
+   * handle admits no new tunnel, so its tunnels need closing once; later
+   * revokes skip it. A once handle that was merely used keeps the tunnel
+   * that was its one use. Out of memory for the list: every egress tunnel
+   * of the session is closed instead (tag 0), which closes at least the
+   * ones that must go. The session is held by a reference meanwhile. */
   pthread_mutex_lock(&m->mu);
   size_t idx, n_tags = 0;
   session *s = session_of_handle(m, id, &idx);
   uint64_t *tags = calloc(s ? s->n_grants + 1 : 1, sizeof *tags);
-  shk_egress_session *eg = s ? s->egress : NULL;
-  char sid[sizeof s->id] = "";
-  const char *cls = s ? shk_cap_class_name(s->grants[idx].cls) : NULL;
-  if (s)
-    snprintf(sid, sizeof sid, "%s", s->id);
-  /* A revoked handle admits no new tunnel (the hook checks liveness), so
-   * its tunnels need closing once; later revokes skip it. A once handle
-   * that was merely used keeps the tunnel that was its one use. Out of
-   * memory for the list: every egress tunnel of the session is closed
-   * instead (tag 0), which closes at least the ones that must go. */
-  for (size_t i = 0; eg && i < s->n_grants; i++) {
+  shk_cap_class cls = s ? s->grants[idx].cls : SHK_CAP_NET_EGRESS;
+  for (size_t i = 0; s && i < s->n_grants; i++) {
     grant *g = &s->grants[i];
-    if (g->cls == SHK_CAP_NET_EGRESS && !g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
-      if (tags)
-        tags[n_tags++] = g->tag;
+    if (!g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
       g->torn_down = true;
+      if (g->eg) {
+        atomic_store(&g->eg->dead, true);
+        if (tags)
+          tags[n_tags++] = g->eg->tag;
+      }
     }
   }
+  shk_egress_session *eg = s ? s->egress : NULL;
+  if (s)
+    s->refs++;
   pthread_mutex_unlock(&m->mu);
+  /* 3. Close them, with no manager lock held. This hands the work to the
+   * session's proxy loop and returns at once (the count is of the tunnels
+   * open at the call); the hook refuses the tag from step 1 on, so nothing
+   * it admitted is left open. */
   int closed = 0;
-  for (size_t i = 0; i < n_tags || (!tags && eg && i == 0); i++) {
+  for (size_t i = 0; eg && (i < n_tags || (!tags && i == 0)); i++) {
     int c = shk_egress_session_close_tunnels(eg, tags ? tags[i] : 0);
     if (c > 0)
       closed += c;
   }
-  pthread_mutex_unlock(&m->end_mu);
   free(tags);
-  /* 3. The event. */
-  emit(m, actor, sid[0] ? sid : NULL, cls, NULL, "revoked", NULL, id, NULL, NULL);
+  /* 4. The event. A revoke is never refused: if the timeline's queue is
+   * full, the audit module counts the event it could not take. */
+  shk_audit_event e;
+  ev_init(&e, "revoke", s, by);
+  shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(cls));
+  shk_audit_str(&e, SHK_AUDIT_HANDLE, id);
+  shk_audit_str(&e, SHK_AUDIT_OUTCOME, "revoked");
+  shk_audit_int(&e, SHK_AUDIT_COUNT, closed);
+  ev_emit(m, &e, NULL);
+  session_put(m, s);
   return json_pack("{s:b, s:s, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed);
 }
 
-static json_t *op_attenuate(shk_manager *m, json_t *req, const char *actor)
+static json_t *op_attenuate(shk_manager *m, json_t *req, const shk__peer *by)
 {
   const char *id = str_or(req, "handle", NULL);
   json_t *jscope = json_object_get(req, "scope");
@@ -975,37 +1449,57 @@ static json_t *op_attenuate(shk_manager *m, json_t *req, const char *actor)
   json_t *ans;
   size_t idx;
   session *s = session_of_handle(m, id, &idx);
+  /* Valid until the handle leaves the table, which happens only under mu. */
   const shk_cap_scope *parent = shk_cap_scope_of(m->table, id);
   if (!s || !parent) {
-    ans = refuse("attenuate: no such handle");
-    goto out;
+    pthread_mutex_unlock(&m->mu);
+    return refuse("attenuate: no such handle");
   }
   char *text = json_dumps(jscope, JSON_COMPACT);
   shk_cap_scope scope;
-  shk_error serr;
+  shk_error serr, aerr;
   int r = text ? shk_cap_scope_parse(parent->cls, text, &scope, &serr) : -ENOMEM;
   free(text);
   if (r) {
-    ans = refuse("attenuate: scope: %s", r == -ENOMEM ? "out of memory" : serr.message);
-    goto out;
+    pthread_mutex_unlock(&m->mu);
+    return refuse("attenuate: scope: %s", r == -ENOMEM ? "out of memory" : serr.message);
   }
+  grant_req q = { .s = s, .by = by, .scope = &scope, .scope_text = shk_cap_scope_to_json(&scope), .ttl_ms = ttl };
+  shk_cap_lifecycle plc = SHK_CAP_SESSION;
+  shk_cap_lifecycle_of(m->table, id, &plc);
+  q.once = plc == SHK_CAP_ONCE;
   grant g = { .cls = parent->cls };
-  shk_error aerr;
+  egrant *eg = NULL;
   r = shk_cap_attenuate(m->table, id, &scope, ttl ? now_ms() + ttl : 0, g.id, &aerr);
-  shk_cap_scope_clear(&scope);
-  if (!r && add_grant(m, s, &g)) {
+  if (!r && prepare_grant(s, &g, &scope, q.once, &eg)) {
     unissue(m, g.id);
     r = shk__error_set(&aerr, -ENOMEM, "out of memory");
   }
+  shk_audit_event e;
+  ev_request(&e, "attenuate", &q);
+  shk_audit_str(&e, SHK_AUDIT_HANDLE_PARENT, id);
+  shk_audit_str(&e, SHK_AUDIT_HANDLE, r ? NULL : g.id);
+  shk_audit_str(&e, SHK_AUDIT_OUTCOME, r ? "refused" : "attenuated");
+  shk_audit_str(&e, SHK_AUDIT_REASON, r ? aerr.message : NULL);
+  int er = ev_emit(m, &e, r ? NULL : &serr);
   if (r) {
-    emit(m, actor, s->id, shk_cap_class_name(g.cls), jscope, "refused", NULL, id, aerr.message, NULL);
     ans = refuse("attenuate: %s", aerr.message);
-    goto out;
+  } else if (er) {
+    unprepare(eg);
+    unissue(m, g.id);
+    ans = refuse("attenuate: refused: %s; nothing was derived", serr.message);
+  } else {
+    /* A child never outlives its parent (shk_cap_attenuate's rule). */
+    int64_t pexp = s->grants[idx].expires_ms;
+    g.expires_ms = ttl ? now_ms() + ttl : 0;
+    if (pexp && (!g.expires_ms || g.expires_ms > pexp))
+      g.expires_ms = pexp;
+    publish_grant(m, s, &g, eg);
+    ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "handle", g.id, "parent", id, "session", s->id);
   }
-  emit(m, actor, s->id, shk_cap_class_name(g.cls), jscope, "attenuated", NULL, g.id, NULL, NULL);
-  ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "handle", g.id, "parent", id, "session", s->id);
-out:
   pthread_mutex_unlock(&m->mu);
+  free(q.scope_text);
+  shk_cap_scope_clear(&scope);
   return ans;
 }
 
@@ -1041,8 +1535,8 @@ static json_t *op_grants(shk_manager *m, json_t *req)
 /* What a session has been exposed to, as its runtime reports it; exposure
  * only ever grows. It feeds tier promotion: a data-leaving grant of a
  * session that ingested external content and touched sensitive data needs
- * a human. */
-static json_t *op_taint(shk_manager *m, json_t *req, const char *actor)
+ * a human. Never refused for the timeline: it only restricts. */
+static json_t *op_taint(shk_manager *m, json_t *req, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "session", "ingested_external", "touched_sensitive", NULL };
   const char *bad;
@@ -1059,9 +1553,13 @@ static json_t *op_taint(shk_manager *m, json_t *req, const char *actor)
   } else {
     s->taint.ingested_external |= json_is_true(ext);
     s->taint.touched_sensitive |= json_is_true(sens);
-    emit(m, actor, s->id, NULL, NULL, "tainted", NULL, NULL,
-         s->taint.ingested_external && s->taint.touched_sensitive ? "external and sensitive"
-         : s->taint.ingested_external ? "external" : s->taint.touched_sensitive ? "sensitive" : "none", NULL);
+    shk_audit_event e;
+    ev_init(&e, "taint", s, by);
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, "tainted");
+    shk_audit_str(&e, SHK_AUDIT_REASON,
+                  s->taint.ingested_external && s->taint.touched_sensitive ? "external and sensitive"
+                  : s->taint.ingested_external ? "external" : s->taint.touched_sensitive ? "sensitive" : "none");
+    ev_emit(m, &e, NULL);
     ans = json_pack("{s:b, s:b, s:b}", "ok", 1, "ingested_external", s->taint.ingested_external,
                     "touched_sensitive", s->taint.touched_sensitive);
   }
@@ -1069,30 +1567,77 @@ static json_t *op_taint(shk_manager *m, json_t *req, const char *actor)
   return ans;
 }
 
+/* May the operator's own run turn off these layers: the one decision, with
+ * this manager's policy, recorded. An answer the timeline cannot take is a
+ * refusal: nothing may be turned off. */
+static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "layers", "on_command_line", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("decide_layers: unknown field '%s'", bad);
+  json_t *asked = json_object_get(req, "on_command_line");
+  const char **layers;
+  size_t n;
+  if (strlist(req, "layers", &layers, &n) || !n || (asked && !json_is_boolean(asked))) {
+    free(layers);
+    return refuse("decide_layers: layers (an array of layer names) is required, and on_command_line is true or "
+                  "false");
+  }
+  shk_policy_session ps;
+  shk_policy_request pr;
+  shk__layers_request(layers, n, json_is_true(asked), now_ms(), &ps, &pr);
+  shk_policy_answer pa;
+  shk_error derr, aerr;
+  json_t *ans;
+  if (shk_policy_decide(m->policy, &ps, &pr, &pa, &derr)) {
+    ans = refuse("decide_layers: %s", derr.message);
+  } else {
+    json_t *jl = json_object_get(req, "layers");
+    char *text = json_dumps(jl, JSON_COMPACT);
+    shk_audit_event e;
+    ev_init(&e, "decision", NULL, by);
+    shk_audit_str(&e, SHK_AUDIT_CLASS, "layer");
+    shk_audit_str(&e, SHK_AUDIT_SCOPE, text);
+    ev_answer(&e, &pa);
+    shk_audit_str(&e, SHK_AUDIT_REASON, pa.why);
+    free(text);
+    if (ev_emit(m, &e, &aerr))
+      ans = refuse("decide_layers: refused: %s", aerr.message);
+    else
+      ans = json_pack("{s:b, s:s, s:s, s:s}", "ok", 1, "decision", shk_policy_verdict_name(pa.verdict), "policy",
+                      pa.policy, "reason", pa.why);
+  }
+  free(layers);
+  return ans;
+}
+
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
 {
   const char *op = json_is_object(req) ? str_or(req, "op", NULL) : NULL;
-  const char *actor = conn ? "control" : "embedded";
+  shk__peer by = peer_of(m, conn);
   if (!op)
     return refuse("request must be a JSON object with \"op\"");
   if (!strcmp(op, "open_session"))
-    return op_open_session(m, req, conn);
+    return op_open_session(m, req, conn, &by);
   if (!strcmp(op, "close_session"))
-    return shk__manager_close_session(m, str_or(req, "session", NULL), actor);
+    return shk__manager_close_session(m, str_or(req, "session", NULL), &by, "closed by request");
   if (!strcmp(op, "sessions"))
     return op_sessions(m);
   if (!strcmp(op, "grant"))
-    return op_grant(m, req, actor);
+    return op_grant(m, req, &by);
   if (!strcmp(op, "resolve"))
-    return op_resolve(m, req, conn, actor);
+    return op_resolve(m, req, &by);
   if (!strcmp(op, "grants"))
     return op_grants(m, req);
   if (!strcmp(op, "revoke"))
-    return op_revoke(m, req, actor);
+    return op_revoke(m, req, &by);
   if (!strcmp(op, "attenuate"))
-    return op_attenuate(m, req, actor);
+    return op_attenuate(m, req, &by);
   if (!strcmp(op, "taint"))
-    return op_taint(m, req, actor);
+    return op_taint(m, req, &by);
+  if (!strcmp(op, "decide_layers"))
+    return op_decide_layers(m, req, &by);
   return refuse("unknown op '%s'", op);
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """End-to-end test of the capability manager: a real `shinken daemon`, a
 session with an egress proxy, and grants, attenuation and revocation judged
-by what a client of the session's proxy socket can and cannot reach.
+by what a client of the session's proxy socket can and cannot reach. The
+manager's events are read from its audit store (`shinken audit tail`); the
+proxy's own lines from the file the configuration's event_log names.
 
 Every address used is loopback: the upstream is an echo server on
 127.0.0.1, reached by the name api.test pinned to it in the proxy config
@@ -108,6 +110,25 @@ def read_events(path):
         return [json.loads(l) for l in f if l.startswith("{")]
 
 
+def audit_events(db):
+    """The manager's events, as `shinken audit tail --json` prints them."""
+    p = subprocess.run([SHINKEN, "audit", "tail", "--db", db, "-n", "0", "--json"], capture_output=True, text=True,
+                       timeout=60)
+    return [json.loads(l) for l in p.stdout.splitlines() if l.strip()] if p.returncode == 0 else []
+
+
+def has_event(db, pred, timeout=10):
+    """Whether an event for which pred holds reaches the store in time (the
+    writer commits in batches)."""
+    deadline = time.time() + timeout
+    while True:
+        if any(pred(e) for e in audit_events(db)):
+            return True
+        if time.time() > deadline:
+            return False
+        time.sleep(0.1)
+
+
 def cli(*args, env=None):
     p = subprocess.run([SHINKEN, *args], capture_output=True, text=True, env=env, timeout=30)
     return p.returncode, p.stdout, p.stderr
@@ -165,7 +186,7 @@ def refused_daemon(tmp, sock, name, policy_dir, env=None):
     """Starts a daemon on `policy_dir` that must refuse to start; returns
     its stderr."""
     cfg = os.path.join(tmp, name + ".json")
-    conf = {"socket": sock}
+    conf = {"socket": sock, "audit_db": os.path.join(tmp, "refused-audit", "audit.db")}
     if policy_dir:
         conf["policy_dir"] = policy_dir
     with open(cfg, "w") as f:
@@ -196,7 +217,7 @@ def policy_dir_checks(tmp, sock):
         ssock = os.path.join(tmp, "ok", "m.sock")
         cfg = os.path.join(tmp, "ok.json")
         with open(cfg, "w") as f:
-            json.dump({"socket": ssock, "policy_dir": d}, f)
+            json.dump({"socket": ssock, "policy_dir": d, "audit_db": os.path.join(tmp, "ok-audit", "audit.db")}, f)
         p = subprocess.Popen([SHINKEN, "daemon", "--config", cfg], stdout=subprocess.PIPE, text=True)
         line = p.stdout.readline()
         p.terminate()
@@ -273,6 +294,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="shk-e2e-")
     sock = os.path.join(tmp, "run", "manager.sock")
     events = os.path.join(tmp, "events.log")
+    db = os.path.join(tmp, "audit", "audit.db")
     srv, accepted = echo_server()
     port = srv.getsockname()[1]
     proxy_cfg = os.path.join(tmp, "proxy.json")
@@ -288,7 +310,7 @@ def main():
                    {"class": "install.privileged", "scope": {"scope": "pkg"}}], f)
     cfg = os.path.join(tmp, "daemon.json")
     with open(cfg, "w") as f:
-        json.dump({"socket": sock, "event_log": events, "policy_dir": os.path.join(SRC, "policies"),
+        json.dump({"socket": sock, "event_log": events, "audit_db": db, "policy_dir": os.path.join(SRC, "policies"),
                    "standing": standing}, f)
     env = dict(os.environ, SHINKEN_SOCKET=sock)
     # The session tier may only narrow: a permit there stops the daemon.
@@ -297,7 +319,8 @@ def main():
         f.write('permit(principal, action, resource);\n')
     bad_cfg = os.path.join(tmp, "bad.json")
     with open(bad_cfg, "w") as f:
-        json.dump({"socket": sock, "session_policy": sess_pol, "policy_dir": os.path.join(SRC, "policies")}, f)
+        json.dump({"socket": sock, "session_policy": sess_pol, "policy_dir": os.path.join(SRC, "policies"),
+                   "audit_db": db}, f)
     p = subprocess.run([SHINKEN, "daemon", "--config", bad_cfg], capture_output=True, text=True, timeout=30)
     check(p.returncode == 1 and "may only narrow" in p.stderr and p.stderr.count("\n") == 1,
           f"a permit in the session tier is refused ({p.returncode}, {p.stderr!r})")
@@ -324,9 +347,9 @@ def main():
         st = [g for g in json.loads(out)["grants"] if g["lifecycle"] == "standing"] if rc == 0 else []
         check(len(st) == 1 and st[0]["class"] == "net.egress" and st[0]["live"],
               f"the standing egress grant issued to the new session ({out!r})")
-        check(any(e.get("session") == sid and e.get("class") == "install.privileged" and e["decision"] == "refused"
-                  and e.get("reason") == "no enforcement point on this host for install.privileged"
-                  for e in read_events(events)),
+        check(has_event(db, lambda e: e.get("gen_ai.conversation.id") == sid and e["event.name"] == "grant"
+                        and e.get("shinken.class") == "install.privileged" and e.get("shinken.outcome") == "refused"
+                        and e.get("shinken.reason") == "no enforcement point on this host for install.privileged"),
               "the standing install is refused: no enforcement point on this host")
         s, code, _ = connect_via(edir, "standing.test", port)
         s.close()
@@ -335,9 +358,9 @@ def main():
         rc, out, _ = cli("grants", low.get("session", "x"), "--json", env=env)
         classes = sorted(g["class"] for g in json.loads(out)["grants"]) if rc == 0 else []
         check(classes == ["net.egress"], f"at low trust the standing install stays out ({classes})")
-        check(any(e.get("session") == low.get("session") and e.get("class") == "install.privileged"
-                  and e["decision"] == "refused" and e.get("policy") == "admin-install-low-trust"
-                  for e in read_events(events)),
+        check(has_event(db, lambda e: e.get("gen_ai.conversation.id") == low.get("session")
+                        and e["event.name"] == "decision" and e.get("shinken.class") == "install.privileged"
+                        and e.get("shinken.decision") == "deny" and e.get("shinken.policy.id") == "admin-install-low-trust"),
               "at low trust the admin forbid refuses the standing install, before the enforcement check")
         ctl.call(op="close_session", session=low.get("session", "x"))
         for g in st:
@@ -374,8 +397,8 @@ def main():
         check(res.get("ok") is True and res.get("decision") == "granted" and by.get("pid") == os.getpid()
               and by.get("uid") == os.getuid() and by.get("channel") == "control",
               f"resolve approves and records the peer: {res}")
-        check(any(e["decision"] == "approved" and e.get("pending") == ask.get("pending")
-                  and e.get("resolved_by", {}).get("pid") == os.getpid() for e in read_events(events)),
+        check(has_event(db, lambda e: e["event.name"] == "card-resolved" and e.get("shinken.outcome") == "approved"
+                        and e.get("shinken.card.id") == ask.get("pending") and e.get("process.pid") == os.getpid()),
               "the approval event names who resolved it")
         cli("revoke", res.get("handle", "x"), env=env)
         again = ctl.call(op="resolve", pending=ask.get("pending", "x"), resolution="approve")
@@ -534,7 +557,8 @@ def main():
         fsock = os.path.join(tmp, "fault", "manager.sock")
         fcfg = os.path.join(tmp, "fault.json")
         with open(fcfg, "w") as f:
-            json.dump({"socket": fsock, "event_log": events, "policy_dir": os.path.join(SRC, "policies")}, f)
+            json.dump({"socket": fsock, "event_log": events, "audit_db": os.path.join(tmp, "fault-audit", "audit.db"),
+                       "policy_dir": os.path.join(SRC, "policies")}, f)
         # A release build has no such switch: the same grant goes through.
         fenv = dict(env, SHINKEN_SOCKET=fsock, SHINKEN_FAULT="grant-delta")
         fd = subprocess.Popen([SHINKEN, "daemon", "--config", fcfg], stdout=subprocess.PIPE, text=True, env=fenv)
@@ -602,31 +626,30 @@ def main():
             time.sleep(0.05)
         check(not os.path.exists(os.path.join(edir, "http.sock")), "session sockets removed with the session")
 
-        # Events: one JSON line each, with the fields the audit needs.
-        # The manager's events carry an actor; the proxy's audit lines (same
-        # file) carry a protocol and never a path, query or header value.
-        # The session-closed event follows the socket's removal: wait for it.
-        deadline = time.time() + 5
-        while time.time() < deadline:
-            with open(events) as f:
-                lines = [json.loads(l) for l in f if l.startswith("{")]
-            if any(e.get("decision") == "session-closed" for e in lines):
-                break
-            time.sleep(0.05)
-        evs = [e for e in lines if "actor" in e]
-        audit = [e for e in lines if "protocol" in e]
-        check(len(evs) + len(audit) == len(lines), "every line is an event or an audit line")
-        check(any(a.get("decision") in ("deny", "denied", "blocked") or a.get("decision") for a in audit),
-              "the proxy audited its decisions")
-        check(any(str(a.get("rule", "")).startswith("handle:") for a in audit),
-              "an allowed connection's audit line names the handle that allowed it")
-        kinds = {e["decision"] for e in evs}
-        check({"granted", "refused", "revoked", "attenuated", "session-opened", "session-closed"} <= kinds,
-              f"event kinds: {kinds}")
-        check(any(e["decision"] == "refused" and "OS delta failed" in e.get("reason", "") and not e.get("handle")
-                  for e in evs), "the failed OS delta has an event saying so, naming no handle")
-        check(all("time" in e and "actor" in e for e in evs), "events carry time and actor")
-        check(any(e["decision"] == "granted" and e.get("handle") == handle for e in evs), "grant event names the handle")
+        # Events. The proxy's own lines (the event_log file) carry a protocol
+        # and never a path, query or header value; the manager's events are
+        # in its audit store, one canonical entry each. The session's end
+        # follows the socket's removal: wait for it.
+        check(has_event(db, lambda e: e["event.name"] == "session-close" and e.get("gen_ai.conversation.id") == sid),
+              "the session's end is recorded")
+        lines = read_events(events)
+        check(lines and all("protocol" in e for e in lines), "every line of the proxy's log is a proxy verdict")
+        check(any(a.get("decision") == "deny" for a in lines), "the proxy logged its refusals")
+        check(any(str(a.get("rule", "")).startswith("handle:") for a in lines),
+              "an allowed connection's proxy line names the handle that allowed it")
+        evs = audit_events(db)
+        kinds = {e["event.name"] for e in evs}
+        check({"session-open", "decision", "grant", "card-raised", "card-resolved", "egress-check", "use-once",
+               "attenuate", "revoke", "taint", "session-close"} <= kinds, f"event kinds: {kinds}")
+        check(any(e["event.name"] == "grant" and e.get("shinken.outcome") == "refused"
+                  and "OS delta failed" in e.get("shinken.reason", "") and "shinken.handle.id" not in e for e in evs),
+              "the failed OS delta has an event saying so, naming no handle")
+        check(all("time" in e and "seq" in e for e in evs), "events carry their time and sequence number")
+        check(any(e["event.name"] == "grant" and e.get("shinken.handle.id") == handle
+                  and e.get("shinken.outcome") == "granted" for e in evs), "grant event names the handle")
+        check(any(e["event.name"] == "egress-check" and e.get("shinken.handle.id") == handle
+                  and e.get("server.address") == "api.test" for e in evs),
+              "the connection a handle allowed is recorded with the handle, host and port")
 
         # A live grant reaches a running sandbox: `shinken run --net proxy`
         # registers with this daemon; a client inside keeps trying until the

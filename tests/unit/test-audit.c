@@ -607,8 +607,13 @@ static void test_writer_overflow(void **state)
   assert_false(rep.tampered);
   assert_int_equal(rep.checked_size, accepted + 3);
 
-  /* The same log continues. */
+  /* The same log continues; while it is open, no second writer may
+   * append to it. */
   assert_int_equal(shk_audit_open(&o, &a, &err), 0);
+  shk_audit *second = NULL;
+  assert_int_equal(shk_audit_open(&o, &second, &err), -EBUSY);
+  assert_null(second);
+  assert_non_null(strstr(err.message, "another process is writing the audit log"));
   assert_int_equal(shk_audit_close(a, &err), 0);
   assert_int_equal(shk_audit_verify(&vo, &rep, &err), 0);
   assert_false(rep.tampered);

@@ -1,11 +1,15 @@
-/* Unit tests for src/daemon: the manager's grant protocol as a table of
+/* Unit tests for src/manager: the manager's grant protocol as a table of
  * cases (trust, class, scope, provenance, a human's answer -> decision,
  * what decided, deciding policy), pending requests and who resolved them,
  * the classes with no enforcement point, standing grants, nonsense
- * durations, closed sessions leaving the handle table, the configuration's
- * policy directory, the launcher's layer question, and the host check the
- * egress hook makes (shk_cap_scope_allows_host). The manager is embedded:
- * every call goes through shk_manager_call, as JSON text. */
+ * durations, closed sessions leaving the handle table, the configuration
+ * (its policy directory and its keys), the launcher's layer question, the
+ * events each operation leaves in the audit timeline and their fields, a
+ * full audit queue refusing a grant but never a revoke, per-session limits
+ * on pending requests and their timeout, expiry, the control socket kept
+ * out of every session's writable roots, and the host check the egress
+ * hook makes (shk_cap_scope_allows_host). The manager is embedded: every
+ * call goes through shk_manager_call, as JSON text. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,11 +24,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit/audit-internal.h"
+#include "manager/manager-internal.h"
+#include "shinken/audit.h"
 #include "shinken/cap.h"
 #include "shinken/manager.h"
 
 static char tmpdir[] = "/tmp/shk-test-daemon-XXXXXX";
-static char events[4200], standing[4200], policies[4200];
+static char auditdb[4200], standing[4200], policies[4200];
 static shk_manager *mgr;
 
 static const char *src_dir(void)
@@ -79,16 +86,59 @@ static size_t n_grants(const char *session)
   return n;
 }
 
+/* The events of m's timeline, committed, one canonical JSON entry each. */
+typedef struct entries {
+  char **v;
+  size_t n;
+} entries;
+
+static int collect(void *data, uint64_t seq, const char *entry, size_t len, const unsigned char leaf[32])
+{
+  entries *e = data;
+  e->v = realloc(e->v, (e->n + 1) * sizeof *e->v);
+  e->v[e->n++] = strndup(entry, len);
+  return 0;
+}
+
+static entries read_log(shk_manager *m, const char *db)
+{
+  shk_error err;
+  entries e = { NULL, 0 };
+  if (shk_audit_flush(shk__manager_audit(m), false, &err))
+    fail_msg("flush: %s", err.message);
+  shk_audit_reader *r;
+  if (shk_audit_reader_open(db, &r, &err) || shk_audit_reader_scan(r, 0, collect, &e, &err))
+    fail_msg("reading %s: %s", db, err.message);
+  shk_audit_reader_close(r);
+  return e;
+}
+
+static void entries_free(entries *e)
+{
+  for (size_t i = 0; i < e->n; i++)
+    free(e->v[i]);
+  free(e->v);
+}
+
+/* How many events of m's log (at db) contain every needle (NULL-ended). */
+static int count_events(shk_manager *m, const char *db, const char *const *needles)
+{
+  entries e = read_log(m, db);
+  int n = 0;
+  for (size_t i = 0; i < e.n; i++) {
+    bool all = true;
+    for (const char *const *k = needles; *k && all; k++)
+      all = strstr(e.v[i], *k) != NULL;
+    n += all;
+  }
+  entries_free(&e);
+  return n;
+}
+
 static int events_with(const char *needle)
 {
-  FILE *f = fopen(events, "r");
-  assert_non_null(f);
-  char line[8192];
-  int n = 0;
-  while (fgets(line, sizeof line, f))
-    n += strstr(line, needle) != NULL;
-  fclose(f);
-  return n;
+  const char *const n[] = { needle, NULL };
+  return count_events(mgr, auditdb, n);
 }
 
 /* ---- the grant protocol: one table ---- */
@@ -208,11 +258,14 @@ static void pending_requests(void **state)
   assert_false(json_is_true(json_object_get(a, "ok")));
   assert_non_null(strstr(str(a, "error"), "no pending request"));
   json_decref(a);
-  /* The record: raised, approved by whom, granted. */
-  assert_int_equal(events_with(pending), 2);
-  char who[64];
-  snprintf(who, sizeof who, "\"pid\":%d", (int)getpid());
-  assert_true(events_with(who) >= 1);
+  /* The record: raised, approved by whom, decided again, granted. */
+  assert_int_equal(events_with(pending), 4);
+  char who[64], card[64];
+  snprintf(who, sizeof who, "\"process.pid\":%d", (int)getpid());
+  snprintf(card, sizeof card, "\"shinken.card.id\":\"%s\"", pending);
+  const char *const approved[] = { "\"event.name\":\"card-resolved\"", "\"shinken.outcome\":\"approved\"", who,
+                                   "\"shinken.human.surface\":\"embedded\"", card, NULL };
+  assert_int_equal(count_events(mgr, auditdb, approved), 1);
   free(pending);
   /* A session may keep only so many requests waiting. */
   for (int i = 0; i < 64; i++) {
@@ -294,7 +347,7 @@ static void standing_grants(void **state)
   assert_string_equal(str(g, "lifecycle"), "standing");
   assert_string_equal(str(g, "class"), "net.egress");
   json_decref(a);
-  assert_true(events_with("\"reason\":\"no enforcement point on this host for install.privileged\"") >= 1);
+  assert_true(events_with("\"shinken.reason\":\"no enforcement point on this host for install.privileged\"") >= 1);
   int forbids = events_with("admin-install-low-trust");
   char *low = open_session("low");
   assert_int_equal(events_with("admin-install-low-trust"), forbids + 1);
@@ -431,6 +484,396 @@ static void layers(void **state)
   setenv("SHINKEN_POLICY_DIR", policies, 1);
 }
 
+/* ---- the timeline: each operation's events and their fields ---- */
+
+static char *answer_str(json_t *a, const char *key)
+{
+  char *v = strdup(str(a, key));
+  json_decref(a);
+  return v;
+}
+
+/* One event named `name` with every field=value pair (canonical JSON
+ * fragments) given, NULL-ended. */
+static void expect_event(const char *name, ...)
+{
+  const char *needles[16];
+  char first[128];
+  snprintf(first, sizeof first, "\"event.name\":\"%s\"", name);
+  size_t n = 0;
+  needles[n++] = first;
+  va_list ap;
+  va_start(ap, name);
+  const char *k;
+  while ((k = va_arg(ap, const char *)) && n < 15)
+    needles[n++] = k;
+  va_end(ap);
+  needles[n] = NULL;
+  if (count_events(mgr, auditdb, needles) != 1) {
+    entries e = read_log(mgr, auditdb);
+    for (size_t i = e.n > 12 ? e.n - 12 : 0; i < e.n; i++)
+      fprintf(stderr, "  %s\n", e.v[i]);
+    entries_free(&e);
+    fail_msg("no single %s event with %s %s %s", name, n > 1 ? needles[1] : "", n > 2 ? needles[2] : "",
+             n > 3 ? needles[3] : "");
+  }
+}
+
+static void timeline(void **state)
+{
+  (void)state;
+  char pid[64], sess[128], h[128], parent[128], card[128];
+  snprintf(pid, sizeof pid, "\"process.pid\":%d", (int)getpid());
+  char *sid = answer_str(call(mgr, "{\"op\":\"open_session\",\"egress\":true,\"model\":\"m-1\"}"), "session");
+  snprintf(sess, sizeof sess, "\"gen_ai.conversation.id\":\"%s\"", sid);
+  expect_event("session-open", sess, "\"gen_ai.request.model\":\"m-1\"", "\"shinken.outcome\":\"opened\"",
+               "\"shinken.human.surface\":\"embedded\"", pid, NULL);
+  /* An Auto grant: its decision, and the grant with its handle. */
+  char *handle = answer_str(call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" REG
+                                      ",\"ttl_ms\":60000}", sid), "handle");
+  snprintf(h, sizeof h, "\"shinken.handle.id\":\"%s\"", handle);
+  expect_event("decision", sess, "\"shinken.decision\":\"allow\"", "\"shinken.policy.id\":\"project-manifest-tiers\"",
+               "\"shinken.tier\":\"Auto\"", "\"shinken.class\":\"net.egress\"",
+               "\\\"domains\\\":[\\\"registry.npm.example\\\"]", "\"shinken.lifetime\":\"PT60S\"",
+               NULL);
+  expect_event("grant", sess, h, "\"shinken.outcome\":\"granted\"", "\"shinken.provenance\":\"first-party\"", pid,
+               NULL);
+  /* A denial is a decision and nothing more. */
+  json_decref(call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":"
+                        "{\"domains\":[\"evil.invalid\"]},\"once\":true}", sid));
+  expect_event("decision", sess, "\"shinken.decision\":\"deny\"", "\"shinken.lifetime\":\"once\"",
+               "outside the manifest", NULL);
+  /* Ask: a card, then its resolution by this process, then the grant. */
+  char *pending = answer_str(call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":"
+                                       ASKS "}", sid), "pending");
+  snprintf(card, sizeof card, "\"shinken.card.id\":\"%s\"", pending);
+  expect_event("card-raised", sess, card, "\"shinken.decision\":\"ask\"", "\"shinken.tier\":\"Ask\"", NULL);
+  json_t *a = call(mgr, "{\"op\":\"resolve\",\"pending\":\"%s\",\"resolution\":\"approve\"}", pending);
+  char exe[4200], exe_field[4400];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  assert_true(n > 0);
+  exe[n] = '\0';
+  snprintf(exe_field, sizeof exe_field, "\"process.executable.path\":\"%s\"", exe);
+  assert_string_equal(str(json_object_get(a, "resolved_by"), "exe"), exe);
+  json_decref(a);
+  expect_event("card-resolved", sess, card, "\"shinken.outcome\":\"approved\"", pid, exe_field, NULL);
+  expect_event("grant", sess, card, "\"shinken.outcome\":\"granted\"", "\"shinken.tier\":\"Ask\"", NULL);
+  /* Attenuate, revoke, the session's end. */
+  char *child = answer_str(call(mgr, "{\"op\":\"attenuate\",\"handle\":\"%s\",\"scope\":" REG "}", handle), "handle");
+  snprintf(parent, sizeof parent, "\"shinken.handle.parent\":\"%s\"", handle);
+  expect_event("attenuate", sess, parent, "\"shinken.outcome\":\"attenuated\"", NULL);
+  json_decref(call(mgr, "{\"op\":\"revoke\",\"handle\":\"%s\"}", handle));
+  expect_event("revoke", sess, h, "\"shinken.outcome\":\"revoked\"", "\"shinken.count\":0", pid, NULL);
+  json_decref(call(mgr, "{\"op\":\"taint\",\"session\":\"%s\",\"touched_sensitive\":true}", sid));
+  expect_event("taint", sess, "\"shinken.reason\":\"sensitive\"", NULL);
+  close_session(sid);
+  expect_event("session-close", sess, "\"shinken.reason\":\"closed by request\"", "\"shinken.count\":4", NULL);
+  /* The layer question, asked of this manager, is a decision too. */
+  a = call(mgr, "{\"op\":\"decide_layers\",\"layers\":[\"network\"],\"on_command_line\":true}");
+  assert_string_equal(str(a, "decision"), "allow");
+  json_decref(a);
+  a = call(mgr, "{\"op\":\"decide_layers\",\"layers\":[\"seccomp\"]}");
+  assert_string_equal(str(a, "decision"), "ask");
+  json_decref(a);
+  expect_event("decision", "\"shinken.class\":\"layer\"", "\"shinken.scope\":\"[\\\"seccomp\\\"]\"",
+               "\"shinken.decision\":\"ask\"", NULL);
+  a = call(mgr, "{\"op\":\"decide_layers\",\"layers\":[\"sandbox\"]}");
+  assert_false(json_is_true(json_object_get(a, "ok")));
+  json_decref(a);
+  free(sid);
+  free(handle);
+  free(pending);
+  free(child);
+}
+
+/* A full queue refuses a grant (nothing is issued) and never a revoke,
+ * which happens and is counted. */
+static void audit_full(void **state)
+{
+  (void)state;
+  char *sid = open_session("standard");
+  char *handle = answer_str(call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" REG
+                                      "}", sid), "handle");
+  shk_audit *au = shk__manager_audit(mgr);
+  shk__audit_pause(au, true);
+  shk_audit_event e;
+  shk_audit_event_init(&e, "filler");
+  char fill[3000];
+  memset(fill, 'x', sizeof fill - 1);
+  fill[sizeof fill - 1] = '\0';
+  shk_audit_str(&e, SHK_AUDIT_REASON, fill);
+  while (shk_audit_emit(au, &e, NULL) == 0)
+    ;
+  /* and the last bytes, with the smallest events there are */
+  shk_audit_event_init(&e, "f");
+  while (shk_audit_emit(au, &e, NULL) == 0)
+    ;
+  uint64_t refused = shk_audit_refused(au);
+  size_t before = n_grants(sid);
+  json_t *a = call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" REG "}", sid);
+  assert_false(json_is_true(json_object_get(a, "ok")));
+  assert_non_null(strstr(str(a, "error"), "the audit log cannot record it (its queue is full)"));
+  json_decref(a);
+  assert_int_equal(n_grants(sid), before);
+  a = call(mgr, "{\"op\":\"revoke\",\"handle\":\"%s\"}", handle);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  json_decref(a);
+  a = call(mgr, "{\"op\":\"grants\",\"session\":\"%s\"}", sid);
+  size_t i;
+  json_t *g;
+  bool dead = false;
+  json_array_foreach(json_object_get(a, "grants"), i, g) if (!strcmp(str(g, "handle"), handle)) dead =
+    !json_is_true(json_object_get(g, "live"));
+  json_decref(a);
+  assert_true(dead);
+  assert_true(shk_audit_refused(au) >= refused + 2);
+  shk__audit_pause(au, false);
+  assert_int_equal(shk_audit_flush(au, false, NULL), 0);
+  assert_true(events_with("\"event.name\":\"audit-overflow\"") >= 1);
+  /* Once the queue drains, grants are recorded and issued again. */
+  a = call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" REG "}", sid);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  json_decref(a);
+  close_session(sid);
+  free(sid);
+  free(handle);
+}
+
+/* The per-session limit on pending requests and their timeout, from the
+ * configuration; one session at its limit leaves another untouched. And a
+ * handle past its expiry is recorded as expired. */
+static void limits_and_time(void **state)
+{
+  (void)state;
+  char db[4300];
+  snprintf(db, sizeof db, "%s/limits/audit.db", tmpdir);
+  shk_manager_opts o = { .policy_dir = policies, .audit_db = db, .max_pending = 2, .pending_timeout_ms = 200 };
+  shk_manager *m;
+  shk_error err;
+  assert_int_equal(shk_manager_new(&o, &m, &err), 0);
+  char *ids[2];
+  for (int k = 0; k < 2; k++) {
+    ids[k] = answer_str(call(m, "{\"op\":\"open_session\",\"egress\":true}"), "session");
+    for (int i = 0; i < 2; i++) {
+      json_t *a = call(m, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" ASKS "}", ids[k]);
+      assert_string_equal(str(a, "decision"), "ask");
+      json_decref(a);
+    }
+    json_t *a = call(m, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" ASKS "}", ids[k]);
+    assert_false(json_is_true(json_object_get(a, "ok")));
+    assert_non_null(strstr(str(a, "error"), "already has 2 requests waiting for a human"));
+    json_decref(a);
+  }
+  const char *const too_many[] = { "\"event.name\":\"grant\"", "\"error.type\":\"too-many-pending\"",
+                                   "\"shinken.outcome\":\"refused\"", NULL };
+  assert_int_equal(count_events(m, db, too_many), 2);
+  /* A grant that expires, and the requests that time out. */
+  char *h = answer_str(call(m, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" REG
+                               ",\"ttl_ms\":100}", ids[0]), "handle");
+  usleep(300 * 1000);
+  shk__manager_tick(m);
+  char hf[128];
+  snprintf(hf, sizeof hf, "\"shinken.handle.id\":\"%s\"", h);
+  const char *const expired[] = { "\"event.name\":\"expire\"", hf, "\"shinken.outcome\":\"expired\"", NULL };
+  assert_int_equal(count_events(m, db, expired), 1);
+  const char *const timed_out[] = { "\"event.name\":\"card-resolved\"", "\"shinken.outcome\":\"timed-out\"", NULL };
+  assert_int_equal(count_events(m, db, timed_out), 4);
+  json_t *a = call(m, "{\"op\":\"sessions\"}");
+  size_t i;
+  json_t *s;
+  json_array_foreach(json_object_get(a, "sessions"), i, s) assert_int_equal(json_integer_value(json_object_get(s, "pending")), 0);
+  json_decref(a);
+  shk_manager_free(m);
+  free(ids[0]);
+  free(ids[1]);
+  free(h);
+}
+
+/* ---- the control socket stays out of every sandbox's writable roots ---- */
+
+static void socket_placement(void **state)
+{
+  (void)state;
+  char dir[4300], link[4300], sock[4400], db[4400];
+  snprintf(dir, sizeof dir, "%s/work", tmpdir);
+  snprintf(link, sizeof link, "%s/worklink", tmpdir);
+  snprintf(sock, sizeof sock, "%s/run/m.sock", dir);
+  snprintf(db, sizeof db, "%s/place/audit.db", tmpdir);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(symlink(dir, link), 0);
+  /* A manager that will serve inside the workspace, as when
+   * XDG_RUNTIME_DIR points into it. */
+  shk_manager_opts o = { .policy_dir = policies, .audit_db = db, .socket = sock };
+  shk_manager *m;
+  shk_error err;
+  assert_int_equal(shk_manager_new(&o, &m, &err), 0);
+  static const struct {
+    const char *root; /* below tmpdir, unless absolute */
+    bool refused;
+  } roots[] = {
+    { "work", true },
+    { "worklink", true },      /* the same root, through a symlink */
+    { "", true },              /* an ancestor */
+    { "work/run", true },
+    { "work/run/m.sock", true },
+    { "/", true },
+    { "work/other", false },   /* a sibling of the socket's directory */
+    { "elsewhere", false },
+    { "wor", false },          /* a prefix that is not an ancestor */
+  };
+  for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+    char root[4400];
+    if (roots[i].root[0] == '/')
+      snprintf(root, sizeof root, "%s", roots[i].root);
+    else
+      snprintf(root, sizeof root, "%s%s%s", tmpdir, roots[i].root[0] ? "/" : "", roots[i].root);
+    json_t *a = call(m, "{\"op\":\"open_session\",\"writable_roots\":[\"/usr\",\"%s\"]}", root);
+    bool refused = !json_is_true(json_object_get(a, "ok"));
+    if (refused != roots[i].refused ||
+        (refused && !strstr(str(a, "error"), "is inside the writable root")))
+      fail_msg("case %zu (%s): %s", i, root, json_dumps(a, 0));
+    json_decref(a);
+  }
+  json_t *a = call(m, "{\"op\":\"open_session\",\"writable_roots\":[\"relative/path\"]}");
+  assert_non_null(strstr(str(a, "error"), "not an absolute path"));
+  json_decref(a);
+  a = call(m, "{\"op\":\"open_session\",\"writable_roots\":[\"/tmp/../etc\"]}");
+  assert_non_null(strstr(str(a, "error"), "not an absolute path"));
+  json_decref(a);
+  /* Serving: refused inside an open session's root, accepted outside. */
+  char *sid = answer_str(call(m, "{\"op\":\"open_session\",\"writable_roots\":[\"%s/shared\"]}", tmpdir), "session");
+  char inside[4400], outside[4400];
+  snprintf(inside, sizeof inside, "%s/shared/run/m.sock", tmpdir);
+  snprintf(outside, sizeof outside, "%s/private/m.sock", tmpdir);
+  assert_int_equal(shk_manager_serve(m, inside, &err), -EPERM);
+  assert_non_null(strstr(err.message, "is inside the writable root"));
+  assert_int_equal(shk_manager_serve(m, outside, &err), 0);
+  json_decref(call(m, "{\"op\":\"close_session\",\"session\":\"%s\"}", sid));
+  free(sid);
+  /* Now serving at `outside`: a session with it inside its roots is refused. */
+  a = call(m, "{\"op\":\"open_session\",\"writable_roots\":[\"%s/private\"]}", tmpdir);
+  assert_non_null(strstr(str(a, "error"), "the control socket"));
+  json_decref(a);
+  shk_manager_free(m);
+  /* The socket's directory: someone else's, or one others may write, is
+   * refused; a private one is used. */
+  struct {
+    const char *name;
+    mode_t mode;
+    uid_t owner; /* 0: this user */
+    const char *error_has;
+  } dirs[] = {
+    { "d-private", 0700, 0, NULL },
+    { "d-group", 0770, 0, "writable by group or others" },
+    { "d-world", 0777, 0, "writable by group or others" },
+    { "d-sticky", 01777, 0, "writable by group or others" },
+    { "d-other", 0700, 65534, "belongs to uid 65534" },
+  };
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    if (dirs[i].owner && geteuid() != 0)
+      continue; /* only root can hand a directory to someone else */
+    char d[4400], p[4500];
+    snprintf(d, sizeof d, "%s/%s", tmpdir, dirs[i].name);
+    snprintf(p, sizeof p, "%s/m.sock", d);
+    assert_int_equal(mkdir(d, 0700), 0);
+    assert_int_equal(chmod(d, dirs[i].mode), 0);
+    if (dirs[i].owner)
+      assert_int_equal(chown(d, dirs[i].owner, dirs[i].owner), 0);
+    shk_manager_opts o2 = { .policy_dir = policies };
+    assert_int_equal(shk_manager_new(&o2, &m, &err), 0);
+    int r = shk_manager_serve(m, p, &err);
+    struct stat st;
+    if (dirs[i].error_has) {
+      if (r != -EPERM || !strstr(err.message, dirs[i].error_has))
+        fail_msg("%s: %d %s", dirs[i].name, r, r ? err.message : "served");
+      assert_int_equal(stat(p, &st), -1);
+    } else {
+      assert_int_equal(r, 0);
+      assert_int_equal(stat(p, &st), 0);
+    }
+    shk_manager_free(m);
+  }
+}
+
+/* ---- the configuration's keys ---- */
+
+static void config_keys(void **state)
+{
+  (void)state;
+  static const struct {
+    const char *text;
+    int rc;
+    const char *error_has;
+  } cases[] = {
+    { "{\"max_pending\":5,\"pending_timeout_ms\":1000,\"control_idle_ms\":2000,\"control_max_clients\":10,"
+      "\"control_max_clients_per_uid\":3,\"control_max_output\":65536,\"control_fd_reserve\":8,"
+      "\"audit_checkpoint_events\":10,\"audit_checkpoint_ms\":50,\"audit_db\":\"/x/audit.db\"}", 0, NULL },
+    { "{\"max_pending\":0}", -EINVAL, "'max_pending' must be a whole number from 1 to" },
+    { "{\"max_pending\":-1}", -EINVAL, "'max_pending' must be a whole number" },
+    { "{\"max_pending\":\"5\"}", -EINVAL, "'max_pending' must be a whole number" },
+    { "{\"pending_timeout_ms\":1.5}", -EINVAL, "'pending_timeout_ms' must be a whole number" },
+    { "{\"control_idle_ms\":99999999999999}", -EINVAL, "'control_idle_ms' must be a whole number" },
+    { "{\"audit_db\":\"\"}", -EINVAL, "expected a non-empty string for 'audit_db'" },
+    { "{\"audit_db\":5}", -EINVAL, "expected a non-empty string for 'audit_db'" },
+    { "{\"max_pendings\":5}", -EINVAL, "unknown key 'max_pendings'" },
+  };
+  char path[4300];
+  snprintf(path, sizeof path, "%s/keys.json", tmpdir);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    FILE *f = fopen(path, "w");
+    fputs(cases[i].text, f);
+    fclose(f);
+    shk_manager_config c;
+    shk_error e;
+    int rc = shk_manager_config_load(path, &c, &e);
+    if (rc != cases[i].rc || (rc && !strstr(e.message, cases[i].error_has)))
+      fail_msg("case %zu: %d %s", i, rc, rc ? e.message : "");
+    if (!rc) {
+      assert_int_equal(c.opts.max_pending, 5);
+      assert_int_equal(c.opts.pending_timeout_ms, 1000);
+      assert_int_equal(c.opts.control_idle_ms, 2000);
+      assert_int_equal(c.opts.control_max_clients, 10);
+      assert_int_equal(c.opts.control_max_per_uid, 3);
+      assert_int_equal(c.opts.control_max_output, 65536);
+      assert_int_equal(c.opts.control_fd_reserve, 8);
+      assert_int_equal(c.opts.audit_checkpoint_events, 10);
+      assert_int_equal(c.opts.audit_checkpoint_ms, 50);
+      assert_string_equal(c.opts.audit_db, "/x/audit.db");
+      assert_string_equal(c.opts.socket, c.socket);
+      shk_manager_config_clear(&c);
+    }
+  }
+  /* The default store is the audit module's. */
+  shk_manager_config c;
+  char want[4096];
+  assert_int_equal(shk_manager_config_load(NULL, &c, NULL), 0);
+  assert_int_equal(shk_audit_default_path(false, want, sizeof want, NULL), 0);
+  assert_string_equal(c.opts.audit_db, want);
+  shk_manager_config_clear(&c);
+  /* With no home there is no default store: the caller decides (the
+   * daemon refuses to start). */
+  char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+  char *xdg_state = getenv("XDG_STATE_HOME") ? strdup(getenv("XDG_STATE_HOME")) : NULL;
+  unsetenv("HOME");
+  unsetenv("XDG_STATE_HOME");
+  assert_int_equal(shk_manager_config_load(NULL, &c, NULL), 0);
+  assert_null(c.opts.audit_db);
+  shk_manager_config_clear(&c);
+  if (home)
+    setenv("HOME", home, 1);
+  if (xdg_state)
+    setenv("XDG_STATE_HOME", xdg_state, 1);
+  free(home);
+  free(xdg_state);
+  /* A second manager on the same store is refused: one writer per log. */
+  shk_manager_opts o = { .policy_dir = policies, .audit_db = auditdb };
+  shk_manager *m = NULL;
+  shk_error e;
+  assert_int_equal(shk_manager_new(&o, &m, &e), -EBUSY);
+  assert_null(m);
+  assert_non_null(strstr(e.message, "another process is writing the audit log"));
+}
+
 /* ---- the host check of the egress hook ---- */
 
 static const struct {
@@ -485,14 +928,14 @@ static int setup(void **state)
   (void)state;
   if (!mkdtemp(tmpdir))
     return -1;
-  snprintf(events, sizeof events, "%s/events.log", tmpdir);
+  snprintf(auditdb, sizeof auditdb, "%s/audit/audit.db", tmpdir);
   snprintf(standing, sizeof standing, "%s/standing.json", tmpdir);
   snprintf(policies, sizeof policies, "%s/policies", src_dir());
   FILE *f = fopen(standing, "w");
   fputs("[{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"standing.test\"]}},"
         "{\"class\":\"install.privileged\",\"scope\":{\"scope\":\"pkg\"}}]", f);
   fclose(f);
-  shk_manager_opts o = { .policy_dir = policies, .standing = standing, .event_log = events,
+  shk_manager_opts o = { .policy_dir = policies, .standing = standing, .audit_db = auditdb,
                          .exec_path = "/home/u/bin:relative:/usr/bin" };
   shk_error e;
   if (shk_manager_new(&o, &mgr, &e)) {
@@ -522,6 +965,11 @@ int main(void)
     cmocka_unit_test(fault_switch),
     cmocka_unit_test(bad_calls),
     cmocka_unit_test(configuration),
+    cmocka_unit_test(timeline),
+    cmocka_unit_test(audit_full),
+    cmocka_unit_test(limits_and_time),
+    cmocka_unit_test(socket_placement),
+    cmocka_unit_test(config_keys),
     cmocka_unit_test(layers),
     cmocka_unit_test(allows_host),
   };

@@ -414,10 +414,16 @@ static int keep_cgroup_paths(const shk_sandbox_cgroup *cg, shk_sandbox_result *r
 
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_features *f, const shk_sandbox_assessment *a,
-                       const shk_sandbox_egress *eg, const shk_sandbox_io *io,
+                       shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
+                       const shk_sandbox_io *io,
                        shk_sandbox_result *res, shk_error *err)
 {
   memset(res, 0, sizeof *res);
+  /* The plan the caller built is the one the sandbox is made of: the
+   * caller may have shown it to the manager (its writable roots), so it is
+   * taken over, not resolved again. */
+  res->plan = *plan;
+  memset(plan, 0, sizeof *plan);
   res->exit_status = -1;
   shk_sandbox_cgroup cg = { NULL, -1, { NULL }, { -1, -1, -1, -1 } };
   int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1, exe = -1;
@@ -431,9 +437,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   sigset_t all, mask;
   char resolv[PATH_MAX], resolv_src[PATH_MAX];
 
-  int r = shk_sandbox_plan_build(o, env, &res->plan, err);
-  if (r < 0)
-    goto out;
+  int r = 0;
   if (a->cgroup && (r = shk_sandbox_cgroup_create(f, o, &cg, err)) < 0)
     goto out;
   if ((r = keep_cgroup_paths(&cg, res)) < 0) {
