@@ -50,9 +50,12 @@ int shk_cli_daemon(int argc, char **argv)
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  if (shk_manager_serve(m, mc.socket, &err)) {
+  int r = shk_manager_serve(m, mc.socket, &err);
+  if (r) {
     shk_manager_free(m);
-    shk__die(SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
+    /* A place the configuration names that may not hold the socket is bad
+     * input; a socket that cannot be made is unavailable. */
+    shk__die(r == -EPERM ? SHK_EXIT_BAD_INPUT : SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
   }
   printf("listening %s\naudit log %s\n", mc.socket, mc.opts.audit_db);
   fflush(stdout);

@@ -124,10 +124,13 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
   } else {
     printf("%s\n", str(ans, "handle"));
   }
-  /* A decision (refused, or waiting for a human) is a refusal; a request
-   * the manager turned down without deciding it was bad input. */
-  int status = ok ? SHK_EXIT_OK : json_object_get(ans, "decision") ? SHK_EXIT_REFUSED
-                                                                  : SHK_EXIT_BAD_INPUT;
+  /* A decision (refused, or waiting for a human) is a refusal; a manager
+   * that turned the connection away (at its limits) is unavailable; a
+   * request it turned down without deciding it was bad input. */
+  int status = ok ? SHK_EXIT_OK
+               : json_object_get(ans, "decision")                ? SHK_EXIT_REFUSED
+               : json_is_true(json_object_get(ans, "unavailable")) ? SHK_EXIT_UNAVAILABLE
+                                                                 : SHK_EXIT_BAD_INPUT;
   json_decref(ans);
   return status;
 }
