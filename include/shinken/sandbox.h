@@ -59,6 +59,7 @@ typedef struct shk_sandbox_opts {
   char *proxy_config;
   bool read_only, restrict_reads, env_clean, allow_degraded;
   bool help;          /* --help was given: nothing else was parsed after it */
+  bool verbose;       /* --verbose: say the session and each refusal as it happens */
   shk_net_mode net;
   uint64_t mem;       /* bytes; 0: no limit asked */
   uint64_t pids;      /* 0: no limit asked */
@@ -437,6 +438,7 @@ typedef struct shk_sandbox_result {
   int launcher_signal;    /* a signal the launcher received and ended the sandbox
                            * with, or 0 */
   bool pty;               /* the workload had a pseudo-terminal (else pipes) */
+  unsigned oom_kills;     /* processes the session's memory limit killed */
 } shk_sandbox_result;
 
 /* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and

@@ -83,3 +83,14 @@ int shk_cli_print_usage(const char *cmd);
 bool shk_cli_wants_help(int argc, char **argv);
 /* "shinken: CMD: MESSAGE (see 'shinken CMD --help')" and exit 64. */
 SHK_NORETURN SHK_PRINTF(2, 3) void shk_cli_usage_error(const char *cmd, const char *fmt, ...);
+
+/* ---- the refusals of a session (refusals.c) ---- */
+
+/* Follows the egress proxy's verdict lines in the file LOG from its current
+ * end, counting SESSION's refusals, and with LIVE says each on stderr as it
+ * is written. NULL when LOG cannot be read. */
+typedef struct shk_cli_refusals shk_cli_refusals;
+shk_cli_refusals *shk_cli_refusals_start(const char *log, const char *session, bool live);
+/* Reads the rest of the log, prints one line per kind of refusal (and
+ * KEPT_AT, the log's path, when it outlives the run), and frees R. */
+void shk_cli_refusals_finish(shk_cli_refusals *r, const char *kept_at);

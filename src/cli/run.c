@@ -22,6 +22,25 @@
 
 #define RUN_FAIL SHK_EXIT_RUN_ERROR
 
+extern char **environ;
+
+/* A byte count as --mem takes it: 64M, 2G, or bytes. */
+static const char *mem_text(uint64_t bytes)
+{
+  static char text[32];
+  static const char units[] = "KMGT";
+  int u = -1;
+  while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    u++;
+  }
+  if (u < 0)
+    snprintf(text, sizeof text, "%llu bytes", (unsigned long long)bytes);
+  else
+    snprintf(text, sizeof text, "%llu%c", (unsigned long long)bytes, units[u]);
+  return text;
+}
+
 /* The degraded-mode decision: a layer this host cannot give refuses the run
  * unless --allow-degraded is given, and is then warned about; a layer the
  * options turn off (--net host) is warned about. */
@@ -65,6 +84,12 @@ typedef struct run_session {
   int fd;                /* to a running daemon, or -1 */
   shk_manager *embedded; /* the manager in this process, or NULL */
   char *id, *dir, *socket;
+  /* An embedded manager's proxy verdict lines: SHINKEN_EVENT_LOG (kept), or
+   * a file in PRIVATE, a directory of the caller's own (0700) removed at
+   * exit, which also holds the control socket when there is no
+   * XDG_RUNTIME_DIR. */
+  char *log, *private;
+  bool log_kept;
 } run_session;
 
 static void session_close(run_session *rs)
@@ -74,9 +99,15 @@ static void session_close(run_session *rs)
   shk_manager_free(rs->embedded);
   if (rs->socket)
     unlink(rs->socket);
+  if (rs->log && !rs->log_kept)
+    unlink(rs->log);
+  if (rs->private)
+    rmdir(rs->private);
   free(rs->id);
   free(rs->dir);
   free(rs->socket);
+  free(rs->log);
+  free(rs->private);
   memset(rs, 0, sizeof *rs);
   rs->fd = -1;
 }
@@ -120,13 +151,22 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
     if (shk_manager_rpc(rs->fd, text, &answer, &err) < 0)
       return shk__xasprintf("the manager at %s: %s", shk_manager_socket_path(), err.message);
   } else {
-    /* Embedded: events go where SHINKEN_EVENT_LOG says (a daemon keeps a
-     * log of its own); the workload never sees them. */
+    /* Embedded: the proxy's lines go where SHINKEN_EVENT_LOG says, else to
+     * a private file this process reads for its summary of refusals (a
+     * daemon keeps a log of its own); the workload never sees them. */
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    char tmpl[PATH_MAX];
+    snprintf(tmpl, sizeof tmpl, "%s/shinken-run.XXXXXX", xdg && *xdg == '/' ? xdg : "/tmp");
+    if (!mkdtemp(tmpl))
+      return shk__xasprintf("a private directory for the session: %s: %s", tmpl, strerror(errno));
+    rs->private = shk__xstrdup(tmpl);
+    const char *log = getenv("SHINKEN_EVENT_LOG");
+    rs->log_kept = log && *log;
+    rs->log = rs->log_kept ? shk__xstrdup(log) : shk__xasprintf("%s/events.jsonl", tmpl);
     shk_manager_config mc;
     if (shk_manager_config_load(NULL, &mc, &err) < 0)
       return shk__xasprintf("capability manager: %s", err.message);
-    const char *log = getenv("SHINKEN_EVENT_LOG");
-    mc.opts.event_log = log && *log ? log : "/dev/null";
+    mc.opts.event_log = rs->log;
     /* No timeline yet: a log has one writer, and concurrent runs cannot
      * all write the user's default store. */
     mc.opts.audit_db = NULL;
@@ -152,17 +192,32 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
     return why;
   /* An embedded manager takes grants for this session on a socket of its
    * own (not the daemon's path, which a later `shinken run` would take for
-   * a daemon's): said on a terminal, where a person can use it. */
+   * a daemon's): in $XDG_RUNTIME_DIR/shinken, or without one (after `su
+   * -`) in the private directory. */
   const char *xdg = getenv("XDG_RUNTIME_DIR");
-  rs->socket = shk__xasprintf("%s/shinken/run-%d.sock", xdg && *xdg ? xdg : "/run", (int)getpid());
+  rs->socket = xdg && *xdg == '/' ? shk__xasprintf("%s/shinken/run-%d.sock", xdg, (int)getpid())
+                                  : shk__xasprintf("%s/control.sock", rs->private);
   if (shk_manager_serve(rs->embedded, rs->socket, &err) < 0) {
+    if (o->verbose || isatty(STDERR_FILENO))
+      shk__warn("warning: grants cannot reach this session: %s", err.message);
     free(rs->socket);
     rs->socket = NULL;
-  } else if (isatty(STDERR_FILENO)) {
-    fprintf(stderr, "shinken: session %s; grant egress with: SHINKEN_SOCKET=%s shinken grant %s net.egress "
-                    "--scope '{\"domains\":[\"HOST\"]}'\n", rs->id, rs->socket, rs->id);
   }
   return NULL;
+}
+
+/* The session line: said on a terminal, where a person can use it, and
+ * always with --verbose. */
+static void say_session(const shk_sandbox_opts *o, const run_session *rs)
+{
+  if (!o->verbose && !isatty(STDERR_FILENO))
+    return;
+  if (rs->embedded && !rs->socket)
+    fprintf(stderr, "shinken: session %s\n", rs->id);
+  else
+    fprintf(stderr, "shinken: session %s; grant egress with: %s%s%sshinken grant %s net.egress "
+                    "--scope '{\"domains\":[\"HOST\"]}'\n", rs->id, rs->socket ? "SHINKEN_SOCKET=" : "",
+            rs->socket ? rs->socket : "", rs->socket ? " " : "", rs->id);
 }
 
 #if SHK_FAULT_INJECTION
@@ -402,6 +457,16 @@ int shk_cli_run(int argc, char **argv)
     }
   }
 
+  /* The workload knows its session, to name it in a request for a grant. */
+  shk_cli_refusals *refusals = NULL;
+  if (rs.id) {
+    say_session(&o, &rs);
+    if (setenv("SHINKEN_SESSION", rs.id, 1) < 0)
+      shk__die(RUN_FAIL, "run: out of memory");
+    env.environ = environ;
+    if (rs.log)
+      refusals = shk_cli_refusals_start(rs.log, rs.id, o.verbose);
+  }
   shk_sandbox_egress eg = { rs.dir, rs.id };
   /* The caller's terminal, where a human is asked about this session. */
   shk_sandbox_prompt *prompt = NULL;
@@ -413,9 +478,15 @@ int shk_cli_run(int argc, char **argv)
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   if (!prompt_shared)
     shk_sandbox_prompt_free(prompt);
+  /* The manager's end flushes the proxy's last lines. */
+  shk_manager_free(rs.embedded);
+  rs.embedded = NULL;
+  shk_cli_refusals_finish(refusals, rs.log_kept ? rs.log : NULL);
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");
+  if (res.oom_kills && o.mem)
+    shk__warn("killed by the memory limit (%s)", mem_text(o.mem));
   int status = exit_status(&res);
   if (report) {
     char *json = NULL;

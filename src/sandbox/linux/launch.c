@@ -293,12 +293,13 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
 }
 
 /* The minimal environment of --env-clean: a fixed PATH, the caller's home
- * and name, and the terminal and locale variables of ENV's environment.
+ * and name, and the terminal and locale variables and the session's id
+ * (SHINKEN_SESSION) of ENV's environment.
  * Allocated as one block (the vector, then the strings); NULL when out of
  * memory. */
 static char **clean_env(const shk_sandbox_env *env)
 {
-  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
+  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", "SHINKEN_SESSION=", NULL };
   const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
   const char *vars[8];
   size_t n = 0;
@@ -410,6 +411,28 @@ static int keep_cgroup_paths(const shk_sandbox_cgroup *cg, shk_sandbox_result *r
   if (cg->path && cg->procs_fd >= 0 && !(res->cgroup_paths[n++] = strdup(cg->path)))
     return -ENOMEM;
   return 0;
+}
+
+/* How many processes the memory limit of CG killed: "oom_kill N" in cgroup
+ * v2's memory.events, or in cgroup v1's memory.oom_control. Read before
+ * the cgroup is removed, so that the caller can say which limit ended the
+ * command; 0 when the kernel does not count them. */
+static unsigned oom_kills(const shk_sandbox_cgroup *cg)
+{
+  const char *dir = cg->v1[SHK_CG1_MEMORY] ? cg->v1[SHK_CG1_MEMORY] : cg->path;
+  if (!dir)
+    return 0;
+  char path[PATH_MAX], line[128];
+  snprintf(path, sizeof path, "%s/%s", dir,
+           cg->v1[SHK_CG1_MEMORY] ? "memory.oom_control" : "memory.events");
+  FILE *f = fopen(path, "re");
+  unsigned n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "oom_kill %u", &n) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return n;
 }
 
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
@@ -621,6 +644,7 @@ out:
     if (sync[i] >= 0)
       close(sync[i]);
   shk__guard_free(g);
+  res->oom_kills = oom_kills(&cg);
   shk_sandbox_cgroup_destroy(&cg);
   /* Every process of the sandbox died with its pid namespace. */
   shk_sandbox_plan_cleanup(&res->plan);

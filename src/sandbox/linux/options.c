@@ -344,6 +344,8 @@ static const struct opt {
     "read options from a JSON profile, where it appears" },
   { "report", SHK__OPT_REPORT, "FILE", SHK__KIND_FREE, false,
     "write a JSON report of what was enforced once the sandbox is gone" },
+  { "verbose", SHK__OPT_VERBOSE, NULL, SHK__KIND_FREE, false,
+    "say the session on stderr, and each refused connection as it happens" },
   { "help", SHK__OPT_HELP, NULL, SHK__KIND_NONE, false, "print this help" },
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -443,7 +445,7 @@ static int apply_value(shk_sandbox_opts *o, shk__opt_id id, const char *v, shk_e
       r = set_string(&o->dns_upstream, v, err);
     break;
   case SHK__OPT_RESTRICT_READS: case SHK__OPT_READ_ONLY: case SHK__OPT_ENV_CLEAN:
-  case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_HELP: case SHK__OPT_N:
+  case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_VERBOSE: case SHK__OPT_HELP: case SHK__OPT_N:
     (void)NEVER(1);
     break;
   }
@@ -459,6 +461,7 @@ static void apply_flag(shk_sandbox_opts *o, shk__opt_id id, bool on)
   case SHK__OPT_RESTRICT_READS: o->restrict_reads = on; break;
   case SHK__OPT_ENV_CLEAN: o->env_clean = on; break;
   case SHK__OPT_ALLOW_DEGRADED: o->allow_degraded = on; break;
+  case SHK__OPT_VERBOSE: o->verbose = on; break;
   case SHK__OPT_HELP: o->help = on; return;
   default: (void)NEVER(1); return;
   }
@@ -625,6 +628,7 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
   case SHK__OPT_RESTRICT_READS:
   case SHK__OPT_ENV_CLEAN:
   case SHK__OPT_ALLOW_DEGRADED:
+  case SHK__OPT_VERBOSE:
     if (!json_is_boolean(v))
       return fail(err, "%s: \"%s\" must be true or false", what, opt->name);
     apply_flag(o, opt->id, json_is_true(v));
