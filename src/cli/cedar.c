@@ -674,6 +674,7 @@ static const struct {
   { "translate-policy", shk_cli_cedar_translate_policy },
   { "translate-schema", shk_cli_cedar_translate_schema },
   { "conformance", cmd_conformance },
+  { "analyze", shk_cli_cedar_analyze },
 };
 
 int shk_cli_cedar(int argc, char **argv)
@@ -688,7 +689,8 @@ int shk_cli_cedar(int argc, char **argv)
       continue;
     char which[64];
     snprintf(which, sizeof which, "cedar %s", sub);
-    if (shk_cli_wants_help(argc - 1, argv + 1))
+    /* A subcommand without a usage here (analyze) answers --help itself. */
+    if (shk_cli_wants_help(argc - 1, argv + 1) && shk_cli_usage(which))
       return shk_cli_print_usage(which);
     return subcommands[i].fn(argc - 1, argv + 1);
   }

@@ -34,10 +34,11 @@ static const struct usage {
     "\n"
     "  --config FILE   the proxy's JSON configuration; SIGHUP reads it again" },
   { "daemon",
-    "usage: shinken daemon [--config FILE]\n"
+    "usage: shinken daemon [--config FILE] [--accept-widening]\n"
     "The capability manager, on a unix socket (shinken-daemon(1)).\n"
     "\n"
-    "  --config FILE   JSON: policy_dir, manifest, session_policy, standing, event_log, socket" },
+    "  --config FILE       JSON: policy_dir, manifest, session_policy, standing, event_log, socket\n"
+    "  --accept-widening   accept a project or session tier wider than the one recorded" },
   { "sessions",
     "usage: shinken sessions [--json]\n"
     "The manager's sessions.\n"
@@ -92,7 +93,8 @@ static const struct usage {
     "  format             print policies in the canonical layout\n"
     "  translate-policy   convert policies between text and JSON\n"
     "  translate-schema   convert a schema between text and JSON\n"
-    "  conformance        run cedar-integration-tests files" },
+    "  conformance        run cedar-integration-tests files\n"
+    "  analyze            prove properties of policies, compare policy sets (cvc5)" },
   { "cedar authorize",
     "usage: shinken cedar authorize -p|--policies FILE -e|--entities FILE [-s|--schema FILE]\n"
     "         [--schema-format cedar|json]\n"
