@@ -4,6 +4,9 @@
 # trust` holds its hash, then the command line. Every effect is judged on
 # the host: a file the command writes is there or not. Each case runs its
 # control, which differs only in the layer under test.
+# The commands run inside and the profiles' paths (~, $HOME) are expanded
+# later, by the sandboxed shell and by shinken run, on purpose.
+# shellcheck disable=SC2016,SC2088
 . "$SHINKEN_SRCDIR/tests/lib.sh"
 . "$SHINKEN_SRCDIR/tests/sandbox/scratch.sh"
 set +e
@@ -12,9 +15,9 @@ scratch=$(scratch_dir shk-config) || fail "mktemp"
 trap 'rm -rf "$scratch"' EXIT
 ws=$scratch/ws out=$scratch/out
 mkdir -p "$ws" "$out" "$scratch/home" "$scratch/config/shinken" "$scratch/state"
-export HOME=$scratch/home XDG_CONFIG_HOME=$scratch/config XDG_STATE_HOME=$scratch/state
+export HOME="$scratch/home" XDG_CONFIG_HOME="$scratch/config" XDG_STATE_HOME="$scratch/state"
 # Test builds read the administrator's file from here instead of /etc.
-export SHINKEN_TEST_ADMIN_CONFIG=$scratch/admin.json
+export SHINKEN_TEST_ADMIN_CONFIG="$scratch/admin.json"
 unset SHINKEN_SOCKET
 user_cfg=$XDG_CONFIG_HOME/shinken/config.json
 ALLOW=""
@@ -34,7 +37,9 @@ sr() {
   [ -f "$out/f" ] && wrote=yes
 }
 expect() { # WROTE RC WHAT
-  [ "$wrote" = "$1" ] && [ "$rc" = "$2" ] || fail "$3: wrote=$wrote rc=$rc (wanted wrote=$1 rc=$2): $(cat "$scratch/err")"
+  if [ "$wrote" != "$1" ] || [ "$rc" != "$2" ]; then
+    fail "$3: wrote=$wrote rc=$rc (wanted wrote=$1 rc=$2): $(cat "$scratch/err")"
+  fi
 }
 
 case $CASE in

@@ -39,8 +39,9 @@ mkdir -p "$tmp/man/man1" && cp "$src" "$tmp/man/man1/"
 MANPATH=$tmp/man MANPAGER=cat MANWIDTH=80 $SHINKEN help $CMD >"$tmp/page" 2>"$tmp/err"
 rc=$?
 [ $rc = 0 ] || fail "shinken help $CMD exited $rc: $(cat "$tmp/err")"
-grep -qi "^NAME" "$tmp/page" && grep -qi "$page" "$tmp/page" ||
+if ! grep -qi "^NAME" "$tmp/page" || ! grep -qi "$page" "$tmp/page"; then
   fail "shinken help $CMD did not show the page: $(head -5 "$tmp/page")"
+fi
 for section in SYNOPSIS EXAMPLES "SEE ALSO"; do
   grep -q "^$section" "$tmp/page" || fail "$page(1) has no $section section"
 done
