@@ -283,7 +283,7 @@ int main(int argc, char **argv)
         "\"idle_timeout_ms\":600000,\"request_timeout_ms\":600000}}", f);
   fclose(f);
   snprintf(db, sizeof db, "%s/audit/audit.db", work);
-  shk_manager_opts on = { .policy_dir = policy_dir, .manifest = manifest, .event_log = "/dev/null",
+  shk_manager_opts on = { .policy_dir = policy_dir, .manifest = manifest,
                           .audit_db = db };
   shk_manager_opts off = on;
   off.audit_db = NULL;

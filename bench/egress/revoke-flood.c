@@ -255,7 +255,7 @@ static struct result measure(shk_egress_session *b, int iters)
 
 static shk_egress_session *open_session(struct side *sd, const char *cfg_path)
 {
-  shk_egress_session_opts o = { .name = sd->name, .config_path = cfg_path, .audit_fd = -1,
+  shk_egress_session_opts o = { .name = sd->name, .config_path = cfg_path,
                                 .hook = hook, .hook_data = sd };
   shk_egress_session *s;
   shk_error err;

@@ -65,6 +65,11 @@ typedef struct shk_egress_request {
    * looked the name up in the DNS stub first and connected to the answer
    * (host is then the name it was handed out for); NULL otherwise. */
   const char *via;
+  /* What the configured rules say: SHK_EGRESS_NONE or SHK_EGRESS_ALLOW
+   * (the hook is not asked about what they deny). A hook that would ask a
+   * human about a destination the configuration already allows should not:
+   * the operator allowed it. */
+  shk_egress_verdict configured;
 } shk_egress_request;
 
 /* The per-connection decision hook: the capability manager plugs its live
@@ -90,6 +95,34 @@ typedef struct shk_egress_request {
  * what decided, for the audit line (a static or long-lived string). */
 typedef shk_egress_verdict (*shk_egress_hook_fn)(void *data, const shk_egress_request *req,
                                                  uint64_t *tag, const char **rule);
+
+/* One verdict of the proxy, as it is recorded: one per decision. decision
+ * is "allow" (the upstream connection is made, or a DNS query answered),
+ * "deny" (refused), "error" (an allowed destination could not be reached)
+ * or "hold" (held for the hook). reason is the proxy's token
+ * ("allowed", "policy-no-match", "held-denied", "dns-synthetic", ...); rule
+ * what decided (a configured rule's text or the hook's rule), via the
+ * synthetic address a connection came through, message the caller's text
+ * a refused client read; each may be NULL. Only canonical hosts, addresses,
+ * rules and the caller's text: never a path, a query or a header value.
+ * Every pointer is valid during the call only. */
+typedef struct shk_egress_verdict_info {
+  const char *session;
+  uint64_t conn_id;
+  shk_egress_proto proto;
+  const char *host; /* NULL before the request named one (a parse error) */
+  uint16_t port;
+  const char *decision;
+  const char *reason;
+  const char *rule;
+  const char *via;
+  const char *message;
+  uint64_t tag; /* the hook's tag (0: none) */
+} shk_egress_verdict_info;
+
+/* The verdict as one JSON line (malloc'd, ending in '\n', with the time
+ * it was made), as `shinken proxy` writes its audit lines. 0 or -ENOMEM. */
+int shk_egress_verdict_json(const shk_egress_verdict_info *v, char **line);
 
 /* Per-session limits: what one sandbox may hold of the process that hosts
  * its proxy, so that no session can starve another or the control plane.
@@ -137,9 +170,6 @@ typedef struct shk_egress_session_opts {
    * shinken-proxy(1)); its listen keys are ignored, its policy is joined
    * with the patterns above. NULL: nothing but the patterns. */
   const char *config_path;
-  /* Where audit lines go: an open descriptor (not closed by the session),
-   * or -1 for none. The config's "audit" key, if any, wins. */
-  int audit_fd;
   shk_egress_hook_fn hook; /* may be NULL */
   void *hook_data;
   /* Per-session limits; a zero field takes the default. A value the
@@ -151,6 +181,14 @@ typedef struct shk_egress_session_opts {
    * id returns -ENOENT from then on. Not called at session close. May be
    * NULL. */
   void (*on_abandon)(void *hook_data, const char *session, uint64_t conn_id);
+  /* Every verdict (see shk_egress_verdict_info), on the proxy's thread:
+   * it must not block (the manager hands it to the audit queue). A nonzero
+   * return says it was not recorded: an allow is then not given (HTTP 503
+   * with X-Shinken-Decision "proxy-audit-refused", SOCKS5 0x01, DNS
+   * REFUSED), and a refusal stands (the recorder counts what it lost).
+   * May be NULL: nothing is recorded. A configuration file's "audit" key
+   * is the standalone proxy's and is refused in a session. */
+  int (*on_verdict)(void *hook_data, const shk_egress_verdict_info *v);
 } shk_egress_session_opts;
 
 typedef struct shk_egress_session shk_egress_session;

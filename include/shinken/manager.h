@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "shinken/common.h"
+#include "shinken/egress.h"
 #include "shinken/policy.h"
 
 #ifdef __cplusplus
@@ -39,12 +40,13 @@ typedef struct shk_manager_opts {
    * writer appends every event to. NULL: no store (an embedder that keeps
    * no log); the events are still built, and nothing is refused for them. */
   const char *audit_db;
+  /* Also given every verdict of the sessions' proxies, on a proxy's thread
+   * (it must not block, nor call the manager); NULL: none. For an embedder
+   * that tells its user what was refused (shinken run). */
+  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
+  void *verdict_data;
   unsigned audit_checkpoint_events; /* 0: the audit module's default */
   unsigned audit_checkpoint_ms;     /* 0: the audit module's default */
-  /* Where the sessions' egress proxies write their own verdict lines (JSON
-   * lines, shk_egress_session_opts.audit_fd) until they write to the
-   * timeline; NULL: stderr. The manager's own events are in the timeline. */
-  const char *event_log;
   /* The control socket this manager serves or will serve. No session may
    * have it, or its directory, inside a writable root; NULL: checked once
    * shk_manager_serve names it. */
@@ -72,7 +74,7 @@ typedef struct shk_manager_opts {
 
 /* The manager's configuration file (JSON), every key optional and an
  * unknown key an error. Strings: "policy_dir", "manifest",
- * "session_policy", "standing", "event_log", "socket", "audit_db", "state_dir".
+ * "session_policy", "standing", "socket", "audit_db", "state_dir".
  * Positive integers: "audit_checkpoint_events", "audit_checkpoint_ms",
  * "max_pending", "pending_timeout_ms", "control_max_clients",
  * "control_max_clients_per_uid", "control_idle_ms", "control_max_output",
@@ -80,9 +82,10 @@ typedef struct shk_manager_opts {
  * the file, else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/
  * shinken/policies); never from the source tree. Other defaults: the
  * directory's manifests/default.json, the audit store
- * shk_audit_default_path(false) names (NULL when no home is known), proxy
- * lines on stderr, shk_manager_socket_path() (also set as opts.socket), and
- * $PATH for exec_path. path NULL: the defaults alone. -EINVAL (err naming
+ * shk_audit_default_path(false) names (NULL when no home is known; the
+ * sessions' proxy verdicts are events of the same log),
+ * shk_manager_socket_path() (also set as opts.socket), and $PATH for
+ * exec_path. path NULL: the defaults alone. -EINVAL (err naming
  * the key) or -ENOMEM. */
 typedef struct shk_manager_config {
   shk_manager_opts opts;

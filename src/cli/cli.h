@@ -87,11 +87,15 @@ SHK_NORETURN SHK_PRINTF(2, 3) void shk_cli_usage_error(const char *cmd, const ch
 
 /* ---- the refusals of a session (refusals.c) ---- */
 
-/* Follows the egress proxy's verdict lines in the file LOG from its current
- * end, counting SESSION's refusals, and with LIVE says each on stderr as it
- * is written. NULL when LOG cannot be read. */
+/* Counts the refusals among the verdicts an embedded manager hands over
+ * (shk_manager_opts.on_verdict = shk_cli_refusals_take), says each on
+ * stderr as it comes with LIVE, and appends every verdict to LOG (a JSON
+ * line each) when it is not NULL. NULL when LOG cannot be opened (errno). */
 typedef struct shk_cli_refusals shk_cli_refusals;
-shk_cli_refusals *shk_cli_refusals_start(const char *log, const char *session, bool live);
-/* Reads the rest of the log, prints one line per kind of refusal (and
- * KEPT_AT, the log's path, when it outlives the run), and frees R. */
-void shk_cli_refusals_finish(shk_cli_refusals *r, const char *kept_at);
+struct shk_egress_verdict_info;
+shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log);
+int shk_cli_refusals_take(void *data, const struct shk_egress_verdict_info *v);
+/* One line per kind of refusal on stderr, and KEPT_AT, the log's path,
+ * when there is one. */
+void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at);
+void shk_cli_refusals_free(shk_cli_refusals *r);

@@ -87,7 +87,8 @@ static void check_manager(manager_check *mc)
       snprintf(mc->detail, sizeof mc->detail, "none runs at %s, and none can be embedded: %s",
                mc->socket, err.message);
     } else {
-      cfg.opts.event_log = "/dev/null";
+      /* A check, not a session of record: no timeline. */
+      cfg.opts.audit_db = NULL;
       if (shk_manager_new(&cfg.opts, &m, &err) < 0) {
         snprintf(mc->detail, sizeof mc->detail, "none runs at %s, and none can be embedded: %s",
                  mc->socket, err.message);

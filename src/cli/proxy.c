@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 
@@ -33,6 +35,20 @@ static void on_hup(evutil_socket_t sig, short what, void *arg)
     return;
   }
   shk__warn("proxy: reloaded %s", p->path);
+}
+
+/* The standalone proxy keeps its verdicts as JSON lines (the
+ * configuration's "audit" file, or stderr): it has no manager and no
+ * session, so there is no timeline to join. One write per line, so lines
+ * never interleave. */
+static int write_verdict(void *data, const shk_egress_verdict_info *v)
+{
+  char *line;
+  if (shk_egress_verdict_json(v, &line) < 0)
+    return -ENOMEM;
+  ssize_t w = write(*(int *)data, line, strlen(line));
+  free(line);
+  return w < 0 ? -errno : 0;
 }
 
 static void on_term(evutil_socket_t sig, short what, void *arg)
@@ -80,7 +96,7 @@ int shk_cli_proxy(int argc, char **argv)
   p.base = event_base_new();
   if (!p.base)
     shk__die(SHK_EXIT_UNAVAILABLE, "proxy: cannot create the event loop");
-  shk__eg_server_opts o = { .name = "proxy", .audit_fd = audit_fd };
+  shk__eg_server_opts o = { .name = "proxy", .on_verdict = write_verdict, .verdict_data = &audit_fd };
   struct sockaddr_storage http = cfg->http_addr, socks = cfg->socks5_addr;
   socklen_t http_len = cfg->listen_http ? cfg->http_addrlen : 0;
   socklen_t socks_len = cfg->listen_socks5 ? cfg->socks5_addrlen : 0;

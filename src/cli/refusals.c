@@ -1,10 +1,11 @@
-/* What `shinken run` says about the refusals of its session: the egress
- * proxy's verdict lines (JSON lines, one per decision; src/egress/server.c)
- * are read from the session's event log, live with --verbose, and summed up
- * once the command is gone, one line per destination and reason, on
- * shinken's own stderr (never the workload's). */
+/* What `shinken run` says about the refusals of its session: the embedded
+ * manager hands over each verdict of the session's egress proxy
+ * (shk_manager_opts.on_verdict); they are said live with --verbose, and
+ * summed up once the command is gone, one line per destination and reason,
+ * on shinken's own stderr (never the workload's). With SHINKEN_EVENT_LOG
+ * every verdict is also kept there, one JSON line each. */
 #include <errno.h>
-#include <jansson.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
+#include "shinken/egress.h"
 
 struct kind {
   char *why;    /* the sentence in parentheses */
@@ -23,15 +25,10 @@ struct kind {
 };
 
 struct shk_cli_refusals {
-  FILE *log;
-  char *session;
+  int log;            /* SHINKEN_EVENT_LOG, or -1 */
   bool live;
-  pthread_t thread;
-  bool thread_started;
-  pthread_mutex_t lock;
-  bool stop;
-  char partial[8192]; /* a line not yet complete */
-  size_t npartial;
+  pthread_mutex_t lock; /* the proxies' threads hand verdicts over */
+  char *session;
   struct kind *kinds;
   size_t n, cap;
 };
@@ -58,13 +55,13 @@ static char *why_of(const char *reason, const char *rule)
   return shk__xasprintf("the proxy refused the request: %s", reason);
 }
 
-static char *what_of(const char *protocol, const char *host, json_int_t port, const char **noun)
+static char *what_of(shk_egress_proto proto, const char *host, unsigned port, const char **noun)
 {
   if (!host) {
     *noun = "request";
     return shk__xasprintf("%s", "");
   }
-  if (!strcmp(protocol, "dns") || port == 0) {
+  if (proto == SHK_EGRESS_DNS || port == 0) {
     *noun = "lookup";
     return shk__xasprintf(" of %s", host);
   }
@@ -79,28 +76,29 @@ static void advice(const struct shk_cli_refusals *r, const struct kind *k, FILE 
             r->session, k->host);
 }
 
-/* One verdict line: counted (and said, when live) if it is a refusal of
- * this session's. */
-static void take_line(struct shk_cli_refusals *r, const char *line)
+/* Safe on a proxy's thread: it only counts under the lock, and writes the
+ * kept line and the live line with one write each; it never calls back into
+ * the manager. */
+int shk_cli_refusals_take(void *data, const shk_egress_verdict_info *v)
 {
-  json_t *o = json_loads(line, 0, NULL);
-  const char *session = json_string_value(json_object_get(o, "session"));
-  const char *decision = json_string_value(json_object_get(o, "decision"));
-  const char *reason = json_string_value(json_object_get(o, "reason"));
-  if (!session || !decision || !reason || strcmp(session, r->session) || strcmp(decision, "deny")) {
-    json_decref(o);
-    return;
+  struct shk_cli_refusals *r = data;
+  pthread_mutex_lock(&r->lock);
+  if (r->log >= 0) {
+    char *line = NULL;
+    if (shk_egress_verdict_json(v, &line) == 0 && write(r->log, line, strlen(line)) < 0) {
+      /* A log that cannot be written loses its line; the summary still counts it. */
+    }
+    free(line);
   }
-  const char *host = json_string_value(json_object_get(o, "host"));
-  const char *protocol = json_string_value(json_object_get(o, "protocol"));
-  char *why = why_of(reason, json_string_value(json_object_get(o, "rule")));
+  char *why = v->decision && v->reason && !strcmp(v->decision, "deny") ? why_of(v->reason, v->rule) : NULL;
   if (!why) {
-    json_decref(o);
-    return;
+    pthread_mutex_unlock(&r->lock);
+    return 0;
   }
+  if (!r->session && v->session)
+    r->session = shk__xstrdup(v->session);
   const char *noun;
-  char *what = what_of(protocol ? protocol : "", host, json_integer_value(json_object_get(o, "port")),
-                       &noun);
+  char *what = what_of(v->proto, v->host, v->port, &noun);
   struct kind *k = NULL;
   for (size_t i = 0; i < r->n && !k; i++)
     if (!strcmp(r->kinds[i].why, why) && r->kinds[i].noun == noun && !strcmp(r->kinds[i].what, what))
@@ -114,7 +112,7 @@ static void take_line(struct shk_cli_refusals *r, const char *line)
       r->kinds = shk__xrealloc(r->kinds, r->cap * sizeof *r->kinds);
     }
     k = &r->kinds[r->n++];
-    *k = (struct kind){ why, noun, what, host ? shk__xstrdup(host) : NULL, 0 };
+    *k = (struct kind){ why, noun, what, v->host ? shk__xstrdup(v->host) : NULL, 0 };
   }
   k->n++;
   if (r->live) {
@@ -122,76 +120,27 @@ static void take_line(struct shk_cli_refusals *r, const char *line)
     advice(r, k, stderr);
     fputs(")\n", stderr);
   }
-  json_decref(o);
+  pthread_mutex_unlock(&r->lock);
+  return 0;
 }
 
-/* Reads what the log has gained since the last call. */
-static void take_new(struct shk_cli_refusals *r)
+shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log)
 {
-  char buf[4096];
-  size_t got;
-  clearerr(r->log);
-  while ((got = fread(buf, 1, sizeof buf, r->log)) > 0) {
-    for (size_t i = 0; i < got; i++) {
-      if (buf[i] != '\n') {
-        /* A line longer than the buffer is not one of the proxy's; it is
-         * dropped rather than read in part. */
-        if (r->npartial < sizeof r->partial - 1)
-          r->partial[r->npartial++] = buf[i];
-        continue;
-      }
-      r->partial[r->npartial] = '\0';
-      if (r->npartial < sizeof r->partial - 1)
-        take_line(r, r->partial);
-      r->npartial = 0;
-    }
-  }
-}
-
-static void *follow(void *arg)
-{
-  struct shk_cli_refusals *r = arg;
-  for (;;) {
-    pthread_mutex_lock(&r->lock);
-    bool stop = r->stop;
-    if (!stop)
-      take_new(r);
-    pthread_mutex_unlock(&r->lock);
-    if (stop)
-      return NULL;
-    usleep(100 * 1000);
-  }
-}
-
-shk_cli_refusals *shk_cli_refusals_start(const char *log, const char *session, bool live)
-{
-  FILE *f = fopen(log, "re");
-  if (!f)
+  int fd = -1;
+  if (log && (fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) < 0)
     return NULL;
-  /* A log shared with earlier runs (SHINKEN_EVENT_LOG) is read from here on. */
-  fseek(f, 0, SEEK_END);
   struct shk_cli_refusals *r = shk__xcalloc(1, sizeof *r);
-  r->log = f;
-  r->session = shk__xstrdup(session);
+  r->log = fd;
   r->live = live;
   pthread_mutex_init(&r->lock, NULL);
-  if (live && pthread_create(&r->thread, NULL, follow, r) == 0)
-    r->thread_started = true;
   return r;
 }
 
-void shk_cli_refusals_finish(shk_cli_refusals *r, const char *kept_at)
+void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at)
 {
   if (!r)
     return;
-  if (r->thread_started) {
-    pthread_mutex_lock(&r->lock);
-    r->stop = true;
-    pthread_mutex_unlock(&r->lock);
-    pthread_join(r->thread, NULL);
-  }
-  /* The proxy wrote its last lines before the session closed. */
-  take_new(r);
+  pthread_mutex_lock(&r->lock);
   for (size_t i = 0; i < r->n; i++) {
     struct kind *k = &r->kinds[i];
     fprintf(stderr, "shinken: refused %u %s%s%s (%s", k->n, k->noun, k->n == 1 ? "" : "s", k->what,
@@ -205,6 +154,13 @@ void shk_cli_refusals_finish(shk_cli_refusals *r, const char *kept_at)
     else
       fputs("shinken: SHINKEN_EVENT_LOG=FILE keeps a line for every connection\n", stderr);
   }
+  pthread_mutex_unlock(&r->lock);
+}
+
+void shk_cli_refusals_free(shk_cli_refusals *r)
+{
+  if (!r)
+    return;
   for (size_t i = 0; i < r->n; i++) {
     free(r->kinds[i].why);
     free(r->kinds[i].what);
@@ -212,7 +168,8 @@ void shk_cli_refusals_finish(shk_cli_refusals *r, const char *kept_at)
   }
   free(r->kinds);
   free(r->session);
-  fclose(r->log);
+  if (r->log >= 0)
+    close(r->log);
   pthread_mutex_destroy(&r->lock);
   free(r);
 }

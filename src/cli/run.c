@@ -84,23 +84,23 @@ typedef struct run_session {
   int fd;                /* to a running daemon, or -1 */
   shk_manager *embedded; /* the manager in this process, or NULL */
   char *id, *dir, *socket;
-  /* An embedded manager's proxy verdict lines: SHINKEN_EVENT_LOG (kept), or
-   * a file in PRIVATE, a directory of the caller's own (0700) removed at
-   * exit, which also holds the control socket when there is no
-   * XDG_RUNTIME_DIR. */
+  /* An embedded manager's proxy verdicts: counted for the summary, and
+   * written to LOG (SHINKEN_EVENT_LOG) when it is set. PRIVATE is a
+   * directory of the caller's own (0700), removed at exit, for the control
+   * socket when there is no XDG_RUNTIME_DIR. */
+  shk_cli_refusals *refusals;
   char *log, *private;
-  bool log_kept;
 } run_session;
 
 static void session_close(run_session *rs)
 {
   if (rs->fd >= 0)
     close(rs->fd);
+  /* The manager first: its proxies may still be handing over verdicts. */
   shk_manager_free(rs->embedded);
+  shk_cli_refusals_free(rs->refusals);
   if (rs->socket)
     unlink(rs->socket);
-  if (rs->log && !rs->log_kept)
-    unlink(rs->log);
   if (rs->private)
     rmdir(rs->private);
   free(rs->id);
@@ -151,22 +151,20 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
     if (shk_manager_rpc(rs->fd, text, &answer, &err) < 0)
       return shk__xasprintf("the manager at %s: %s", shk_manager_socket_path(), err.message);
   } else {
-    /* Embedded: the proxy's lines go where SHINKEN_EVENT_LOG says, else to
-     * a private file this process reads for its summary of refusals (a
-     * daemon keeps a log of its own); the workload never sees them. */
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    char tmpl[PATH_MAX];
-    snprintf(tmpl, sizeof tmpl, "%s/shinken-run.XXXXXX", xdg && *xdg == '/' ? xdg : "/tmp");
-    if (!mkdtemp(tmpl))
-      return shk__xasprintf("a private directory for the session: %s: %s", tmpl, strerror(errno));
-    rs->private = shk__xstrdup(tmpl);
-    const char *log = getenv("SHINKEN_EVENT_LOG");
-    rs->log_kept = log && *log;
-    rs->log = rs->log_kept ? shk__xstrdup(log) : shk__xasprintf("%s/events.jsonl", tmpl);
+    /* Embedded (a daemon keeps a log of its own); the workload never sees
+     * the events. The proxy's verdicts come to this process too, for its
+     * summary of refusals (and SHINKEN_EVENT_LOG, which keeps them). */
     shk_manager_config mc;
     if (shk_manager_config_load(NULL, &mc, &err) < 0)
       return shk__xasprintf("capability manager: %s", err.message);
-    mc.opts.event_log = rs->log;
+    const char *log = getenv("SHINKEN_EVENT_LOG");
+    if (log && *log)
+      rs->log = shk__xstrdup(log);
+    rs->refusals = shk_cli_refusals_new(o->verbose, rs->log);
+    if (!rs->refusals)
+      return shk__xasprintf("SHINKEN_EVENT_LOG %s: %s", log, strerror(errno));
+    mc.opts.on_verdict = shk_cli_refusals_take;
+    mc.opts.verdict_data = rs->refusals;
     /* No timeline yet: a log has one writer, and concurrent runs cannot
      * all write the user's default store. */
     mc.opts.audit_db = NULL;
@@ -193,11 +191,21 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
   /* An embedded manager takes grants for this session on a socket of its
    * own (not the daemon's path, which a later `shinken run` would take for
    * a daemon's): in $XDG_RUNTIME_DIR/shinken, or without one (after `su
-   * -`) in the private directory. */
+   * -`) in a private directory of its own under /tmp. */
   const char *xdg = getenv("XDG_RUNTIME_DIR");
-  rs->socket = xdg && *xdg == '/' ? shk__xasprintf("%s/shinken/run-%d.sock", xdg, (int)getpid())
-                                  : shk__xasprintf("%s/control.sock", rs->private);
-  if (shk_manager_serve(rs->embedded, rs->socket, &err) < 0) {
+  char tmpl[PATH_MAX];
+  snprintf(tmpl, sizeof tmpl, "/tmp/shinken-run.XXXXXX");
+  if (xdg && *xdg == '/')
+    rs->socket = shk__xasprintf("%s/shinken/run-%d.sock", xdg, (int)getpid());
+  else if (mkdtemp(tmpl)) {
+    rs->private = shk__xstrdup(tmpl);
+    rs->socket = shk__xasprintf("%s/control.sock", tmpl);
+  }
+  if (!rs->socket) {
+    if (o->verbose || isatty(STDERR_FILENO))
+      shk__warn("warning: grants cannot reach this session: no directory for its socket: %s",
+                strerror(errno));
+  } else if (shk_manager_serve(rs->embedded, rs->socket, &err) < 0) {
     if (o->verbose || isatty(STDERR_FILENO))
       shk__warn("warning: grants cannot reach this session: %s", err.message);
     free(rs->socket);
@@ -458,14 +466,11 @@ int shk_cli_run(int argc, char **argv)
   }
 
   /* The workload knows its session, to name it in a request for a grant. */
-  shk_cli_refusals *refusals = NULL;
   if (rs.id) {
     say_session(&o, &rs);
     if (setenv("SHINKEN_SESSION", rs.id, 1) < 0)
       shk__die(RUN_FAIL, "run: out of memory");
     env.environ = environ;
-    if (rs.log)
-      refusals = shk_cli_refusals_start(rs.log, rs.id, o.verbose);
   }
   shk_sandbox_egress eg = { rs.dir, rs.id };
   /* The caller's terminal, where a human is asked about this session. */
@@ -478,10 +483,10 @@ int shk_cli_run(int argc, char **argv)
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   if (!prompt_shared)
     shk_sandbox_prompt_free(prompt);
-  /* The manager's end flushes the proxy's last lines. */
+  /* The manager's end hands over the proxies' last verdicts. */
   shk_manager_free(rs.embedded);
   rs.embedded = NULL;
-  shk_cli_refusals_finish(refusals, rs.log_kept ? rs.log : NULL);
+  shk_cli_refusals_print(rs.refusals, rs.log);
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");

@@ -329,9 +329,12 @@ typedef enum shk__eg_listener_kind {
 
 typedef struct shk__eg_server_opts {
   const char *name; /* session name for audit lines */
-  int audit_fd;     /* -1: no audit */
   shk_egress_hook_fn hook;
   void *hook_data;
+  /* Every verdict (shk_egress_session_opts.on_verdict), called with
+   * verdict_data; NULL: none recorded. */
+  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
+  void *verdict_data;
   const shk_egress_limits *limits; /* the caller's; NULL: the defaults */
   void (*on_abandon)(void *hook_data, const char *session, uint64_t conn_id);
   bool dns_pool; /* answer DNS from the synthetic pool (a session's stub) */

@@ -82,6 +82,12 @@ size_t shk__eg_refusal_text(const shk__eg_refusal *r, char *out, size_t cap)
     n = snprintf(out, cap,
                  "Shinken refused %s: the proxy is short of resources (%s). Retry in a moment.", what,
                  why);
+  else if (!strcmp(why, "proxy-audit-refused"))
+    n = snprintf(out, cap,
+                 "Shinken refused %s: the audit log could not record it (this session has used its "
+                 "share for now, or the log is full), and nothing unrecorded is let through. Retry in "
+                 "a moment, and make fewer connections at once.",
+                 what);
   else if (!strcmp(why, "hold-timeout"))
     n = snprintf(out, cap,
                  "Shinken refused %s: it waited for approval longer than the proxy holds a "

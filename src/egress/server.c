@@ -110,7 +110,8 @@ struct shk__eg_server {
   struct event_base *base;
   struct policy *pol;
   char *name;
-  int audit_fd;
+  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
+  void *verdict_data;
   shk_egress_hook_fn hook;
   void *hook_data;
   void (*on_abandon)(void *hook_data, const char *session, uint64_t conn_id);
@@ -377,15 +378,27 @@ static const char *proto_name(shk_egress_proto p)
   return "?";
 }
 
-/* One line per decision. Only canonical hosts (which hold nothing but
- * LDH characters, digits, dots and colons), addresses, rule texts and the
- * caller's own message are logged: never a path, a query or a header
- * value. */
-static void audit(struct conn *c, const char *decision, const char *reason)
+/* One record per decision, handed to the verdict callback. Only canonical
+ * hosts (which hold nothing but LDH characters, digits, dots and colons),
+ * addresses, rule texts and the caller's own message go in: never a path,
+ * a query or a header value. Returns nonzero when it was not recorded. */
+static int audit(struct conn *c, const char *decision, const char *reason)
 {
   shk__eg_server *s = c->srv;
-  if (s->audit_fd < 0)
-    return;
+  if (!s->on_verdict)
+    return 0;
+  shk_egress_verdict_info v = {
+    .session = s->name, .conn_id = c->id, .proto = c->proto,
+    .host = c->host.kind ? c->host.text : NULL, .port = c->port, .decision = decision,
+    .reason = reason, .rule = c->rule, .via = c->via[0] ? c->via : NULL, .message = c->message,
+    .tag = c->tag,
+  };
+  return s->on_verdict(s->verdict_data, &v);
+}
+
+int shk_egress_verdict_json(const shk_egress_verdict_info *v, char **line)
+{
+  *line = NULL;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
@@ -396,23 +409,27 @@ static void audit(struct conn *c, const char *decision, const char *reason)
   /* A hook's rule or a message that is not UTF-8 is left out rather than
    * losing the whole line. */
   json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:o, s:i, s:s, s:s, s:o?, s:o?, s:o?}", "time",
-                        when, "session", s->name, "conn", (json_int_t)c->id, "protocol",
-                        proto_name(c->proto), "host",
-                        c->host.kind ? json_string(c->host.text) : json_null(), "port",
-                        (int)c->port, "decision", decision, "reason", reason, "rule",
-                        c->rule ? json_string(c->rule) : NULL, "via",
-                        c->via[0] ? json_string(c->via) : NULL, "message",
-                        c->message ? json_string(c->message) : NULL);
-  char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+                        when, "session", v->session ? v->session : "proxy", "conn",
+                        (json_int_t)(v->conn_id & ((1ull << 53) - 1)), "protocol",
+                        proto_name(v->proto), "host", v->host ? json_string(v->host) : json_null(),
+                        "port", (int)v->port, "decision", v->decision, "reason", v->reason,
+                        "rule", v->rule ? json_string(v->rule) : NULL, "via",
+                        v->via ? json_string(v->via) : NULL, "message",
+                        v->message ? json_string(v->message) : NULL);
+  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
-  if (!line)
-    return;
-  size_t n = strlen(line);
-  line[n] = '\n';
-  /* One write per line, so lines from concurrent writers never interleave. */
-  ssize_t w = write(s->audit_fd, line, n + 1);
-  (void)w;
-  free(line);
+  if (!text)
+    return -ENOMEM;
+  size_t n = strlen(text);
+  char *out = realloc(text, n + 2);
+  if (!out) {
+    free(text);
+    return -ENOMEM;
+  }
+  out[n] = '\n';
+  out[n + 1] = '\0';
+  *line = out;
+  return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -599,7 +616,13 @@ static void established(struct conn *c)
     memcpy(o.u2c_pre, c->proto == SHK_EGRESS_CONNECT ? ok_http : (const char *)ok_socks, n);
     o.u2c_pre_len = n;
   }
-  audit(c, "allow", "allowed");
+  /* An allow the record does not take is not given. */
+  if (audit(c, "allow", "allowed")) {
+    free(o.c2u_pre);
+    free(o.u2c_pre);
+    refuse(c, "deny", "proxy-audit-refused", 503, SHK__SOCKS5_FAILURE);
+    return;
+  }
   event_del(c->ev);
   evtimer_del(c->timer);
   set_state(c, ST_RELAY);
@@ -852,7 +875,10 @@ static void dns_synthetic(struct conn *c)
   shk_ip ip;
   shk__dns_pool_address(index, c->dq.qtype == 1 ? 4 : 6, &ip);
   shk_ip_format(&ip, c->via);
-  audit(c, "allow", "dns-synthetic");
+  if (audit(c, "allow", "dns-synthetic")) {
+    deny(c, "proxy-audit-refused", 0, 0);
+    return;
+  }
   dns_reply(c, &ip, 1);
 }
 
@@ -955,7 +981,7 @@ static void decide(struct conn *c)
     const char *hook_rule = NULL, *message = NULL;
     shk_egress_request r = { .session = c->srv->name, .proto = c->proto, .host = c->host.text,
                              .port = c->port, .conn_id = c->id, .message = &message,
-                             .via = c->via[0] ? c->via : NULL };
+                             .via = c->via[0] ? c->via : NULL, .configured = v };
     shk_egress_verdict hv = c->srv->hook(c->srv->hook_data, &r, &c->tag, &hook_rule);
     if (hv == SHK_EGRESS_DENY || hv == SHK_EGRESS_HOLD ||
         (hv == SHK_EGRESS_ALLOW && v == SHK_EGRESS_NONE)) {
@@ -1567,7 +1593,8 @@ int shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
   s->pol->dns = dns;
   s->pol->refs = 1;
   s->name = name;
-  s->audit_fd = o->audit_fd;
+  s->on_verdict = o->on_verdict;
+  s->verdict_data = o->verdict_data;
   s->hook = o->hook;
   s->hook_data = o->hook_data;
   s->on_abandon = o->on_abandon;

@@ -42,7 +42,6 @@ struct shk_egress_session {
   struct event *wake;
   pthread_t thread;
   bool running;
-  int own_audit_fd;
   pthread_mutex_t mu;
   struct post *head, *tail;
   bool stop;
@@ -156,20 +155,18 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     shk__eg_config_free(cfg);
     return shk__error_set(err, -ENOMEM, "out of memory");
   }
-  s->own_audit_fd = -1;
   s->wake_fd = -1;
   pthread_mutex_init(&s->mu, NULL);
-  int audit_fd = opts->audit_fd;
+  /* A session's verdicts are the manager's to record, on its own log: a
+   * file of the configuration's would be a second record that nobody
+   * verifies. */
   if (cfg->audit_path) {
-    s->own_audit_fd = open(cfg->audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (s->own_audit_fd < 0) {
-      r = shk__error_set(err, -errno, "audit: cannot open %s: %s", cfg->audit_path,
-                         strerror(errno));
-      shk__eg_config_free(cfg);
-      shk_egress_session_close(s);
-      return r;
-    }
-    audit_fd = s->own_audit_fd;
+    r = shk__error_set(err, -EINVAL, "%s: audit: a session's verdicts go to the manager's audit "
+                       "log; the \"audit\" key is the standalone proxy's (remove it)",
+                       opts->config_path ? opts->config_path : "the configuration");
+    shk__eg_config_free(cfg);
+    shk_egress_session_close(s);
+    return r;
   }
   const char *rt = getenv("XDG_RUNTIME_DIR");
   if (!rt || rt[0] != '/' || access(rt, W_OK) != 0)
@@ -190,7 +187,8 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     shk_egress_session_close(s);
     return r;
   }
-  shk__eg_server_opts so = { .name = opts->name ? opts->name : "session", .audit_fd = audit_fd,
+  shk__eg_server_opts so = { .name = opts->name ? opts->name : "session",
+                             .on_verdict = opts->on_verdict, .verdict_data = opts->hook_data,
                              .hook = opts->hook, .hook_data = opts->hook_data,
                              .limits = &opts->limits, .on_abandon = opts->on_abandon };
   r = shk__eg_server_new(s->base, cfg, &so, &s->srv, err);
@@ -321,8 +319,6 @@ void shk_egress_session_close(shk_egress_session *s)
     unlink(rpath);
     rmdir(s->dir);
   }
-  if (s->own_audit_fd >= 0)
-    close(s->own_audit_fd);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }

@@ -16,7 +16,7 @@
 #include "shinken/manager.h"
 
 typedef struct priv {
-  char *policy_dir, *manifest, *session_policy, *standing, *event_log, *socket, *exec_path, *state_dir, *audit_db;
+  char *policy_dir, *manifest, *session_policy, *standing, *socket, *exec_path, *state_dir, *audit_db;
 } priv;
 
 void shk_manager_config_clear(shk_manager_config *c)
@@ -27,7 +27,6 @@ void shk_manager_config_clear(shk_manager_config *c)
     free(p->manifest);
     free(p->session_policy);
     free(p->standing);
-    free(p->event_log);
     free(p->socket);
     free(p->exec_path);
     free(p->state_dir);
@@ -86,7 +85,6 @@ static int read_config(const char *path, priv *p, shk_manager_opts *o, shk_error
                 : !strcmp(key, "manifest") ? &p->manifest
                 : !strcmp(key, "session_policy") ? &p->session_policy
                 : !strcmp(key, "standing") ? &p->standing
-                : !strcmp(key, "event_log") ? &p->event_log
                 : !strcmp(key, "state_dir") ? &p->state_dir
                 : !strcmp(key, "audit_db") ? &p->audit_db
                 : !strcmp(key, "socket") ? &p->socket : NULL;
@@ -163,7 +161,6 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, shk_error *
   c->opts.manifest = p->manifest;
   c->opts.session_policy = p->session_policy;
   c->opts.standing = p->standing;
-  c->opts.event_log = p->event_log;
   c->opts.exec_path = p->exec_path;
   c->opts.state_dir = p->state_dir;
   c->opts.audit_db = p->audit_db;

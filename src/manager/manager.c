@@ -121,14 +121,15 @@ struct shk_manager {
   session *sessions;
   uint64_t next_tag;
   shk_audit *audit;         /* the timeline's writer, or NULL */
-  FILE *proxy_log;          /* the proxies' own verdict lines */
-  bool own_proxy_log;
   unsigned max_pending;
   int64_t pending_timeout_ms;
   shk__control_limits limits;
   char *socket;             /* the control socket, resolved, or NULL */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
+  /* An embedder's copy of every proxy verdict (shk_manager_opts). */
+  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
+  void *verdict_data;
 };
 
 /* The one place that says which classes this host can apply to a running
@@ -462,8 +463,9 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   pthread_mutex_init(&m->mu, NULL);
   m->uid = geteuid();
   m->next_tag = 1;
-  m->proxy_log = stderr;
   m->max_pending = o->max_pending ? o->max_pending : 64;
+  m->on_verdict = o->on_verdict;
+  m->verdict_data = o->verdict_data;
   m->pending_timeout_ms = o->pending_timeout_ms > 0 ? o->pending_timeout_ms : 120 * 1000;
   m->limits = (shk__control_limits){
     .max_clients = o->control_max_clients ? o->control_max_clients : 1024,
@@ -499,15 +501,6 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   if (o->standing && (r = load_standing(m, o->standing, err)))
     goto fail;
-  if (o->event_log) {
-    m->proxy_log = fopen(o->event_log, "ae");
-    if (!m->proxy_log) {
-      r = shk__error_set(err, -errno, "%s: %s", o->event_log, strerror(errno));
-      m->proxy_log = stderr;
-      goto fail;
-    }
-    m->own_proxy_log = true;
-  }
   if (o->audit_db) {
     shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
                           .checkpoint_ms = o->audit_checkpoint_ms };
@@ -724,8 +717,6 @@ void shk_manager_free(shk_manager *m)
     free(m->exec_path[i]);
   free(m->exec_path);
   shk_policy_free(m->policy);
-  if (m->own_proxy_log)
-    fclose(m->proxy_log);
   shk_audit_close(m->audit, NULL);
   free(m->socket);
   pthread_mutex_destroy(&m->mu);
@@ -790,6 +781,37 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
   *tag = hit->tag;
   *rule = hit->rule;
   return SHK_EGRESS_ALLOW;
+}
+
+/* The proxy's verdict on one connection or DNS query, as the timeline's
+ * "proxy-verdict" event: what the client was finally told, after the
+ * configured rules, the hook and the upstream had their say (egress_hook's
+ * "egress-check" records only what the live handles said).
+ *
+ * Why this is safe on the proxy thread: it takes no lock and only copies
+ * the event into the audit queue (shk_audit_emit never blocks). The info
+ * holds canonical hosts, addresses, reason tokens and rule texts only,
+ * never a path, a query or a header value, and the text the client read is
+ * left out: the reason token says the same. A nonzero return (the queue
+ * is full, or the writer failed) makes the proxy refuse an allow rather
+ * than let it through unrecorded. */
+static int egress_verdict(void *data, const shk_egress_verdict_info *v)
+{
+  session *s = data;
+  shk_audit_event e;
+  ev_init(&e, "proxy-verdict", s, NULL);
+  shk_audit_str(&e, SHK_AUDIT_PROTOCOL, proto_name(v->proto));
+  shk_audit_int(&e, SHK_AUDIT_CONNECTION, (int64_t)(v->conn_id & ((1ull << 53) - 1)));
+  shk_audit_str(&e, SHK_AUDIT_HOST, v->host);
+  if (v->port)
+    shk_audit_int(&e, SHK_AUDIT_PORT, v->port);
+  shk_audit_str(&e, SHK_AUDIT_DECISION, v->decision);
+  shk_audit_str(&e, SHK_AUDIT_REASON, v->reason);
+  shk_audit_str(&e, SHK_AUDIT_RULE, v->rule);
+  int r = ev_emit(s->m, &e, NULL);
+  if (s->m->on_verdict)
+    s->m->on_verdict(s->m->verdict_data, v);
+  return r;
 }
 
 /* ---- the control plane ---- */
@@ -1184,7 +1206,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
       shk_egress_session_opts eo = {
         .name = s->id, .allow_domains = allow, .n_allow_domains = na, .deny_domains = deny,
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
-        .audit_fd = fileno(m->proxy_log), .hook = egress_hook, .hook_data = s,
+        .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict,
       };
       shk_error err;
       if (shk_egress_session_open(&eo, &s->egress, &err))

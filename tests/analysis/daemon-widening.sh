@@ -13,7 +13,7 @@ mkdir -p "$tmp/policies/manifests"
 cp "$SHINKEN_SRCDIR/policies/schema.cedarschema" "$SHINKEN_SRCDIR/policies/admin.cedar" \
   "$SHINKEN_SRCDIR/policies/project.cedar" "$tmp/policies/"
 cp "$SHINKEN_SRCDIR/policies/manifests/default.json" "$tmp/policies/manifests/"
-printf '{"socket":"%s/m.sock","event_log":"%s/events.log","policy_dir":"%s/policies","state_dir":"%s/state"}\n' \
+printf '{"socket":"%s/m.sock","audit_db":"%s/audit.db","policy_dir":"%s/policies","state_dir":"%s/state"}\n' \
   "$tmp" "$tmp" "$tmp" "$tmp" >"$tmp/daemon.json"
 
 # start [FLAGS]: runs the daemon; 0 when it listens (then stops it), else

@@ -48,7 +48,7 @@ def run(options, script):
     degraded = ["--allow-degraded"] if os.getuid() == 0 else []
     env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "SHINKEN_SOCKET": TMP + "/no-daemon.sock",
            "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", ""),
-           "EXAMPLE_SECRET": "caller-only"}
+           "EXAMPLE_SETTING": "caller-only"}
     for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
         if k in os.environ:
             env[k] = os.environ[k]
@@ -115,17 +115,17 @@ if prof.get("net") == "proxy":
         if "shinken: refused 1 connection to %s:" % d not in err:
             fail("%s: the refusal of %s is not in the summary: %r" % (NAME, d, err))
 elif NAME == "debian-build":
-    script = 'echo deb > ../pkg_1.0_all.deb; echo "secret: ${EXAMPLE_SECRET-unset}"'
+    script = 'echo deb > ../pkg_1.0_all.deb; echo "setting: ${EXAMPLE_SETTING-unset}"'
     rc, out, err = run(["--profile", PROFILE], script)
     if not os.path.exists(os.path.join(TMP, "src", "pkg_1.0_all.deb")):
         fail("the build could not write its .deb beside the source tree")
-    if "secret: unset" not in out:
+    if "setting: unset" not in out:
         fail("the build's environment is not minimal: %r" % out)
     os.unlink(os.path.join(TMP, "src", "pkg_1.0_all.deb"))
     rc, out, err = run([], script)
     if os.path.exists(os.path.join(TMP, "src", "pkg_1.0_all.deb")):
         fail("control: the parent was writable without the profile")
-    if "secret: caller-only" not in out:
+    if "setting: caller-only" not in out:
         fail("control: the caller's environment did not reach the command without the profile")
 else:
     fail("no test for the example profile %s" % NAME)

@@ -3,7 +3,7 @@
 session with an egress proxy, and grants, attenuation and revocation judged
 by what a client of the session's proxy socket can and cannot reach. The
 manager's events are read from its audit store (`shinken audit tail`); the
-proxy's own lines from the file the configuration's event_log names.
+proxy's verdicts are events of the same store (proxy-verdict).
 
 Every address used is loopback: the upstream is an echo server on
 127.0.0.1, reached by the name api.test pinned to it in the proxy config
@@ -103,11 +103,6 @@ def connect_via(egress_dir, host, port):
         head += d
     status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.") else 0
     return s, status, head
-
-
-def read_events(path):
-    with open(path) as f:
-        return [json.loads(l) for l in f if l.startswith("{")]
 
 
 def audit_events(db):
@@ -293,7 +288,6 @@ def layer_checks(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="shk-e2e-")
     sock = os.path.join(tmp, "run", "manager.sock")
-    events = os.path.join(tmp, "events.log")
     db = os.path.join(tmp, "audit", "audit.db")
     srv, accepted = echo_server()
     port = srv.getsockname()[1]
@@ -310,7 +304,7 @@ def main():
                    {"class": "install.privileged", "scope": {"scope": "pkg"}}], f)
     cfg = os.path.join(tmp, "daemon.json")
     with open(cfg, "w") as f:
-        json.dump({"socket": sock, "event_log": events, "audit_db": db, "policy_dir": os.path.join(SRC, "policies"),
+        json.dump({"socket": sock, "audit_db": db, "policy_dir": os.path.join(SRC, "policies"),
                    "standing": standing}, f)
     env = dict(os.environ, SHINKEN_SOCKET=sock)
     # The session tier may only narrow: a permit there stops the daemon.
@@ -557,7 +551,7 @@ def main():
         fsock = os.path.join(tmp, "fault", "manager.sock")
         fcfg = os.path.join(tmp, "fault.json")
         with open(fcfg, "w") as f:
-            json.dump({"socket": fsock, "event_log": events, "audit_db": os.path.join(tmp, "fault-audit", "audit.db"),
+            json.dump({"socket": fsock, "audit_db": os.path.join(tmp, "fault-audit", "audit.db"),
                        "policy_dir": os.path.join(SRC, "policies")}, f)
         # A release build has no such switch: the same grant goes through.
         fenv = dict(env, SHINKEN_SOCKET=fsock, SHINKEN_FAULT="grant-delta")
@@ -626,18 +620,18 @@ def main():
             time.sleep(0.05)
         check(not os.path.exists(os.path.join(edir, "http.sock")), "session sockets removed with the session")
 
-        # Events. The proxy's own lines (the event_log file) carry a protocol
-        # and never a path, query or header value; the manager's events are
-        # in its audit store, one canonical entry each. The session's end
+        # Events. The proxy's verdicts carry a protocol and never a path,
+        # query or header value; they and the manager's events are in its
+        # audit store, one canonical entry each. The session's end
         # follows the socket's removal: wait for it.
         check(has_event(db, lambda e: e["event.name"] == "session-close" and e.get("gen_ai.conversation.id") == sid),
               "the session's end is recorded")
-        lines = read_events(events)
-        check(lines and all("protocol" in e for e in lines), "every line of the proxy's log is a proxy verdict")
-        check(any(a.get("decision") == "deny" for a in lines), "the proxy logged its refusals")
-        check(any(str(a.get("rule", "")).startswith("handle:") for a in lines),
-              "an allowed connection's proxy line names the handle that allowed it")
         evs = audit_events(db)
+        lines = [e for e in evs if e["event.name"] == "proxy-verdict"]
+        check(lines and all("shinken.egress.protocol" in e for e in lines), "every proxy verdict names its protocol")
+        check(any(a.get("shinken.decision") == "deny" for a in lines), "the proxy's refusals are on the timeline")
+        check(any(str(a.get("shinken.egress.rule", "")).startswith("handle:") for a in lines),
+              "an allowed connection's verdict names the handle that allowed it")
         kinds = {e["event.name"] for e in evs}
         check({"session-open", "decision", "grant", "card-raised", "card-resolved", "egress-check", "use-once",
                "attenuate", "revoke", "taint", "session-close"} <= kinds, f"event kinds: {kinds}")

@@ -166,9 +166,9 @@ class Daemon:
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         conf = {"socket": os.path.join(self.dir, "run", "manager.sock"),
                 "audit_db": os.path.join(self.dir, "audit", "audit.db"),
-                "event_log": os.path.join(self.dir, "proxy.log"), "policy_dir": os.path.join(SRC, "policies")}
+                "policy_dir": os.path.join(SRC, "policies")}
         conf.update(config or {})
-        self.sock, self.db, self.events = conf["socket"], conf["audit_db"], conf["event_log"]
+        self.sock, self.db = conf["socket"], conf["audit_db"]
         self.config = os.path.join(self.dir, "daemon.json")
         with open(self.config, "w") as f:
             json.dump(conf, f)

@@ -98,12 +98,11 @@ def main():
             p = subprocess.run([SHINKEN, "audit", "show", "--db", d.db, str(granted[0]["seq"])], capture_output=True,
                                text=True, timeout=30)
             chk(p.returncode == 0 and handle in p.stdout, f"audit show prints the grant ({p.stdout!r})")
-        # The proxy's own lines, until it writes to the timeline, are where
-        # event_log says.
-        with open(d.events) as f:
-            lines = [json.loads(l) for l in f if l.startswith("{")]
-        chk(any(l.get("decision") == "deny" and l.get("host") == "api.test" for l in lines),
-            "the proxy's own refusal line is in its log")
+        # The proxy's verdicts are events of the same timeline: its refusal
+        # of api.test, with the reason the client was given.
+        chk(wait_event(d.db, lambda e: e["event.name"] == "proxy-verdict" and e.get("shinken.decision") == "deny"
+                       and e.get("server.address") == "api.test" and e.get("shinken.reason")) is not None,
+            "the proxy's refusal is a proxy-verdict event of the timeline")
         ctl.close()
     finally:
         d.stop()

@@ -84,6 +84,18 @@ static struct session *find(const char *name)
   return NULL;
 }
 
+/* The proxy's verdicts, as JSON lines on stderr (one write each). */
+static int verdict(void *data, const shk_egress_verdict_info *v)
+{
+  (void)data;
+  char *line;
+  if (shk_egress_verdict_json(v, &line) < 0)
+    return -ENOMEM;
+  ssize_t w = write(2, line, strlen(line));
+  free(line);
+  return w < 0 ? -errno : 0;
+}
+
 static shk_egress_verdict hook(void *data, const shk_egress_request *req, uint64_t *tag,
                                const char **rule)
 {
@@ -165,8 +177,8 @@ static void command(char *line)
     memset(se, 0, sizeof *se);
     pthread_mutex_init(&se->mu, NULL);
     snprintf(se->name, sizeof se->name, "%s", argv[1]);
-    shk_egress_session_opts o = { .name = se->name, .config_path = argv[2], .audit_fd = 2,
-                                  .hook = hook, .hook_data = se, .on_abandon = abandoned };
+    shk_egress_session_opts o = { .name = se->name, .config_path = argv[2], .hook = hook,
+                                  .hook_data = se, .on_abandon = abandoned, .on_verdict = verdict };
     shk_error err;
     int r = shk_egress_session_open(&o, &se->s, &err);
     if (r < 0) {

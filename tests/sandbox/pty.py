@@ -48,7 +48,7 @@ def fail(why):
 class Terminal:
     """A pty whose slave is the controlling terminal of one command."""
 
-    def __init__(self, argv, env, rows=24, cols=80):
+    def __init__(self, argv, env, cwd, rows=24, cols=80):
         self.master, self.slave = os.openpty()
         self.set_size(rows, cols)
         self.seen = b""
@@ -59,7 +59,7 @@ class Terminal:
             fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
 
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
-                                     env=env, preexec_fn=child, close_fds=True)
+                                     env=env, cwd=cwd, preexec_fn=child, close_fds=True)
 
     def set_size(self, rows, cols):
         # The kernel sends SIGWINCH to the terminal's foreground process
@@ -175,6 +175,11 @@ def main():
         shutil.copytree(policies, tmp + "/policies")
         subprocess.check_call(["chmod", "-R", "a+rX", tmp])
         SHINKEN, policies = tmp + "/shinken", tmp + "/policies"
+    # The workload's writable root, the user's own.
+    ws = tmp + "/ws"
+    os.mkdir(ws)
+    if WHO == "user":
+        os.chown(ws, 65534, 65534)
     env = {"PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": tmp,
            "SHINKEN_POLICY_DIR": policies,
            # A prompt that a command's output cannot be taken for.
@@ -186,7 +191,7 @@ def main():
 
     # The control: bash on the caller's terminal itself. What it does to the
     # terminal's settings outlives it.
-    t = Terminal(["/bin/bash", "--norc", "--noprofile", "-i"], env)
+    t = Terminal(["/bin/bash", "--norc", "--noprofile", "-i"], env, ws)
     before = settings(t.slave)
     t.expect(prompt, "control: the first prompt")
     t.send(SPOIL)
@@ -197,7 +202,7 @@ def main():
         fail("control: bash's stty did not change the caller's terminal; the test shows nothing")
     t.close()
 
-    t = Terminal(command(extra), env, rows=24, cols=80)
+    t = Terminal(command(extra), env, ws, rows=24, cols=80)
     pid = t.proc.pid
     before = settings(t.slave)
     start = t.expect(prompt, "the first prompt")

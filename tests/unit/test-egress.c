@@ -324,7 +324,7 @@ static void test_config_load(void **state)
 
   /* A session reads it the same way, and names a bad pattern of its own. */
   shk_egress_session *s = (shk_egress_session *)1;
-  shk_egress_session_opts o = { .config_path = path, .audit_fd = -1 };
+  shk_egress_session_opts o = { .config_path = path };
   assert_int_equal(shk_egress_session_open(&o, &s, &err), -EINVAL);
   assert_null(s);
   assert_string_equal(err.message, want);
@@ -910,7 +910,7 @@ static void fixture_up(struct fixture *f)
   hs.in_slow = hs.release_slow = false;
   pthread_mutex_unlock(&hs.mu);
   shk_egress_session_opts o = { .name = "t", .allow_domains = allow, .n_allow_domains = 3,
-                                .config_path = f->cfgpath, .audit_fd = -1, .hook = test_hook,
+                                .config_path = f->cfgpath, .hook = test_hook,
                                 .hook_data = &hs, .on_abandon = test_abandon,
                                 .limits = { .held = 3 } };
   shk_error err;

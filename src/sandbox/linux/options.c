@@ -41,6 +41,7 @@ void shk_sandbox_opts_init(shk_sandbox_opts *o)
   memset(o, 0, sizeof *o);
   o->net = SHK_NET_NONE;
   o->uid = o->gid = -1;
+  o->tmpfs_size = SHK_SANDBOX_TMPFS_SIZE;
 }
 
 static void paths_free(shk_sandbox_paths *p)
@@ -61,6 +62,9 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o)
   paths_free(&o->deny_domains);
   paths_free(&o->allow_cidrs);
   paths_free(&o->resolve);
+  paths_free(&o->env);
+  free(o->hostname);
+  free(o->machine_id);
   free(o->report);
   free(o->proxy_config);
   free(o->dns_upstream);
@@ -180,6 +184,49 @@ static int set_cpu(shk_sandbox_opts *o, const char *v, shk_error *err)
   if (shk_sandbox_parse_cores(v, &o->cpu_milli) < 0)
     return fail(err, "--cpu: expected a positive number of cores such as 1.5, not '%s'", v);
   return 0;
+}
+
+static int set_string(char **dst, const char *v, shk_error *err);
+
+/* --env NAME: an environment variable's name, as the shell allows one. */
+static int add_env(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  bool ok = (isalpha((unsigned char)*v) || *v == '_') && strlen(v) < 256;
+  for (const char *c = v; ok && *c; c++)
+    ok = isalnum((unsigned char)*c) || *c == '_';
+  if (!ok)
+    return fail(err, "--env: expected the name of a variable (letters, digits, '_'), not '%s'", v);
+  return add_path(&o->env, "--env", v, err);
+}
+
+static int set_tmpfs_size(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  if (shk_sandbox_parse_size(v, &o->tmpfs_size) < 0 || o->tmpfs_size < 1024 * 1024)
+    return fail(err, "--tmpfs-size: expected a size of at least 1M such as 512M, not '%s'", v);
+  return 0;
+}
+
+/* --hostname NAME: a host name of one to 63 letters, digits, '-' and '.'. */
+static int set_hostname(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  size_t n = strlen(v);
+  bool ok = n > 0 && n <= 63 && v[0] != '-' && v[0] != '.';
+  for (const char *c = v; ok && *c; c++)
+    ok = isalnum((unsigned char)*c) || *c == '-' || *c == '.';
+  if (!ok)
+    return fail(err, "--hostname: expected 1 to 63 letters, digits, '-' and '.', not '%s'", v);
+  return set_string(&o->hostname, v, err);
+}
+
+/* --machine-id ID: 32 hexadecimal digits, as /etc/machine-id holds. */
+static int set_machine_id(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  bool ok = strlen(v) == 32;
+  for (const char *c = v; ok && *c; c++)
+    ok = isxdigit((unsigned char)*c) && !isupper((unsigned char)*c);
+  if (!ok)
+    return fail(err, "--machine-id: expected 32 lowercase hexadecimal digits, not '%s'", v);
+  return set_string(&o->machine_id, v, err);
 }
 
 /* Replaces the string *DST with a copy of V. */
@@ -338,6 +385,14 @@ static const struct opt {
   { "gid", SHK__OPT_GID, "N", SHK__KIND_FREE, false, "the gid inside (default: the caller's)" },
   { "env-clean", SHK__OPT_ENV_CLEAN, NULL, SHK__KIND_NARROWING, false,
     "start the command from a minimal environment" },
+  { "env", SHK__OPT_ENV, "NAME", SHK__KIND_FREE, false,
+    "pass the variable NAME although it would be removed (repeatable)" },
+  { "tmpfs-size", SHK__OPT_TMPFS_SIZE, "SIZE", SHK__KIND_FREE, false,
+    "how much each private tmpfs (/tmp, /var/tmp, /dev/shm, /run) may hold (default 1G)" },
+  { "hostname", SHK__OPT_HOSTNAME, "NAME", SHK__KIND_FREE, false,
+    "the sandbox's host name (default: shinken)" },
+  { "machine-id", SHK__OPT_MACHINE_ID, "ID", SHK__KIND_FREE, false,
+    "its /etc/machine-id, 32 hex digits (default: a new one per run)" },
   { "allow-degraded", SHK__OPT_ALLOW_DEGRADED, NULL, SHK__KIND_WIDENING, false,
     "run even where this host lacks a layer (each is named on stderr)" },
   { "profile", SHK__OPT_PROFILE, "FILE", SHK__KIND_NONE, false,
@@ -386,6 +441,7 @@ shk_sandbox_paths *shk__opt_list(shk_sandbox_opts *o, shk__opt_id id)
   case SHK__OPT_DENY_DOMAIN: return &o->deny_domains;
   case SHK__OPT_ALLOW_CIDR: return &o->allow_cidrs;
   case SHK__OPT_RESOLVE: return &o->resolve;
+  case SHK__OPT_ENV: return &o->env;
   default: return NULL;
   }
 }
@@ -444,6 +500,10 @@ static int apply_value(shk_sandbox_opts *o, shk__opt_id id, const char *v, shk_e
     if ((r = check_resolver(v, err)) == 0)
       r = set_string(&o->dns_upstream, v, err);
     break;
+  case SHK__OPT_ENV: r = add_env(o, v, err); break;
+  case SHK__OPT_TMPFS_SIZE: r = set_tmpfs_size(o, v, err); break;
+  case SHK__OPT_HOSTNAME: r = set_hostname(o, v, err); break;
+  case SHK__OPT_MACHINE_ID: r = set_machine_id(o, v, err); break;
   case SHK__OPT_RESTRICT_READS: case SHK__OPT_READ_ONLY: case SHK__OPT_ENV_CLEAN:
   case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_VERBOSE: case SHK__OPT_HELP: case SHK__OPT_N:
     (void)NEVER(1);
@@ -601,11 +661,17 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
     if (!json_is_string(v))
       return fail(err, "%s: \"%s\" must be a string", what, opt->name);
     return apply_string(o, opt, json_string_value(v), what, err);
+  case SHK__OPT_HOSTNAME:
+  case SHK__OPT_MACHINE_ID:
+    if (!json_is_string(v))
+      return fail(err, "%s: \"%s\" must be a string", what, opt->name);
+    return apply_value(o, opt->id, json_string_value(v), err);
   case SHK__OPT_MEM:
   case SHK__OPT_PIDS:
   case SHK__OPT_CPU:
   case SHK__OPT_UID:
   case SHK__OPT_GID:
+  case SHK__OPT_TMPFS_SIZE:
     if (json_is_string(v))
       return apply_value(o, opt->id, json_string_value(v), err);
     if (json_is_integer(v) && (json_integer_value(v) > 0 ||
