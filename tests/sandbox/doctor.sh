@@ -142,6 +142,26 @@ case $CASE in
            grep -q degraded run.err || fail "--allow-degraded printed no warning"
          fi ;;
     esac ;;
+  solver)
+    # The analysis gate's solver: doctor's claim against cvc5 asked
+    # directly, and, as the control, a PATH without cvc5 must make doctor
+    # say it is missing (the gate then refuses every pattern grant).
+    have=$(j 'd["analysis"]["available"]')
+    ver=$(j 'd["analysis"]["version"]')
+    real=$(cvc5 --version 2>/dev/null | head -n 1)
+    claim "analysis: available=$have version=$ver; cvc5 --version: $real"
+    if [ -n "$real" ]; then
+      [ "$have" = True ] || fail "cvc5 answers but doctor says it is missing"
+      [ "$ver" = "$real" ] || fail "doctor reports version '$ver', cvc5 says '$real'"
+    else
+      [ "$have" = False ] || fail "doctor claims a solver that does not answer"
+    fi
+    mkdir nopath
+    PATH=$scratch/nopath "$SHINKEN" doctor --json >nosolver.json 2>/dev/null
+    [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["analysis"]["available"])' nosolver.json)" = False ] ||
+      fail "with no cvc5 on PATH doctor still claims the solver"
+    PATH=$scratch/nopath "$SHINKEN" doctor >nosolver.txt 2>&1
+    grep -q "cvc5 not found" nosolver.txt || fail "the text report does not say cvc5 is missing" ;;
   classes)
     # Six classes, each with a level consistent with the detections.
     [ "$(j 'sorted(c["class"] for c in d["classes"])')" = \
