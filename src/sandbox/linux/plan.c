@@ -277,7 +277,7 @@ int shk__plan_lstat(shk__builder *b, const char *path, struct stat *st)
     strcpy(l->dir, dir);
     b->dirs[i] = l;
   }
-  if (l && !l->listed && ++l->lookups == 2)
+  if (l && !l->listed && ++l->lookups == SHK__LIST_AT)
     l->listed = list_dir(l);
   if (l && l->listed && *name &&
       !bsearch(&name, l->names, l->n, sizeof *l->names, name_cmp)) {
