@@ -70,10 +70,14 @@ static json_t *rpc(const char *what, int fd, json_t *req)
   return ans;
 }
 
-static int connect_or_die(const char *what)
+/* REQ, the request that would have been sent, is freed first (a sanitizer
+ * build counts what is left at exit). */
+static int connect_or_die(const char *what, json_t *req)
 {
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
+  if (fd < 0)
+    json_decref(req);
   if (fd < 0)
     shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); start one with 'shinken daemon'", what,
              path, strerror(-fd));
@@ -135,10 +139,60 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
   return status;
 }
 
+/* A session or handle named by a unique prefix, as git takes a commit id:
+ * GIVEN itself when the manager knows it (or knows nothing that begins
+ * with it, or it is empty: the answer then says it is unknown), else the one id that
+ * begins with it, asked of the manager with OP ("sessions" or "grants",
+ * whose answer lists FIELD in LIST). Two or more are one sentence and bad
+ * input (REQ, the request, freed first). The answer is malloc'd. */
+static char *unique_id(const char *what, int fd, const char *op, const char *list, const char *field,
+                       const char *given, json_t *req)
+{
+  if (!*given)
+    return shk__xstrdup(given);
+  json_t *ans = rpc(what, fd, json_pack("{s:s}", "op", op));
+  const char *found = NULL, *other = NULL;
+  size_t i;
+  json_t *e;
+  json_array_foreach(json_object_get(ans, list), i, e) {
+    const char *id = json_string_value(json_object_get(e, field));
+    if (!id || strncmp(id, given, strlen(given)))
+      continue;
+    if (!strcmp(id, given)) {
+      found = id;
+      other = NULL;
+      break;
+    }
+    if (found && strcmp(found, id))
+      other = id;
+    else
+      found = id;
+  }
+  if (other) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "'%s' is ambiguous: %s and %s both begin with it", given, found, other);
+    json_decref(ans);
+    json_decref(req);
+    shk__die(SHK_EXIT_BAD_INPUT, "%s: %s", what, msg);
+  }
+  char *id = shk__xstrdup(found ? found : given);
+  json_decref(ans);
+  return id;
+}
+
 /* Sends `req` (stolen) and prints the answer. */
 static int call(const char *what, json_t *req, bool as_json)
 {
-  int fd = connect_or_die(what);
+  int fd = connect_or_die(what, req);
+  /* The session or handle the request names may be a prefix of one. */
+  const char *key = json_object_get(req, "handle") ? "handle" : json_object_get(req, "session") ? "session" : NULL;
+  if (key) {
+    bool handle = !strcmp(key, "handle");
+    char *id = unique_id(what, fd, handle ? "grants" : "sessions", handle ? "grants" : "sessions", key,
+                         json_string_value(json_object_get(req, key)), req);
+    json_object_set_new(req, key, json_string(id));
+    free(id);
+  }
   json_t *ans = rpc(what, fd, req);
   close(fd);
   return print_answer(what, ans, as_json);
@@ -228,7 +282,10 @@ int shk_cli_grant(int argc, char **argv)
     shk__die(SHK_EXIT_UNAVAILABLE, "grant: out of memory");
   if (a.ttl > 0)
     json_object_set_new(req, "ttl_ms", json_integer(a.ttl));
-  int fd = connect_or_die("grant");
+  int fd = connect_or_die("grant", req);
+  char *sid = unique_id("grant", fd, "sessions", "sessions", "session", a.pos[0], req);
+  json_object_set_new(req, "session", json_string(sid));
+  free(sid);
   json_t *ans = rpc("grant", fd, req);
   if (a.approve && !strcmp(str(ans, "decision"), "ask")) {
     json_t *res = json_pack("{s:s, s:s, s:s}", "op", "resolve", "pending", str(ans, "pending"), "resolution",
