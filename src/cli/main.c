@@ -23,6 +23,10 @@ static const struct subcommand commands[] = {
   { "grants", shk_cli_grants, "list live grants" },
   { "revoke", shk_cli_revoke, "revoke a handle and everything derived from it" },
   { "attenuate", shk_cli_attenuate, "derive a narrower handle" },
+  { "approvals", shk_cli_approvals, "list the cards waiting for a human" },
+  { "approve", shk_cli_approve, "approve a card: once, or for the session" },
+  { "deny", shk_cli_deny, "deny a card, with a reason the agent reads" },
+  { "cancel", shk_cli_cancel, "dismiss a card: refused now, may ask again" },
   { "audit", shk_cli_audit, "the signed authority timeline: verify, prove, key, tail, show, export" },
   /* Re-executed by bwrap inside the sandbox; not for people. */
   { "__stage2", shk_cli_stage2, NULL },
