@@ -7,7 +7,8 @@ set -eu
 PKGS="meson ninja-build gcc clang libclang-rt-14-dev pkg-config make
 bubblewrap libseccomp-dev libevent-dev libssl-dev libjansson-dev
 libsqlite3-dev libcmocka-dev scdoc zlib1g-dev libc6-dev python3 curl wget git
-iproute2 procps util-linux passwd ca-certificates time openssl shellcheck binutils"
+iproute2 procps util-linux passwd ca-certificates time openssl shellcheck binutils
+cvc5"
 
 missing=""
 for p in $PKGS; do

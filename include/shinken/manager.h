@@ -66,11 +66,15 @@ typedef struct shk_manager_opts {
   int64_t control_idle_ms;
   size_t control_max_output;
   unsigned control_fd_reserve;
+  const char *state_dir;      /* where the accepted project and session tiers
+                               * are recorded, so that a wider one is refused
+                               * (shk_policy_source.state_dir); NULL: none */
+  bool accept_widening;       /* the operator accepts a wider tier */
 } shk_manager_opts;
 
 /* The manager's configuration file (JSON), every key optional and an
  * unknown key an error. Strings: "policy_dir", "manifest",
- * "session_policy", "standing", "socket", "audit_db".
+ * "session_policy", "standing", "socket", "audit_db", "state_dir".
  * Positive integers: "audit_checkpoint_events", "audit_checkpoint_ms",
  * "max_pending", "pending_timeout_ms", "card_timeout_ms", "batch_window_ms",
  * "control_max_clients",

@@ -55,10 +55,18 @@ typedef struct shk_sandbox_opts {
   uint64_t mem;       /* bytes; 0: no limit asked */
   uint64_t pids;      /* 0: no limit asked */
   uint32_t cpu_milli; /* thousandths of a core; 0: no limit asked */
+  uint64_t tmpfs_size; /* bytes each private tmpfs (/tmp, /var/tmp, /dev/shm, /run)
+                        * may hold; SHK_SANDBOX_TMPFS_SIZE unless asked */
+  shk_sandbox_paths env; /* --env NAME: variables passed although they would be removed */
+  char *hostname;     /* the sandbox's host name; NULL: "shinken" */
+  char *machine_id;   /* its /etc/machine-id (32 hex digits); NULL: a new one per run */
   char *report;       /* NULL: no report */
   char **command;     /* points into the argv given to parse; NULL-terminated */
   size_t ncommand;
 } shk_sandbox_opts;
+
+/* The default bound of each private tmpfs: 1 GiB. */
+#define SHK_SANDBOX_TMPFS_SIZE (UINT64_C(1) << 30)
 
 void shk_sandbox_opts_init(shk_sandbox_opts *o);
 void shk_sandbox_opts_free(shk_sandbox_opts *o);
@@ -87,6 +95,8 @@ typedef enum shk_mount_kind {
   SHK_MOUNT_PIN,      /* a writable directory bound onto itself, only so that
                        * it cannot be renamed or removed: it holds a protected
                        * path that must not be replaced by a new one */
+  SHK_MOUNT_FILE,     /* a missing file that git reads, masked by a read-only
+                       * file of fixed content (rule.text) */
 } shk_mount_kind;
 
 const char *shk_mount_kind_name(shk_mount_kind k);
@@ -98,6 +108,10 @@ typedef struct shk_sandbox_rule {
   bool is_default; /* a built-in protection, not an option */
   bool created;    /* masks a missing path: the sandbox creates the mount point */
   bool via_symlink; /* an option whose path led here through a symlink */
+  bool symlink;     /* a protected path that is a symlink inside a writable root
+                     * (planted there, say, by an earlier run): masked where
+                     * it is, by /dev/null over the link itself */
+  const char *text; /* SHK_MOUNT_FILE: what the file holds (static) */
 } shk_sandbox_rule;
 
 /* Who the caller is and where the defaults come from. The module reads
@@ -112,6 +126,10 @@ typedef struct shk_sandbox_env {
   uid_t uid;            /* the caller's effective ids outside */
   gid_t gid;
   const char *user;          /* the caller's name in the password database, or NULL */
+  /* $XDG_CONFIG_HOME, $XDG_DATA_HOME, $XDG_STATE_HOME, $XDG_RUNTIME_DIR
+   * (absolute, or NULL): where tools keep what the protections cover, when
+   * not in the home directory's defaults. */
+  const char *xdg_config, *xdg_data, *xdg_state, *xdg_runtime;
   const char *cgroup_parent; /* SHINKEN_CGROUP_PARENT (cgroup v1), or NULL */
   const char *exe;           /* the shinken binary, for `shinken __stage2`; NULL:
                               * /proc/self/exe, read when it is needed */
@@ -130,14 +148,23 @@ typedef struct shk_sandbox_plan {
    * applying them in order makes the most specific rule win. */
   shk_sandbox_rule *rules;
   size_t n;
+  /* One line each, for the caller to show before the command runs (stage 2
+   * prints them) and the report: a protected path that is a symlink inside
+   * a writable root, masked. */
+  char **warnings;
+  size_t nwarnings;
 } shk_sandbox_plan;
 
 /* Resolves the options against the filesystem and the defaults. Fails on a
- * missing --write or --read path, --read-only with --write, or a protected
- * path that is a symlink inside a writable root. */
+ * missing --write or --read path, --read-only with --write, or a writable
+ * root too large to search for git repositories (SHK_SANDBOX_SCAN_MAX). */
 int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                            shk_sandbox_plan *p, shk_error *err);
 void shk_sandbox_plan_free(shk_sandbox_plan *p);
+/* The most directories the plan reads, over all writable roots, to find
+ * the git repositories inside them (node_modules and the repositories' own
+ * directories are not searched); past it the run is refused. */
+#define SHK_SANDBOX_SCAN_MAX 100000
 /* After the sandbox is gone: removes the mount points it created on the
  * host for masks of missing paths, when they are still empty. */
 void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p);
@@ -334,6 +361,10 @@ typedef struct shk_sandbox_result {
   char *cgroup_paths[SHK_CG1_N + 1];
   bool cgroup_v1;
   char *session;          /* the egress session's id (--net proxy), or NULL */
+  /* The names of the caller's variables the command did not get (they
+   * carry secrets or sockets; --env NAME passes one), never their values. */
+  char **env_removed;
+  size_t nenv_removed;
   bool started;           /* stage 2 reported: the command was exec'd (or, with an
                            * error, it may have been before the sandbox was killed) */
   shk_sandbox_applied applied; /* what stage 2 reported, when started */

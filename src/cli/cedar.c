@@ -679,6 +679,7 @@ static const struct {
   { "translate-policy", shk_cli_cedar_translate_policy, "convert policies between text and JSON" },
   { "translate-schema", shk_cli_cedar_translate_schema, "convert a schema between text and JSON" },
   { "conformance", cmd_conformance, "run cedar-integration-tests files" },
+  { "analyze", shk_cli_cedar_analyze, "prove properties of policies, compare policy sets (cvc5)" },
 };
 
 static void cedar_usage(FILE *f)

@@ -29,3 +29,4 @@ int shk_cli_cedar_validate(int argc, char **argv);
 int shk_cli_cedar_format(int argc, char **argv);
 int shk_cli_cedar_translate_policy(int argc, char **argv);
 int shk_cli_cedar_translate_schema(int argc, char **argv);
+int shk_cli_cedar_analyze(int argc, char **argv); /* cedar-analyze.c */

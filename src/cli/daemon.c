@@ -16,16 +16,20 @@ int shk_cli_daemon(int argc, char **argv)
 {
   static const struct option opts[] = {
     { "config", required_argument, NULL, 'c' },
+    { "accept-widening", no_argument, NULL, 'w' },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
   const char *config = NULL;
+  bool accept_widening = false;
   int c;
   while ((c = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
     if (c == 'c')
       config = optarg;
+    else if (c == 'w')
+      accept_widening = true;
     else if (c == 'h') {
-      puts("usage: shinken daemon [--config FILE]");
+      puts("usage: shinken daemon [--config FILE] [--accept-widening]");
       return 0;
     } else {
       return 1;
@@ -39,6 +43,9 @@ int shk_cli_daemon(int argc, char **argv)
     shk__die(1, "daemon: %s", err.message);
   if (!mc.opts.audit_db)
     shk__die(1, "daemon: no place for the audit log: set HOME or XDG_STATE_HOME, or audit_db in the configuration");
+  /* The operator accepts a project or session tier wider than the one
+   * recorded in the configuration's state_dir. */
+  mc.opts.accept_widening = accept_widening;
   shk_manager *m;
   if (shk_manager_new(&mc.opts, &m, &err))
     shk__die(1, "daemon: %s", err.message);

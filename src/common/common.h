@@ -126,12 +126,3 @@ SHK_PRINTF(6, 0) int shk__error_vat(shk_error *err, int code, const char *file, 
 /* Fills *err with "out of memory" and returns -ENOMEM. */
 int shk__error_nomem(shk_error *err);
 
-/* ---------------------------------------------------------------- transitional */
-
-/* The helpers that print and exit (shk__die, shk__die_errno, shk__warn and
- * the allocators that cannot fail: shk__xmalloc, shk__xcalloc,
- * shk__xrealloc, shk__xstrdup, shk__xasprintf) are for the CLI and stage 2
- * only; they are declared in src/cli/die.h. This include keeps them visible
- * to the modules that still call them until those are converted to return
- * errors; then it goes. */
-#include "cli/die.h"

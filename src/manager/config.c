@@ -16,7 +16,7 @@
 #include "shinken/manager.h"
 
 typedef struct priv {
-  char *policy_dir, *manifest, *session_policy, *standing, *socket, *exec_path, *audit_db;
+  char *policy_dir, *manifest, *session_policy, *standing, *socket, *exec_path, *state_dir, *audit_db;
 } priv;
 
 void shk_manager_config_clear(shk_manager_config *c)
@@ -29,6 +29,7 @@ void shk_manager_config_clear(shk_manager_config *c)
     free(p->standing);
     free(p->socket);
     free(p->exec_path);
+    free(p->state_dir);
     free(p->audit_db);
     free(p);
   }
@@ -86,6 +87,7 @@ static int read_config(const char *path, priv *p, shk_manager_opts *o, shk_error
                 : !strcmp(key, "manifest") ? &p->manifest
                 : !strcmp(key, "session_policy") ? &p->session_policy
                 : !strcmp(key, "standing") ? &p->standing
+                : !strcmp(key, "state_dir") ? &p->state_dir
                 : !strcmp(key, "audit_db") ? &p->audit_db
                 : !strcmp(key, "socket") ? &p->socket : NULL;
     const int_key *ik = NULL;
@@ -162,6 +164,7 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, shk_error *
   c->opts.session_policy = p->session_policy;
   c->opts.standing = p->standing;
   c->opts.exec_path = p->exec_path;
+  c->opts.state_dir = p->state_dir;
   c->opts.audit_db = p->audit_db;
   c->opts.socket = p->socket;
   c->socket = p->socket;

@@ -210,6 +210,7 @@ void shk_policy_free(shk_policy *p)
 {
   if (!p)
     return;
+  shk__pattern_free(p->pattern);
   shk_cedar_policy_set_free(p->set);
   shk_cedar_schema_free(p->schema);
   shk__manifest_free(p->manifest);
@@ -238,6 +239,8 @@ int shk_policy_load(const shk_policy_source *src, shk_policy **out, shk_error *e
   *out = NULL;
   if (!src || !src->dir)
     return shk__error_set(err, -EINVAL, "no policy directory given");
+  if (src->widening_report)
+    *src->widening_report = NULL;
   char *schema = NULL, *admin = NULL, *project = NULL, *manifest = NULL, *all = NULL;
   shk_cedar_policy_set *session = NULL;
   shk_cedar_error cerr;
@@ -289,7 +292,11 @@ int shk_policy_load(const shk_policy_source *src, shk_policy **out, shk_error *e
     r = shk__error_set(err, -EINVAL, "policy %s does not validate against the schema: %s",
                        vr.errors[0].policy_id, vr.errors[0].message);
   }
-  if (r)
+  /* The analysis for patterns, and then the widening check, which uses
+   * it; the record only once everything else succeeded. */
+  if (r || (r = shk__pattern_new(src, &p->pattern, err)) ||
+      (r = shk__widen_check(p, src, admin, project, src->session_text, err)) ||
+      (r = shk__widen_record(src, project, src->session_text, err)))
     goto out;
   *out = p;
   p = NULL;

@@ -114,11 +114,20 @@ static bool data_leaving(const shk_cap_scope *sc)
 /* ------------------------------------------------------------- elements */
 
 /* One Cedar request's worth of a request: the fields of context.request
- * (UseCapability), or the layer (DisableSandbox). */
+ * (UseCapability), or the layer (DisableSandbox). An element that is a
+ * pattern also says what it covers: each field's pattern (a path prefix
+ * with the scope's deny paths beneath it left out, a host pattern, a CIDR,
+ * a port range). */
+#define MAX_COVER 2
 typedef struct element {
   json_t *fields;
   const char *layer;
   char what[200];
+  shk_analysis_cover_field cover[MAX_COVER];
+  size_t n_cover;
+  char text[MAX_COVER][256];       /* the patterns, as cover[] points to them */
+  shk_analysis_except *except;     /* the path's exceptions (malloc'd) */
+  size_t n_except;
 } element;
 
 typedef struct elements {
@@ -129,8 +138,10 @@ typedef struct elements {
 
 static void elements_clear(elements *e)
 {
-  for (size_t i = 0; i < e->n; i++)
+  for (size_t i = 0; i < e->n; i++) {
     json_decref(e->v[i].fields);
+    free(e->v[i].except);
+  }
   free(e->v);
 }
 
@@ -154,28 +165,51 @@ SHK_PRINTF(4, 5) static void add(elements *e, json_t *fields, const char *layer,
     e->cap = nc;
   }
   element *el = &e->v[e->n++];
-  el->fields = fields;
-  el->layer = layer;
+  *el = (element){ .fields = fields, .layer = layer };
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(el->what, sizeof el->what, fmt, ap);
   va_end(ap);
 }
 
-/* The path is a $PATH directory, inside one, or above one (writing an
- * ancestor could replace the directory itself). */
-static bool in_exec_path(const shk_policy_session *s, const char *path)
+const char *shk_policy_home_rest(const char *path)
 {
-  size_t m = strlen(path);
+  if (!strncmp(path, "/root", 5) && (path[5] == '\0' || path[5] == '/'))
+    return path[5] ? path + 6 : "";
+  if (!strncmp(path, "/home/", 6) && path[6] && path[6] != '/') {
+    const char *slash = strchr(path + 6, '/');
+    return slash ? slash + 1 : "";
+  }
+  return NULL;
+}
+
+/* Whether B is A or lies beneath it. */
+static bool beneath(const char *b, const char *a)
+{
+  size_t n = strlen(a);
+  while (n > 1 && a[n - 1] == '/')
+    n--;
+  if (n == 1 && a[0] == '/')
+    return true;
+  return !strncmp(b, a, n) && (b[n] == '/' || b[n] == '\0');
+}
+
+/* Whether a path of the pattern PATH (it and everything beneath it, less
+ * the EXCEPT subtrees) could be in an exec path: PATH is a $PATH directory
+ * or inside one, or a $PATH directory lies beneath PATH outside the
+ * exceptions (writing an ancestor could replace the directory itself). So
+ * it is true for a prefix whenever it could be true for a path it covers. */
+static bool in_exec_path(const shk_policy_session *s, const char *path, const shk_analysis_except *except,
+                         size_t n_except)
+{
   for (size_t i = 0; i < s->n_exec_path; i++) {
     const char *dir = s->exec_path[i];
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-      n--;
-    if (n == 1 && dir[0] == '/')
+    if (beneath(path, dir))
       return true;
-    if ((m >= n && !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0')) ||
-        (n > m && !strncmp(dir, path, m) && (dir[m] == '/' || !strcmp(path, "/"))))
+    bool left_out = false;
+    for (size_t k = 0; k < n_except && !left_out; k++)
+      left_out = beneath(dir, except[k].text);
+    if (beneath(dir, path) && !left_out)
       return true;
   }
   return false;
@@ -186,10 +220,42 @@ static json_t *ports_json(shk_port_range r)
   return json_pack("{s:I, s:I}", "lo", (json_int_t)r.lo, "hi", (json_int_t)r.hi);
 }
 
+/* Makes the last element added a pattern over FIELD as well. */
+SHK_PRINTF(4, 5) static void covers(elements *e, const char *field, shk_analysis_cover_kind kind, const char *fmt,
+                                    ...)
+{
+  if (e->oom || !e->n || NEVER(e->v[e->n - 1].n_cover == MAX_COVER))
+    return;
+  element *el = &e->v[e->n - 1];
+  size_t k = el->n_cover++;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(el->text[k], sizeof el->text[k], fmt, ap);
+  va_end(ap);
+  el->cover[k] = (shk_analysis_cover_field){ field, kind, el->text[k], NULL, 0 };
+}
+
+/* A port range covers more than one port. */
+static void cover_ports(elements *e, shk_port_range pr)
+{
+  if (pr.lo != pr.hi)
+    covers(e, "request.ports", SHK_ANALYSIS_PORT_RANGE, "%u-%u", pr.lo, pr.hi);
+}
+
+/* A CIDR holds more than one address. */
+static bool wide_cidr(const char *cidr)
+{
+  const char *slash = strchr(cidr, '/');
+  int prefix = slash ? atoi(slash + 1) : -1;
+  return prefix >= 0 && prefix < (strchr(cidr, ':') ? 128 : 32);
+}
+
 /* A net.egress scope, as the destinations it lets a connection reach, each
  * with each port range it may reach there: a pattern's own port, else the
  * scope's port list, else every port. So a policy about a port sees every
- * port the grant could open, as bounds it can test. */
+ * port the grant could open, as bounds it can test; and a host pattern, a
+ * CIDR or a range of ports is a pattern over every host, address and port
+ * it covers. */
 static void egress_elements(const shk_cap_scope *sc, elements *e)
 {
   static const shk_port_range every = { 1, 65535 };
@@ -205,36 +271,91 @@ static void egress_elements(const shk_cap_scope *sc, elements *e)
       shk_port_range pr = colon ? own : ranges[k];
       add(e, json_pack("{s:s%, s:o}", "domain", d, (size_t)hostlen, "ports", ports_json(pr)), NULL,
           "domain %.*s ports %u-%u", hostlen, d, pr.lo, pr.hi);
+      if (d[0] == '*')
+        covers(e, "request.domain", SHK_ANALYSIS_HOST_PATTERN, "%.*s", hostlen, d);
+      cover_ports(e, pr);
     }
   }
   for (size_t i = 0; i < sc->cidrs.n; i++)
-    for (size_t k = 0; k < nr; k++)
+    for (size_t k = 0; k < nr; k++) {
       add(e, json_pack("{s:s, s:o}", "ip", sc->cidrs.v[i], "ports", ports_json(ranges[k])), NULL,
           "ip %s ports %u-%u", sc->cidrs.v[i], ranges[k].lo, ranges[k].hi);
+      if (wide_cidr(sc->cidrs.v[i]))
+        covers(e, "request.ip", SHK_ANALYSIS_CIDR, "%s", sc->cidrs.v[i]);
+      cover_ports(e, ranges[k]);
+    }
   if (!sc->domains.n && !sc->cidrs.n)
-    for (size_t k = 0; k < sc->n_ports; k++)
+    for (size_t k = 0; k < sc->n_ports; k++) {
       add(e, json_pack("{s:o}", "ports", ports_json(ranges[k])), NULL, "ports %u-%u", ranges[k].lo,
           ranges[k].hi);
+      cover_ports(e, ranges[k]);
+    }
+}
+
+/* A path that grants (an fs.scope read or write, a persistence path) is a
+ * prefix of everything beneath it; the scope's deny paths beneath it are
+ * left out of it. */
+static void path_element(const shk_policy_session *s, const shk_cap_scope *sc, const char *path, const char *access,
+                         elements *e)
+{
+  shk_analysis_except *ex = NULL;
+  size_t n = 0;
+  for (size_t i = 0; access && i < sc->deny.n; i++)
+    if (beneath(sc->deny.v[i], path)) {
+      shk_analysis_except *nx = realloc(ex, (n + 1) * sizeof *nx);
+      if (!nx) {
+        free(ex);
+        e->oom = true;
+        return;
+      }
+      ex = nx;
+      ex[n++] = (shk_analysis_except){ sc->deny.v[i], false, 0 };
+    }
+  json_t *f = json_pack("{s:s, s:b}", "path", path, "in_exec_path", in_exec_path(s, path, ex, n));
+  const char *home = shk_policy_home_rest(path);
+  if (f && home && json_object_set_new(f, "home_path", json_string(home)) < 0) {
+    json_decref(f);
+    f = NULL;
+  }
+  if (f && json_object_set_new(f, access ? "access" : "survives_session",
+                               access ? json_string(access) : json_boolean(sc->survives_session)) < 0) {
+    json_decref(f);
+    f = NULL;
+  }
+  if (access)
+    add(e, f, NULL, "%s on %s", access, path);
+  else
+    add(e, f, NULL, "persistence of %s", path);
+  covers(e, "request.path", SHK_ANALYSIS_PATH_PREFIX, "%s", path);
+  if (!e->oom) {
+    element *el = &e->v[e->n - 1];
+    el->except = ex;
+    el->n_except = n;
+    el->cover[0].except = ex;
+    el->cover[0].n_except = n;
+    el->cover[0].home_field = "request.home_path";
+  } else {
+    free(ex);
+  }
 }
 
 static void scope_elements(const shk_policy_session *s, const shk_cap_scope *sc, elements *e)
 {
   if (sc->cls == SHK_CAP_NET_EGRESS)
     egress_elements(sc, e);
-  const shk_strv *fs[] = { &sc->read, &sc->write, &sc->deny };
-  const char *access[] = { "read", "write", "deny" };
-  for (int k = 0; k < 3; k++)
-    for (size_t i = 0; i < fs[k]->n; i++)
-      add(e, json_pack("{s:s, s:s, s:b}", "path", fs[k]->v[i], "access", access[k], "in_exec_path",
-                       in_exec_path(s, fs[k]->v[i])),
-          NULL, "path %s (%s)", fs[k]->v[i], access[k]);
+  for (size_t i = 0; i < sc->read.n; i++)
+    path_element(s, sc, sc->read.v[i], "read", e);
+  for (size_t i = 0; i < sc->write.n; i++)
+    path_element(s, sc, sc->write.v[i], "write", e);
+  /* A deny path grants nothing: it is no element of its own, only left out
+   * of the read and write prefixes above it (so a narrowed grant that
+   * leaves out what a forbid protects is not refused by that forbid). */
   for (size_t i = 0; i < sc->device_ids.n; i++)
     add(e, json_pack("{s:s, s:s}", "device_id", sc->device_ids.v[i], "mode",
                      sc->gpu_exclusive ? "exclusive" : "shared"),
         NULL, "device %s", sc->device_ids.v[i]);
   for (size_t i = 0; i < sc->paths.n; i++)
-    add(e, json_pack("{s:s, s:b}", "path", sc->paths.v[i], "survives_session", sc->survives_session), NULL,
-        "path %s", sc->paths.v[i]);
+    path_element(s, sc, sc->paths.v[i], NULL, e);
   for (size_t i = 0; i < sc->broker_scopes.n; i++)
     add(e, json_pack("{s:s, s:b}", "scope", sc->broker_scopes.v[i], "raw", 0), NULL, "scope %s",
         sc->broker_scopes.v[i]);
@@ -279,9 +400,10 @@ static json_t *datetime_of(int64_t ms)
 }
 
 /* The entity store of one decision: the agent, its session and the eight
- * capability classes. */
+ * capability classes, parsed, and as the JSON text it was parsed from (for
+ * the analyzer). */
 static int session_entities(const shk_policy *p, const shk_policy_session *s, shk_cedar_entities **out,
-                            shk_error *err)
+                            char **text_out, shk_error *err)
 {
   json_t *arr = json_array();
   int bad = !arr;
@@ -303,19 +425,24 @@ static int session_entities(const shk_policy *p, const shk_policy_session *s, sh
     return shk__error_set(err, -ENOMEM, "out of memory");
   shk_cedar_error cerr;
   int r = shk_cedar_entities_parse(text, strlen(text), p->schema, out, &cerr);
-  free(text);
-  if (r)
+  if (r) {
+    free(text);
     return shk__error_set(err, r == -ENOMEM ? r : -EINVAL, "the session does not fit the schema: %s",
                           cerr.message);
+  }
+  *text_out = text;
   return 0;
 }
 
 /* What one pass over the elements found. */
 typedef struct pass {
   bool allow;          /* every element allowed */
-  bool forbid;         /* not allowed because a forbid applied */
+  bool forbid;         /* not allowed because a forbid applied (or a policy errored) */
+  bool unproven;       /* not allowed because a pattern could not be proven */
+  int pattern;         /* the pattern element refused with a counterexample, or -1 */
   char policy[128];    /* the permit (allow), or the forbid, or "" */
   char why[400];
+  char counterexample[512];
 } pass;
 
 /* The @id of a policy when it has one, else its Cedar id. */
@@ -327,47 +454,79 @@ static void policy_name(const shk_policy *p, const char *id, char *buf, size_t l
     say(buf, len, "%s", id);
 }
 
+/* The Cedar request of one element as `approval` would have it, as JSON
+ * text (NULL when out of memory). */
+static char *element_request(const shk_policy_session *s, const shk_policy_request *r, shk_policy_tier tier,
+                             shk_policy_approval approval, const element *el)
+{
+  bool disable = r->kind == SHK_POLICY_DISABLE;
+  json_t *ctx = disable
+    ? json_pack("{s:s, s:o, s:s}", "trust_tier", s->trust_tier, "now", datetime_of(r->now_ms),
+                "approval_state", shk_policy_approval_name(approval))
+    : json_pack("{s:s, s:s, s:s, s:o, s:s, s:O}", "trust_tier", s->trust_tier, "tier",
+                shk_policy_tier_name(tier), "approval_state", shk_policy_approval_name(approval), "now",
+                datetime_of(r->now_ms), "provenance",
+                r->kind == SHK_POLICY_GRANT && r->external ? "external" : "first-party", "request",
+                el->fields);
+  json_t *req = ctx ? json_pack("{s:o, s:o, s:o, s:o}", "principal", uid("Shinken::Agent", s->id), "action",
+                                uid("Shinken::Action", disable ? "DisableSandbox" : "UseCapability"), "resource",
+                                disable ? uid("Shinken::Layer", el->layer)
+                                        : uid("Shinken::Capability", shk_cap_class_name(r->scope->cls)),
+                                "context", ctx)
+                    : NULL;
+  char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  return text;
+}
+
+/* The pattern question of one element. */
+static shk__pattern_q pattern_q(const shk_policy_session *s, const shk_policy_request *r, const element *el,
+                                const char *request, const char *entities)
+{
+  return (shk__pattern_q){ request, entities, el->cover, el->n_cover, r->now_ms, s->expires_ms - 1 };
+}
+
+/* A counterexample as the refusal shows it: "x.evil.org port 22". */
+static void counterexample(const element *el, const shk_analysis_cover_result *res, char *buf, size_t len)
+{
+  size_t o = 0;
+  buf[0] = '\0';
+  for (size_t k = 0; k < el->n_cover && o < len; k++) {
+    bool port = el->cover[k].kind == SHK_ANALYSIS_PORT_RANGE;
+    o += (size_t)snprintf(buf + o, len - o, "%s%s%.400s", k ? " " : "", port ? "port " : "", res->witness[k]);
+  }
+}
+
 /* Puts every element to Cedar as `approval` would have it, stopping at the
- * first that is not allowed. */
-static int one_pass(const shk_policy *p, const shk_cedar_entities *es, const shk_policy_session *s,
-                    const shk_policy_request *r, shk_policy_tier tier, shk_policy_approval approval,
-                    const elements *els, shk_cedar_response *resp, pass *out, shk_error *err)
+ * first that is not allowed; an element that is a pattern is allowed only
+ * when every element it covers is. */
+static int one_pass(const shk_policy *p, const shk_cedar_entities *es, const char *es_text,
+                    const shk_policy_session *s, const shk_policy_request *r, shk_policy_tier tier,
+                    shk_policy_approval approval, const elements *els, shk_cedar_response *resp, pass *out,
+                    shk_error *err)
 {
   memset(out, 0, sizeof *out);
   out->allow = true;
-  bool disable = r->kind == SHK_POLICY_DISABLE;
+  out->pattern = -1;
   for (size_t i = 0; i < els->n && out->allow; i++) {
     const element *el = &els->v[i];
-    json_t *ctx = disable
-      ? json_pack("{s:s, s:o, s:s}", "trust_tier", s->trust_tier, "now", datetime_of(r->now_ms),
-                  "approval_state", shk_policy_approval_name(approval))
-      : json_pack("{s:s, s:s, s:s, s:o, s:s, s:O}", "trust_tier", s->trust_tier, "tier",
-                  shk_policy_tier_name(tier), "approval_state", shk_policy_approval_name(approval), "now",
-                  datetime_of(r->now_ms), "provenance",
-                  r->kind == SHK_POLICY_GRANT && r->external ? "external" : "first-party", "request",
-                  el->fields);
-    json_t *req = ctx ? json_pack("{s:o, s:o, s:o, s:o}", "principal", uid("Shinken::Agent", s->id), "action",
-                                  uid("Shinken::Action", disable ? "DisableSandbox" : "UseCapability"),
-                                  "resource",
-                                  disable ? uid("Shinken::Layer", el->layer)
-                                          : uid("Shinken::Capability", shk_cap_class_name(r->scope->cls)),
-                                  "context", ctx)
-                      : NULL;
-    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-    json_decref(req);
+    char *text = element_request(s, r, tier, approval, el);
     if (!text)
       return shk__error_set(err, -ENOMEM, "out of memory");
     shk_cedar_request *cr = NULL;
     shk_cedar_error cerr;
     int rc = shk_cedar_request_from_json(text, strlen(text), p->schema, true, &cr, &cerr);
-    free(text);
-    if (rc)
+    if (rc) {
+      free(text);
       return shk__error_set(err, rc == -ENOMEM ? rc : -EINVAL, "%s: the request does not fit the schema: %s",
                             el->what, cerr.message);
+    }
     rc = shk_cedar_is_authorized(p->set, es, cr, resp);
     shk_cedar_request_free(cr);
-    if (rc)
+    if (rc) {
+      free(text);
       return shk__error_set(err, rc, "%s: the policy engine failed: %s", el->what, shk_strerror(rc));
+    }
     const char *id = resp->n_reasons ? resp->reasons[0] : NULL;
     if (resp->n_errors) {
       /* A policy that errors is skipped by Cedar; here it stops the grant,
@@ -391,8 +550,74 @@ static int one_pass(const shk_policy *p, const shk_cedar_entities *es, const shk
       else
         say(out->why, sizeof out->why, "%s: no policy permits it (deny by default)", el->what);
     }
+    if (out->allow && el->n_cover) {
+      shk__pattern_q q = pattern_q(s, r, el, text, es_text);
+      bool allowed = false;
+      shk_analysis_cover_result res;
+      shk_error perr = { 0 };
+      rc = shk__pattern_check(p, &q, &allowed, &res, &perr);
+      if (rc == -ENOMEM) {
+        free(text);
+        return shk__error_set(err, rc, "%s: out of memory", el->what);
+      }
+      if (rc < 0) {
+        out->allow = false;
+        out->unproven = true;
+        out->policy[0] = '\0';
+        say(out->why, sizeof out->why, "cannot prove that %s covers nothing forbidden: %s", el->what, perr.message);
+      } else if (!allowed) {
+        out->allow = false;
+        out->forbid = res.policy[0] != '\0';
+        out->pattern = (int)i;
+        say(out->policy, sizeof out->policy, "%s", res.policy);
+        counterexample(el, &res, out->counterexample, sizeof out->counterexample);
+        if (res.policy[0])
+          say(out->why, sizeof out->why, "%s covers %s, %s %s", el->what, out->counterexample,
+              strstr(res.why, "an error stops it") ? "where an error stops it in" : "forbidden by", res.policy);
+        else
+          say(out->why, sizeof out->why, "%s covers %s, which no policy permits", el->what, out->counterexample);
+      }
+    }
+    free(text);
   }
   return 0;
+}
+
+/* The name of a covered field in an offer: "path", "domain", "ip", "ports". */
+static const char *short_field(const char *field)
+{
+  const char *dot = strrchr(field, '.');
+  return dot ? dot + 1 : field;
+}
+
+/* The narrowed grant of a refused pattern element, as a human's approval
+ * would have it; no offer when there is none within the bound or the
+ * analysis fails (no offer is always safe). */
+static void offer(const shk_policy *p, const shk_policy_session *s, const shk_policy_request *r,
+                  shk_policy_tier tier, const element *el, const char *es_text, shk_policy_offer *o)
+{
+  char *text = element_request(s, r, tier, SHK_POLICY_APPROVED, el);
+  if (!text)
+    return;
+  shk__pattern_q q = pattern_q(s, r, el, text, es_text);
+  shk_analysis_narrowing nw;
+  if (shk__pattern_narrow(p, &q, &nw, NULL) == 0 && nw.found && NEVER(nw.n_except > SHK_POLICY_MAX_EXCEPT) == 0) {
+    o->offered = true;
+    say(o->element, sizeof o->element, "%s", el->what);
+    size_t w = (size_t)snprintf(o->why, sizeof o->why, "%s without", el->what);
+    for (size_t i = 0; i < nw.n_except; i++) {
+      const shk_analysis_except *x = &nw.except[i];
+      say(o->except[i].field, sizeof o->except[i].field, "%s", short_field(el->cover[x->field].field));
+      say(o->except[i].text, sizeof o->except[i].text, "%s", x->text);
+      o->except[i].exact = x->exact;
+      if (w < sizeof o->why)
+        w += (size_t)snprintf(o->why + w, sizeof o->why - w, "%s %s %s%s", i ? "," : "", o->except[i].field,
+                              x->text, x->exact ? " (this path alone)" : "");
+    }
+    o->n_except = nw.n_except;
+  }
+  shk_analysis_narrowing_clear(&nw);
+  free(text);
 }
 
 static int build_elements(const shk_policy_session *s, const shk_policy_request *r, elements *els,
@@ -449,23 +674,25 @@ int shk_policy_decide(const shk_policy *p, const shk_policy_session *s, const sh
    * they would stand once one approved. */
   elements els = { 0 };
   shk_cedar_entities *es = NULL;
+  char *es_text = NULL;
   shk_cedar_response resp = { 0 };
   pass now, then;
   int rc = build_elements(s, r, &els, err);
   if (!rc)
-    rc = session_entities(p, s, &es, err);
+    rc = session_entities(p, s, &es, &es_text, err);
   if (!rc)
-    rc = one_pass(p, es, s, r, tier, r->approval, &els, &resp, &now, err);
-  bool askable = !rc && !now.allow && r->approval == SHK_POLICY_UNASKED;
+    rc = one_pass(p, es, es_text, s, r, tier, r->approval, &els, &resp, &now, err);
+  /* A pattern that could not be proven now cannot be proven once approved
+   * either (the solver is missing or failing): no second attempt. */
+  bool askable = !rc && !now.allow && !now.unproven && r->approval == SHK_POLICY_UNASKED;
   if (askable)
-    rc = one_pass(p, es, s, r, tier, SHK_POLICY_APPROVED, &els, &resp, &then, err);
+    rc = one_pass(p, es, es_text, s, r, tier, SHK_POLICY_APPROVED, &els, &resp, &then, err);
   shk_cedar_response_clear(&resp);
   shk_cedar_entities_free(es);
-  elements_clear(&els);
-  if (rc)
-    return rc;
 
-  if (now.allow) {
+  if (rc) {
+    /* Nothing was decided. */
+  } else if (now.allow) {
     ans->verdict = SHK_POLICY_ALLOW;
     say(ans->policy, sizeof ans->policy, "%s", now.policy);
     say(ans->why, sizeof ans->why, "%s", now.why);
@@ -484,11 +711,18 @@ int shk_policy_decide(const shk_policy *p, const shk_policy_session *s, const sh
       say(rule, sizeof rule, "%s", now.why);
     say(ans->why, sizeof ans->why, "%s; once a human approves, %s", rule, then.why);
   } else {
-    /* What stops it even with a human's approval, when that is a forbid;
-     * else what stops it now. */
-    const pass *d = askable && then.forbid ? &then : &now;
+    /* What stops it even with a human's approval, when that is a forbid or
+     * a pattern; else what stops it now. */
+    const pass *d = askable && (then.forbid || then.unproven || then.pattern >= 0) ? &then : &now;
     say(ans->policy, sizeof ans->policy, "%s", d->policy);
     say(ans->why, sizeof ans->why, "%s", d->why);
+    say(ans->counterexample, sizeof ans->counterexample, "%s", d->counterexample);
+    /* A narrower grant a human could approve instead: never against a
+     * human's own denial. */
+    if (d->pattern >= 0 && r->approval != SHK_POLICY_DENIED)
+      offer(p, s, r, tier, &els.v[d->pattern], es_text, &ans->offer);
   }
-  return 0;
+  elements_clear(&els);
+  free(es_text);
+  return rc;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cedar/cedar-eval-internal.h"
+#include "cli/die.h"
 #include "common/common.h"
 #include "shinken/cedar.h"
 

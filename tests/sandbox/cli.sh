@@ -256,11 +256,22 @@ case $CASE in
     [ -s "$ws/absent" ] && fail "a denied missing path was written"
     grep -q 'done' "$scratch/stdout" || fail "the command did not run" ;;
   symlink-protected)
-    # A protected default path that is a symlink inside a writable root.
+    # A protected default path that is a symlink inside a writable root (an
+    # earlier run may have planted it): the run starts, says so in one
+    # warning, and nothing reaches the link's target through it. The
+    # control, unconfined, writes the target through the link.
     echo real >"$scratch/out/rc"
     ln -s "$scratch/out/rc" "$HOME/.bashrc"
     cd "$HOME" || fail "cd"
-    refused ;;
+    /bin/sh -c 'echo planted >>.bashrc'
+    grep -q planted "$scratch/out/rc" || fail "control: the write through the link did not land"
+    echo real >"$scratch/out/rc"
+    sr -- /bin/sh -c 'echo planted >>.bashrc; cat .bashrc >seen; true'
+    [ $rc = 0 ] || fail "expected the run to start (status 0), got $rc"
+    [ "$(cat "$scratch/out/rc")" = real ] || fail "the link's target changed: $(cat "$scratch/out/rc")"
+    grep -q real "$HOME/seen" 2>/dev/null && fail "the link's target was readable through it"
+    [ "$(grep -c 'symlink.*masked' "$scratch/err")" = 1 ] || fail "expected one warning naming the masked symlink"
+    [ -L "$HOME/.bashrc" ] || fail "the planted link was removed: the host's files are not the sandbox's to clean" ;;
   dies-with-parent)
     # Killed while the command runs: nothing of the sandbox may remain.
     # shellcheck disable=SC2086

@@ -93,7 +93,7 @@ static void classify(const shk_sandbox_features *f, const shk_sandbox_env *env,
   if (!f->seccomp)
     put(c[SHK_SANDBOX_CLASS_SYSCALLS].missing, "seccomp");
   else if (!f->connect_guard)
-    put(c[SHK_SANDBOX_CLASS_SYSCALLS].missing, "connect() guard (needs Linux 5.8)");
+    put(c[SHK_SANDBOX_CLASS_SYSCALLS].missing, "connect() guard (needs Linux 5.8 and CONFIG_UNIX_DIAG)");
 
   klass(&c[SHK_SANDBOX_CLASS_PRIVILEGES], "privileges", ns ? SHK_SANDBOX_LEVEL_FULL : SHK_SANDBOX_LEVEL_NONE);
   if (ns)
@@ -158,7 +158,8 @@ void shk_sandbox_assess(const shk_sandbox_features *f, const shk_sandbox_env *en
   else if (!f->connect_guard)
     gap(a, SHK_SANDBOX_LAYER_GUARD, false,
         "the connect() guard needs Linux 5.8 (seccomp listener, pidfd_getfd, openat2, statx "
-        "mount id): host unix sockets in the read-only view stay connectable");
+        "mount id) and the unix socket diagnostics (CONFIG_UNIX_DIAG): host unix sockets stay "
+        "connectable");
   if (limits && !a->cgroup)
     gap(a, SHK_SANDBOX_LAYER_CGROUP, false,
         "cgroup limits unavailable: --mem, --pids and --cpu are not enforced");

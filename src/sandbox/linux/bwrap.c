@@ -93,7 +93,9 @@ static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
 }
 
 /* Which of the plan's mounts stage 2 makes itself instead of bwrap: -1 for
- * bwrap, else the shk__mount_op. For bwrap 0.8 each bind means a reread of
+ * bwrap, else the shk__mount_op (a read-only bind of a directory and a pin
+ * are recursive binds onto themselves, which keep whatever bwrap mounted
+ * beneath them). For bwrap 0.8 each bind means a reread of
  * the whole mount table (about 0.12 ms at every start on the development
  * VM, so a hundred masks would cost more than everything else); stage 2
  * makes one in a few system calls. It holds CAP_SYS_ADMIN over the
@@ -107,9 +109,16 @@ static const char *stage2_path(const shk_sandbox_plan *p, const char *exe)
 static int stage2_op(const shk_sandbox_plan *p, size_t i)
 {
   const shk_sandbox_rule *r = &p->rules[i];
-  int op = r->kind == SHK_MOUNT_DEV_NULL ? SHK__MOUNT_MASK_FILE
+  struct stat st;
+  bool is_dir = r->kind == SHK_MOUNT_BIND_RO && !r->created && lstat(r->path, &st) == 0 &&
+                S_ISDIR(st.st_mode);
+  int op = r->kind == SHK_MOUNT_FILE ? SHK__MOUNT_FILE
+           : r->kind == SHK_MOUNT_DEV_NULL ? (r->symlink ? SHK__MOUNT_MASK_LINK : SHK__MOUNT_MASK_FILE)
            : r->kind == SHK_MOUNT_TMPFS ? SHK__MOUNT_MASK_DIR
-           : r->kind == SHK_MOUNT_BIND_RO && !r->created ? SHK__MOUNT_RO_FILE : -1;
+           : r->kind == SHK_MOUNT_PIN ? SHK__MOUNT_PIN
+           : r->kind == SHK_MOUNT_BIND_RO && !r->created ? (is_dir ? SHK__MOUNT_RO_DIR
+                                                                   : SHK__MOUNT_RO_FILE)
+           : -1;
   char parent[PATH_MAX];
   if (op < 0 || NEVER(snprintf(parent, sizeof parent, "%s", r->path) >= (int)sizeof parent))
     return -1;
@@ -123,7 +132,6 @@ static int stage2_op(const shk_sandbox_plan *p, size_t i)
     for (size_t j = 0; j < p->n; j++)
       if (j != i && shk__path_under(p->rules[j].path, r->path))
         return -1;
-  struct stat st;
   if (op == SHK__MOUNT_RO_FILE && (lstat(r->path, &st) < 0 || !S_ISREG(st.st_mode)))
     return -1;
   return op;
@@ -161,13 +169,53 @@ static shk__stage2_list done(const list *l)
   return (shk__stage2_list){ l->v, l->n };
 }
 
+/* The sandbox's own files (stage 2 writes them and binds them read-only):
+ * its machine id, its host name, and with --net none a resolver file
+ * without a name server. Each goes onto the host file's real path when the
+ * view shows one there that no rule masks; a file that is not there leaks
+ * nothing. The texts point into L. */
+typedef struct data_files {
+  const char *paths[6], *texts[6];
+  char real[6][PATH_MAX];
+  size_t n;
+} data_files;
+
+static void data_file(data_files *df, const shk_sandbox_plan *p, const char *path,
+                      const char *text)
+{
+  char *real = df->real[df->n];
+  struct stat st;
+  bool visible;
+  if (!text || !realpath(path, real) || stat(real, &st) < 0 || !S_ISREG(st.st_mode) ||
+      shk_sandbox_is_private(real) ||
+      shk_sandbox_plan_access(p, real, &visible) == SHK_ACCESS_DENY || !visible)
+    return;
+  for (size_t i = 0; i < df->n; i++)
+    if (!strcmp(df->paths[i], real))
+      return;
+  df->paths[df->n] = real;
+  df->texts[df->n++] = text;
+}
+
+static void data_files_for(data_files *df, const shk_sandbox_plan *p, const shk__bwrap_opts *l)
+{
+  df->n = 0;
+  data_file(df, p, "/etc/machine-id", l->machine_id);
+  data_file(df, p, "/var/lib/dbus/machine-id", l->machine_id);
+  data_file(df, p, "/etc/hostname", l->hostname_file);
+  if (l->net == SHK_NET_NONE)
+    data_file(df, p, "/etc/resolv.conf",
+              "# shinken run --net none: no network, and no name server\n");
+}
+
 /* Stage 2's arguments: its mounts and Landlock's paths. The paths point
  * into the plan and into static strings. */
 static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, const int *op,
-                       bool var_tmp, shk__stage2_args *a)
+                       bool var_tmp, const data_files *df, shk__stage2_args *a)
 {
   list mask_files = { 0 }, create_files = { 0 }, mask_dirs = { 0 }, create_dirs = { 0 },
-       ro_files = { 0 }, ro = { 0 }, rw = { 0 }, dev = { 0 };
+       ro_files = { 0 }, ro_dirs = { 0 }, pins = { 0 }, mask_links = { 0 }, ro = { 0 },
+       rw = { 0 }, dev = { 0 }, tmpfs = { 0 }, create_data = { 0 }, create_texts = { 0 };
   int r = 0;
   for (size_t i = 0; i < p->n && r == 0; i++) {
     bool created = p->rules[i].created;
@@ -175,9 +223,23 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
     case SHK__MOUNT_MASK_FILE: r = add(created ? &create_files : &mask_files, p->rules[i].path); break;
     case SHK__MOUNT_MASK_DIR: r = add(created ? &create_dirs : &mask_dirs, p->rules[i].path); break;
     case SHK__MOUNT_RO_FILE: r = add(&ro_files, p->rules[i].path); break;
+    case SHK__MOUNT_RO_DIR: r = add(&ro_dirs, p->rules[i].path); break;
+    case SHK__MOUNT_PIN: r = add(&pins, p->rules[i].path); break;
+    case SHK__MOUNT_MASK_LINK: r = add(&mask_links, p->rules[i].path); break;
+    case SHK__MOUNT_FILE:
+      r = add(&create_data, p->rules[i].path);
+      if (r == 0)
+        r = add(&create_texts, p->rules[i].text ? p->rules[i].text : "");
+      break;
     default: break;
     }
   }
+  /* Every private tmpfs gets a size: /run holds nothing but what stage 2
+   * and bwrap put there, and is written only where Landlock is missing. */
+  static const char *const tmpfs_dirs[] = { "/tmp", "/var/tmp", "/dev/shm", "/run" };
+  for (size_t i = 0; i < 4 && r == 0 && l->tmpfs_size; i++)
+    if (i != 1 || var_tmp)
+      r = add(&tmpfs, tmpfs_dirs[i]);
   if (p->read_restricted) {
     for (const char *const *d = shk_sandbox_system_dirs; *d && r == 0; d++)
       r = add(&ro, *d);
@@ -211,7 +273,14 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
                            .map_gid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->gid,
                            .mask_files = done(&mask_files), .mask_dirs = done(&mask_dirs),
                            .ro_files = done(&ro_files), .create_files = done(&create_files),
-                           .create_dirs = done(&create_dirs), .ll_ro = done(&ro),
+                           .create_dirs = done(&create_dirs), .ro_dirs = done(&ro_dirs),
+                           .pins = done(&pins), .mask_links = done(&mask_links),
+                           .data_paths = { df->paths, df->n }, .data_texts = { df->texts, df->n },
+                           .create_data_paths = done(&create_data),
+                           .create_data_texts = done(&create_texts),
+                           .tmpfs = done(&tmpfs), .tmpfs_size = l->tmpfs_size,
+                           .warnings = { (const char *const *)p->warnings, p->nwarnings },
+                           .ll_ro = done(&ro),
                            .ll_rw = done(&rw), .ll_dev = done(&dev), .command = l->command,
                            .ncommand = l->ncommand };
   if (r < 0)
@@ -226,6 +295,12 @@ void shk__stage2_args_free(shk__stage2_args *a)
   free((void *)a->ro_files.v);
   free((void *)a->create_files.v);
   free((void *)a->create_dirs.v);
+  free((void *)a->ro_dirs.v);
+  free((void *)a->pins.v);
+  free((void *)a->mask_links.v);
+  free((void *)a->tmpfs.v);
+  free((void *)a->create_data_paths.v);
+  free((void *)a->create_data_texts.v);
   free((void *)a->ll_ro.v);
   free((void *)a->ll_rw.v);
   free((void *)a->ll_dev.v);
@@ -241,7 +316,11 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
   shk_autofree int *op = calloc(p->n ? p->n : 1, sizeof *op);
   if (!op)
     return -ENOMEM;
-  bool stage2_mounts = false;
+  data_files *df = malloc(sizeof *df);
+  if (!df)
+    return -ENOMEM;
+  data_files_for(df, p, l);
+  bool stage2_mounts = l->tmpfs_size || df->n;
   for (size_t i = 0; i < p->n; i++)
     stage2_mounts |= (op[i] = stage2_op(p, i)) >= 0;
   push(&s, l->bwrap);
@@ -254,6 +333,9 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     push(&s, "--unshare-net");
   push(&s, "--die-with-parent");
   push(&s, "--new-session");
+  /* The sandbox's own host name (the uts namespace is its own). */
+  if (l->hostname)
+    push2(&s, "--hostname", l->hostname);
   /* Stage 2 keeps the capabilities the network bridge needs (lo, ports
    * below 1024) and the one that lets it drop the bounding set; otherwise
    * none reach it, also when the caller is root. */
@@ -301,6 +383,10 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
   else
     push3(&s, "--ro-bind", "/", "/");
   push2(&s, "--dev", "/dev");
+  /* A tmpfs of its own rather than a directory of /dev's, so that stage 2
+   * can bound its size (--tmpfs-size). */
+  if (l->tmpfs_size)
+    push2(&s, "--tmpfs", "/dev/shm");
   push2(&s, "--proc", "/proc");
   /* bwrap 0.8 covers only /proc/irq and /proc/bus. A caller that is root
    * outside is kuid 0 inside, which the sysctl files' owner check lets write
@@ -338,9 +424,16 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     push3(&s, "--ro-bind", l->resolv_src ? l->resolv_src : l->resolv, l->resolv);
   for (size_t i = 0; i < p->n; i++) {
     const shk_sandbox_rule *r = &p->rules[i];
+    /* A symlink cannot be masked by bwrap, which follows it: stage 2
+     * masks every one (the plan makes such a rule only where it can). */
+    if (NEVER(r->symlink && op[i] < 0))
+      continue;
     switch (r->kind) {
-    case SHK_MOUNT_BIND_RW:
-    case SHK_MOUNT_PIN: push3(&s, "--bind", r->path, r->path); break;
+    case SHK_MOUNT_BIND_RW: push3(&s, "--bind", r->path, r->path); break;
+    case SHK_MOUNT_PIN:
+      if (op[i] < 0)
+        push3(&s, "--bind", r->path, r->path);
+      break;
     case SHK_MOUNT_BIND_RO:
       if (op[i] < 0)
         push3(&s, "--ro-bind", r->path, r->path);
@@ -353,6 +446,11 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
       if (op[i] < 0)
         push3(&s, "--ro-bind", "/dev/null", r->path);
       break;
+    case SHK_MOUNT_FILE:
+      /* Stage 2's alone: the plan makes one only in a writable directory
+       * the view shows. */
+      (void)NEVER(op[i] < 0);
+      break;
     }
   }
   /* Made read-only last, once the rules nested inside have their mount
@@ -364,9 +462,13 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     push2(&s, "--chdir", l->chdir);
   push(&s, "--");
   push(&s, stage2);
-  int r = stage2_args(p, l, op, var_tmp, s2);
+  int r = stage2_args(p, l, op, var_tmp, df, s2);
   if (r == 0)
     r = shk__stage2_args_write(s2, push_arg, &s);
+  /* The data files' paths live in DF, freed here: the launcher checks
+   * stage 2's report against the counts alone. */
+  s2->data_paths.v = s2->data_texts.v = NULL;
+  free(df);
   if (r < 0 || s.oom) {
     shk__strv_free(s.v);
     shk__stage2_args_free(s2);

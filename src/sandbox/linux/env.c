@@ -69,6 +69,13 @@ static const char *nonempty(const char *s)
   return s && *s ? s : NULL;
 }
 
+/* The XDG base directories count only when absolute, as the specification
+ * says. */
+static const char *absolute(const char *s)
+{
+  return s && s[0] == '/' ? s : NULL;
+}
+
 int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err)
 {
   memset(env, 0, sizeof *env);
@@ -96,6 +103,10 @@ int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err)
   env->user = nonempty(s + NAME);
   env->path = getenv("PATH");
   env->cgroup_parent = nonempty(getenv("SHINKEN_CGROUP_PARENT"));
+  env->xdg_config = absolute(getenv("XDG_CONFIG_HOME"));
+  env->xdg_data = absolute(getenv("XDG_DATA_HOME"));
+  env->xdg_state = absolute(getenv("XDG_STATE_HOME"));
+  env->xdg_runtime = absolute(getenv("XDG_RUNTIME_DIR"));
   env->environ = environ;
   env->storage_ = s;
   return 0;

@@ -9,6 +9,9 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
@@ -16,10 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "cgroup-internal.h"
 #include "common/common.h"
@@ -240,9 +245,33 @@ static void detect_cgroup(shk_sandbox_features *f, const shk_sandbox_env *env)
                                       f->cgroup_controllers & SHK_CG_CPU ? "" : " cpu");
 }
 
+/* Whether the kernel's unix socket diagnostics answer (CONFIG_UNIX_DIAG,
+ * often a module the first request loads): a listing of no socket state
+ * at all, which ends at once. */
+static bool unix_diag_works(void)
+{
+  int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (fd < 0)
+    return false;
+  struct {
+    struct nlmsghdr h;
+    struct unix_diag_req r;
+  } req = { .h = { .nlmsg_len = sizeof req, .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                   .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP },
+            .r = { .sdiag_family = AF_UNIX, .udiag_states = 0 } };
+  _Alignas(struct nlmsghdr) char buf[256];
+  bool ok = send(fd, &req, sizeof req, 0) == (ssize_t)sizeof req;
+  ssize_t n = ok ? recv(fd, buf, sizeof buf, 0) : -1;
+  const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+  ok = n >= (ssize_t)sizeof *h && h->nlmsg_type == NLMSG_DONE;
+  close(fd);
+  return ok;
+}
+
 /* The connect() guard needs a seccomp listener (5.0), pidfd_getfd and
- * openat2 (5.6) and the mount id from statx (5.8). Each probe below fails
- * with EBADF or EFAULT where the call exists, ENOSYS where it does not. */
+ * openat2 (5.6), the mount id from statx (5.8), and the unix socket
+ * diagnostics. Each probe below fails with EBADF or EFAULT where the call
+ * exists, ENOSYS where it does not. */
 static bool connect_guard_works(void)
 {
   unsigned action = SECCOMP_RET_USER_NOTIF;
@@ -253,7 +282,8 @@ static bool connect_guard_works(void)
   if (syscall(SYS_openat2, -1, NULL, NULL, 0) == 0 || errno == ENOSYS)
     return false;
   struct statx stx;
-  return statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID);
+  return statx(AT_FDCWD, "/", 0, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID) &&
+         unix_diag_works();
 }
 
 int shk_sandbox_features_detect(shk_sandbox_features *f, const shk_sandbox_env *env,

@@ -190,35 +190,40 @@ static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *e
   return pid;
 }
 
-/* Receives stage 2's report (and the connect() guard's listener) on SOCK
- * and checks it against what was asked (S2). Returns 1 when it came and
- * says the sandbox is complete, 0 when stage 2 ended without one (it, or
- * bwrap, said why on stderr), -EPROTO when it came but is malformed, says
- * less, or lost its descriptor: stage 2 was then about to exec the
- * command, which the caller kills with the sandbox. */
+/* Receives stage 2's report (and the connect() guard's listener and
+ * sock_diag socket) on SOCK and checks it against what was asked (S2).
+ * Returns 1 when it came and says the sandbox is complete, 0 when stage 2
+ * ended without one (it, or bwrap, said why on stderr), -EPROTO when it
+ * came but is malformed, says less, or lost its descriptors: stage 2 was
+ * then about to exec the command, which the caller kills with the sandbox. */
 static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_applied *applied,
-                          int *listener, const char **why)
+                          int *listener, int *diag, const char **why)
 {
   shk__stage2_report rep;
   struct iovec iov = { &rep, sizeof rep };
   union {
     struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
+    char buf[CMSG_SPACE(2 * sizeof(int))];
   } u;
   struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf };
   ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-    memcpy(listener, CMSG_DATA(c), sizeof *listener);
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+    int fds[2] = { -1, -1 };
+    size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    memcpy(fds, CMSG_DATA(c), (nfd < 2 ? nfd : 2) * sizeof(int));
+    *listener = fds[0];
+    *diag = fds[1];
+  }
   if (n <= 0)
     return 0;
   if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-    *why = "stage 2's report came without the connect() guard's listener (is the launcher "
+    *why = "stage 2's report came without the connect() guard's descriptors (is the launcher "
            "out of descriptors?)";
     return -EPROTO;
   }
-  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0, s2, applied, why) < 0)
+  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0 && *diag >= 0, s2, applied, why) < 0)
     return -EPROTO;
   return 1;
 }
@@ -239,8 +244,13 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
       return -errno;
     }
     if (fds[0].revents) {
-      int r = receive_report(sync, s2, &res->applied, listener, why);
+      int diag = -1;
+      int r = receive_report(sync, s2, &res->applied, listener, &diag, why);
       res->started = r != 0;
+      if (diag >= 0 && g)
+        shk__guard_attach_diag(g, diag);
+      else if (diag >= 0)
+        close(diag);
       if (r < 0)
         return r;
       fds[0].fd = -1;
@@ -254,46 +264,6 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
     }
   }
   return 0;
-}
-
-/* The minimal environment of --env-clean: a fixed PATH, the caller's home
- * and name, and the terminal and locale variables of ENV's environment.
- * Allocated as one block (the vector, then the strings); NULL when out of
- * memory. */
-static char **clean_env(const shk_sandbox_env *env)
-{
-  static const char *const keep[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
-  const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
-  const char *vars[8];
-  size_t n = 0;
-  for (const char *const *k = keep; *k; k++)
-    for (char *const *e = env->environ; e && *e; e++)
-      if (!strncmp(*e, *k, strlen(*k))) {
-        vars[n++] = *e;
-        break;
-      }
-  size_t size = 8 * sizeof(char *) + sizeof "PATH=/usr/local/bin:/usr/bin:/bin";
-  size += home ? strlen(home) + sizeof "HOME=" : 0;
-  size += env->user ? 2 * strlen(env->user) + sizeof "USER=" + sizeof "LOGNAME=" : 0;
-  for (size_t i = 0; i < n; i++)
-    size += strlen(vars[i]) + 1;
-  char **out = calloc(1, size);
-  if (!out)
-    return NULL;
-  char *p = (char *)(out + 8);
-  size_t o = 0;
-#define ADD(...) (out[o++] = p, p += sprintf(p, __VA_ARGS__) + 1)
-  ADD("PATH=/usr/local/bin:/usr/bin:/bin");
-  if (home)
-    ADD("HOME=%s", home);
-  if (env->user) {
-    ADD("USER=%s", env->user);
-    ADD("LOGNAME=%s", env->user);
-  }
-  for (size_t i = 0; i < n; i++)
-    ADD("%s", vars[i]);
-#undef ADD
-  return out;
 }
 
 /* With the host's network, the resolver file may be a symlink into /run,
@@ -344,24 +314,6 @@ static int stage2_memfd(void)
   return fd;
 }
 
-/* Where a pathname unix socket may be connected: the writable mounts. */
-static shk__guard *make_guard(const shk_sandbox_plan *plan, bool host_net)
-{
-  const char **allowed = calloc(plan->n + 3, sizeof *allowed);
-  if (!allowed)
-    return NULL;
-  size_t n = 0;
-  for (size_t i = 0; i < plan->n; i++)
-    if (plan->rules[i].access == SHK_ACCESS_WRITE)
-      allowed[n++] = plan->rules[i].path;
-  allowed[n++] = "/tmp";
-  allowed[n++] = "/var/tmp";
-  allowed[n++] = "/dev/shm";
-  shk__guard *g = shk__guard_new(allowed, n, host_net);
-  free(allowed);
-  return g;
-}
-
 /* The session cgroup's paths, for the report: the cgroup itself is removed
  * before the launch returns. */
 static int keep_cgroup_paths(const shk_sandbox_cgroup *cg, shk_sandbox_result *res)
@@ -390,7 +342,9 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   res->exit_status = -1;
   shk_sandbox_cgroup cg = { NULL, -1, { NULL }, { -1, -1, -1, -1 } };
   int sync[2] = { -1, -1 }, self = -1, exited = -1, listener = -1, exe = -1;
-  char **bargv = NULL, **benv = NULL;
+  char **bargv = NULL;
+  shk__env_result cenv = { 0 };
+  shk__identity id;
   shk__stage2_args s2 = { 0 };
   shk__guard *g = NULL;
   pid_t pid = -1;
@@ -444,6 +398,10 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     self_exe[n] = '\0';
     binary = self_exe;
   }
+  if ((r = shk__sandbox_identity(o, &id)) < 0) {
+    shk__error_set(err, r, "a machine id for the sandbox: %s", strerror(-r));
+    goto out;
+  }
   bool visible;
   shk_sandbox_plan_access(&res->plan, env->cwd, &visible);
   shk__bwrap_opts l = {
@@ -454,6 +412,10 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
               : resolv[0] ? resolv : resolv_src[0] ? "/etc/resolv.conf" : NULL,
     .resolv_src = resolv_src[0] ? resolv_src : NULL,
     .chdir = visible ? env->cwd : NULL,
+    .hostname = id.hostname,
+    .hostname_file = id.hostname_file,
+    .machine_id = id.machine_id,
+    .tmpfs_size = o->tmpfs_size,
     .net = o->net,
     .root = env->root,
     .uid = env->uid,
@@ -467,8 +429,8 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .ncommand = o->ncommand,
   };
   if ((r = shk__bwrap_argv(&res->plan, &l, &bargv, &s2)) < 0 ||
-      (o->env_clean && !(benv = clean_env(env))) ||
-      (a->guard && !(g = make_guard(&res->plan, o->net == SHK_NET_HOST)))) {
+      shk__env_for_command(env, o, &cenv) < 0 ||
+      (a->guard && !(g = shk__guard_new(o->net == SHK_NET_HOST)))) {
     r = nomem(err);
     goto out;
   }
@@ -490,7 +452,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   child_args ca = { .parent = self, .uid = env->uid, .gid = env->gid, .cg = &cg,
                     .keep = { exe >= 0 && exe < sync[1] ? exe : sync[1],
                               exe < 0 ? -1 : exe < sync[1] ? sync[1] : exe },
-                    .argv = bargv, .envp = benv ? benv : (char **)env->environ,
+                    .argv = bargv, .envp = cenv.environ,
                     .mask = mask, .err = 0, .what = NULL };
   pid = start_bwrap(f, env, &ca);
   if (pid > 0)
@@ -556,7 +518,12 @@ out:
   shk_sandbox_plan_cleanup(&res->plan);
   shk__strv_free(bargv);
   shk__stage2_args_free(&s2);
-  free(benv);
+  /* The names of the variables the command did not get, for the report. */
+  res->env_removed = cenv.removed;
+  res->nenv_removed = cenv.nremoved;
+  cenv.removed = NULL;
+  cenv.nremoved = 0;
+  shk__env_result_free(&cenv);
   return r;
 }
 
@@ -564,6 +531,9 @@ void shk_sandbox_result_free(shk_sandbox_result *res)
 {
   shk_sandbox_plan_free(&res->plan);
   free(res->session);
+  for (size_t i = 0; i < res->nenv_removed; i++)
+    free(res->env_removed[i]);
+  free(res->env_removed);
   for (size_t i = 0; i < sizeof res->cgroup_paths / sizeof res->cgroup_paths[0]; i++)
     free(res->cgroup_paths[i]);
   memset(res, 0, sizeof *res);

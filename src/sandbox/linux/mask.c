@@ -15,6 +15,7 @@
 #include "sys.h"
 
 /* statfs(2)'s flags, as the kernel sets them. */
+#define ST_RDONLY 0x0001
 #define ST_NOSUID 0x0002
 #define ST_NOEXEC 0x0008
 
@@ -65,9 +66,40 @@ static long remount_ro(const char *path)
   return r;
 }
 
-/* Creates the mount point PATH, a directory or an empty file, in its
- * parent opened as above; one that exists already is left as it is. */
-static long create(const char *path, bool dir)
+/* Writes all of TEXT to FD. */
+static long write_all(long fd, const char *text)
+{
+  size_t len = shk__s_len(text), off = 0;
+  while (off < len) {
+    long w = shk__sys(__NR_write, fd, text + off, len - off);
+    if (w == -EINTR)
+      continue;
+    if (w <= 0)
+      return w < 0 ? w : -EIO;
+    off += (size_t)w;
+  }
+  return 0;
+}
+
+/* The parent's times, put back after a mount point is created or removed:
+ * the mount point is the sandbox's, not a change the command made, and the
+ * host's tools that watch a directory's times (git's untracked cache, a
+ * build's) should not see it. Best effort: a caller that does not own the
+ * directory cannot set them, and nothing depends on it. */
+static void put_times(long pfd, const struct statx *before)
+{
+  char self[40];
+  struct {
+    long sec, nsec;
+  } ts[2] = { { before->stx_atime.tv_sec, before->stx_atime.tv_nsec },
+              { before->stx_mtime.tv_sec, before->stx_mtime.tv_nsec } };
+  shk__sys(__NR_utimensat, AT_FDCWD, fd_path(pfd, self), ts, 0);
+}
+
+/* Creates the mount point PATH, a directory, an empty file or (given TEXT)
+ * a file holding TEXT, in its parent opened as above, keeping the
+ * parent's times; one that exists already is left as it is. */
+static long create(const char *path, bool dir, const char *text)
 {
   char parent[4096];
   size_t n = shk__s_len(path), slash = n;
@@ -81,27 +113,39 @@ static long create(const char *path, bool dir)
   long pfd = open_exact(parent, O_DIRECTORY);
   if (pfd < 0)
     return pfd;
+  struct statx before;
+  bool timed = shk__sys(__NR_statx, pfd, "", AT_EMPTY_PATH, STATX_ATIME | STATX_MTIME,
+                        &before) == 0;
   const char *name = path + slash;
   long r = dir ? shk__sys(__NR_mkdirat, pfd, name, 0755)
                : shk__sys(__NR_openat, pfd, name,
-                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (r >= 0 && !dir)
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, text ? 0644 : 0666);
+  if (r >= 0 && !dir) {
+    long w = text ? write_all(r, text) : 0;
     shk__sys(__NR_close, r);
+    r = w;
+  }
+  if (r >= 0 && timed)
+    put_times(pfd, &before);
   shk__sys(__NR_close, pfd);
   return r == -EEXIST || r >= 0 ? 0 : r;
 }
 
 /* Safe because it only hides or narrows: the target is opened without
  * following a symlink and must have the expected type, the mount goes onto
- * that very inode (through its descriptor), and the result is read-only.
- * A mount point it creates is created in its parent the same way, and only
- * where the plan found nothing and the parent is writable; the launcher
- * removes it afterwards while it is empty. No process of the workload
- * exists yet, so nothing inside can race it. */
+ * that very inode (through its descriptor), and the result is read-only
+ * (a pin is a directory bound onto itself, which changes nothing but that
+ * it can no longer be renamed or removed). A mount point it creates is
+ * created in its parent the same way, and only where the plan found
+ * nothing and the parent is writable; the launcher removes it afterwards
+ * while it is empty. A symlink is masked only when the plan found one
+ * there: /dev/null goes onto the link itself, which can then be neither
+ * followed nor replaced. No process of the workload exists yet, so nothing
+ * inside can race it. */
 int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
 {
-  bool dir = op == SHK__MOUNT_MASK_DIR;
-  long r = make ? create(path, dir) : 0;
+  bool dir = op == SHK__MOUNT_MASK_DIR || op == SHK__MOUNT_RO_DIR || op == SHK__MOUNT_PIN;
+  long r = make ? create(path, dir, NULL) : 0;
   if (r < 0)
     return (int)r;
   long fd = open_exact(path, 0);
@@ -110,7 +154,9 @@ int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
   struct statx stx;
   r = shk__sys(__NR_statx, fd, "", AT_EMPTY_PATH, STATX_TYPE, &stx);
   unsigned type = r == 0 ? stx.stx_mode & SHK__S_IFMT : 0;
-  if (r == 0 && type == SHK__S_IFLNK)
+  if (r == 0 && op == SHK__MOUNT_MASK_LINK)
+    r = type == SHK__S_IFLNK ? 0 : -EINVAL;
+  else if (r == 0 && type == SHK__S_IFLNK)
     r = -ELOOP;
   else if (r == 0 && (dir ? type != SHK__S_IFDIR
                       : op == SHK__MOUNT_RO_FILE ? type != SHK__S_IFREG
@@ -121,10 +167,19 @@ int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
   if (r == 0) {
     switch (op) {
     case SHK__MOUNT_MASK_FILE:
+    case SHK__MOUNT_MASK_LINK:
       r = shk__sys(__NR_mount, "/dev/null", self, 0, MS_BIND, 0);
       break;
     case SHK__MOUNT_RO_FILE:
       r = shk__sys(__NR_mount, self, self, 0, MS_BIND, 0);
+      break;
+    case SHK__MOUNT_RO_DIR:
+    case SHK__MOUNT_PIN:
+      /* Recursive: mounts already made beneath it stay. */
+      r = shk__sys(__NR_mount, self, self, 0, MS_BIND | MS_REC, 0);
+      break;
+    case SHK__MOUNT_FILE:
+      r = -EINVAL; /* shk__stage2_data's */
       break;
     case SHK__MOUNT_MASK_DIR:
       /* An empty tmpfs, read-only from the start: nothing is nested in
@@ -135,7 +190,87 @@ int shk__stage2_mount(const char *path, shk__mount_op op, bool make)
     }
   }
   shk__sys(__NR_close, fd);
-  if (r == 0 && !dir)
+  if (r == 0 && op != SHK__MOUNT_MASK_DIR && op != SHK__MOUNT_PIN)
     r = remount_ro(path);
+  return (int)r;
+}
+
+/* DIR (under /run, a tmpfs of the sandbox's own) as a directory; one that
+ * exists already is fine. */
+static long ensure_dir(const char *dir)
+{
+  long r = shk__sys(__NR_mkdirat, AT_FDCWD, dir, 0755);
+  return r == -EEXIST ? 0 : r;
+}
+
+
+/* Safe because the file it writes lives in the sandbox's private /run, and
+ * the bind it makes is read-only, onto a regular file the plan saw or, with
+ * MAKE, one it created where the plan found nothing in a writable
+ * directory (opened without following a symlink), through its
+ * descriptor. */
+int shk__stage2_data(const char *target, const char *text, unsigned index, bool make)
+{
+  static const char dir[] = "/run/shinken";
+  char src[64] = "/run/shinken/data-";
+  shk__s_utoa(index, src + sizeof "/run/shinken/data-" - 1);
+  long r = ensure_dir(dir);
+  if (r < 0)
+    return (int)r;
+  long fd = shk__sys(__NR_openat, AT_FDCWD, src,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+  if (fd < 0)
+    return (int)fd;
+  r = write_all(fd, text);
+  shk__sys(__NR_close, fd);
+  if (r == 0 && make)
+    r = create(target, false, text);
+  if (r < 0)
+    return (int)r;
+  long t = open_exact(target, 0);
+  if (t < 0)
+    return (int)t;
+  struct statx stx;
+  r = shk__sys(__NR_statx, t, "", AT_EMPTY_PATH, STATX_TYPE, &stx);
+  if (r == 0 && (stx.stx_mode & SHK__S_IFMT) != SHK__S_IFREG)
+    r = -EINVAL;
+  char self[40];
+  if (r == 0)
+    r = shk__sys(__NR_mount, src, fd_path(t, self), 0, MS_BIND, 0);
+  shk__sys(__NR_close, t);
+  if (r == 0)
+    r = remount_ro(target);
+  return (int)r;
+}
+
+/* Safe because it only lowers the size of a tmpfs of the sandbox's own
+ * (bwrap made it, empty), keeping the flags its mount has. */
+int shk__stage2_tmpfs_limit(const char *path, uint64_t size)
+{
+  long fd = open_exact(path, O_DIRECTORY);
+  if (fd < 0)
+    return (int)fd;
+  struct statfs sf;
+  long r = shk__sys(__NR_fstatfs, fd, &sf);
+  /* One inode per 16 KiB: the kernel's own memory for inodes and names is
+   * not counted in the size, so the number of files is bounded too. */
+  uint64_t inodes = size / 16384 < 1024 ? 1024 : size / 16384;
+  char opts[64] = "size=", num[24];
+  size_t n = 5;
+  for (const char *d = shk__s_utoa(size, num); *d; d++)
+    opts[n++] = *d;
+  for (const char *d = ",nr_inodes="; *d; d++)
+    opts[n++] = *d;
+  for (const char *d = shk__s_utoa(inodes, num); *d; d++)
+    opts[n++] = *d;
+  opts[n] = '\0';
+  char self[40];
+  if (r == 0) {
+    unsigned long flags = MS_REMOUNT | MS_NOSUID | MS_NODEV;
+    flags |= sf.f_flags & ST_NOEXEC ? MS_NOEXEC : 0;
+    flags |= sf.f_flags & ST_RDONLY ? MS_RDONLY : 0;
+    r = shk__sys(__NR_mount, 0, fd_path(fd, self), 0, flags, opts);
+  }
+  shk__sys(__NR_close, fd);
   return (int)r;
 }

@@ -36,6 +36,7 @@ void shk_sandbox_opts_init(shk_sandbox_opts *o)
 {
   memset(o, 0, sizeof *o);
   o->net = SHK_NET_NONE;
+  o->tmpfs_size = SHK_SANDBOX_TMPFS_SIZE;
 }
 
 static void paths_free(shk_sandbox_paths *p)
@@ -54,6 +55,9 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o)
   paths_free(&o->deny);
   paths_free(&o->allow_domains);
   paths_free(&o->deny_domains);
+  paths_free(&o->env);
+  free(o->hostname);
+  free(o->machine_id);
   free(o->report);
   free(o->proxy_config);
   shk_sandbox_opts_init(o);
@@ -172,6 +176,49 @@ static int set_cpu(shk_sandbox_opts *o, const char *v, shk_error *err)
   return 0;
 }
 
+static int set_string(char **dst, const char *v, shk_error *err);
+
+/* --env NAME: an environment variable's name, as the shell allows one. */
+static int add_env(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  bool ok = (isalpha((unsigned char)*v) || *v == '_') && strlen(v) < 256;
+  for (const char *c = v; ok && *c; c++)
+    ok = isalnum((unsigned char)*c) || *c == '_';
+  if (!ok)
+    return fail(err, "--env: expected the name of a variable (letters, digits, '_'), not '%s'", v);
+  return add_path(&o->env, "--env", v, err);
+}
+
+static int set_tmpfs_size(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  if (shk_sandbox_parse_size(v, &o->tmpfs_size) < 0 || o->tmpfs_size < 1024 * 1024)
+    return fail(err, "--tmpfs-size: expected a size of at least 1M such as 512M, not '%s'", v);
+  return 0;
+}
+
+/* --hostname NAME: a host name of one to 63 letters, digits, '-' and '.'. */
+static int set_hostname(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  size_t n = strlen(v);
+  bool ok = n > 0 && n <= 63 && v[0] != '-' && v[0] != '.';
+  for (const char *c = v; ok && *c; c++)
+    ok = isalnum((unsigned char)*c) || *c == '-' || *c == '.';
+  if (!ok)
+    return fail(err, "--hostname: expected 1 to 63 letters, digits, '-' and '.', not '%s'", v);
+  return set_string(&o->hostname, v, err);
+}
+
+/* --machine-id ID: 32 hexadecimal digits, as /etc/machine-id holds. */
+static int set_machine_id(shk_sandbox_opts *o, const char *v, shk_error *err)
+{
+  bool ok = strlen(v) == 32;
+  for (const char *c = v; ok && *c; c++)
+    ok = isxdigit((unsigned char)*c) && !isupper((unsigned char)*c);
+  if (!ok)
+    return fail(err, "--machine-id: expected 32 lowercase hexadecimal digits, not '%s'", v);
+  return set_string(&o->machine_id, v, err);
+}
+
 /* Replaces the string *DST with a copy of V. */
 static int set_string(char **dst, const char *v, shk_error *err)
 {
@@ -205,6 +252,7 @@ typedef enum opt_id {
   OPT_WRITE, OPT_READ, OPT_DENY, OPT_NET, OPT_MEM, OPT_PIDS, OPT_CPU, OPT_REPORT,
   OPT_PROFILE, OPT_ALLOW_DOMAIN, OPT_DENY_DOMAIN, OPT_PROXY_CONFIG, OPT_READ_ONLY, OPT_ENV_CLEAN,
   OPT_ALLOW_DEGRADED,
+  OPT_ENV, OPT_TMPFS_SIZE, OPT_HOSTNAME, OPT_MACHINE_ID,
 } opt_id;
 
 static const struct opt {
@@ -227,6 +275,10 @@ static const struct opt {
   { "read-only", OPT_READ_ONLY, false },
   { "env-clean", OPT_ENV_CLEAN, false },
   { "allow-degraded", OPT_ALLOW_DEGRADED, false },
+  { "env", OPT_ENV, true },
+  { "tmpfs-size", OPT_TMPFS_SIZE, true },
+  { "hostname", OPT_HOSTNAME, true },
+  { "machine-id", OPT_MACHINE_ID, true },
 };
 
 static const struct opt *find_opt(const char *name, size_t len)
@@ -252,6 +304,10 @@ static int apply_value(shk_sandbox_opts *o, opt_id id, const char *v, shk_error 
   case OPT_PROFILE: return apply_profile_file(o, v, err);
   case OPT_ALLOW_DOMAIN: return add_path(&o->allow_domains, "--allow-domain", v, err);
   case OPT_DENY_DOMAIN: return add_path(&o->deny_domains, "--deny-domain", v, err);
+  case OPT_ENV: return add_env(o, v, err);
+  case OPT_TMPFS_SIZE: return set_tmpfs_size(o, v, err);
+  case OPT_HOSTNAME: return set_hostname(o, v, err);
+  case OPT_MACHINE_ID: return set_machine_id(o, v, err);
   case OPT_READ_ONLY:
   case OPT_ENV_CLEAN:
   case OPT_ALLOW_DEGRADED:
@@ -269,7 +325,7 @@ static void apply_flag(shk_sandbox_opts *o, opt_id id, bool on)
   case OPT_ALLOW_DEGRADED: o->allow_degraded = on; return;
   case OPT_WRITE: case OPT_READ: case OPT_DENY: case OPT_NET: case OPT_MEM: case OPT_PIDS:
   case OPT_CPU: case OPT_REPORT: case OPT_PROFILE: case OPT_ALLOW_DOMAIN: case OPT_DENY_DOMAIN:
-  case OPT_PROXY_CONFIG:
+  case OPT_PROXY_CONFIG: case OPT_ENV: case OPT_TMPFS_SIZE: case OPT_HOSTNAME: case OPT_MACHINE_ID:
     break;
   }
   (void)NEVER(1);
@@ -346,7 +402,8 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
   case OPT_READ:
   case OPT_DENY:
   case OPT_ALLOW_DOMAIN:
-  case OPT_DENY_DOMAIN: {
+  case OPT_DENY_DOMAIN:
+  case OPT_ENV: {
     if (!json_is_array(v))
       return fail(err, "%s: \"%s\" must be an array of strings", what, opt->name);
     size_t i;
@@ -363,12 +420,15 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
   case OPT_NET:
   case OPT_REPORT:
   case OPT_PROXY_CONFIG:
+  case OPT_HOSTNAME:
+  case OPT_MACHINE_ID:
     if (!json_is_string(v))
       return fail(err, "%s: \"%s\" must be a string", what, opt->name);
     return apply_value(o, opt->id, json_string_value(v), err);
   case OPT_MEM:
   case OPT_PIDS:
   case OPT_CPU:
+  case OPT_TMPFS_SIZE:
     if (json_is_string(v))
       return apply_value(o, opt->id, json_string_value(v), err);
     if (json_is_integer(v) && json_integer_value(v) > 0) {

@@ -1,52 +1,23 @@
 /* The filesystem plan: the options and the built-in protections resolved
  * against the real filesystem into an ordered list of rules, each with the
  * mount that makes it real. Paths are resolved here, once, before anything
- * uses them, so that a symlink cannot redirect a rule later. The work done is
- * proportional to the number of rules, never to the size of the filesystem. */
-#include "sandbox-internal.h"
+ * uses them, so that a symlink cannot redirect a rule later. The work done
+ * is proportional to the number of protected paths that exist (each
+ * directory they lie in is listed once, so a missing name costs no system
+ * call) and, for the search for git repositories, to the size of the
+ * writable trees, which is bounded (repos.c). */
+#include "plan-internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-#include "common/common.h"
 
 const char *const shk_sandbox_system_dirs[] = {
   "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys", NULL,
 };
-
-/* Credentials: masked. A trailing '/' marks a directory: a missing one is
- * masked by an empty directory, so that what bwrap leaves on the host for
- * the mount point, until `shinken run` removes it, has the expected type. */
-static const char *const home_masked[] = {
-  ".ssh/", ".aws/", ".gnupg/", ".config/gcloud/", ".kube/", ".docker/", ".netrc",
-  ".git-credentials", NULL,
-};
-
-/* Shell start-up files and Shinken's own configuration: read-only, so that
- * nothing the command writes runs later outside the sandbox. */
-static const char *const home_readonly[] = {
-  ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-  ".zprofile", ".zlogin", ".config/fish/", ".config/shinken/", NULL,
-};
-
-/* For a caller that is root outside, who stays the owner of root's files
- * inside (kuid 0, no capability needed for that): the usual owner-only
- * secrets of the host. Any other such file is readable (docs/sandbox.md). */
-static const char *const root_masked[] = {
-  "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
-  "/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key",
-  "/etc/ssh/ssh_host_dsa_key", NULL,
-};
-
-/* Inside every writable root: what git would run or obey later. */
-static const char *const git_readonly[] = { ".git/hooks/", ".git/config", NULL };
 
 const char *shk_mount_kind_name(shk_mount_kind k)
 {
@@ -56,36 +27,10 @@ const char *shk_mount_kind_name(shk_mount_kind k)
   case SHK_MOUNT_TMPFS: return "tmpfs";
   case SHK_MOUNT_DEV_NULL: return "dev-null";
   case SHK_MOUNT_PIN: return "pin";
+  case SHK_MOUNT_FILE: return "file";
   }
   return "?";
 }
-
-/* The names of one directory, listed once: most protected paths are
- * missing names in a handful of directories (the home, ~/.config), and one
- * listing answers for all of them where each lstat() would walk the whole
- * path. */
-typedef struct listing {
-  char dir[PATH_MAX];
-  unsigned lookups;  /* lstat()s so far; the directory is listed at the second */
-  bool listed;       /* `names` holds every name in it */
-  char **names;      /* sorted */
-  size_t n;
-} listing;
-
-enum { LISTINGS = 8, LISTING_MAX = 4096 };
-
-typedef struct builder {
-  shk_sandbox_plan *p;
-  listing *dirs[LISTINGS];
-  size_t nroots; /* the rules that defaults are judged against */
-  shk_error *err;
-  /* The last directory first_missing resolved, and what it resolved to
-   * ("" when it does not resolve to a directory): most protected paths are
-   * missing names in the same home directory, and each resolution costs a
-   * system call per component. */
-  bool memo;
-  char memo_dir[PATH_MAX], memo_real[PATH_MAX];
-} builder;
 
 #define fail(err, ...) shk__error_set(err, -EINVAL, __VA_ARGS__)
 #define nomem(err) shk__error_set(err, -ENOMEM, "out of memory")
@@ -102,8 +47,7 @@ static int copy_path(char *dst, const char *src)
   return 0;
 }
 
-/* DIR/NAME into the PATH_MAX buffer DST (no doubled '/' after "/"). */
-static int join(char *dst, const char *dir, const char *name)
+int shk__path_join(char *dst, const char *dir, const char *name)
 {
   int n = snprintf(dst, PATH_MAX, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name);
   return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
@@ -111,7 +55,6 @@ static int join(char *dst, const char *dir, const char *name)
 
 #define is_under shk__path_under
 
-/* Is `path` equal to `root` or beneath it? Both absolute and normalized. */
 bool shk__path_under(const char *path, const char *root)
 {
   size_t n = strlen(root);
@@ -157,14 +100,35 @@ shk_access shk_sandbox_plan_access(const shk_sandbox_plan *p, const char *path, 
   return r ? r->access : SHK_ACCESS_READ;
 }
 
-static bool writable(const shk_sandbox_plan *p, const char *path)
+/* The rules defaults are judged against: the options and the cwd, never
+ * another default, so the order of the table does not matter. */
+static shk_sandbox_plan roots_of(const shk__builder *b)
 {
-  bool visible;
-  return shk_sandbox_plan_access(p, path, &visible) == SHK_ACCESS_WRITE && visible;
+  return (shk_sandbox_plan){ b->p->read_restricted, b->p->rules, b->nroots, NULL, 0 };
 }
 
-static int add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k, bool dflt,
-               shk_error *err)
+bool shk__plan_writable(const shk__builder *b, const char *path)
+{
+  shk_sandbox_plan roots = roots_of(b);
+  bool visible;
+  return shk_sandbox_plan_access(&roots, path, &visible) == SHK_ACCESS_WRITE && visible;
+}
+
+/* Does the view show the host's PATH at all? Not where a rule masks it,
+ * nor beneath the private directories unless a rule binds the host's
+ * there, nor outside the listed roots in read-restricted mode. */
+static bool shown(const shk__builder *b, const char *path)
+{
+  shk_sandbox_plan roots = roots_of(b);
+  const shk_sandbox_rule *r = covering_rule(&roots, path);
+  if (r)
+    return r->kind == SHK_MOUNT_BIND_RW || r->kind == SHK_MOUNT_BIND_RO ||
+           r->kind == SHK_MOUNT_PIN;
+  return !b->p->read_restricted && !shk_sandbox_is_private(path);
+}
+
+static int add_rule(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k,
+                    bool dflt, bool created, shk_error *err)
 {
   char *copy = strdup(path);
   shk_sandbox_rule *rules = copy ? realloc(p->rules, (p->n + 1) * sizeof *p->rules) : NULL;
@@ -173,18 +137,15 @@ static int add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_ki
     return nomem(err);
   }
   p->rules = rules;
-  p->rules[p->n++] = (shk_sandbox_rule){ copy, a, k, dflt, false, false };
+  p->rules[p->n++] = (shk_sandbox_rule){ .path = copy, .access = a, .kind = k,
+                                         .is_default = dflt, .created = created };
   return 0;
 }
 
-/* A mask on a path that does not exist: bwrap creates its mount point. */
-static int add_created(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k,
-                       bool dflt, shk_error *err)
+static int add(shk_sandbox_plan *p, const char *path, shk_access a, shk_mount_kind k, bool dflt,
+               shk_error *err)
 {
-  int r = add(p, path, a, k, dflt, err);
-  if (r == 0)
-    p->rules[p->n - 1].created = true;
-  return r;
+  return add_rule(p, path, a, k, dflt, false, err);
 }
 
 static shk_mount_kind kind_for(shk_access a, const struct stat *st)
@@ -197,10 +158,7 @@ static shk_mount_kind kind_for(shk_access a, const struct stat *st)
   return SHK_MOUNT_DEV_NULL;
 }
 
-/* Makes `in` absolute against `cwd` and removes ".", ".." and repeated '/'
- * lexically, into the PATH_MAX buffer OUT; used only for paths that do not
- * exist (yet). */
-static int normalize(const char *in, const char *cwd, char *out)
+int shk__path_normalize(const char *in, const char *cwd, char *out)
 {
   char s[PATH_MAX];
   int len = in[0] == '/' ? snprintf(s, sizeof s, "%s", in) : snprintf(s, sizeof s, "%s/%s", cwd, in);
@@ -229,9 +187,7 @@ static int normalize(const char *in, const char *cwd, char *out)
   return 0;
 }
 
-/* The parent of PATH (absolute, normalized, shorter than PATH_MAX) into the
- * PATH_MAX buffer D. */
-static void parent_of(const char *path, char *d)
+void shk__path_parent(const char *path, char *d)
 {
   if (NEVER(copy_path(d, path) < 0)) {
     strcpy(d, "/");
@@ -244,14 +200,18 @@ static void parent_of(const char *path, char *d)
     *slash = '\0';
 }
 
+#define parent_of shk__path_parent
+#define join shk__path_join
+#define normalize shk__path_normalize
+
 static int name_cmp(const void *x, const void *y)
 {
   return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
 /* Lists DIR into L; false (and L unlisted) when it cannot be read or holds
- * more than LISTING_MAX names, and lstat() answers instead. */
-static bool list_dir(listing *l)
+ * more than SHK__LISTING_MAX names, and lstat() answers instead. */
+static bool list_dir(shk__listing *l)
 {
   DIR *d = opendir(l->dir);
   if (!d)
@@ -259,7 +219,7 @@ static bool list_dir(listing *l)
   size_t cap = 0;
   bool ok = true;
   for (struct dirent *e; ok && (e = readdir(d));) {
-    if (l->n == LISTING_MAX) {
+    if (l->n == SHK__LISTING_MAX) {
       ok = false;
       break;
     }
@@ -282,33 +242,38 @@ static bool list_dir(listing *l)
   return ok;
 }
 
-static void listings_free(builder *b)
+static void builder_free(shk__builder *b)
 {
-  for (int i = 0; i < LISTINGS && b->dirs[i]; i++) {
+  for (int i = 0; i < SHK__LISTINGS && b->dirs[i]; i++) {
     for (size_t k = 0; k < b->dirs[i]->n; k++)
       free(b->dirs[i]->names[k]);
     free(b->dirs[i]->names);
     free(b->dirs[i]);
   }
+  for (size_t i = 0; i < b->nmemo; i++) {
+    free(b->memo[i].dir);
+    free(b->memo[i].real);
+    free(b->memo[i].link);
+  }
+  free(b->memo);
 }
 
-/* lstat(), except that a name its directory's listing does not hold is
- * missing without a system call. An answer from the listing is as old as
- * the listing, as lstat()'s is as old as its call: the plan is a snapshot
- * either way, and the mounts made from it check what they mount onto. */
-static int plan_lstat(builder *b, const char *path, struct stat *st)
+/* An answer from the listing is as old as the listing, as lstat()'s is as
+ * old as its call: the plan is a snapshot either way, and the mounts made
+ * from it check what they mount onto. */
+int shk__plan_lstat(shk__builder *b, const char *path, struct stat *st)
 {
   char dir[PATH_MAX];
   parent_of(path, dir);
   const char *name = strrchr(path, '/') + 1;
-  listing *l = NULL;
+  shk__listing *l = NULL;
   int i = 0;
-  for (; i < LISTINGS && b->dirs[i]; i++)
+  for (; i < SHK__LISTINGS && b->dirs[i]; i++)
     if (!strcmp(b->dirs[i]->dir, dir)) {
       l = b->dirs[i];
       break;
     }
-  if (!l && i < LISTINGS && (l = calloc(1, sizeof *l))) {
+  if (!l && i < SHK__LISTINGS && (l = calloc(1, sizeof *l))) {
     strcpy(l->dir, dir);
     b->dirs[i] = l;
   }
@@ -322,41 +287,182 @@ static int plan_lstat(builder *b, const char *path, struct stat *st)
   return lstat(path, st);
 }
 
-/* For a path that does not exist: the first missing component, made of the
- * resolved existing prefix and one more name, into the PATH_MAX buffer OUT.
- * Returns 1, or 0 when no prefix resolves to a directory (nothing could be
- * created there either), or -ENAMETOOLONG. */
-static int first_missing(builder *b, const char *path, char *out)
+static const shk__dir_memo *remember(shk__builder *b, const char *dir, const char *real,
+                                     const char *link)
 {
-  char cur[PATH_MAX], par[PATH_MAX];
-  if (copy_path(cur, path) < 0)
-    return -ENAMETOOLONG;
-  for (;;) {
-    parent_of(cur, par);
-    struct stat st;
-    bool known = b->memo && !strcmp(par, b->memo_dir);
-    if (known || plan_lstat(b, par, &st) == 0) {
-      if (!known) {
-        b->memo = true;
-        strcpy(b->memo_dir, par);
-        if (!realpath(par, b->memo_real) || stat(b->memo_real, &st) < 0 || !S_ISDIR(st.st_mode))
-          b->memo_real[0] = '\0';
-      }
-      if (!b->memo_real[0])
-        return 0;
-      return join(out, b->memo_real, strrchr(cur, '/') + 1) < 0 ? -ENAMETOOLONG : 1;
-    }
-    if (!strcmp(par, "/"))
-      return 0;
-    strcpy(cur, par);
+  if (b->nmemo == b->capmemo) {
+    size_t cap = b->capmemo ? 2 * b->capmemo : 32;
+    shk__dir_memo *m = realloc(b->memo, cap * sizeof *m);
+    if (!m)
+      return NULL;
+    b->memo = m;
+    b->capmemo = cap;
   }
+  char *d = strdup(dir), *r = real ? strdup(real) : NULL, *l = link ? strdup(link) : NULL;
+  if (!d || (real && !r) || (link && !l)) {
+    free(d);
+    free(r);
+    free(l);
+    return NULL;
+  }
+  b->memo[b->nmemo] = (shk__dir_memo){ d, r, l };
+  return &b->memo[b->nmemo++];
+}
+
+/* Resolved one component at a time, from the parent's resolution: each
+ * directory costs one lookup in its parent's listing (and a realpath()
+ * only where it is a symlink). */
+const shk__dir_memo *shk__plan_resolve(shk__builder *b, const char *dir)
+{
+  static const shk__dir_memo root = { (char *)"/", (char *)"/", NULL };
+  if (!strcmp(dir, "/"))
+    return &root;
+  for (size_t i = b->nmemo; i-- > 0;)
+    if (!strcmp(b->memo[i].dir, dir))
+      return &b->memo[i];
+  char par[PATH_MAX], full[PATH_MAX], real[PATH_MAX];
+  parent_of(dir, par);
+  const shk__dir_memo *up = shk__plan_resolve(b, par);
+  if (!up)
+    return NULL;
+  /* Copied: the memo array moves as it grows. */
+  char link[PATH_MAX];
+  bool linked = up->link && copy_path(link, up->link) == 0;
+  const char *res = NULL;
+  struct stat st;
+  if (up->real && join(full, up->real, strrchr(dir, '/') + 1) == 0 &&
+      shk__plan_lstat(b, full, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      res = full;
+    } else if (S_ISLNK(st.st_mode) && realpath(full, real) && stat(real, &st) == 0 &&
+               S_ISDIR(st.st_mode)) {
+      res = real;
+      if (!linked && shk__plan_writable(b, up->real) && copy_path(link, full) == 0)
+        linked = true;
+    }
+  }
+  return remember(b, dir, res, linked ? link : NULL);
+}
+
+const char *shk__plan_real_dir(shk__builder *b, const char *dir)
+{
+  const shk__dir_memo *m = shk__plan_resolve(b, dir);
+  return m ? m->real : NULL;
+}
+
+int shk__plan_warn(shk__builder *b, const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  char *line = shk__vasprintf(fmt, ap);
+  va_end(ap);
+  char **v = line ? realloc(b->p->warnings, (b->p->nwarnings + 1) * sizeof *v) : NULL;
+  if (!v) {
+    free(line);
+    return nomem(b->err);
+  }
+  b->p->warnings = v;
+  v[b->p->nwarnings++] = line;
+  return 0;
+}
+
+/* A symlink where a protected path should be, inside a writable root (an
+ * earlier run may have planted it, say .git/hooks -> /etc): a mount cannot
+ * cover what the link names and keep the link from being replaced, so the
+ * link itself is masked (/dev/null over it), and the run says so. */
+static int mask_symlink(shk__builder *b, const char *path, shk_access a)
+{
+  for (size_t i = 0; i < b->p->n; i++)
+    if (b->p->rules[i].symlink && !strcmp(b->p->rules[i].path, path))
+      return 0;
+  char target[PATH_MAX];
+  ssize_t n = readlink(path, target, sizeof target - 1);
+  target[n > 0 ? n : 0] = '\0';
+  int r = shk__plan_warn(b, "%s is a symlink (to %s) inside a writable root, where a protected "
+                         "path should be; it is masked: nothing reaches it inside", path,
+                         n > 0 ? target : "?");
+  if (r == 0)
+    r = add(b->p, path, a, SHK_MOUNT_DEV_NULL, true, b->err);
+  if (r == 0)
+    b->p->rules[b->p->n - 1].symlink = true;
+  return r;
+}
+
+/* PATH's parent is missing: its first missing component is a directory,
+ * masked where something could be planted (a writable parent). */
+static int protect_missing_parent(shk__builder *b, const char *par, shk_access a)
+{
+  char cur[PATH_MAX], up[PATH_MAX], miss[PATH_MAX];
+  if (copy_path(cur, par) < 0)
+    return toolong(b->err, par);
+  for (;;) {
+    parent_of(cur, up);
+    const char *rp = shk__plan_real_dir(b, up);
+    if (rp) {
+      if (join(miss, rp, strrchr(cur, '/') + 1) < 0)
+        return toolong(b->err, par);
+      struct stat st;
+      if (!shk__plan_writable(b, rp) || !shown(b, rp))
+        return 0;
+      /* Something that is not a directory stands there: nothing of PATH
+       * can be created beneath it, unless it is a symlink (dangling), which
+       * could be replaced by a directory. */
+      if (shk__plan_lstat(b, miss, &st) == 0)
+        return S_ISLNK(st.st_mode) ? mask_symlink(b, miss, a) : 0;
+      return add_rule(b->p, miss, a, SHK_MOUNT_TMPFS, true, true, b->err);
+    }
+    if (!strcmp(up, "/"))
+      return 0;
+    strcpy(cur, up);
+  }
+}
+
+int shk__plan_protect(shk__builder *b, const char *path, shk_access a, unsigned flags,
+                      const char *text)
+{
+  char par[PATH_MAX], full[PATH_MAX], real[PATH_MAX];
+  parent_of(path, par);
+  const shk__dir_memo *m = shk__plan_resolve(b, par);
+  if (!m)
+    return nomem(b->err);
+  /* A symlink on the way lies inside a writable root: what is beneath it
+   * is protected by masking the link. */
+  if (m->link) {
+    if (!copy_path(real, m->link))
+      return mask_symlink(b, real, a);
+    return toolong(b->err, path);
+  }
+  const char *rp = m->real;
+  if (!rp)
+    return flags & SHK__PROTECT_EXISTING ? 0 : protect_missing_parent(b, par, a);
+  if (join(full, rp, strrchr(path, '/') + 1) < 0)
+    return toolong(b->err, path);
+  struct stat st;
+  if (shk__plan_lstat(b, full, &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      if (shk__plan_writable(b, rp) && shown(b, rp))
+        return mask_symlink(b, full, a);
+      if (realpath(full, real) && stat(real, &st) == 0 && shown(b, real))
+        return add(b->p, real, a, kind_for(a, &st), true, b->err);
+      return 0;
+    }
+    return shown(b, full) ? add(b->p, full, a, kind_for(a, &st), true, b->err) : 0;
+  }
+  if ((flags & SHK__PROTECT_EXISTING) || !shk__plan_writable(b, rp) || !shown(b, rp))
+    return 0;
+  shk_mount_kind k = flags & SHK__PROTECT_DIR ? SHK_MOUNT_TMPFS
+                     : text && *text ? SHK_MOUNT_FILE : SHK_MOUNT_DEV_NULL;
+  int r = add_rule(b->p, full, a, k, true, true, b->err);
+  if (r == 0)
+    b->p->rules[b->p->n - 1].text = k == SHK_MOUNT_FILE ? text : NULL;
+  return r;
 }
 
 /* An option's path: it must exist for write and read; a missing --deny
  * path is masked at its first missing component. */
-static int add_option(builder *b, const char *arg, const char *cwd, shk_access a)
+static int add_option(shk__builder *b, const char *arg, const char *cwd, shk_access a)
 {
-  char real[PATH_MAX], abs[PATH_MAX], miss[PATH_MAX];
+  char real[PATH_MAX], abs[PATH_MAX], par[PATH_MAX];
   struct stat st;
   if (normalize(arg, cwd, abs) < 0)
     return toolong(b->err, arg);
@@ -368,90 +474,119 @@ static int add_option(builder *b, const char *arg, const char *cwd, shk_access a
   }
   if (a != SHK_ACCESS_DENY)
     return fail(b->err, "--%s %s: %s", shk_access_name(a), arg, strerror(errno));
-  int r = first_missing(b, abs, miss);
-  if (r < 0)
-    return toolong(b->err, arg);
-  return r ? add_created(b->p, miss, a, SHK_MOUNT_DEV_NULL, false, b->err) : 0;
-}
-
-/* A built-in protection. It never widens what is visible: a path the plan
- * does not show is left alone. A missing path is masked only where something
- * could be planted (a writable parent). A symlink is followed to what it
- * protects; one inside a writable root cannot be covered by a mount, so the
- * run is refused rather than left open. */
-static int protect(builder *b, const char *path, shk_access a, bool dir)
-{
-  shk_sandbox_plan *p = b->p;
-  /* Judged against the options and the cwd only, never against another
-   * default, so the order of the lists above does not matter. */
-  shk_sandbox_plan roots = { p->read_restricted, p->rules, b->nroots };
-  struct stat st;
-  bool visible;
-  char par[PATH_MAX], miss[PATH_MAX];
-  if (plan_lstat(b, path, &st) == 0) {
-    parent_of(path, par);
-    if (S_ISLNK(st.st_mode)) {
-      if (writable(&roots, par))
-        return fail(b->err, "protected path %s is a symlink inside a writable root; "
-                    "move it or pass --deny or --read for it explicitly", path);
-      char real[PATH_MAX];
-      if (realpath(path, real) && stat(real, &st) == 0) {
-        shk_sandbox_plan_access(&roots, real, &visible);
-        if (visible)
-          return add(p, real, a, kind_for(a, &st), true, b->err);
-      }
-      return 0;
+  /* A missing --deny path: masked at its first missing component, whatever
+   * the options make writable (the options' own rules are not all known
+   * yet, and a deny is never a widening). */
+  char cur[PATH_MAX];
+  strcpy(cur, abs);
+  for (;;) {
+    parent_of(cur, par);
+    if (realpath(par, real) && stat(real, &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        return 0;
+      char miss[PATH_MAX];
+      if (join(miss, real, strrchr(cur, '/') + 1) < 0)
+        return toolong(b->err, arg);
+      return add_rule(b->p, miss, a, SHK_MOUNT_DEV_NULL, false, true, b->err);
     }
-    shk_sandbox_plan_access(&roots, path, &visible);
-    return visible ? add(p, path, a, kind_for(a, &st), true, b->err) : 0;
+    if (!strcmp(par, "/"))
+      return 0;
+    strcpy(cur, par);
   }
-  int r = first_missing(b, path, miss);
-  if (r <= 0)
-    return r < 0 ? toolong(b->err, path) : 0;
-  parent_of(miss, par);
-  /* A missing parent of the protected path (~/.config for
-   * ~/.config/gcloud) is a directory too. */
-  bool as_dir = dir || strcmp(strrchr(miss, '/'), strrchr(path, '/'));
-  if (writable(&roots, par))
-    return add_created(p, miss, a, as_dir ? SHK_MOUNT_TMPFS : SHK_MOUNT_DEV_NULL, true, b->err);
-  return 0;
 }
 
-/* Protects BASE/NAME, where a trailing '/' on NAME marks a directory. */
-static int protect_name(builder *b, const char *base, const char *name, shk_access a)
+/* BASE/NAME of the table, NAME's trailing '/' marking a directory. */
+static int protect_entry(shk__builder *b, const char *base, const shk__protected *e)
 {
-  size_t len = strlen(name);
-  bool dir = name[len - 1] == '/';
-  char path[PATH_MAX];
-  int n = snprintf(path, sizeof path, "%s%s%.*s", base, strcmp(base, "/") ? "/" : "",
-                   (int)(len - dir), name);
-  if (n < 0 || n >= PATH_MAX)
+  size_t len = strlen(e->name);
+  bool dir = e->name[len - 1] == '/';
+  char path[PATH_MAX], norm[PATH_MAX];
+  int n = snprintf(path, sizeof path, "%s/%.*s", base, (int)(len - dir), e->name);
+  if (n < 0 || n >= PATH_MAX || normalize(path, "/", norm) < 0)
     return toolong(b->err, base);
-  return protect(b, path, a, dir);
+  unsigned flags = (dir ? SHK__PROTECT_DIR : 0) |
+                   (e->base == SHK__BASE_ROOTS ? SHK__PROTECT_EXISTING : 0);
+  return shk__plan_protect(b, norm, e->access, flags, NULL);
 }
 
-static int protect_home(builder *b, const char *home)
+static int protect_base(shk__builder *b, shk__base base, const char *dir)
 {
-  char real[PATH_MAX];
-  if (!home || !realpath(home, real))
-    return 0;
-  /* A home the caller cannot search (root's, as $HOME of a command run as
-   * another user) holds nothing the command could reach: it runs with the
-   * caller's ids and no capability. One check instead of a refused lstat()
-   * per protected name. */
-  if (faccessat(AT_FDCWD, real, X_OK, AT_EACCESS) < 0 && errno == EACCES)
-    return 0;
-  const char *const *lists[] = { home_masked, home_readonly };
-  for (size_t l = 0; l < 2; l++)
-    for (const char *const *n = lists[l]; *n; n++) {
-      int r = protect_name(b, real, *n, l == 0 ? SHK_ACCESS_DENY : SHK_ACCESS_READ);
+  for (const shk__protected *e = shk__protected_paths; e->name; e++)
+    if (e->base == base) {
+      int r = protect_entry(b, dir, e);
       if (r < 0)
         return r;
     }
   return 0;
 }
 
-static int protect_path_dirs(builder *b, const char *path_var)
+/* A home the caller cannot search (root's, as $HOME of a command run as
+ * another user) holds nothing the command could reach: it runs with the
+ * caller's ids and no capability. One check instead of a refused lookup
+ * per protected name. */
+static bool searchable(const char *dir)
+{
+  return !(faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) < 0 && errno == EACCES);
+}
+
+/* The table, at each of its bases. An XDG base directory set elsewhere
+ * than its default is protected as well as the default: a tool that
+ * ignores the variable keeps its files there. */
+static int protect_table(shk__builder *b)
+{
+  const shk_sandbox_env *env = b->env;
+  char homes[2][PATH_MAX];
+  size_t nhomes = 0;
+  for (size_t i = 0; i < 2; i++)
+    if (env->homes[i] && realpath(env->homes[i], homes[nhomes]) && searchable(homes[nhomes]) &&
+        (nhomes == 0 || strcmp(homes[0], homes[nhomes])))
+      nhomes++;
+  static const struct {
+    shk__base base;
+    const char *sub;
+  } xdg[] = { { SHK__BASE_CONFIG, ".config" }, { SHK__BASE_DATA, ".local/share" },
+              { SHK__BASE_STATE, ".local/state" } };
+  const char *xdg_env[] = { env->xdg_config, env->xdg_data, env->xdg_state };
+  int r = 0;
+  for (size_t h = 0; h < nhomes && r == 0; h++) {
+    r = protect_base(b, SHK__BASE_HOME, homes[h]);
+    for (size_t x = 0; x < 3 && r == 0; x++) {
+      char dir[PATH_MAX];
+      if (join(dir, homes[h], xdg[x].sub) < 0)
+        return toolong(b->err, homes[h]);
+      r = protect_base(b, xdg[x].base, dir);
+    }
+  }
+  for (size_t x = 0; x < 3 && r == 0; x++) {
+    char real[PATH_MAX];
+    if (!xdg_env[x] || !realpath(xdg_env[x], real) || !searchable(real))
+      continue;
+    bool known = false;
+    for (size_t h = 0; h < nhomes; h++) {
+      char dir[PATH_MAX];
+      known |= join(dir, homes[h], xdg[x].sub) == 0 && !strcmp(dir, real);
+    }
+    if (!known)
+      r = protect_base(b, xdg[x].base, real);
+  }
+  if (r == 0 && env->xdg_runtime)
+    r = protect_base(b, SHK__BASE_RUNTIME, env->xdg_runtime);
+  for (const shk__protected *e = shk__protected_paths; r == 0 && e->name; e++)
+    if (e->base == SHK__BASE_ABS)
+      r = protect_entry(b, "/", e);
+  /* A project's own tool configuration, at each writable root. A copy of
+   * each path: the rules array moves as protections are added. */
+  for (size_t i = 0; i < b->nroots && r == 0; i++) {
+    char root[PATH_MAX];
+    if (b->p->rules[i].access != SHK_ACCESS_WRITE)
+      continue;
+    strcpy(root, b->p->rules[i].path);
+    r = protect_base(b, SHK__BASE_ROOTS, root);
+  }
+  return r;
+}
+
+static int protect_path_dirs(shk__builder *b, const char *path_var)
 {
   for (const char *d = path_var; d && *d; d += *d == ':') {
     size_t len = strcspn(d, ":");
@@ -465,128 +600,11 @@ static int protect_path_dirs(builder *b, const char *path_var)
       entry[len] = '\0';
       int r = normalize(entry, "/", norm);
       if (r == 0)
-        r = protect(b, norm, SHK_ACCESS_READ, true);
+        r = shk__plan_protect(b, norm, SHK_ACCESS_READ, SHK__PROTECT_DIR, NULL);
       if (r < 0)
         return r == -ENAMETOOLONG ? toolong(b->err, entry) : r;
     }
     d += len;
-  }
-  return 0;
-}
-
-/* The hooks and config of the repository whose work tree is DIR, and of
- * its submodules (kept in .git/modules/NAME). */
-static int protect_repo(builder *b, const char *dir, size_t *budget)
-{
-  for (const char *const *n = git_readonly; *n; n++) {
-    int r = protect_name(b, dir, *n, SHK_ACCESS_READ);
-    if (r < 0)
-      return r;
-  }
-  char modules[PATH_MAX];
-  if (join(modules, dir, ".git/modules") < 0)
-    return toolong(b->err, dir);
-  DIR *d = opendir(modules);
-  if (!d)
-    return 0;
-  int r = 0;
-  for (struct dirent *e; r == 0 && *budget > 0 && (e = readdir(d));) {
-    (*budget)--;
-    if (e->d_name[0] == '.' || e->d_type != DT_DIR)
-      continue;
-    char m[PATH_MAX];
-    if (join(m, modules, e->d_name) < 0) {
-      r = toolong(b->err, modules);
-      break;
-    }
-    static const char *const names[] = { "hooks/", "config", NULL };
-    for (const char *const *n = names; r == 0 && *n; n++)
-      r = protect_name(b, m, *n, SHK_ACCESS_READ);
-  }
-  closedir(d);
-  return r;
-}
-
-/* Finds repositories at ROOT and up to four levels below it (a tree of
- * checkouts such as src/HOST/OWNER/REPO), breadth first so that the
- * shallow ones come first. The scan reads at most *budget directory
- * entries in at most *dirs directories, so its cost never grows with the
- * size of the tree; a repository
- * past the budget is not protected (docs/sandbox.md). node_modules holds no
- * repositories worth the budget. */
-static int scan_repos(builder *b, const char *root, size_t *budget, size_t *dirs)
-{
-  enum { MAX_DEPTH = 4 };
-  char **level = malloc(sizeof *level);
-  size_t n = 1;
-  if (!level || !(level[0] = strdup(root))) {
-    free(level);
-    return nomem(b->err);
-  }
-  int r = 0;
-  for (int depth = 0; n > 0 && r == 0; depth++) {
-    char **next = NULL;
-    size_t nn = 0;
-    for (size_t i = 0; i < n && r == 0 && *dirs > 0; i++) {
-      /* A directory is a repository when its listing has a .git directory;
-       * at the deepest level only that is looked for. */
-      DIR *d = opendir(level[i]);
-      if (!d)
-        continue;
-      (*dirs)--;
-      bool repo = false;
-      for (struct dirent *e; *budget > 0 && (e = readdir(d));) {
-        (*budget)--;
-        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-          continue;
-        if (!strcmp(e->d_name, ".git")) {
-          repo = true;
-          continue;
-        }
-        if (depth == MAX_DEPTH || !strcmp(e->d_name, "node_modules"))
-          continue;
-        char sub[PATH_MAX];
-        if (join(sub, level[i], e->d_name) < 0) {
-          r = toolong(b->err, level[i]);
-          break;
-        }
-        char **grown = realloc(next, (nn + 1) * sizeof *next);
-        if (grown)
-          next = grown;
-        if (!grown || !(next[nn] = strdup(sub))) {
-          r = nomem(b->err);
-          break;
-        }
-        nn++;
-      }
-      closedir(d);
-      if (repo && r == 0)
-        r = protect_repo(b, level[i], budget);
-    }
-    for (size_t i = 0; i < n; i++)
-      free(level[i]);
-    free(level);
-    level = next;
-    n = nn;
-  }
-  for (size_t i = 0; i < n; i++)
-    free(level[i]);
-  free(level);
-  return r;
-}
-
-static int protect_git(builder *b)
-{
-  for (size_t i = 0; i < b->nroots; i++) {
-    if (b->p->rules[i].access != SHK_ACCESS_WRITE)
-      continue;
-    /* A copy: the rules array moves as protections are added. */
-    char root[PATH_MAX];
-    strcpy(root, b->p->rules[i].path);
-    size_t budget = 4096, dirs = 128;
-    int r = scan_repos(b, root, &budget, &dirs);
-    if (r < 0)
-      return r;
   }
   return 0;
 }
@@ -624,7 +642,7 @@ static int pin_parents(shk_sandbox_plan *p, shk_error *err)
   for (size_t i = 0; i < n; i++) {
     if (p->rules[i].access == SHK_ACCESS_WRITE)
       continue;
-    shk_sandbox_plan others = { p->read_restricted, p->rules, p->n };
+    shk_sandbox_plan others = { p->read_restricted, p->rules, p->n, NULL, 0 };
     char par[PATH_MAX], up[PATH_MAX];
     parent_of(p->rules[i].path, par);
     for (;;) {
@@ -682,10 +700,11 @@ static void finish(shk_sandbox_plan *p)
   out = 0;
   for (size_t i = 0; i < p->n; i++) {
     shk_sandbox_rule *r = &p->rules[i];
-    shk_sandbox_plan view = { p->read_restricted, p->rules, out };
+    shk_sandbox_plan view = { p->read_restricted, p->rules, out, NULL, 0 };
     const shk_sandbox_rule *anc = covering_rule(&view, r->path);
     bool same = anc ? anc->kind == r->kind && anc->kind != SHK_MOUNT_TMPFS &&
-                          anc->kind != SHK_MOUNT_DEV_NULL && anc->kind != SHK_MOUNT_PIN
+                          anc->kind != SHK_MOUNT_DEV_NULL && anc->kind != SHK_MOUNT_PIN &&
+                          anc->kind != SHK_MOUNT_FILE
                     : !p->read_restricted && r->kind == SHK_MOUNT_BIND_RO &&
                           !shk_sandbox_is_private(r->path);
     if (same) {
@@ -701,7 +720,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
                            shk_sandbox_plan *p, shk_error *err)
 {
   memset(p, 0, sizeof *p);
-  builder b = { p, { NULL }, 0, err, false, "", "" };
+  shk__builder b = { .p = p, .env = env, .err = err };
   p->read_restricted = o->read.n > 0;
   int r = 0;
   if (o->read_only && o->write.n > 0) {
@@ -723,15 +742,14 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
   else if (!p->read_restricted)
     r = add(p, env->cwd, SHK_ACCESS_READ, SHK_MOUNT_BIND_RO, true, err);
   b.nroots = p->n;
-  for (size_t i = 0; i < 2 && r == 0; i++)
-    if (env->homes[i] && (i == 0 || !env->homes[0] || strcmp(env->homes[0], env->homes[1])))
-      r = protect_home(&b, env->homes[i]);
+  if (r == 0)
+    r = protect_table(&b);
   if (r == 0)
     r = protect_path_dirs(&b, env->path);
-  for (const char *const *m = root_masked; env->root && *m && r == 0; m++)
-    r = protect(&b, *m, SHK_ACCESS_DENY, false);
+  for (const char *const *m = shk__root_masked; env->root && *m && r == 0; m++)
+    r = shk__plan_protect(&b, *m, SHK_ACCESS_DENY, 0, NULL);
   if (r == 0)
-    r = protect_git(&b);
+    r = shk__plan_protect_repos(&b);
   if (r < 0)
     goto out;
   drop_symlinked_grants(p);
@@ -739,7 +757,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
     goto out;
   finish(p);
 out:
-  listings_free(&b);
+  builder_free(&b);
   if (r < 0)
     shk_sandbox_plan_free(p);
   return r;
@@ -750,12 +768,28 @@ void shk_sandbox_plan_free(shk_sandbox_plan *p)
   for (size_t i = 0; i < p->n; i++)
     free(p->rules[i].path);
   free(p->rules);
+  for (size_t i = 0; i < p->nwarnings; i++)
+    free(p->warnings[i]);
+  free(p->warnings);
   memset(p, 0, sizeof *p);
 }
 
+/* Does the file at PATH hold exactly TEXT? */
+static bool holds(const char *path, const char *text)
+{
+  char buf[64];
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read(fd, buf, sizeof buf);
+  close(fd);
+  return n >= 0 && (size_t)n == strlen(text) && !memcmp(buf, text, (size_t)n);
+}
+
 /* Safe because it runs after the sandbox is gone (every process inside died
- * with its pid namespace), removes only mount points bwrap created for this
- * plan, only while they are still empty, and never through a symlink. */
+ * with its pid namespace), removes only mount points the sandbox created for
+ * this plan, only while they are still empty (or hold just the text stage 2
+ * wrote), and never through a symlink. */
 void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p)
 {
   for (size_t i = p->n; i-- > 0;) {
@@ -767,9 +801,18 @@ void shk_sandbox_plan_cleanup(const shk_sandbox_plan *p)
     struct stat st;
     if (!realpath(par, real) || strcmp(real, par) || lstat(r->path, &st) < 0)
       continue;
+    /* The parent's times are put back, as stage 2 put them back when it
+     * made the mount point (mask.c). */
+    struct stat pst;
+    shk_autoclose int pfd = open(par, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    bool timed = pfd >= 0 && fstat(pfd, &pst) == 0;
+    int gone = -1;
     if (S_ISDIR(st.st_mode))
-      rmdir(r->path);
-    else if (S_ISREG(st.st_mode) && st.st_size == 0)
-      unlink(r->path);
+      gone = rmdir(r->path);
+    else if (S_ISREG(st.st_mode) &&
+             (st.st_size == 0 || (r->text && holds(r->path, r->text))))
+      gone = unlink(r->path);
+    if (gone == 0 && timed)
+      (void)futimens(pfd, (struct timespec[2]){ pst.st_atim, pst.st_mtim });
   }
 }

@@ -14,6 +14,10 @@ typedef struct shk__bwrap_opts {
   const char *resolv_src; /* what is shown there: NULL for the host's own file
                            * (host mode), the egress stub's in proxy mode */
   const char *chdir;      /* working directory inside, or NULL */
+  const char *hostname;   /* the sandbox's host name, or NULL: the host's */
+  const char *hostname_file; /* what /etc/hostname shows ("NAME\n"), or NULL */
+  const char *machine_id; /* what /etc/machine-id shows ("32 hex digits\n"), or NULL */
+  uint64_t tmpfs_size;    /* bytes for each private tmpfs; 0: unbounded */
   shk_net_mode net;
   bool root;              /* the caller is root outside */
   uid_t uid;              /* the caller's ids outside */
@@ -26,6 +30,29 @@ typedef struct shk__bwrap_opts {
   char *const *command;
   size_t ncommand;
 } shk__bwrap_opts;
+
+/* The environment the command gets (envfilter.c): ENV's, without the
+ * variables that carry secrets or sockets (their names in REMOVED), or with
+ * --env-clean a minimal one; --env NAME passes NAME either way. ENVIRON
+ * points into ENV's strings and into OWNED. */
+typedef struct shk__env_result {
+  char **environ;
+  char **owned;
+  char **removed;
+  size_t nremoved;
+} shk__env_result;
+int shk__env_for_command(const shk_sandbox_env *env, const shk_sandbox_opts *o,
+                         shk__env_result *res);
+void shk__env_result_free(shk__env_result *res);
+
+/* The sandbox's host name, what its /etc/hostname and /etc/machine-id show
+ * (identity.c). 0, or -errno when no random id could be drawn. */
+typedef struct shk__identity {
+  const char *hostname;
+  char hostname_file[72];
+  char machine_id[34];
+} shk__identity;
+int shk__sandbox_identity(const shk_sandbox_opts *o, shk__identity *id);
 
 /* The plan's rule nearest above PATH (PATH itself included), or NULL. */
 const shk_sandbox_rule *shk__plan_covering(const shk_sandbox_plan *p, const char *path);
@@ -67,11 +94,23 @@ typedef enum shk__mount_op {
   SHK__MOUNT_MASK_FILE, /* /dev/null over a file */
   SHK__MOUNT_MASK_DIR,  /* an empty read-only tmpfs over a directory */
   SHK__MOUNT_RO_FILE,   /* a read-only bind of a regular file onto itself */
+  SHK__MOUNT_RO_DIR,    /* a read-only bind of a directory onto itself (recursive) */
+  SHK__MOUNT_PIN,       /* a directory bound onto itself (recursive), writable */
+  SHK__MOUNT_MASK_LINK, /* /dev/null over a symlink itself */
+  SHK__MOUNT_FILE,      /* a read-only file of fixed content over a missing one */
 } shk__mount_op;
 
 /* One of stage 2's own mounts on PATH (mask.c); MAKE creates the mount
  * point first. Needs CAP_SYS_ADMIN over the sandbox's mount namespace. */
 int shk__stage2_mount(const char *path, shk__mount_op op, bool make);
+/* A read-only bind of a new file holding TEXT (written under /run/shinken,
+ * named by INDEX) onto the regular file TARGET: the sandbox's own
+ * /etc/machine-id, /etc/hostname, resolver file, or a missing file git
+ * reads. MAKE creates TARGET first, holding TEXT too (what the host sees
+ * there until the launcher removes it). */
+int shk__stage2_data(const char *target, const char *text, unsigned index, bool make);
+/* Bounds the tmpfs mounted at PATH to SIZE bytes (and SIZE/16 KiB files). */
+int shk__stage2_tmpfs_limit(const char *path, uint64_t size);
 /* Drops every capability: bounding set, ambient, effective, permitted,
  * inheritable. Returns 0 only when none is left. */
 int shk__drop_caps(void);
@@ -94,12 +133,15 @@ int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter *
 
 /* ---- the connect() guard, the launcher's side (guard.c) ---- */
 
-/* `allowed` are the paths (as inside) on whose mounts a pathname unix
- * socket may be connected, the writable ones; with `deny_abstract` (--net
- * host) abstract sockets are refused. serve() handles one pending request:
- * call it when the listener is readable. new() returns NULL when out of
- * memory. */
+/* A pathname unix socket may be connected only when it was bound inside
+ * the sandbox (the guard records every unix bind()); with `deny_abstract`
+ * (--net host) abstract sockets are refused. attach_diag() gives the guard
+ * the NETLINK_SOCK_DIAG socket stage 2 made in the sandbox's network
+ * namespace (the guard owns it from then on; without one no pathname
+ * socket can be connected). serve() handles one pending request: call it
+ * when the listener is readable. new() returns NULL when out of memory. */
 typedef struct shk__guard shk__guard;
-shk__guard *shk__guard_new(const char *const *allowed, size_t n, bool deny_abstract);
+shk__guard *shk__guard_new(bool deny_abstract);
+void shk__guard_attach_diag(shk__guard *g, int diag);
 int shk__guard_serve(shk__guard *g, int listener);
 void shk__guard_free(shk__guard *g);

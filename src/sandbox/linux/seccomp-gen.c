@@ -113,14 +113,97 @@ static void families(scmp_filter_ctx ctx, const int *allowed, int netlink_route)
                                      cmp_arg(2, SCMP_CMP_NE, NETLINK_ROUTE, 0) };
       rule(ctx, act, nr, 2, cmp);
     }
-    /* A unix datagram carries its own address (sendto, sendmsg), which no
-     * filter can read and the connect() guard never sees: it could reach a
-     * host socket in the read-only view. Unix datagram sockets are refused;
-     * stream and seqpacket ones ignore a destination address. */
-    struct scmp_arg_cmp dgram[2] = { cmp_arg(0, SCMP_CMP_EQ, AF_UNIX, 0),
-                                     cmp_arg(1, SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM) };
-    rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2, dgram);
   }
+}
+
+/* Refuses, for FAMILY, every socket type (the low four bits of the type
+ * argument; the kernel refuses other bits than SOCK_CLOEXEC and
+ * SOCK_NONBLOCK itself) but the ones in OK, with EPERM: a list of what is
+ * allowed, so that a type nobody thought of (AF_UNIX SOCK_RAW, which the
+ * kernel treats as a datagram socket) is refused too. Aligned blocks of
+ * values again. */
+static void socket_types(scmp_filter_ctx ctx, const char *call, int family, const int *ok)
+{
+  int nr = sys(call);
+  for (int lo = 0; lo < 16;) {
+    if (in(ok, lo)) {
+      lo++;
+      continue;
+    }
+    int size = 1;
+    for (;;) {
+      int next = size * 2, free = lo % next == 0 && lo + next <= 16;
+      for (int v = lo; free && v < lo + next; v++)
+        free = !in(ok, v);
+      if (!free)
+        break;
+      size = next;
+    }
+    struct scmp_arg_cmp cmp[2] = { cmp_arg(0, SCMP_CMP_EQ, (scmp_datum_t)family, 0),
+                                   cmp_arg(1, SCMP_CMP_MASKED_EQ, 0xf & ~(scmp_datum_t)(size - 1),
+                                           (scmp_datum_t)lo) };
+    rule(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2, cmp);
+    lo += size;
+  }
+}
+
+/* The socket types each family may use. Unix: stream and seqpacket
+ * sockets, which take their peer from connect() alone (the connect()
+ * guard sees it; sendto() and sendmsg() with an address are refused or
+ * ignored on them). Not datagram sockets (nor SOCK_RAW, the same thing to
+ * the kernel), from socket() or socketpair(): every datagram carries its
+ * own address, which no filter can read and the guard never sees, so one
+ * could reach a host socket in the read-only view; mediating every send
+ * would cost every socket write. Internet: TCP and UDP; not SOCK_RAW
+ * (which needs a capability the sandbox never has anyway), SOCK_SEQPACKET
+ * or SOCK_DCCP, whose protocols are loadable kernel modules a socket()
+ * would load, and no protocol number above 63 (SCTP, UDP-Lite, MPTCP, L2TP
+ * and the like, also modules, through SOCK_STREAM or SOCK_DGRAM). */
+static void types(scmp_filter_ctx ctx, int inet)
+{
+  static const int unix_ok[] = { SOCK_STREAM, SOCK_SEQPACKET, -1 };
+  static const int inet_ok[] = { SOCK_STREAM, SOCK_DGRAM, -1 };
+  socket_types(ctx, "socket", AF_UNIX, unix_ok);
+  socket_types(ctx, "socketpair", AF_UNIX, unix_ok);
+  if (!inet)
+    return;
+  static const int inet_families[] = { AF_INET, AF_INET6 };
+  for (int i = 0; i < 2; i++) {
+    socket_types(ctx, "socket", inet_families[i], inet_ok);
+    struct scmp_arg_cmp proto[2] = { cmp_arg(0, SCMP_CMP_EQ, (scmp_datum_t)inet_families[i], 0),
+                                     cmp_arg(2, SCMP_CMP_GE, 64, 0) };
+    rule(ctx, SCMP_ACT_ERRNO(EPERM), sys("socket"), 2, proto);
+  }
+}
+
+/* No set-user-ID or set-group-ID bit is ever made inside: a caller that is
+ * root outside stays the owner of root's files, and a root-owned
+ * set-user-ID program left in the working directory would run as root for
+ * any local user afterwards (and a set-group-ID one with the group). The
+ * bits are refused (EPERM) in the mode argument of every call that sets a
+ * mode: chmod and its variants, and every call that creates a file, a
+ * device node or a directory with one. open() and openat() are judged by
+ * their mode alone, which the kernel reads only with O_CREAT or O_TMPFILE:
+ * the C libraries pass 0 otherwise, and two rules per call are cheaper
+ * than four. openat2() carries its mode in memory, where the filter cannot
+ * look: it fails with ENOSYS, so callers fall back to openat(). */
+static void no_setid(scmp_filter_ctx ctx)
+{
+  static const struct {
+    const char *name;
+    unsigned mode;
+  } calls[] = {
+    { "chmod", 1 }, { "fchmod", 1 }, { "fchmodat", 2 }, { "fchmodat2", 2 },
+    { "creat", 1 }, { "open", 2 }, { "openat", 3 },
+    { "mknod", 1 }, { "mknodat", 2 }, { "mkdir", 1 }, { "mkdirat", 2 },
+  };
+  static const scmp_datum_t bits[] = { 04000 /* S_ISUID */, 02000 /* S_ISGID */ };
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+    for (size_t b = 0; b < 2; b++) {
+      struct scmp_arg_cmp cmp = cmp_arg(calls[i].mode, SCMP_CMP_MASKED_EQ, bits[b], bits[b]);
+      rule(ctx, SCMP_ACT_ERRNO(EPERM), sys(calls[i].name), 1, &cmp);
+    }
+  rule(ctx, SCMP_ACT_ERRNO(ENOSYS), sys("openat2"), 0, NULL);
 }
 
 static void build(FILE *out, const char *name, const int *allowed, int netlink_route, int guard)
@@ -186,12 +269,25 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
   };
   rule(ctx, eperm, sys("seccomp"), 2, listener);
   families(ctx, allowed, netlink_route);
+  types(ctx, netlink_route);
+  no_setid(ctx);
+  /* The limits of another process (Shinken's egress bridge helper runs
+   * beside the workload, as the same user) are not the workload's to
+   * change: prlimit64 with a pid other than 0 (the caller itself) and new
+   * limits is refused. Reading them (no new limits) is what /proc/PID/limits
+   * shows anyway. */
+  struct scmp_arg_cmp prlimit[2] = { cmp_arg(0, SCMP_CMP_NE, 0, 0), cmp_arg(2, SCMP_CMP_NE, 0, 0) };
+  rule(ctx, eperm, sys("prlimit64"), 2, prlimit);
   /* The connect() guard: every connect() goes to the launcher's listener
-   * (guard.c), which the filter is installed with. One filter rather than
-   * a second one for this: each filter costs its load at every start and
-   * a run at every system call. */
-  if (guard)
+   * (guard.c), which the filter is installed with, and so does every
+   * bind(), so that the launcher knows which unix sockets were bound inside
+   * (the only ones a connect() may reach). One filter rather than a second
+   * one for this: each filter costs its load at every start and a run at
+   * every system call. */
+  if (guard) {
     rule(ctx, SCMP_ACT_NOTIFY, sys("connect"), 0, NULL);
+    rule(ctx, SCMP_ACT_NOTIFY, sys("bind"), 0, NULL);
+  }
 
   FILE *tmp = tmpfile();
   if (!tmp)

@@ -16,6 +16,15 @@ static const struct {
   { "--ro-files", offsetof(shk__stage2_args, ro_files) },
   { "--create-files", offsetof(shk__stage2_args, create_files) },
   { "--create-dirs", offsetof(shk__stage2_args, create_dirs) },
+  { "--ro-dirs", offsetof(shk__stage2_args, ro_dirs) },
+  { "--pins", offsetof(shk__stage2_args, pins) },
+  { "--mask-links", offsetof(shk__stage2_args, mask_links) },
+  { "--data-paths", offsetof(shk__stage2_args, data_paths) },
+  { "--data-texts", offsetof(shk__stage2_args, data_texts) },
+  { "--create-data-paths", offsetof(shk__stage2_args, create_data_paths) },
+  { "--create-data-texts", offsetof(shk__stage2_args, create_data_texts) },
+  { "--tmpfs", offsetof(shk__stage2_args, tmpfs) },
+  { "--warnings", offsetof(shk__stage2_args, warnings) },
   { "--ll-ro", offsetof(shk__stage2_args, ll_ro) },
   { "--ll-rw", offsetof(shk__stage2_args, ll_rw) },
   { "--ll-dev", offsetof(shk__stage2_args, ll_dev) },
@@ -54,6 +63,11 @@ int shk__stage2_args_write(const shk__stage2_args *a, int (*push)(void *ctx, con
     PUSH(shk__s_utoa((uint64_t)a->map_uid, num));
     PUSH("--map-gid");
     PUSH(shk__s_utoa((uint64_t)a->map_gid, num));
+  }
+  if (a->tmpfs.n) {
+    char size[24];
+    PUSH("--tmpfs-size");
+    PUSH(shk__s_utoa(a->tmpfs_size, size));
   }
   if (!a->landlock)
     PUSH("--no-landlock");
@@ -131,6 +145,14 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
     } else if (shk__s_eq(o, "--map-gid")) {
       if ((a->map_gid = shk__s_atou(v)) < 0)
         return -1;
+    } else if (shk__s_eq(o, "--tmpfs-size")) {
+      uint64_t size = 0;
+      size_t k = 0;
+      for (; v[k] >= '0' && v[k] <= '9' && k < 19; k++)
+        size = size * 10 + (uint64_t)(v[k] - '0');
+      if (k == 0 || v[k] || size == 0)
+        return -1;
+      a->tmpfs_size = size;
     } else {
       size_t l = 0;
       while (l < NLISTS && !shk__s_eq(o, lists[l].name))
@@ -142,7 +164,9 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
       i += (int)n;
     }
   }
-  if (i + 1 >= argc || !net || a->sync_fd < 0 || (a->map_uid < 0) != (a->map_gid < 0))
+  if (i + 1 >= argc || !net || a->sync_fd < 0 || (a->map_uid < 0) != (a->map_gid < 0) ||
+      a->data_paths.n != a->data_texts.n || a->create_data_paths.n != a->create_data_texts.n ||
+      (a->tmpfs.n > 0) != (a->tmpfs_size > 0))
     return -1;
   a->command = argv + i + 1;
   a->ncommand = (size_t)(argc - i - 1);
@@ -179,7 +203,8 @@ int shk__stage2_report_read(const void *msg, size_t len, bool listener, const sh
   /* Stage 2 stops rather than run the command with less; a report of less
    * is a broken stage 2, and the launcher treats it as one. */
   size_t masks = a->mask_files.n + a->mask_dirs.n + a->ro_files.n + a->create_files.n +
-                 a->create_dirs.n;
+                 a->create_dirs.n + a->ro_dirs.n + a->pins.n + a->mask_links.n + a->data_paths.n +
+                 a->create_data_paths.n + a->tmpfs.n;
   *why = "stage 2 applied less than it was asked to";
   if ((a->landlock && !rep.landlock_abi) || (a->seccomp && !out->seccomp) ||
       (a->seccomp && a->guard) != out->guard || out->guard != listener || !out->caps_dropped ||

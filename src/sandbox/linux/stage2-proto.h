@@ -31,6 +31,20 @@ typedef struct shk__stage2_args {
    * read-only bind of a file onto itself. A path marked created did not
    * exist on the host: stage 2 makes the mount point first. */
   shk__stage2_list mask_files, mask_dirs, ro_files, create_files, create_dirs;
+  /* Read-only binds of directories onto themselves, pins (writable binds
+   * onto themselves, which cannot be renamed or removed), and /dev/null
+   * over symlinks the plan found where a protected path should be. */
+  shk__stage2_list ro_dirs, pins, mask_links;
+  /* The sandbox's own files: data_texts[i] is bound read-only onto the
+   * regular file data_paths[i] (the same count); the create_ ones did not
+   * exist on the host, and stage 2 makes them first, holding the text. */
+  shk__stage2_list data_paths, data_texts, create_data_paths, create_data_texts;
+  /* Lines stage 2 prints on stderr just before it execs the command (the
+   * plan's warnings), so that they come before anything the command says. */
+  shk__stage2_list warnings;
+  /* The private tmpfs mounts whose size stage 2 bounds to tmpfs_size. */
+  shk__stage2_list tmpfs;
+  uint64_t tmpfs_size;
   /* Landlock: read-only, full, and device access beneath these. */
   shk__stage2_list ll_ro, ll_rw, ll_dev;
   char *const *command; /* NULL-terminated */
@@ -72,7 +86,8 @@ typedef struct shk__stage2_report {
   uint32_t size;         /* sizeof (shk__stage2_report), checked by the launcher */
   int32_t landlock_abi;  /* the ABI Landlock was applied at; 0: not applied */
   uint32_t flags;        /* SHK__APPLIED_* */
-  uint32_t masks;        /* mounts stage 2 made (bwrap made the others) */
+  uint32_t masks;        /* mounts stage 2 made (bwrap made the others), its own
+                          * files and bounded tmpfs mounts included */
 } shk__stage2_report;
 
 /* The launcher's side: checks a received message (LEN bytes) against what

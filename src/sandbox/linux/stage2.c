@@ -115,6 +115,9 @@ static unsigned make_masks(const shk__stage2_args *a)
     { offsetof(shk__stage2_args, mask_dirs), SHK__MOUNT_MASK_DIR, false },
     { offsetof(shk__stage2_args, create_dirs), SHK__MOUNT_MASK_DIR, true },
     { offsetof(shk__stage2_args, ro_files), SHK__MOUNT_RO_FILE, false },
+    { offsetof(shk__stage2_args, mask_links), SHK__MOUNT_MASK_LINK, false },
+    { offsetof(shk__stage2_args, ro_dirs), SHK__MOUNT_RO_DIR, false },
+    { offsetof(shk__stage2_args, pins), SHK__MOUNT_PIN, false },
   };
   unsigned n = 0;
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -124,6 +127,22 @@ static unsigned make_masks(const shk__stage2_args *a)
       if (r < 0)
         die("masking", l->v[i], r);
     }
+  }
+  for (size_t i = 0; i < a->data_paths.n; i++, n++) {
+    int r = shk__stage2_data(a->data_paths.v[i], a->data_texts.v[i], (unsigned)i, false);
+    if (r < 0)
+      die("the sandbox's own", a->data_paths.v[i], r);
+  }
+  for (size_t i = 0; i < a->create_data_paths.n; i++, n++) {
+    int r = shk__stage2_data(a->create_data_paths.v[i], a->create_data_texts.v[i],
+                             (unsigned)(a->data_paths.n + i), true);
+    if (r < 0)
+      die("masking", a->create_data_paths.v[i], r);
+  }
+  for (size_t i = 0; i < a->tmpfs.n; i++, n++) {
+    int r = shk__stage2_tmpfs_limit(a->tmpfs.v[i], a->tmpfs_size);
+    if (r < 0)
+      die("bounding the size of", a->tmpfs.v[i], r);
   }
   return n;
 }
@@ -198,8 +217,8 @@ struct s2_cmsghdr {
 #define S2_SCM_RIGHTS 1
 
 /* The report that tells the launcher the sandbox is complete, with the
- * connect() guard's listener when there is one. */
-static long send_report(int sock, const shk__stage2_report *rep, int listener)
+ * connect() guard's listener and sock_diag socket when there is a guard. */
+static long send_report(int sock, const shk__stage2_report *rep, int listener, int diag)
 {
   struct iovec iov = { (void *)rep, sizeof *rep };
   union {
@@ -208,9 +227,11 @@ static long send_report(int sock, const shk__stage2_report *rep, int listener)
   } u;
   struct s2_msghdr mh = { .iov = &iov, .iovlen = 1 };
   if (listener >= 0) {
-    u.h = (struct s2_cmsghdr){ sizeof(struct s2_cmsghdr) + sizeof(int), SOL_SOCKET,
+    u.h = (struct s2_cmsghdr){ sizeof(struct s2_cmsghdr) + 2 * sizeof(int), SOL_SOCKET,
                                S2_SCM_RIGHTS };
-    *(int *)(u.buf + sizeof(struct s2_cmsghdr)) = listener;
+    int *fds = (int *)(u.buf + sizeof(struct s2_cmsghdr));
+    fds[0] = listener;
+    fds[1] = diag;
     mh.control = u.buf;
     mh.controllen = sizeof u.buf;
   }
@@ -311,6 +332,14 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
 
   shk__stage2_report rep = { .magic = SHK__STAGE2_MAGIC, .size = sizeof rep };
   rep.masks = make_masks(&a);
+  /* bwrap changed into the working directory before stage 2's binds of
+   * directories onto themselves: one of them may hold it, so the path is
+   * looked up again, through the new mounts. */
+  if (a.pins.n || a.ro_dirs.n) {
+    char cwd[PATH_MAX_];
+    if (shk__sys(__NR_getcwd, cwd, sizeof cwd) > 0 && cwd[0] == '/')
+      shk__sys(__NR_chdir, cwd);
+  }
   if (a.map_uid >= 0) {
     enter_userns(a.map_uid, a.map_gid);
     rep.flags |= SHK__APPLIED_USERNS;
@@ -346,17 +375,31 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     rep.landlock_abi = abi;
     rep.flags |= ll;
   }
-  int listener = -1;
+  int listener = -1, diag = -1;
+  /* The connect() guard asks the kernel's unix socket diagnostics which
+   * socket a file is bound to, in the sandbox's network namespace: the
+   * socket that asks must be made here, before the filter refuses it. */
+  if (a.seccomp && a.guard &&
+      (diag = (int)shk__sys(__NR_socket, 16 /* AF_NETLINK */, 2 | 02000000 /* SOCK_DGRAM |
+                            SOCK_CLOEXEC */, 4 /* NETLINK_SOCK_DIAG */)) < 0)
+    die("the connect() guard's sock_diag socket", NULL, diag);
   if (a.seccomp) {
     if ((r = shk__seccomp_apply(a.net, a.guard)) < 0)
       die(a.guard ? "seccomp (with the connect() guard)" : "seccomp", NULL, r);
     rep.flags |= SHK__APPLIED_SECCOMP | (a.guard ? SHK__APPLIED_GUARD : 0);
     listener = a.guard ? (int)r : -1;
   }
-  if ((r = send_report(a.sync_fd, &rep, listener)) < 0)
+  if ((r = send_report(a.sync_fd, &rep, listener, diag)) < 0)
     die("sync socket", NULL, r);
   if (listener >= 0)
     shk__sys(__NR_close, listener);
+  if (diag >= 0)
+    shk__sys(__NR_close, diag);
+  for (size_t i = 0; i < a.warnings.n; i++) {
+    put("shinken: warning: ");
+    put(a.warnings.v[i]);
+    put("\n");
+  }
   if (hooks && hooks->environ)
     envp = hooks->environ();
   r = exec_command(a.command, a.ncommand, envp);
