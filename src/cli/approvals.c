@@ -17,18 +17,19 @@
 #include "common/common.h"
 #include "shinken/manager.h"
 
-enum { OPT_JSON = 1, OPT_ONCE, OPT_SESSION, OPT_REASON };
+enum { OPT_JSON = 1, OPT_ONCE, OPT_SESSION, OPT_REASON, OPT_FOLLOW = 'f' };
 
 static const struct option options[] = {
   { "json", no_argument, NULL, OPT_JSON },
   { "once", no_argument, NULL, OPT_ONCE },
   { "session", no_argument, NULL, OPT_SESSION },
   { "reason", required_argument, NULL, OPT_REASON },
+  { "follow", no_argument, NULL, OPT_FOLLOW },
   { NULL, 0, NULL, 0 },
 };
 
 typedef struct args {
-  bool json, once, session;
+  bool json, once, session, follow;
   const char *reason;
   char **pos;
   int n_pos;
@@ -44,7 +45,7 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
   optind = 1;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, strchr(allowed, OPT_FOLLOW) ? "f" : "", options, NULL)) != -1) {
     if (c == '?' || !strchr(allowed, c))
       shk__die(1, "%s: unknown or misplaced option '%s'\nusage: %s", cmd, argv[optind - 1], usage);
     switch (c) {
@@ -52,6 +53,7 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
     case OPT_ONCE: a.once = true; break;
     case OPT_SESSION: a.session = true; break;
     case OPT_REASON: a.reason = optarg; break;
+    case OPT_FOLLOW: a.follow = true; break;
     default: break;
     }
   }
@@ -133,10 +135,60 @@ static void print_card(json_t *c)
   free(scope);
 }
 
+/* -f: subscribes and prints the stream of card events as they come (each
+ * line as the manager sends it with --json), until the manager goes away.
+ * The stream starts with every open card. */
+static int follow(const char *session, bool as_json)
+{
+  const char *path = shk_manager_socket_path();
+  int fd = shk_manager_connect(path);
+  if (fd < 0)
+    shk__die(1, "approvals: no manager at %s (%s); start one with 'shinken daemon'", path, strerror(-fd));
+  static const char req[] = "{\"op\":\"subscribe\"}\n";
+  if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1))
+    shk__die(1, "approvals: the manager at %s: %s", path, strerror(errno));
+  FILE *in = fdopen(fd, "r");
+  if (!in)
+    shk__die(1, "approvals: out of memory");
+  char *line = NULL;
+  size_t cap = 0;
+  bool first = true;
+  while (getline(&line, &cap, in) > 0) {
+    json_t *o = json_loads(line, 0, NULL);
+    if (first) {
+      first = false;
+      if (!json_is_true(json_object_get(o, "ok")))
+        shk__die(2, "approvals: subscribe refused: %s", str(o, "error"));
+      json_decref(o);
+      continue;
+    }
+    json_t *card = json_object_get(o, "card");
+    const char *sess = json_is_object(card) ? str(json_object_get(card, "session"), "name") : str(o, "session");
+    if (!o || (session && strcmp(session, sess))) {
+      json_decref(o);
+      continue;
+    }
+    if (as_json)
+      fputs(line, stdout);
+    else if (json_is_object(card))
+      print_card(card);
+    else
+      printf("%s  %s  %s%s%s\n", str(o, "card"), str(o, "event"), str(o, "result"),
+             *str(o, "reason") ? ": " : "", str(o, "reason"));
+    fflush(stdout);
+    json_decref(o);
+  }
+  free(line);
+  fclose(in);
+  return 0;
+}
+
 int shk_cli_approvals(int argc, char **argv)
 {
-  static const char allowed[] = { OPT_JSON, 0 };
-  args a = parse("approvals", argc, argv, allowed, 0, 1, "shinken approvals [SESSION] [--json]");
+  static const char allowed[] = { OPT_JSON, OPT_FOLLOW, 0 };
+  args a = parse("approvals", argc, argv, allowed, 0, 1, "shinken approvals [SESSION] [--json] [-f]");
+  if (a.follow)
+    return follow(a.n_pos ? a.pos[0] : NULL, a.json);
   json_t *req = json_pack("{s:s}", "op", "cards");
   if (req && a.n_pos)
     json_object_set_new(req, "session", json_string(a.pos[0]));

@@ -142,6 +142,7 @@ struct shk_manager {
   shk__control *control;
   shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
   session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
+  unsigned subscribers;     /* control connections that receive the card stream */
 };
 
 /* The one place that says which classes this host can apply to a running
@@ -508,8 +509,6 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if (o->session_policy && (r = shk_policy_read_file(o->session_policy, m->uid, &session_text, err)))
     goto fail;
   shk_policy_source src = { o->policy_dir, o->manifest, session_text, m->uid };
-  src.state_dir = o->state_dir;
-  src.accept_widening = o->accept_widening;
   if ((r = shk_policy_load(&src, &m->policy, err)))
     goto fail;
   if (o->standing && (r = load_standing(m, o->standing, err)))
@@ -1662,6 +1661,30 @@ static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
   return ans;
 }
 
+int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err)
+{
+  int r = shk_approve_subscribe(m->approve, fn, ud, id, err);
+  if (!r) {
+    /* A subscriber shows cards to someone (the breaker reads it). Set
+     * under mu so that the count and the module's flag agree; the module
+     * takes only its own lock for it and calls nothing back. */
+    pthread_mutex_lock(&m->mu);
+    if (m->subscribers++ == 0)
+      shk_approve_set_surface(m->approve, true);
+    pthread_mutex_unlock(&m->mu);
+  }
+  return r;
+}
+
+void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
+{
+  shk_approve_unsubscribe(m->approve, id);
+  pthread_mutex_lock(&m->mu);
+  if (--m->subscribers == 0)
+    shk_approve_set_surface(m->approve, false);
+  pthread_mutex_unlock(&m->mu);
+}
+
 /* The open cards of the Ask loop (of one session, or all). */
 static json_t *op_cards(shk_manager *m, json_t *req)
 {
@@ -2032,6 +2055,15 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
     return json_object_get(req, "card") ? op_resolve_card(m, req, &by) : op_resolve(m, req, &by);
   if (!strcmp(op, "cards"))
     return op_cards(m, req);
+  if (!strcmp(op, "subscribe")) {
+    /* The stream follows on the same connection, so there must be one. */
+    shk_error err;
+    if (!conn)
+      return refuse("subscribe: only on the control socket");
+    if (shk__conn_subscribe(conn, &err))
+      return refuse("subscribe: %s", err.message);
+    return json_pack("{s:b, s:b}", "ok", 1, "subscribed", 1);
+  }
   if (!strcmp(op, "grants"))
     return op_grants(m, req);
   if (!strcmp(op, "revoke"))

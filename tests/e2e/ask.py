@@ -13,11 +13,12 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import threading
 import time
 
-from mgrlib import Checks, Control, Daemon, Upstream, audit_events, proxy_config, wait_event
+from mgrlib import SHINKEN, Checks, Control, Daemon, Upstream, audit_events, proxy_config, wait_event
 
 chk = Checks()
 
@@ -97,6 +98,12 @@ def main():
     try:
         ctl = Control(d.sock)
 
+        # A harness's subscriber: the stream of card events follows its
+        # answer on the same connection.
+        sub = Control(d.sock, timeout=10)
+        chk(sub.call(op="subscribe").get("subscribed") is True, "subscribe is answered")
+        chk(sub.call(op="subscribe").get("ok") is False, "a connection subscribes once")
+
         # Approve once: the held connection goes on, on the same client
         # connection, and the upstream sees exactly that one.
         sid, edir = session(ctl, cfg, "once")
@@ -118,6 +125,18 @@ def main():
         c.join(10)
         chk(c.status == 200 and c.echoed, f"the held connection completed with the upstream's bytes ({c.status})")
         chk(up.count() == n0 + 1, f"the upstream saw exactly one connection ({up.count() - n0})")
+        lines = []
+        try:
+            while not any(l.get("event") == "resolved" for l in lines):
+                lines.append(json.loads(sub.f.readline()))
+        except (OSError, ValueError):
+            pass
+        raised = [l for l in lines if l.get("event") == "raised"]
+        resolved = [l for l in lines if l.get("event") == "resolved"]
+        chk(raised and raised[0].get("card", {}).get("id") == card.get("id"),
+            f"the subscriber got the card as it was raised ({lines[:1]})")
+        chk(resolved and resolved[0].get("card") == card.get("id") and resolved[0].get("by", {}).get("surface") == "cli",
+            f"and its resolution, with who answered ({resolved[:1]})")
         # Once means once: the next attempt is held again, on a new card.
         c2 = Client(edir, "api.test", up.port)
         card2 = wait_card(d, sid)
@@ -133,14 +152,24 @@ def main():
         # Deny with a reason: the agent reads it, the upstream sees nothing,
         # and the same request is refused at once from then on, with no card.
         sid, edir = session(ctl, cfg, "deny")
+        fol = subprocess.Popen([SHINKEN, "approvals", sid, "-f", "--json"], stdout=subprocess.PIPE, text=True,
+                               env=d.env)
         n0 = up.count()
         c = Client(edir, "api.test", up.port)
         card = wait_card(d, sid) or {}
+        first = json.loads(fol.stdout.readline() or "{}")
+        chk(first.get("event") == "raised" and first.get("card", {}).get("id") == card.get("id"),
+            f"shinken approvals -f prints the card as it is raised ({first})")
         rc, _, err, _ = d.cli("deny", card.get("id", "x"), "--reason", "not during the review")
         c.join(10)
         chk(rc == 0 and c.status == 403, f"deny refuses the held connection ({rc}, {err!r}, {c.status})")
         chk(b"not during the review" in c.body, f"the body carries the human's reason ({c.body!r})")
         chk(up.count() == n0, "a denied connection never reached the upstream")
+        resolved = json.loads(fol.stdout.readline() or "{}")
+        chk(resolved.get("event") == "resolved" and resolved.get("result") == "denied",
+            f"and then its resolution ({resolved})")
+        fol.kill()
+        fol.wait()
         t0 = time.monotonic()
         c = Client(edir, "api.test", up.port)
         c.join(10)
@@ -203,7 +232,6 @@ def main():
         chk(c.status == 403 and c.done_at - t0 < 2 and not cards(d, sid),
             f"ask: false refuses at once with no card ({c.status})")
         chk(ctl.call(op="open_session", ask="yes").get("ok") is False, "ask must be a boolean")
-
         # The timeline: raised, resolved by whom, and the proxy's verdicts.
         ev = wait_event(d.db, lambda e: e["event.name"] == "card-resolved" and e.get("shinken.outcome") == "denied")
         chk(ev is not None and ev.get("shinken.human.surface") == "cli" and ev.get("shinken.human.uid") == os.getuid()
@@ -220,6 +248,7 @@ def main():
         chk(any(e["event.name"] == "proxy-verdict" and e.get("shinken.decision") == "hold" for e in evs)
             and any(e["event.name"] == "proxy-verdict" and e.get("shinken.reason") == "held-denied" for e in evs),
             "the proxy's holds and their refusals are on the timeline")
+        sub.close()
         ctl.close()
     finally:
         d.stop()
