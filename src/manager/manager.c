@@ -1685,6 +1685,64 @@ void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
   pthread_mutex_unlock(&m->mu);
 }
 
+/* A launcher's account of the sandbox it ran for a session: what stage 2
+ * reported it enforced and what it could not ("enforced", "degraded": lists
+ * of layer names), the exit ("exit_status", "signal": a number, "limit":
+ * the limit that killed it, if any), and whether it started at all. It is
+ * recorded as "sandbox-start" (when it started) and "sandbox-exit". The
+ * launcher learns what stage 2 applied only once the sandbox is gone, so
+ * both come then; a launcher that dies first leaves the session's close
+ * as the record. Nothing here grants anything, and the events are taken
+ * whether or not the timeline has room (they are counted if not). */
+static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "session", "started", "pid", "exit_status", "signal", "limit",
+                                      "enforced", "degraded", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("sandbox_ran: unknown field '%s'", bad);
+  const char **enforced = NULL, **degraded = NULL;
+  size_t ne, nd;
+  json_t *st = json_object_get(req, "exit_status"), *sig = json_object_get(req, "signal");
+  json_t *pid = json_object_get(req, "pid");
+  json_t *ans = NULL;
+  if (strlist(req, "enforced", &enforced, &ne) || strlist(req, "degraded", &degraded, &nd) ||
+      (st && !json_is_integer(st)) || (sig && (!json_is_integer(sig) || json_integer_value(sig) < 0 ||
+                                               json_integer_value(sig) >= 65)) ||
+      (pid && !json_is_integer(pid)) || !json_is_boolean(json_object_get(req, "started")))
+    ans = refuse("sandbox_ran: started (a boolean) is required; enforced and degraded are arrays of strings, "
+                 "exit_status, pid and signal integers");
+  pthread_mutex_lock(&m->mu);
+  session *s = ans ? NULL : find_session(m, str_or(req, "session", NULL));
+  if (!ans && !s)
+    ans = refuse("sandbox_ran: no such session");
+  if (s)
+    s->refs++;
+  pthread_mutex_unlock(&m->mu);
+  if (!ans) {
+    shk_audit_event e;
+    if (json_is_true(json_object_get(req, "started"))) {
+      ev_init(&e, "sandbox-start", s, by);
+      shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
+      shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
+      ev_emit(m, &e, NULL);
+    }
+    ev_init(&e, "sandbox-exit", s, by);
+    if (st)
+      shk_audit_int(&e, SHK_AUDIT_EXIT_CODE, json_integer_value(st));
+    if (sig && json_integer_value(sig))
+      shk_audit_str(&e, SHK_AUDIT_SIGNAL, sigabbrev_np((int)json_integer_value(sig)));
+    shk_audit_str(&e, SHK_AUDIT_LIMIT, str_or(req, "limit", NULL));
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, json_is_true(json_object_get(req, "started")) ? "exited" : "not-started");
+    ev_emit(m, &e, NULL);
+    ans = json_pack("{s:b}", "ok", 1);
+  }
+  session_put(m, s);
+  free(enforced);
+  free(degraded);
+  return ans;
+}
+
 /* The open cards of the Ask loop (of one session, or all). */
 static json_t *op_cards(shk_manager *m, json_t *req)
 {
@@ -2055,6 +2113,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
     return json_object_get(req, "card") ? op_resolve_card(m, req, &by) : op_resolve(m, req, &by);
   if (!strcmp(op, "cards"))
     return op_cards(m, req);
+  if (!strcmp(op, "sandbox_ran"))
+    return op_sandbox_ran(m, req, &by);
   if (!strcmp(op, "subscribe")) {
     /* The stream follows on the same connection, so there must be one. */
     shk_error err;

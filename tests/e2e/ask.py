@@ -232,6 +232,14 @@ def main():
         chk(c.status == 403 and c.done_at - t0 < 2 and not cards(d, sid),
             f"ask: false refuses at once with no card ({c.status})")
         chk(ctl.call(op="open_session", ask="yes").get("ok") is False, "ask must be a boolean")
+        # A launcher's account of its sandbox: malformed is refused, and
+        # never for a session that does not exist.
+        for bad in ({"started": "yes"}, {"started": True, "enforced": "seccomp"}, {"started": True, "signal": 99},
+                    {"started": True, "exit_status": "0"}):
+            chk(ctl.call(op="sandbox_ran", session=sid, **bad).get("ok") is False, f"sandbox_ran refuses {bad}")
+        chk(ctl.call(op="sandbox_ran", session="nope", started=False).get("ok") is False,
+            "sandbox_ran needs a session that exists")
+
         # The timeline: raised, resolved by whom, and the proxy's verdicts.
         ev = wait_event(d.db, lambda e: e["event.name"] == "card-resolved" and e.get("shinken.outcome") == "denied")
         chk(ev is not None and ev.get("shinken.human.surface") == "cli" and ev.get("shinken.human.uid") == os.getuid()

@@ -701,6 +701,16 @@ def main():
         third = open(os.path.join(work, "third")).read() if os.path.exists(os.path.join(work, "third")) else ""
         check(third == "cut", f"inside, the tunnel already open under the handle is cut by the revoke ({third!r})")
         check(run.returncode == 0, f"shinken run exits with the client's status ({run.returncode}: {run_err[-300:]!r})")
+        # The launcher's account of its sandbox is on the timeline: what
+        # stage 2 said it enforced, and the exit.
+        st = has_event(db, lambda e: e["event.name"] == "sandbox-start" and e.get("gen_ai.conversation.id") == rsid)
+        evs = audit_events(db)
+        start = next((e for e in evs if e["event.name"] == "sandbox-start" and e.get("gen_ai.conversation.id") == rsid), {})
+        end = next((e for e in evs if e["event.name"] == "sandbox-exit" and e.get("gen_ai.conversation.id") == rsid), {})
+        check(st and "seccomp" in start.get("shinken.sandbox.enforced", []) and "egress-bridge" in
+              start.get("shinken.sandbox.enforced", []), f"the sandbox's start names what it enforced ({start})")
+        check(end.get("process.exit.code") == 0 and end.get("shinken.outcome") == "exited",
+              f"the sandbox's exit is recorded with its status ({end})")
         rc, out, _ = cli("sessions", "--json", env=env)
         check(not any(x["session"] == rsid for x in json.loads(out)["sessions"]),
               "the run's session ended with the command")
