@@ -509,6 +509,8 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if (o->session_policy && (r = shk_policy_read_file(o->session_policy, m->uid, &session_text, err)))
     goto fail;
   shk_policy_source src = { o->policy_dir, o->manifest, session_text, m->uid };
+  src.state_dir = o->state_dir;
+  src.accept_widening = o->accept_widening;
   if ((r = shk_policy_load(&src, &m->policy, err)))
     goto fail;
   if (o->standing && (r = load_standing(m, o->standing, err)))
