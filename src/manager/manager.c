@@ -143,6 +143,9 @@ struct shk_manager {
   shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
   session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
   unsigned subscribers;     /* control connections that receive the card stream */
+  /* An embedder's copy of every proxy verdict (shk_manager_opts). */
+  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
+  void *verdict_data;
 };
 
 /* The one place that says which classes this host can apply to a running
@@ -480,6 +483,8 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   m->uid = geteuid();
   m->next_tag = 1;
   m->max_pending = o->max_pending ? o->max_pending : 64;
+  m->on_verdict = o->on_verdict;
+  m->verdict_data = o->verdict_data;
   m->pending_timeout_ms = o->pending_timeout_ms > 0 ? o->pending_timeout_ms : 120 * 1000;
   m->limits = (shk__control_limits){
     .max_clients = o->control_max_clients ? o->control_max_clients : 1024,
@@ -858,7 +863,10 @@ static int egress_verdict(void *data, const shk_egress_verdict_info *v)
   shk_audit_str(&e, SHK_AUDIT_DECISION, v->decision);
   shk_audit_str(&e, SHK_AUDIT_REASON, v->reason);
   shk_audit_str(&e, SHK_AUDIT_RULE, v->rule);
-  return ev_emit(s->m, &e, NULL);
+  int r = ev_emit(s->m, &e, NULL);
+  if (s->m->on_verdict)
+    s->m->on_verdict(s->m->verdict_data, v);
+  return r;
 }
 
 /* ---- the control plane ---- */

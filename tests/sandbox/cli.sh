@@ -370,6 +370,12 @@ case $CASE in
       fi
     done
     [ $failed -gt 0 ] && [ $ran -gt 0 ] || fail "the limits did not cover both a failed and a complete run ($failed failed, $ran ran)" ;;
+  unix-thread)
+    # connect() from a thread other than the main one (threaded resolvers,
+    # Go, Java), to a socket bound inside: the guard admits it.
+    sr -- "$PROBE" unix-thread "$ws/thread.sock"
+    [ $rc = 0 ] || fail "connect() from a thread failed inside (status $rc)"
+    grep -q '^connected from a thread$' "$scratch/stdout" || fail "the probe did not connect from a thread" ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 echo "ok: $CASE"

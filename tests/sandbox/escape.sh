@@ -283,11 +283,19 @@ case $CASE in
       own "$ws"; SNAP="$ws/.git $ws/.git.moved"; snap_take
     }
     args() { echo git; }; effect() { snap_effect; } ;;
-  rc)
-    # HOME is the working directory, so it is a writable root.
+  rc|dotfiles|dotfiles-link)
+    # HOME is the working directory, so it is a writable root; for
+    # dotfiles-link the working directory is the workspace, and a --write
+    # through a symlink planted there (by an earlier run) resolves to HOME.
     RC_FILES=".bashrc .profile .bash_profile .bash_login .bash_logout .zshrc .zshenv .zprofile .zlogin .config/fish/config.fish .config/shinken/config.json .ssh/authorized_keys .ssh/rc .ssh/config"
+    # What a login, a shell, git, Python, systemd, a desktop session, an
+    # editor or an agent reads and runs from the home directory.
+    [ "$CASE" = rc ] || RC_FILES=".gitconfig .config/git/config .bash_aliases .local/bin/shk-tool .local/lib/python3.11/site-packages/shk.pth .config/systemd/user/shk.service .config/autostart/shk.desktop .config/environment.d/shk.conf .xprofile .xsessionrc .pam_environment .zlogout .vimrc .inputrc .npmrc .cargo/config.toml .config/nvim/init.lua .mcp.json .claude/settings.json .bashrc"
     setup() {
       RUN_DIR=$home
+      if [ "$CASE" = dotfiles-link ]; then
+        RUN_DIR=$ws; ln -s "$home" "$ws/h"; RUN_OPTS="--write $ws/h"
+      fi
       for f in .bashrc .profile .bash_profile .ssh/authorized_keys; do
         mkdir -p "$home/.ssh"; echo "# $f" >"$home/$f"
       done
@@ -304,7 +312,11 @@ case $CASE in
         else echo "$f $(stat -c '%F %a' "$p") $(cat "$p" 2>/dev/null | sha256sum)"; fi
       done
     }
-    args() { echo rc $RC_FILES; }
+    args() {
+      list=$RC_FILES
+      if [ "$CASE" = dotfiles-link ]; then list=""; for f in $RC_FILES; do list="$list $ws/h/$f"; done; fi
+      echo rc $list
+    }
     effect() {
       [ "$(rc_state)" = "$BEFORE" ] && return 1
       echo "changed:"; rc_state | grep -vxF "$BEFORE" | head -3
@@ -312,6 +324,9 @@ case $CASE in
   read)
     SECRET=SHKSECRET-$$-$(date +%s%N)
     CRED_FILES=".ssh/id_ed25519 .aws/credentials .gnupg/private-keys-v1.d/k.key .config/gcloud/credentials.db .kube/config .docker/config.json .netrc .git-credentials"
+    # The stores of the tools an agent's user has: forges, registries,
+    # clouds, databases, browsers, keyrings, password managers, histories.
+    CRED_FILES="$CRED_FILES .config/gh/hosts.yml .config/glab-cli/config.yml .config/git/credentials .npmrc .yarnrc.yml .pypirc .config/pypoetry/auth.toml .pgpass .my.cnf .cargo/credentials.toml .terraform.d/credentials.tfrc.json .vault-token .azure/msal_token_cache.json .config/containers/auth.json .config/helm/repositories.yaml .bash_history .zsh_history .python_history .mozilla/firefox/p.default/cookies.sqlite .config/google-chrome/Default/Cookies .local/share/keyrings/login.keyring .password-store/site.gpg .config/op/config"
     setup() {
       for f in $CRED_FILES; do mkdir -p "$(dirname "$home/$f")"; echo "$SECRET $f" >"$home/$f"; done
       mkdir -p "$ws/private"; echo "$SECRET denied" >"$ws/private/secret"
@@ -416,7 +431,7 @@ case $CASE in
     SECRET=SHKSECRET-$$-$(date +%s%N)
     setup() {
       echo "$SECRET outside" >"$out/secret"; mkdir -p "$ws/r"; echo visible >"$ws/r/f"
-      own "$out" "$ws"; RUN_OPTS="--read $ws/r --read $(dirname "$PROBE")"
+      own "$out" "$ws"; RUN_OPTS="--restrict-reads --read $ws/r --read $(dirname "$PROBE")"
     }
     args() { echo read "$ws/stolen" "$out/secret"; }
     effect() { [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen" && echo "read a file outside the --read roots"; } ;;
@@ -541,6 +556,93 @@ case $CASE in
     args() { echo unix "$ws/sock-link"; }; effect() { logged; } ;;
   unix-dgram)
     setup() { listener unix-dgram "$out/dgram"; }; args() { echo unix-dgram "$out/dgram"; }; effect() { logged; } ;;
+  git-redirect)
+    # Every file git follows to a repository's configuration: commondir, a
+    # linked worktree's and a submodule's .git file, the worktree's own
+    # commondir, a submodule's config. The judge asks the host's git.
+    g() { git -c safe.directory='*' -c user.email=t@t.test -c user.name=t "$@"; }
+    setup() {
+      if ! { g init -q "$ws" && g -C "$ws" commit -q --allow-empty -m init &&
+        g -C "$ws" worktree add -q "$ws/wt" 2>/dev/null && mkdir -p "$ws/.git/modules" &&
+        g init -q --separate-git-dir="$ws/.git/modules/lib" "$ws/lib"; }; then
+        fail "git fixtures"
+      fi
+      own "$ws"
+    }
+    args() { echo git-redirect; }
+    effect() {
+      hit=""
+      for d in "$ws" "$ws/wt" "$ws/lib"; do
+        [ "$(g -C "$d" config --get core.fsmonitor 2>/dev/null)" = shk-escaped ] && hit="$hit $d"
+      done
+      [ -n "$hit" ] && echo "the host's git would run core.fsmonitor = shk-escaped in:$hit"
+    } ;;
+  git-budget)
+    # A tree grown to outrun a bounded search: 3,000 directories sorted
+    # before a repository, and a repository 300 directories deep.
+    deep=$ws/z; i=0; while [ $i -lt 300 ]; do deep=$deep/d; i=$((i + 1)); done
+    setup() {
+      if ! { mkdir -p "$ws/a" "$deep" && (cd "$ws/a" && seq -f 'd%04g' 0 2999 | xargs mkdir); }; then
+        fail "the wide tree"
+      fi
+      for r in "$ws/b/repo" "$deep/repo"; do
+        if ! { git init -q "$r" && printf '#!/bin/sh\nexit 0\n' >"$r/.git/hooks/pre-commit"; }; then
+          fail "git init"
+        fi
+      done
+      own "$ws"; SNAP="$ws/b $deep"; snap_take
+    }
+    args() { echo git "$ws/b/repo" "$deep/repo"; }; effect() { snap_effect; } ;;
+  setid)
+    # Set-user-ID and set-group-ID bits made in the workspace, which a root
+    # caller's files would keep for every local user afterwards.
+    setup() { :; }; args() { echo setid; }
+    effect() {
+      f=$(find "$ws" -perm /6000 2>/dev/null | head -3 | tr '\n' ' ')
+      [ -n "$f" ] && echo "set-id bits in the workspace: $f"
+    } ;;
+  unix-root)
+    # A host socket inside the writable root (the working directory at /tmp
+    # holds tmux's, ssh-agent's, other sessions'): bound outside, so never
+    # reachable.
+    setup() { listener unix "$ws/host.sock"; }; args() { echo unix "$ws/host.sock"; }; effect() { logged; } ;;
+  env)
+    # Secrets and sockets the caller's environment carries to agents.
+    SECRET=SHKENV-$$-$(date +%s%N)
+    setup() {
+      RUN_ENV="GITHUB_TOKEN=$SECRET-gh OPENAI_API_KEY=$SECRET-oa AWS_SECRET_ACCESS_KEY=$SECRET-aws"
+      RUN_ENV="$RUN_ENV AWS_SESSION_TOKEN=$SECRET-awst AZURE_CLIENT_SECRET=$SECRET-az NPM_TOKEN=$SECRET-npm"
+      RUN_ENV="$RUN_ENV DB_PASSWORD=$SECRET-db GOOGLE_APPLICATION_CREDENTIALS=/x/$SECRET-g"
+      RUN_ENV="$RUN_ENV SSH_AUTH_SOCK=/x/$SECRET-ssh GPG_AGENT_INFO=/x/$SECRET-gpg"
+      RUN_ENV="$RUN_ENV DBUS_SESSION_BUS_ADDRESS=unix:path=/x/$SECRET-dbus DISPLAY=:$SECRET"
+      RUN_ENV="$RUN_ENV WAYLAND_DISPLAY=$SECRET-wl XAUTHORITY=/x/$SECRET-xa KRB5CCNAME=/x/$SECRET-krb"
+    }
+    args() { echo environ "$ws/env"; }
+    effect() {
+      [ -f "$ws/env" ] && grep -q "$SECRET" "$ws/env" &&
+        echo "passed in: $(grep "$SECRET" "$ws/env" | cut -d= -f1 | tr '\n' ' ')"
+    } ;;
+  identity)
+    # The host's machine id, name and resolver, which the default --net
+    # none does not need.
+    setup() { :; }
+    args() { echo copy "$ws/stolen" /etc/machine-id /proc/sys/kernel/hostname /etc/resolv.conf; }
+    effect() {
+      [ -f "$ws/stolen" ] || return 1
+      grep -qxF "$(cat /etc/machine-id)" "$ws/stolen" && { echo "the host's machine id"; return 0; }
+      grep -qxF "$(cat /proc/sys/kernel/hostname)" "$ws/stolen" && { echo "the host's name"; return 0; }
+      ns=$(grep '^nameserver' /etc/resolv.conf 2>/dev/null | head -1)
+      [ -n "$ns" ] && grep -qxF "$ns" "$ws/stolen" && { echo "the host's resolver: $ns"; return 0; }
+      return 1
+    } ;;
+  tmpfs)
+    # The private /tmp is bounded: one run cannot fill the host's memory.
+    setup() { RUN_OPTS="--tmpfs-size 8M"; }
+    args() { echo fill "/tmp/shk-fill-$$" 32 "$ws/filled"; }
+    effect() {
+      n=$(cat "$ws/filled" 2>/dev/null || echo 0)
+      [ "$n" -gt 8 ] && echo "$n MiB written to /tmp, over --tmpfs-size 8M"
+    } ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 

@@ -69,6 +69,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -489,6 +490,15 @@ static int probe_unix_dgram(int argc, char **argv)
   if (strlen(argv[0]) >= sizeof sun.sun_path)
     die("path too long");
   strcpy(sun.sun_path, argv[0]);
+  /* SOCK_RAW on AF_UNIX is a datagram socket by another name. */
+  int raw = socket(AF_UNIX, SOCK_RAW | SOCK_CLOEXEC, 0);
+  if (raw < 0) {
+    note("socket(AF_UNIX, SOCK_RAW)", errno, 0);
+  } else {
+    ssize_t n = sendto(raw, "PROBE\n", 6, 0, (struct sockaddr *)&sun, sizeof sun);
+    note("sendto the host's unix datagram socket through SOCK_RAW", n < 0 ? errno : 0, 1);
+    close(raw);
+  }
   int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) {
     note("socket(AF_UNIX, SOCK_DGRAM)", errno, 0);
@@ -666,9 +676,12 @@ static int probe_tiocsti(int argc, char **argv)
         err = errno;
     note(route, err, 1);
   }
-  /* Taking the terminal as the controlling one would make TIOCSTI legal. */
+  /* Taking the terminal as the controlling one would make TIOCSTI legal.
+   * On a terminal, shinken run gives the workload a pseudo-terminal of its
+   * own, already its controlling one: whether the caller's terminal got
+   * anything is judged outside, by the host fixture's log. */
   if (isatty(0)) {
-    note("ioctl(0, TIOCSCTTY)", ioctl(0, TIOCSCTTY, 0) < 0 ? errno : 0, 1);
+    note("ioctl(0, TIOCSCTTY)", ioctl(0, TIOCSCTTY, 0) < 0 ? errno : 0, 0);
     int err = 0;
     for (const char *c = inject; *c && !err; c++)
       if (ioctl(0, TIOCSTI, c) < 0)
@@ -808,15 +821,26 @@ static int probe_hardlink(int argc, char **argv)
   return verdict();
 }
 
-/* In a repository (the workspace, or REPO-DIR inside it): writes hooks and
+/* In each repository (the workspace, or each REPO-DIR): writes hooks and
  * config directly, and by moving the protected directories out of the way
  * first. */
+static void git_writes(void);
+
 static int probe_git(int argc, char **argv)
 {
-  if (argc > 1)
-    die("usage: git [REPO-DIR]");
-  if (argc == 1 && chdir(argv[0]) < 0)
-    die("cd %s: %s", argv[0], strerror(errno));
+  char start[PATH_MAX];
+  if (!getcwd(start, sizeof start))
+    die("getcwd: %s", strerror(errno));
+  for (int i = 0; i < (argc ? argc : 1); i++) {
+    if (chdir(start) < 0 || (argc && chdir(argv[i]) < 0))
+      die("cd %s: %s", argc ? argv[i] : start, strerror(errno));
+    git_writes();
+  }
+  return verdict();
+}
+
+static void git_writes(void)
+{
   try_all_writes(".git/hooks/pre-commit", ".git/hooks/pre-commit");
   try_create("create .git/hooks/post-checkout", ".git/hooks/post-checkout");
   try_all_writes(".git/config", ".git/config");
@@ -828,11 +852,12 @@ static int probe_git(int argc, char **argv)
   } else {
     note("rename .git", errno, 1);
   }
-  return verdict();
 }
 
-/* Run with HOME as the working directory (so HOME is a writable root): the
- * shell's start-up files, present or not, and ~/.ssh. */
+/* Run with HOME as the working directory (so HOME is a writable root), or
+ * through a writable root that resolves there: the files a shell, a login,
+ * git, Python, systemd or a desktop session reads and runs, present or
+ * not, and ~/.ssh. */
 static int probe_rc(int argc, char **argv)
 {
   if (argc < 1)
@@ -841,7 +866,15 @@ static int probe_rc(int argc, char **argv)
     if (access(argv[i], F_OK) == 0) {
       try_all_writes(argv[i], argv[i]);
     } else {
-      char route[512];
+      /* Its missing parents first (~/.config/systemd/user/...), as an
+       * installer would. */
+      char route[512], dir[PATH_MAX];
+      snprintf(dir, sizeof dir, "%s", argv[i]);
+      for (char *sl = strchr(dir + 1, '/'); sl; sl = strchr(sl + 1, '/')) {
+        *sl = '\0';
+        (void)mkdir(dir, 0755);
+        *sl = '/';
+      }
       snprintf(route, sizeof route, "create %s", argv[i]);
       try_create(route, argv[i]);
     }
@@ -849,11 +882,13 @@ static int probe_rc(int argc, char **argv)
   return verdict();
 }
 
-/* Reads each FILE and copies what it read into OUT (in the workspace). */
-static int probe_read(int argc, char **argv)
+/* Reads each FILE and copies what it read into OUT (in the workspace).
+ * DECISIVE: reading is an escape in itself (a secret); else what was read
+ * is judged outside (the sandbox's own files). */
+static int read_files(int argc, char **argv, int decisive)
 {
   if (argc < 2)
-    die("usage: read OUT FILE...");
+    die("usage: read|copy OUT FILE...");
   int out = open(argv[0], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (out < 0)
     die("cannot create %s: %s", argv[0], strerror(errno));
@@ -862,17 +897,27 @@ static int probe_read(int argc, char **argv)
     snprintf(route, sizeof route, "read %s", argv[i]);
     int fd = open(argv[i], O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      note(route, errno, 1);
+      note(route, errno, decisive);
       continue;
     }
     ssize_t n = read(fd, buf, sizeof buf);
-    note(route, n < 0 ? errno : n == 0 ? ENODATA : 0, 1);
+    note(route, n < 0 ? errno : n == 0 ? ENODATA : 0, decisive);
     if (n > 0)
       (void)!write(out, buf, (size_t)n);
     close(fd);
   }
   close(out);
   return verdict();
+}
+
+static int probe_read(int argc, char **argv)
+{
+  return read_files(argc, argv, 1);
+}
+
+static int probe_copy(int argc, char **argv)
+{
+  return read_files(argc, argv, 0);
 }
 
 /* The sentinel's file handle, opened through the writable workspace mount
@@ -1968,6 +2013,203 @@ static int check_seccomp(int argc, char **argv)
   return 0;
 }
 
+/* Writes TEXT to PATH, creating it or replacing what it holds. */
+static void try_put(const char *route, const char *path, const char *text)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    note(route, errno, 1);
+    return;
+  }
+  ssize_t n = write(fd, text, strlen(text));
+  note(route, n < 0 ? errno : 0, 1);
+  close(fd);
+}
+
+/* In the repository at the working directory, which has a linked worktree
+ * wt/ and a submodule lib/ (its gitlink file and its git directory in
+ * .git/modules/lib): builds a git directory of its own, evil/, whose
+ * configuration names a command (core.fsmonitor), and points each
+ * repository at it through every file git follows to find its
+ * configuration: commondir, a worktree's and a submodule's `.git` file,
+ * the worktree's own commondir, and the submodule's config itself. The
+ * judge asks the host's git what configuration each repository has. */
+static int probe_git_redirect(int argc, char **argv)
+{
+  if (argc != 0)
+    die("usage: git-redirect");
+  (void)argv;
+  static const char evil_config[] = "[core]\n\tfsmonitor = shk-escaped\n";
+  char cwd[PATH_MAX], text[PATH_MAX + 16];
+  if (!getcwd(cwd, sizeof cwd))
+    die("getcwd: %s", strerror(errno));
+  if ((mkdir("evil", 0755) < 0 && errno != EEXIST) ||
+      (mkdir("evil/objects", 0755) < 0 && errno != EEXIST) ||
+      (mkdir("evil/refs", 0755) < 0 && errno != EEXIST))
+    die("cannot build evil/ in the workspace: %s", strerror(errno));
+  write_file("evil/HEAD", "ref: refs/heads/main\n", 21);
+  write_file("evil/config", evil_config, sizeof evil_config - 1);
+  snprintf(text, sizeof text, "%s/evil\n", cwd);
+  try_put("create .git/commondir naming evil/", ".git/commondir", text);
+  try_put("rewrite .git/worktrees/wt/commondir", ".git/worktrees/wt/commondir", text);
+  snprintf(text, sizeof text, "gitdir: %s/evil\n", cwd);
+  try_put("rewrite the worktree's wt/.git", "wt/.git", text);
+  try_put("rewrite the submodule's lib/.git", "lib/.git", text);
+  try_put("rewrite .git/modules/lib/config", ".git/modules/lib/config", evil_config);
+  /* The same, by moving the work trees away and making new ones. */
+  static const char *const trees[] = { "wt", "lib" };
+  for (size_t i = 0; i < 2; i++) {
+    char moved[32], route[96], dotgit[32];
+    snprintf(moved, sizeof moved, "%s.moved", trees[i]);
+    snprintf(dotgit, sizeof dotgit, "%s/.git", trees[i]);
+    snprintf(route, sizeof route, "rename %s and make a new one", trees[i]);
+    if (rename(trees[i], moved) == 0) {
+      note(route, 0, 1);
+      if (mkdir(trees[i], 0755) == 0)
+        try_put("write a new .git file in it", dotgit, text);
+    } else {
+      note(route, errno, 1);
+    }
+  }
+  return verdict();
+}
+
+/* Sets the set-user-ID and set-group-ID bits on a file of the workspace,
+ * and creates files and directories with them, every way the kernel
+ * offers. The judge looks for such bits in the workspace. */
+static int probe_setid(int argc, char **argv)
+{
+  if (argc != 0)
+    die("usage: setid");
+  (void)argv;
+  write_file("plain", "#!/bin/sh\n", 10);
+  note("chmod(04755)", chmod("plain", 04755) < 0 ? errno : 0, 1);
+  note("chmod(02755)", chmod("plain", 02755) < 0 ? errno : 0, 1);
+  note("fchmodat(06755)", fchmodat(AT_FDCWD, "plain", 06755, 0) < 0 ? errno : 0, 1);
+#ifdef SYS_fchmodat2
+  note("fchmodat2(04755)", syscall(SYS_fchmodat2, AT_FDCWD, "plain", 04755, 0) < 0 ? errno : 0, 1);
+#else
+  note("fchmodat2(04755)", syscall(452, AT_FDCWD, "plain", 04755, 0) < 0 ? errno : 0, 1);
+#endif
+  int fd = open("plain", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    note("fchmod(04755)", fchmod(fd, 04755) < 0 ? errno : 0, 1);
+    close(fd);
+  }
+  /* Created with the bits (the umask never clears them). */
+  umask(0);
+  fd = open("created", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 06755);
+  note("open(O_CREAT, 06755)", fd < 0 ? errno : 0, 1);
+  if (fd >= 0)
+    close(fd);
+  fd = creat("creat", 04755);
+  note("creat(04755)", fd < 0 ? errno : 0, 1);
+  if (fd >= 0)
+    close(fd);
+  note("mkdir(02755)", mkdir("setgid-dir", 02755) < 0 ? errno : 0, 1);
+  note("mknod(S_IFREG | 04755)", mknod("mknod", S_IFREG | 04755, 0) < 0 ? errno : 0, 1);
+  return verdict();
+}
+
+extern char **environ;
+
+/* Writes the whole environment it was given to OUT. */
+static int probe_environ(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: environ OUT");
+  int out = open(argv[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0)
+    die("cannot create %s: %s", argv[0], strerror(errno));
+  size_t n = 0;
+  for (char **e = environ; *e; e++, n++) {
+    (void)!write(out, *e, strlen(*e));
+    (void)!write(out, "\n", 1);
+  }
+  close(out);
+  note("read the environment", n ? 0 : ENODATA, 0);
+  return verdict();
+}
+
+/* A unix socket bound inside, connected to from another thread than the
+ * main one (threaded resolvers, Go and Java do that): the guard must
+ * admit it. Exit 0 when the connection carried its message. */
+struct thread_arg {
+  struct sockaddr_un sun;
+  int err;
+};
+
+static void *connect_thread(void *p)
+{
+  struct thread_arg *a = p;
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&a->sun, sizeof a->sun) < 0 ||
+      send(s, "hello\n", 6, MSG_NOSIGNAL) != 6)
+    a->err = errno ? errno : EIO;
+  if (s >= 0)
+    close(s);
+  return NULL;
+}
+
+static int probe_unix_thread(int argc, char **argv)
+{
+  if (argc != 1)
+    die("usage: unix-thread PATH");
+  struct thread_arg a = { .sun = { .sun_family = AF_UNIX } };
+  if (strlen(argv[0]) >= sizeof a.sun.sun_path)
+    die("path too long");
+  strcpy(a.sun.sun_path, argv[0]);
+  unlink(argv[0]);
+  int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (l < 0 || bind(l, (struct sockaddr *)&a.sun, sizeof a.sun) < 0 || listen(l, 4) < 0)
+    die("cannot listen on %s: %s", argv[0], strerror(errno));
+  pthread_t t;
+  if (pthread_create(&t, NULL, connect_thread, &a) != 0)
+    die("pthread_create");
+  pthread_join(t, NULL);
+  if (a.err) {
+    printf("connect from a thread: %s\n", strerror(a.err));
+    return 1;
+  }
+  int c = accept(l, NULL, NULL);
+  char buf[8] = { 0 };
+  if (c < 0 || read(c, buf, sizeof buf - 1) != 6 || strcmp(buf, "hello\n")) {
+    printf("the connection from a thread carried nothing\n");
+    return 1;
+  }
+  printf("connected from a thread\n");
+  return 0;
+}
+
+/* Writes FILE a MiB at a time, up to MAX MiB or until the file system is
+ * full, removes it, and writes how many MiB it took to OUT. */
+static int probe_fill(int argc, char **argv)
+{
+  if (argc != 3)
+    die("usage: fill FILE MAX-MIB OUT");
+  static char buf[1 << 20];
+  memset(buf, 'x', sizeof buf);
+  long max = num(argv[1]), mib = 0;
+  int fd = open(argv[0], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    die("cannot create %s: %s", argv[0], strerror(errno));
+  int err = 0;
+  for (; mib < max; mib++) {
+    ssize_t n = write(fd, buf, sizeof buf);
+    if (n != (ssize_t)sizeof buf) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+  }
+  close(fd);
+  unlink(argv[0]);
+  char s[32];
+  int len = snprintf(s, sizeof s, "%ld\n", mib);
+  write_file(argv[2], s, (size_t)len);
+  note("fill the private /tmp", err, 0);
+  return verdict();
+}
+
 struct entry {
   const char *name;
   int (*fn)(int, char **);
@@ -1996,6 +2238,7 @@ static const struct entry entries[] = {
   { "git", probe_git },
   { "rc", probe_rc },
   { "read", probe_read },
+  { "copy", probe_copy },
   { "handle", probe_handle },
   { "deny-rename", probe_deny_rename },
   { "proc", probe_proc },
@@ -2028,6 +2271,11 @@ static const struct entry entries[] = {
   { "host-keys", host_keys },
   { "host-ipc", host_ipc },
   { "host-fd", host_fd },
+  { "git-redirect", probe_git_redirect },
+  { "setid", probe_setid },
+  { "environ", probe_environ },
+  { "unix-thread", probe_unix_thread },
+  { "fill", probe_fill },
 };
 
 int main(int argc, char **argv)

@@ -211,6 +211,16 @@ static void mk(const char *rel, bool dir)
     close(open(p, O_CREAT | O_WRONLY, 0644));
 }
 
+static void put(const char *rel, const char *text)
+{
+  char p[PATH_MAX * 2];
+  snprintf(p, sizeof p, "%s/%s", root, rel);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
 static char *at(const char *rel)
 {
   static char bufs[8][PATH_MAX * 2];
@@ -255,6 +265,38 @@ static int setup_tree(void **state)
   mk("cwd/sub", true);
   mk("cwd/sub/proj", true);
   mk("cwd/sub/proj/.git", true);
+  /* A repository g with a linked worktree wt, a submodule lib, a
+   * repository 40 directories deep, and a configuration that names hooks,
+   * an included file and a script. */
+  static const char *const git_dirs[] = {
+    "g", "g/.git", "g/.git/hooks", "g/.git/worktrees", "g/.git/worktrees/wt", "g/.git/modules",
+    "g/.git/modules/lib", "g/.git/modules/lib/hooks", "g/wt", "g/lib", "g/tools", "g/sub", NULL,
+  };
+  for (const char *const *d = git_dirs; *d; d++)
+    mk(*d, true);
+  put("g/.git/config", "[core]\n\thooksPath = hk\n\tfsmonitor = sh tools/mon.sh\n"
+                       "[include]\n\tpath = inc.cfg\n");
+  put("g/.git/inc.cfg", "");
+  put("g/.git/HEAD", "ref: refs/heads/main\n");
+  put("g/tools/mon.sh", "#!/bin/sh\n");
+  put("g/.git/worktrees/wt/commondir", "../..\n");
+  put("g/.git/worktrees/wt/HEAD", "ref: refs/heads/wt\n");
+  put("g/.git/modules/lib/HEAD", "ref: refs/heads/main\n");
+  put("g/.git/modules/lib/config", "");
+  put("g/lib/.git", "gitdir: ../.git/modules/lib\n");
+  char text[PATH_MAX * 2];
+  snprintf(text, sizeof text, "gitdir: %s/g/.git/worktrees/wt\n", root);
+  put("g/wt/.git", text);
+  char deep[PATH_MAX] = "g/deep";
+  mk(deep, true);
+  for (int i = 0; i < 40; i++) {
+    strcat(deep, "/d");
+    mk(deep, true);
+  }
+  strcat(deep, "/.git");
+  mk(deep, true);
+  strcat(deep, "/hooks");
+  mk(deep, true);
   return 0;
 }
 
@@ -471,6 +513,84 @@ static void test_symlinks(void **state)
   unlink(ssh);
 }
 
+/* Every file git reads to find a repository's configuration and hooks,
+ * for every repository of a writable root, is read-only; what is missing
+ * is masked. */
+static void test_git(void **state)
+{
+  (void)state;
+  shk_sandbox_plan p;
+  build(&p, NULL, NULL, "--write", at("g"), NULL);
+  static const struct {
+    const char *rel;
+    shk_mount_kind kind;
+    bool created;
+  } cases[] = {
+    { "g/.git/config", SHK_MOUNT_BIND_RO, false },
+    { "g/.git/hooks", SHK_MOUNT_BIND_RO, false },
+    { "g/.git/commondir", SHK_MOUNT_FILE, true },
+    { "g/.git/config.worktree", SHK_MOUNT_DEV_NULL, true },
+    /* What the configuration names: core.hooksPath (missing: masked as a
+     * directory), the included file, the script core.fsmonitor runs. */
+    { "g/hk", SHK_MOUNT_TMPFS, true },
+    { "g/.git/inc.cfg", SHK_MOUNT_BIND_RO, false },
+    { "g/tools/mon.sh", SHK_MOUNT_BIND_RO, false },
+    /* The linked worktree: its .git file and its git directory. */
+    { "g/wt/.git", SHK_MOUNT_BIND_RO, false },
+    { "g/.git/worktrees/wt/commondir", SHK_MOUNT_BIND_RO, false },
+    { "g/.git/worktrees/wt/config.worktree", SHK_MOUNT_DEV_NULL, true },
+    /* The submodule: its gitlink and its git directory in modules/. */
+    { "g/lib/.git", SHK_MOUNT_BIND_RO, false },
+    { "g/.git/modules/lib/config", SHK_MOUNT_BIND_RO, false },
+    { "g/.git/modules/lib/hooks", SHK_MOUNT_BIND_RO, false },
+    { "g/.git/modules/lib/commondir", SHK_MOUNT_FILE, true },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const shk_sandbox_rule *r = find(&p, at(cases[i].rel));
+    if (!r)
+      fail_msg("no rule for %s", cases[i].rel);
+    if (r->kind != cases[i].kind || r->created != cases[i].created ||
+        r->access != SHK_ACCESS_READ)
+      fail_msg("%s: %s%s, access %d", cases[i].rel, shk_mount_kind_name(r->kind),
+               r->created ? " (created)" : "", (int)r->access);
+  }
+  assert_string_equal(find(&p, at("g/.git/commondir"))->text, ".\n");
+  /* 40 directories deep: found all the same. */
+  char deep[PATH_MAX] = "g/deep";
+  for (int i = 0; i < 40; i++)
+    strcat(deep, "/d");
+  strcat(deep, "/.git/hooks");
+  assert_non_null(find(&p, at(deep)));
+  /* The directories on the way cannot be renamed. */
+  assert_int_equal(find(&p, at("g/wt"))->kind, SHK_MOUNT_PIN);
+  assert_int_equal(find(&p, at("g/.git"))->kind, SHK_MOUNT_PIN);
+  shk_sandbox_plan_free(&p);
+
+  /* A writable root inside a repository: the repository is found by
+   * walking up, and a .git or HEAD made on the way would take its place. */
+  build(&p, NULL, NULL, "--write", at("g/sub"), NULL);
+  assert_int_equal(find(&p, at("g/sub/.git"))->kind, SHK_MOUNT_TMPFS);
+  assert_int_equal(find(&p, at("g/sub/HEAD"))->kind, SHK_MOUNT_DEV_NULL);
+  shk_sandbox_plan_free(&p);
+
+  /* A planted symlink at a protected path of a repository is masked where
+   * it is, with a warning, and its target is left alone. */
+  char link[PATH_MAX * 2];
+  snprintf(link, sizeof link, "%s/.git/modules/lib/hooks", at("g"));
+  char moved[PATH_MAX * 2 + 8];
+  snprintf(moved, sizeof moved, "%s.real", link);
+  assert_int_equal(rename(link, moved), 0);
+  assert_int_equal(symlink("/etc", link), 0);
+  build(&p, NULL, NULL, "--write", at("g"), NULL);
+  assert_true(find(&p, link)->symlink);
+  assert_null(find(&p, "/etc"));
+  assert_int_equal(p.nwarnings, 1);
+  assert_non_null(strstr(p.warnings[0], link));
+  shk_sandbox_plan_free(&p);
+  unlink(link);
+  assert_int_equal(rename(moved, link), 0);
+}
+
 static void test_plan_errors(void **state)
 {
   (void)state;
@@ -509,7 +629,7 @@ static void test_read_restricted(void **state)
 {
   (void)state;
   shk_sandbox_plan p;
-  build(&p, at("home"), "/usr/bin", "--read", at("r"), NULL);
+  build(&p, at("home"), "/usr/bin", "--restrict-reads", "--read", at("r"), NULL);
   assert_true(p.read_restricted);
   bool vis;
   shk_sandbox_plan_access(&p, at("r/x"), &vis);
@@ -533,6 +653,7 @@ static void test_bwrap_argv(void **state)
   shk__bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
                            .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
                            .sync_fd = 5, .exe_fd = -1, .uid = 1000, .gid = 1001,
+                           .map_uid = 1000, .map_gid = 1001,
                            .command = cmd, .ncommand = 2 };
   char **v = NULL;
   shk__stage2_args s2;
@@ -646,6 +767,7 @@ int main(void)
     cmocka_unit_test(test_nesting),
     cmocka_unit_test(test_defaults),
     cmocka_unit_test(test_symlinks),
+    cmocka_unit_test(test_git),
     cmocka_unit_test(test_plan_errors),
     cmocka_unit_test(test_read_restricted),
     cmocka_unit_test(test_bwrap_argv),

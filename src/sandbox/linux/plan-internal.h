@@ -34,13 +34,17 @@ extern const char *const shk__root_masked[];
 /* The names of one directory, listed once. */
 typedef struct shk__listing {
   char dir[PATH_MAX];
-  unsigned lookups; /* lstat()s so far; the directory is listed at the second */
+  unsigned lookups; /* lstat()s so far; the directory is listed at SHK__LIST_AT */
   bool listed;      /* `names` holds every name in it */
   char **names;     /* sorted */
   size_t n;
 } shk__listing;
 
-enum { SHK__LISTINGS = 64, SHK__LISTING_MAX = 4096 };
+/* A directory is listed at the third name looked up in it: a home or a
+ * writable root, where the table looks up hundreds, is listed once, while
+ * the ancestors that the search for a repository probes for two names
+ * (.git, HEAD) are not (/tmp may hold thousands). */
+enum { SHK__LISTINGS = 64, SHK__LISTING_MAX = 4096, SHK__LIST_AT = 3 };
 
 /* A directory as the plan resolved it: its real path, or NULL when it is
  * missing or not a directory; and the symlink on the way to it that lies

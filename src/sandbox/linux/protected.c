@@ -125,7 +125,7 @@ const shk__protected shk__protected_paths[] = {
   { HOME, ".sdkman/", R }, { HOME, ".deno/bin/", R }, { HOME, ".bun/bin/", R },
   { HOME, ".npm-global/", R }, { DATA, "mise/", R }, { CONF, "mise/", R },
   { HOME, ".local/share/pnpm/", R },
-  /* git (the repositories themselves: plan.c) */
+  /* git (the repositories themselves: repos.c) */
   { HOME, ".gitconfig", R }, { CONF, "git/", R }, { HOME, ".gitattributes", R },
   { HOME, ".git-templates/", R }, { HOME, ".git/", R }, { HOME, "HEAD", R },
   /* language run-times' start-up and configuration */

@@ -10,9 +10,10 @@
  *     worktrees/ (linked worktrees), and the common directory commondir
  *     names;
  *   - what the configuration files name: core.hooksPath, included files
- *     (include.path, includeIf.*.path) and the programs of command-valued
- *     keys (core.fsmonitor, aliases with '!', filters, ...) that are paths
- *     inside a writable root; the same for the global configuration
+ *     (include.path, includeIf.*.path) and the files named by path in
+ *     command-valued keys (core.fsmonitor, aliases with '!', filters, ...:
+ *     the program and the scripts it is given); the same for the global
+ *     configuration
  *     (~/.gitconfig, $XDG_CONFIG_HOME/git/config, /etc/gitconfig).
  * A missing commondir is masked by a file that names the git directory
  * itself ("."), which changes nothing for git inside or on the host; a
@@ -124,23 +125,39 @@ typedef struct conf_ctx {
   const char *file_dir; /* includes are relative to the including file */
   const char *worktree; /* hooks and commands run from here; NULL: unknown */
   bool global;          /* the global configuration: relative paths are per repository */
-  bool worktree_config; /* extensions.worktreeConfig */
   int depth;
 } conf_ctx;
 
 static int parse_config(conf_ctx *c, const char *file);
 
-/* The first word of a command, when it names a program by path. */
-static bool command_path(const char *v, char *out)
+/* The next word of the command V (from *POS) that names a file by path
+ * (holds a '/': the program, or a script it is given, `sh tools/x.sh`),
+ * into the PATH_MAX buffer OUT; false when none is left. Quotes are
+ * dropped, not interpreted: a word git's shell would split differently is
+ * at worst protected needlessly. */
+static bool command_path(const char *v, size_t *pos, char *out)
 {
-  while (*v == '!' || isspace((unsigned char)*v))
-    v++;
-  size_t n = strcspn(v, " \t;|&<>()");
-  if (n == 0 || n >= PATH_MAX || !memchr(v, '/', n))
-    return false;
-  memcpy(out, v, n);
-  out[n] = '\0';
-  return true;
+  const char *p = v + *pos;
+  while (*p) {
+    while (*p == '!' || isspace((unsigned char)*p) || strchr(";|&<>()", *p))
+      p++;
+    size_t n = 0;
+    bool slash = false;
+    for (; *p && !isspace((unsigned char)*p) && !strchr(";|&<>()", *p); p++) {
+      if (*p == '"' || *p == '\'')
+        continue;
+      slash |= *p == '/';
+      if (n < PATH_MAX - 1)
+        out[n++] = *p;
+    }
+    out[n] = '\0';
+    if (slash && n < PATH_MAX - 1) {
+      *pos = (size_t)(p - v);
+      return true;
+    }
+  }
+  *pos = (size_t)(p - v);
+  return false;
 }
 
 /* Does SECTION.SUB.KEY take a command (a program git runs)? */
@@ -185,14 +202,8 @@ static int on_value(conf_ctx *c, const char *section, const char *sub, const cha
       sub_ctx.file_dir = dir;
       sub_ctx.depth++;
       r = parse_config(&sub_ctx, path);
-      c->worktree_config |= sub_ctx.worktree_config;
     }
     return r;
-  }
-  if (!strcmp(section, "extensions") && !sub && !strcmp(key, "worktreeconfig")) {
-    c->worktree_config = !value || !strcasecmp(value, "true") || !strcasecmp(value, "yes") ||
-                         !strcasecmp(value, "on") || !strcmp(value, "1");
-    return 0;
   }
   if (!value)
     return 0;
@@ -201,16 +212,18 @@ static int on_value(conf_ctx *c, const char *section, const char *sub, const cha
              (!strcmp(section, "pager") && !sub) || command_key(section, sub, key);
   if (!hooks && !cmd)
     return 0;
-  const char *v = hooks ? value : prog;
-  if (cmd && !command_path(value, prog))
-    return 0;
-  /* A relative path of the global configuration is relative to each
-   * repository's work tree: kept for the repositories found. */
-  if (v[0] != '/' && v[0] != '~' && c->global)
-    return strs_add(hooks ? &rs->rel_hooks : &rs->rel_cmds, v) < 0 ? nomem(rs->b->err) : 0;
-  if (!resolve_path(rs->b, v, c->worktree, path))
-    return 0;
-  return protect_file(rs, path, NULL, hooks ? SHK__PROTECT_DIR : SHK__PROTECT_EXISTING);
+  size_t pos = 0;
+  int r = 0;
+  while (r == 0 && (hooks ? pos++ == 0 : command_path(value, &pos, prog))) {
+    const char *v = hooks ? value : prog;
+    /* A relative path of the global configuration is relative to each
+     * repository's work tree: kept for the repositories found. */
+    if (v[0] != '/' && v[0] != '~' && c->global)
+      r = strs_add(hooks ? &rs->rel_hooks : &rs->rel_cmds, v) < 0 ? nomem(rs->b->err) : 0;
+    else if (resolve_path(rs->b, v, c->worktree, path))
+      r = protect_file(rs, path, NULL, hooks ? SHK__PROTECT_DIR : SHK__PROTECT_EXISTING);
+  }
+  return r;
 }
 
 static char *lower(char *s)
@@ -415,7 +428,7 @@ static int protect_gitdir(repos *rs, const char *gitdir, const char *worktree, i
     return 0;
   if (strs_add(&rs->done, real) < 0)
     return nomem(b->err);
-  conf_ctx c = { rs, real, worktree ? worktree : real, false, false, 0 };
+  conf_ctx c = { rs, real, worktree ? worktree : real, false, 0 };
   int r = protect_in(rs, real, "config", 0, "");
   if (r == 0 && shk__path_join(path, real, "config") == 0)
     r = parse_config(&c, path);
@@ -429,10 +442,11 @@ static int protect_gitdir(repos *rs, const char *gitdir, const char *worktree, i
     r = protect_in(rs, real, "hooks", SHK__PROTECT_DIR, NULL);
   if (r == 0)
     r = protect_in(rs, real, "info", SHK__PROTECT_DIR | SHK__PROTECT_EXISTING, NULL);
-  /* config.worktree counts only under extensions.worktreeConfig; then a
-   * missing one is masked too. */
+  /* config.worktree counts only under extensions.worktreeConfig, which a
+   * linked worktree's git directory takes from the common one: masked when
+   * missing in every git directory, whatever the configuration says. */
   if (r == 0)
-    r = protect_in(rs, real, "config.worktree", c.worktree_config ? 0 : SHK__PROTECT_EXISTING, "");
+    r = protect_in(rs, real, "config.worktree", 0, "");
   if (r == 0 && shk__path_join(path, real, "config.worktree") == 0)
     r = parse_config(&c, path);
   /* The global configuration's relative hooks and programs, in this work
@@ -491,14 +505,16 @@ static int protect_worktree(repos *rs, const char *dir, const char *entry)
 }
 
 /* A directory that is itself a git directory (a bare repository): HEAD,
- * objects/ and refs/, as git checks. */
-static bool is_gitdir(shk__builder *b, const char *dir)
+ * objects/ and refs/, as git checks. A plain lstat(): the ancestors this
+ * probes are asked for two or three names, and listing them (/tmp may hold
+ * thousands) would cost more. */
+static bool is_gitdir(const char *dir)
 {
   static const char *const names[] = { "HEAD", "objects", "refs" };
   for (size_t i = 0; i < 3; i++) {
     char p[PATH_MAX];
     struct stat st;
-    if (shk__path_join(p, dir, names[i]) < 0 || shk__plan_lstat(b, p, &st) < 0 ||
+    if (shk__path_join(p, dir, names[i]) < 0 || lstat(p, &st) < 0 ||
         (i > 0 && !S_ISDIR(st.st_mode)))
       return false;
   }
@@ -519,11 +535,11 @@ static int walk_up(repos *rs, const char *root)
     struct stat st;
     if (shk__path_join(entry, cur, ".git") < 0)
       return toolong(b->err, cur);
-    if (shk__plan_lstat(b, entry, &st) == 0) {
+    if (lstat(entry, &st) == 0) {
       r = protect_worktree(rs, cur, entry);
       break;
     }
-    if (is_gitdir(b, cur)) {
+    if (is_gitdir(cur)) {
       r = protect_gitdir(rs, cur, NULL, 0);
       break;
     }
@@ -642,7 +658,7 @@ int shk__plan_protect_repos(shk__builder *b)
   for (size_t i = 0; i < nfiles && r == 0; i++) {
     char dir[PATH_MAX];
     shk__path_parent(files[i], dir);
-    conf_ctx c = { &rs, dir, NULL, true, false, 0 };
+    conf_ctx c = { &rs, dir, NULL, true, 0 };
     r = parse_config(&c, files[i]);
   }
   /* A copy of each root: the rules array moves as protections are added.
