@@ -289,6 +289,15 @@ typedef struct shk_approve_request {
 int shk_approve_raise(shk_approve *ap, const shk_approve_request *rq,
                       char card_out[SHK_APPROVE_ID_HEX], shk_error *err);
 
+/* Takes a held attempt back before it is released: its client went away
+ * (the proxy's on_abandon). The attempt is never released; the card keeps
+ * counting it among the attempts it stands for and stays open (an approval
+ * for the session or a pattern still applies to what comes next). Returns
+ * 0, after which the caller owns the attempt again, or -ENOENT when it is
+ * not held (never raised, already released, or being released: then its
+ * release comes, or has come, as usual). */
+int shk_approve_withdraw(shk_approve *ap, void *attempt);
+
 /* ---- resolving ---- */
 
 typedef enum shk_approve_how {

@@ -55,6 +55,12 @@ typedef struct shk_manager_opts {
    * (0: 64), and how long one waits before it times out (0: 120000 ms). */
   unsigned max_pending;
   int64_t pending_timeout_ms;
+  /* The Ask loop's cards (shinken/approve.h), for the connections a
+   * session's proxy holds for a human: how long a card waits before it
+   * times out and its held connections are refused (0: 120000 ms), and the
+   * window in which the same request joins an open card (0: 300 ms). */
+  int64_t card_timeout_ms;
+  int64_t batch_window_ms;
   /* The control server (shk_manager_serve): connections in all (0: 1024)
    * and per peer uid (0: 512); how long a connection that owns no session
    * may send nothing before it is closed (0: 30000 ms); how many bytes of
@@ -76,7 +82,8 @@ typedef struct shk_manager_opts {
  * unknown key an error. Strings: "policy_dir", "manifest",
  * "session_policy", "standing", "socket", "audit_db", "state_dir".
  * Positive integers: "audit_checkpoint_events", "audit_checkpoint_ms",
- * "max_pending", "pending_timeout_ms", "control_max_clients",
+ * "max_pending", "pending_timeout_ms", "card_timeout_ms", "batch_window_ms",
+ * "control_max_clients",
  * "control_max_clients_per_uid", "control_idle_ms", "control_max_output",
  * "control_fd_reserve" (the fields above). The policy directory comes from
  * the file, else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/

@@ -1113,6 +1113,31 @@ done:
   return r;
 }
 
+int shk_approve_withdraw(shk_approve *ap, void *attempt)
+{
+  int r = -ENOENT;
+  pthread_mutex_lock(&ap->mu);
+  for (shk__card *c = ap->cards; c && r; c = c->next) {
+    shk__attempt *prev = NULL;
+    for (shk__attempt *a = c->held; a; prev = a, a = a->next) {
+      if (a->ptr != attempt)
+        continue;
+      if (prev)
+        prev->next = a->next;
+      else
+        c->held = a->next;
+      if (c->held_tail == a)
+        c->held_tail = prev;
+      c->s->n_held--;
+      attempt_free(a);
+      r = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&ap->mu);
+  return r;
+}
+
 /* ---- time ---- */
 
 static int64_t next_deadline(shk_approve *ap, int64_t now)

@@ -52,6 +52,10 @@ int shk_cli_grants(int argc, char **argv);
 int shk_cli_revoke(int argc, char **argv);
 int shk_cli_attenuate(int argc, char **argv);
 int shk_cli_audit(int argc, char **argv);
+int shk_cli_approvals(int argc, char **argv);
+int shk_cli_approve(int argc, char **argv);
+int shk_cli_deny(int argc, char **argv);
+int shk_cli_cancel(int argc, char **argv);
 int shk_cli_trust(int argc, char **argv);
 int shk_cli_help(int argc, char **argv);
 

@@ -26,6 +26,10 @@ static const struct subcommand commands[] = {
   { "grants", shk_cli_grants, "list live grants", false },
   { "revoke", shk_cli_revoke, "revoke a handle and everything derived from it", false },
   { "attenuate", shk_cli_attenuate, "derive a narrower handle", false },
+  { "approvals", shk_cli_approvals, "list the cards waiting for a human", false },
+  { "approve", shk_cli_approve, "approve a card: once, or for the session", false },
+  { "deny", shk_cli_deny, "deny a card, with a reason the agent reads", false },
+  { "cancel", shk_cli_cancel, "dismiss a card: refused now, may ask again", false },
   { "audit", shk_cli_audit, "the signed authority timeline: verify, prove, key, tail, show, export", true },
   { "help", shk_cli_help, "the manual page of a command", true },
   /* Re-executed by bwrap inside the sandbox; not for people. */

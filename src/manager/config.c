@@ -50,6 +50,8 @@ static const int_key int_keys[] = {
   INT_KEY("audit_checkpoint_ms", audit_checkpoint_ms, 86400000, 'u'),
   INT_KEY("max_pending", max_pending, 100000, 'u'),
   INT_KEY("pending_timeout_ms", pending_timeout_ms, 31622400000LL, 'l'),
+  INT_KEY("card_timeout_ms", card_timeout_ms, 31622400000LL, 'l'),
+  INT_KEY("batch_window_ms", batch_window_ms, 3600000, 'l'),
   INT_KEY("control_max_clients", control_max_clients, 1000000, 'u'),
   INT_KEY("control_max_clients_per_uid", control_max_per_uid, 1000000, 'u'),
   INT_KEY("control_idle_ms", control_idle_ms, 31622400000LL, 'l'),

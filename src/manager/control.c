@@ -50,6 +50,14 @@ struct shk__conn {
   char *exe;               /* the peer's program, from /proc at accept, or NULL */
   char **sessions;
   size_t n_sessions;
+  /* A subscriber (op subscribe): the stream's lines, written by whichever
+   * thread the approve module delivers on, wait here under the server's
+   * sub_mu until the control thread moves them to the client's output. */
+  bool subscribed;
+  uint64_t sub_id;
+  char *pend;
+  size_t n_pend, cap_pend;
+  bool overflow;           /* it left more unread than it may: dropped */
   struct shk__conn *prev, *next;
 };
 
@@ -61,7 +69,9 @@ struct shk__control {
   int listen_fd;
   int spare_fd;            /* held so that a client can be refused when none is left */
   int wake_fd;
-  struct event *accept_ev, *accept_retry, *tick, *wake;
+  int lines_fd;            /* an eventfd: subscribers have lines waiting */
+  pthread_mutex_t sub_mu;
+  struct event *accept_ev, *accept_retry, *tick, *wake, *lines;
   pthread_t thread;
   char *path;
   shk__conn *conns;
@@ -90,6 +100,11 @@ void shk__conn_peer(const shk__conn *c, shk__peer *out)
 static void conn_close(shk__conn *c)
 {
   shk__control *ctl = c->ctl;
+  /* After this no line is written for it: the callback is not running and
+   * never runs again. */
+  if (c->subscribed)
+    shk__manager_unsubscribe(ctl->m, c->sub_id);
+  free(c->pend);
   /* The launcher that opened a session is gone: its sandbox has no one to
    * speak for it, so the session and all its grants end now. */
   shk__peer by;
@@ -355,6 +370,75 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
   event_base_loopbreak(ctl->base);
 }
 
+/* A line of the stream, on whichever thread delivers it: it is only
+ * copied here, and the control thread is woken to send it. */
+static void sub_line(void *ud, const char *line, size_t len)
+{
+  shk__conn *c = ud;
+  shk__control *ctl = c->ctl;
+  pthread_mutex_lock(&ctl->sub_mu);
+  if (!c->overflow && c->n_pend + len > ctl->lim.max_output) {
+    c->overflow = true;
+  } else if (!c->overflow) {
+    if (c->n_pend + len > c->cap_pend) {
+      size_t cap = (c->n_pend + len) * 2;
+      char *p = realloc(c->pend, cap);
+      if (p) {
+        c->pend = p;
+        c->cap_pend = cap;
+      }
+    }
+    /* A line that cannot be kept is a gap in the stream: the subscriber
+     * is dropped rather than shown a stream with a hole in it. */
+    if (c->n_pend + len <= c->cap_pend) {
+      memcpy(c->pend + c->n_pend, line, len);
+      c->n_pend += len;
+    } else {
+      c->overflow = true;
+    }
+  }
+  pthread_mutex_unlock(&ctl->sub_mu);
+  uint64_t one = 1;
+  ssize_t w = write(ctl->lines_fd, &one, sizeof one);
+  (void)w; /* an eventfd write fails only when its counter would overflow: then it is set anyway */
+}
+
+int shk__conn_subscribe(shk__conn *c, shk_error *err)
+{
+  if (c->subscribed)
+    return shk__error_set(err, -EALREADY, "this connection is already subscribed");
+  int r = shk__manager_subscribe(c->ctl->m, sub_line, c, &c->sub_id, err);
+  if (r)
+    return r;
+  c->subscribed = true;
+  /* A subscriber is a surface that stays: it is never closed as idle. */
+  evtimer_del(c->idle);
+  return 0;
+}
+
+/* Moves the subscribers' waiting lines to their outputs (control thread). */
+static void lines_cb(evutil_socket_t fd, short what, void *arg)
+{
+  shk__control *ctl = arg;
+  uint64_t n;
+  ssize_t rd = read(ctl->lines_fd, &n, sizeof n);
+  (void)rd;
+  for (shk__conn *c = ctl->conns, *next; c; c = next) {
+    next = c->next;
+    if (!c->subscribed)
+      continue;
+    pthread_mutex_lock(&ctl->sub_mu);
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    if (c->n_pend)
+      evbuffer_add(out, c->pend, c->n_pend);
+    c->n_pend = 0;
+    bool drop = c->overflow || evbuffer_get_length(out) > ctl->lim.max_output;
+    pthread_mutex_unlock(&ctl->sub_mu);
+    if (drop)
+      conn_close(c);
+  }
+}
+
 static void *serve(void *arg)
 {
   shk__control *ctl = arg;
@@ -432,6 +516,8 @@ static void control_free(shk__control *ctl)
     event_free(ctl->tick);
   if (ctl->wake)
     event_free(ctl->wake);
+  if (ctl->lines)
+    event_free(ctl->lines);
   if (ctl->base)
     event_base_free(ctl->base);
   if (ctl->listen_fd >= 0)
@@ -440,6 +526,9 @@ static void control_free(shk__control *ctl)
     close(ctl->spare_fd);
   if (ctl->wake_fd >= 0)
     close(ctl->wake_fd);
+  if (ctl->lines_fd >= 0)
+    close(ctl->lines_fd);
+  pthread_mutex_destroy(&ctl->sub_mu);
   free(ctl->path);
   free(ctl);
 }
@@ -468,7 +557,8 @@ int shk_manager_serve(shk_manager *m, const char *path, shk_error *err)
   }
   ctl->m = m;
   ctl->lim = *shk__manager_limits(m);
-  ctl->listen_fd = ctl->spare_fd = ctl->wake_fd = -1;
+  ctl->listen_fd = ctl->spare_fd = ctl->wake_fd = ctl->lines_fd = -1;
+  pthread_mutex_init(&ctl->sub_mu, NULL);
   struct rlimit rl;
   ctl->nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -487,16 +577,20 @@ int shk_manager_serve(shk_manager *m, const char *path, shk_error *err)
   }
   ctl->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   ctl->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ctl->lines_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   ctl->base = event_base_new();
   if (ctl->base) {
     ctl->accept_ev = event_new(ctl->base, fd, EV_READ | EV_PERSIST, accept_cb, ctl);
     ctl->accept_retry = evtimer_new(ctl->base, retry_cb, ctl);
     ctl->tick = event_new(ctl->base, -1, EV_PERSIST, tick_cb, ctl);
     ctl->wake = ctl->wake_fd >= 0 ? event_new(ctl->base, ctl->wake_fd, EV_READ, wake_cb, ctl) : NULL;
+    ctl->lines = ctl->lines_fd >= 0 ? event_new(ctl->base, ctl->lines_fd, EV_READ | EV_PERSIST, lines_cb, ctl)
+                                    : NULL;
   }
   struct timeval second = { 1, 0 };
   if (ctl->spare_fd < 0 || !ctl->base || !ctl->accept_ev || !ctl->accept_retry || !ctl->tick || !ctl->wake ||
-      event_add(ctl->accept_ev, NULL) || event_add(ctl->tick, &second) || event_add(ctl->wake, NULL))
+      !ctl->lines || event_add(ctl->accept_ev, NULL) || event_add(ctl->tick, &second) ||
+      event_add(ctl->wake, NULL) || event_add(ctl->lines, NULL))
     r = shk__error_set(err, -ENOMEM, "control server: cannot set up its event loop");
   else if ((r = -pthread_create(&ctl->thread, NULL, serve, ctl)))
     shk__error_set(err, r, "control thread: %s", strerror(-r));

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "shinken/approve.h"
 #include "shinken/audit.h"
 #include "shinken/manager.h"
 #include "shinken/policy.h"
@@ -63,5 +64,13 @@ int shk__conn_own_session(shk__conn *conn, const char *id);
 /* The peer, as SO_PEERCRED and /proc gave it when it connected; valid while
  * the connection is. */
 void shk__conn_peer(const shk__conn *conn, shk__peer *out);
+/* Makes `conn` a subscriber (op subscribe): from now on it receives the
+ * stream of card events after its answers. 0 or a negative errno (err). */
+int shk__conn_subscribe(shk__conn *conn, shk_error *err);
+/* The stream of card events (shk_approve_subscribe), for a subscriber of
+ * the control server; after shk__manager_unsubscribe returns, fn is not
+ * running and is never called again. */
+int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err);
+void shk__manager_unsubscribe(shk_manager *m, uint64_t id);
 /* Stops the server thread and closes every connection. NULL is a no-op. */
 void shk__control_stop(shk__control *c);

@@ -44,6 +44,7 @@
 
 #include "common/common.h"
 #include "manager/manager-internal.h"
+#include "shinken/approve.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
 #include "shinken/egress.h"
@@ -106,7 +107,19 @@ typedef struct session {
   char **roots;            /* the sandbox's writable roots, resolved */
   size_t n_roots;
   int refs;                /* the registry's, and each operation's outside mu */
+  /* The connections the Ask loop holds (struct held), under held_mu, which
+   * is never held while calling out. The session is not freed while any
+   * is held: their release resumes them on its proxy. */
+  pthread_mutex_t held_mu;
+  pthread_cond_t held_cv;
+  struct held *held;
+  size_t n_held;
+  /* Set at open, before the proxy starts: the opener (a harness with no
+   * human to ask) turned the Ask loop off, so what no handle covers is
+   * refused at once. */
+  bool no_ask;
   struct session *next;
+  struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
 
 struct shk_manager {
@@ -127,6 +140,9 @@ struct shk_manager {
   char *socket;             /* the control socket, resolved, or NULL */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
+  shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
+  session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
+  unsigned subscribers;     /* control connections that receive the card stream */
   /* An embedder's copy of every proxy verdict (shk_manager_opts). */
   int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
   void *verdict_data;
@@ -454,6 +470,9 @@ static void raise_nofile(void)
   }
 }
 
+static void ask_event(void *ud, const shk_approve_event *e);
+static void ask_end(void *ud, const char *session_name, const char *why);
+
 int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err)
 {
   *out = NULL;
@@ -500,6 +519,10 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if ((r = shk_policy_load(&src, &m->policy, err)))
     goto fail;
   if (o->standing && (r = load_standing(m, o->standing, err)))
+    goto fail;
+  shk_approve_opts apo = { .timeout_ms = o->card_timeout_ms, .batch_window_ms = o->batch_window_ms,
+                           .timer_thread = true, .on_event = ask_event, .end = ask_end, .ud = m };
+  if ((r = shk_approve_new(&apo, &m->approve, err)))
     goto fail;
   if (o->audit_db) {
     shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
@@ -554,6 +577,13 @@ static void pending_free(pending *p)
  * proxy's thread, so from then on no hook reads its egress grants. */
 static void session_destroy(session *s)
 {
+  /* The approve module has been told the session ended, so every held
+   * connection's release is on its way (on whichever thread delivers it):
+   * the proxy they resume on stays open until they have all come. */
+  pthread_mutex_lock(&s->held_mu);
+  while (s->n_held)
+    pthread_cond_wait(&s->held_cv, &s->held_mu);
+  pthread_mutex_unlock(&s->held_mu);
   shk_egress_session_close(s->egress);
   for (egrant *g = atomic_load(&s->egress_grants), *n; g; g = n) {
     n = g->next;
@@ -568,6 +598,8 @@ static void session_destroy(session *s)
     free(s->roots[i]);
   free(s->roots);
   free(s->grants);
+  pthread_cond_destroy(&s->held_cv);
+  pthread_mutex_destroy(&s->held_mu);
   free(s);
 }
 
@@ -645,7 +677,13 @@ void shk__manager_tick(shk_manager *m)
   pthread_mutex_lock(&m->mu);
   for (session *s = m->sessions; s; s = s->next)
     sweep_session(m, s, now);
+  session *reap = m->reap;
+  m->reap = NULL;
   pthread_mutex_unlock(&m->mu);
+  for (session *s = reap, *n; s; s = n) {
+    n = s->reap_next;
+    session_put(m, s);
+  }
 }
 
 /* Caller holds mu. Revokes every grant (so the hook refuses from now on),
@@ -683,6 +721,8 @@ json_t *shk__manager_close_session(shk_manager *m, const char *id, const shk__pe
   pthread_mutex_unlock(&m->mu);
   if (!s)
     return refuse("no such session: %s", id ? id : "(none)");
+  /* Its cards close and its held connections are refused. */
+  shk_approve_session_close(m->approve, s->id);
   /* A session's end is never refused: it only takes authority away. */
   shk_audit_event e;
   ev_init(&e, "session-close", s, by);
@@ -699,6 +739,10 @@ void shk_manager_free(shk_manager *m)
   if (!m)
     return;
   shk__control_stop(m->control);
+  /* Every held connection is refused, every card closed, before the
+   * sessions end. */
+  if (m->approve)
+    shk_approve_shutdown(m->approve);
   for (;;) {
     pthread_mutex_lock(&m->mu);
     char id[sizeof m->sessions->id] = "";
@@ -709,6 +753,8 @@ void shk_manager_free(shk_manager *m)
       break;
     json_decref(shk__manager_close_session(m, id, NULL, "the manager stopped"));
   }
+  shk__manager_tick(m); /* lets go of the sessions a breaker ended */
+  shk_approve_free(m->approve);
   shk_cap_table_free(m->table);
   for (size_t i = 0; i < m->n_standing; i++)
     shk_cap_scope_clear(&m->standing[i]);
@@ -737,6 +783,10 @@ void shk_manager_free(shk_manager *m)
  * across I/O, and shk_audit_emit only copies into a queue. Its verdict is
  * recorded first (destination and port, never a path or a header): an
  * allow the timeline cannot take is not given. */
+static shk_egress_verdict ask_connection(session *s, const shk_egress_request *req, const char **message);
+static void ask_release_covered(session *s, egrant *eg);
+static void ask_abandon(void *data, const char *session_name, uint64_t conn_id);
+
 static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req, uint64_t *tag,
                                       const char **rule)
 {
@@ -776,8 +826,13 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
     shk_audit_str(&e, SHK_AUDIT_OUTCOME, "used");
     r = r ? r : ev_emit(m, &e, NULL);
   }
-  if (!hit || r)
+  if (r)
     return SHK_EGRESS_NONE;
+  /* What no handle covers is the Ask loop's, unless the operator's own
+   * configuration already allows it. */
+  if (!hit)
+    return !s->no_ask && req->configured != SHK_EGRESS_ALLOW ? ask_connection(s, req, req->message)
+                                                             : SHK_EGRESS_NONE;
   *tag = hit->tag;
   *rule = hit->rule;
   return SHK_EGRESS_ALLOW;
@@ -1072,6 +1127,8 @@ static json_t *grant_locked(shk_manager *m, const grant_req *q)
     return refuse("grant: refused: %s; nothing was granted", aerr.message);
   }
   publish_grant(m, s, &g, eg);
+  if (eg)
+    ask_release_covered(s, eg);
   return json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
                    "handle", g.id, "policy", pa.policy, "tier", shk_policy_tier_name(pa.tier), "manifest_entry",
                    pa.manifest_entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", q->once,
@@ -1091,6 +1148,280 @@ static void issue_standing(shk_manager *m, session *s)
     json_decref(grant_locked(m, &q));
     free(q.scope_text);
   }
+}
+
+/* ---- the Ask loop: connections held for a human ----
+ *
+ * A connection no live handle covers is put to the one decision as the
+ * narrowest grant that would cover it (net.egress, that host and that
+ * port). When the answer is "ask", a card is raised in the approve module
+ * and the connection is held by the proxy; the card's resolution comes
+ * back through ask_release, which issues the handle through the normal
+ * grant path (approved) and lets the same client connection go on, or
+ * refuses it with a paragraph written for the agent. Each held attempt
+ * counts in its session's n_held, and a session is not freed until every
+ * one of them has been released or withdrawn. */
+
+typedef struct held {
+  session *s;
+  uint64_t conn_id;
+  char host[256];        /* what the client asked for (canonical) */
+  uint16_t port;
+  shk_cap_scope scope;   /* the exact scope: that host and that port */
+  char *scope_text;      /* canonical */
+  struct held *next;
+} held;
+
+static void held_free(held *h)
+{
+  if (!h)
+    return;
+  shk_cap_scope_clear(&h->scope);
+  free(h->scope_text);
+  free(h);
+}
+
+/* Takes h off its session's list (if it is there) and lets the session go
+ * on to its end once nothing is held. */
+static void held_done(held *h)
+{
+  session *s = h->s;
+  pthread_mutex_lock(&s->held_mu);
+  for (held **pp = &s->held; *pp; pp = &(*pp)->next)
+    if (*pp == h) {
+      *pp = h->next;
+      break;
+    }
+  if (--s->n_held == 0)
+    pthread_cond_broadcast(&s->held_cv);
+  pthread_mutex_unlock(&s->held_mu);
+  held_free(h);
+}
+
+/* Who resolved a card, as the grant's events record it. */
+static shk__peer peer_of_who(const shk_approve_who *w)
+{
+  return (shk__peer){ w && w->surface ? w->surface : "manager", w && w->uid >= 0 ? (uid_t)w->uid : (uid_t)-1,
+                      w ? (pid_t)w->pid : 0, w ? w->exe : NULL };
+}
+
+/* The release of a held connection, exactly once, on whichever thread
+ * delivers it (never with the approve module's lock, never with mu). */
+static void ask_release(void *attempt, const shk_approve_outcome *o)
+{
+  held *h = attempt;
+  session *s = h->s;
+  shk_manager *m = s->m;
+  char text[1024];
+  if (shk_approve_result_approved(o->result)) {
+    bool once = o->result == SHK_APPROVE_APPROVED_ONCE;
+    shk__peer by = peer_of_who(o->by);
+    grant_req q = { .s = s, .by = &by, .scope = &h->scope, .scope_text = h->scope_text, .once = once,
+                    .approval = SHK_POLICY_APPROVED, .card = o->card };
+    uint64_t tag = 0;
+    char rule[sizeof ((egrant *)0)->rule] = "";
+    const char *why = NULL;
+    json_t *ans = NULL;
+    pthread_mutex_lock(&m->mu);
+    bool live = false;
+    for (session *t = m->sessions; t && !live; t = t->next)
+      live = t == s;
+    if (!live) {
+      why = "the session ended before the grant was issued";
+    } else {
+      ans = grant_locked(m, &q);
+      const char *handle = json_string_value(json_object_get(ans, "handle"));
+      why = json_string_value(json_object_get(ans, "error"));
+      for (egrant *g = atomic_load(&s->egress_grants); handle && g; g = g->next)
+        if (!strcmp(g->id, handle)) {
+          tag = g->tag;
+          snprintf(rule, sizeof rule, "%s", g->rule);
+          /* A handle for this one attempt is used by it now: the resumed
+           * connection does not go through the hook again, and nothing
+           * after it may use the handle. */
+          if (once) {
+            atomic_store(&g->dead, true);
+            shk_cap_use(m->table, g->id, now_ms());
+          }
+          break;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (tag) {
+      json_decref(ans);
+      shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, rule, NULL);
+      held_done(h);
+      return;
+    }
+    snprintf(text, sizeof text,
+             "Shinken refused the connection: a human approved it, but the grant could not be issued (%s).",
+             why ? why : "refused");
+    json_decref(ans);
+  } else {
+    shk_approve_outcome_text(o, text, sizeof text);
+  }
+  shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_DENY, 0, NULL, text);
+  held_done(h);
+}
+
+/* The egress hook's answer for what no live handle covers. Proxy thread:
+ * it takes no lock the control plane holds across work (held_mu only
+ * guards the session's list of held connections), and raising a card
+ * never blocks. DNS is never held: a name the decision would ask about is
+ * answered from the pool (HOLD), so that the connection to it can be. */
+static shk_egress_verdict ask_connection(session *s, const shk_egress_request *req, const char **message)
+{
+  static _Thread_local char msg[600];
+  shk_manager *m = s->m;
+  bool dns = req->proto == SHK_EGRESS_DNS;
+  json_t *js = dns ? json_pack("{s:[s]}", "domains", req->host)
+                   : json_pack("{s:[s], s:[i]}", "domains", req->host, "ports", (int)req->port);
+  char *text = js ? json_dumps(js, JSON_COMPACT) : NULL;
+  json_decref(js);
+  held *h = calloc(1, sizeof *h);
+  if (!text || !h || shk_cap_scope_parse(SHK_CAP_NET_EGRESS, text, &h->scope, NULL)) {
+    free(text);
+    free(h);
+    return SHK_EGRESS_NONE;
+  }
+  free(text);
+  h->s = s;
+  h->conn_id = req->conn_id;
+  snprintf(h->host, sizeof h->host, "%s", req->host);
+  h->port = req->port;
+  h->scope_text = shk_cap_scope_to_json(&h->scope);
+  shk_policy_session ps = policy_session(m, s);
+  shk_policy_request pr = { .kind = SHK_POLICY_GRANT, .scope = &h->scope, .approval = SHK_POLICY_UNASKED,
+                            .now_ms = now_ms() };
+  shk_policy_answer pa;
+  grant_req q = { .s = s, .scope = &h->scope, .scope_text = h->scope_text, .approval = SHK_POLICY_UNASKED };
+  if (!h->scope_text || shk_policy_decide(m->policy, &ps, &pr, &pa, NULL) || pa.verdict != SHK_POLICY_ASK ||
+      (!dns && ev_decision(m, &q, &pa, NULL))) {
+    held_free(h);
+    return SHK_EGRESS_NONE;
+  }
+  if (dns) {
+    held_free(h);
+    return SHK_EGRESS_HOLD;
+  }
+  pthread_mutex_lock(&s->held_mu);
+  h->next = s->held;
+  s->held = h;
+  s->n_held++;
+  pthread_mutex_unlock(&s->held_mu);
+  shk_approve_request rq = {
+    .session = s->id, .cls = shk_cap_class_name(SHK_CAP_NET_EGRESS), .scope = h->scope_text,
+    .ingested_external = s->taint.ingested_external, .touched_sensitive = s->taint.touched_sensitive,
+    .tier = SHK_APPROVE_ASK, .rule = pa.policy[0] ? pa.policy : NULL, .why = pa.why,
+    .batch_key = h->scope_text, .attempt = h, .release = ask_release,
+  };
+  shk_error err;
+  if (shk_approve_raise(m->approve, &rq, NULL, &err) < 0) {
+    snprintf(msg, sizeof msg, "Shinken refused the connection to %s:%u: %s", req->host, (unsigned)req->port,
+             err.message);
+    *message = msg;
+    held_done(h);
+    return SHK_EGRESS_DENY;
+  }
+  return SHK_EGRESS_HOLD;
+}
+
+/* Caller holds mu. A handle was just issued to s by any path (a human's
+ * grant from the CLI, an approved card): the connections its proxy holds
+ * that the handle covers go on now, under it, rather than wait for their
+ * cards. Each is first taken back from its card (shk_approve_withdraw),
+ * so that it is released exactly once; one whose release is already on
+ * its way is left to it. The module's lock is taken under mu here, which
+ * is safe because the module never calls back with its lock held (this
+ * manager gives it no freezer). */
+static void ask_release_covered(session *s, egrant *eg)
+{
+  for (;;) {
+    held *h = NULL;
+    pthread_mutex_lock(&s->held_mu);
+    for (held *x = s->held; x && !h; x = x->next)
+      if (shk_cap_scope_allows_host(&eg->scope, x->host, x->port))
+        h = x;
+    pthread_mutex_unlock(&s->held_mu);
+    if (!h || shk_approve_withdraw(s->m->approve, h))
+      return;
+    /* A once handle is this connection's: used now, and by nothing else. */
+    if (eg->once) {
+      atomic_store(&eg->dead, true);
+      shk_cap_use(s->m->table, eg->id, now_ms());
+    }
+    shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, eg->tag, eg->rule, NULL);
+    held_done(h);
+    if (eg->once)
+      return;
+  }
+}
+
+/* The proxy's on_abandon: the client of a held connection went away. Its
+ * attempt is taken back from its card (which stays open: an approval for
+ * the session still applies to the next attempt). */
+static void ask_abandon(void *data, const char *session_name, uint64_t conn_id)
+{
+  (void)session_name;
+  session *s = data;
+  held *h = NULL;
+  pthread_mutex_lock(&s->held_mu);
+  for (held *x = s->held; x && !h; x = x->next)
+    if (x->conn_id == conn_id)
+      h = x;
+  pthread_mutex_unlock(&s->held_mu);
+  /* Only the address is compared until the module says it gave h back:
+   * a release that won the race frees it. */
+  if (h && shk_approve_withdraw(s->m->approve, h) == 0)
+    held_done(h);
+}
+
+/* Every event of the approve module, on the timeline. */
+static void ask_event(void *ud, const shk_approve_event *e)
+{
+  shk_manager *m = ud;
+  char name[40];
+  snprintf(name, sizeof name, "card-%s", shk_approve_event_name(e->kind));
+  shk_audit_event ev;
+  shk_audit_event_init(&ev, name);
+  shk_audit_str(&ev, SHK_AUDIT_SESSION, e->session);
+  shk_audit_str(&ev, SHK_AUDIT_CARD, e->card);
+  shk_audit_str(&ev, SHK_AUDIT_CLASS, e->cls);
+  shk_audit_str(&ev, SHK_AUDIT_SCOPE, e->scope);
+  shk_audit_str(&ev, SHK_AUDIT_POLICY, e->rule);
+  if (e->attempts)
+    shk_audit_int(&ev, SHK_AUDIT_COUNT, e->attempts);
+  shk_audit_str(&ev, SHK_AUDIT_OUTCOME, e->has_result ? shk_approve_result_name(e->result) : NULL);
+  shk_audit_str(&ev, SHK_AUDIT_REASON, e->reason);
+  if (e->by) {
+    if (e->by->uid >= 0)
+      shk_audit_int(&ev, SHK_AUDIT_HUMAN_UID, e->by->uid);
+    shk_audit_str(&ev, SHK_AUDIT_HUMAN_SURFACE, e->by->surface);
+    shk_audit_str(&ev, SHK_AUDIT_HUMAN_NAME, e->by->user);
+    if (e->by->pid > 0)
+      shk_audit_int(&ev, SHK_AUDIT_PID, e->by->pid);
+    shk_audit_str(&ev, SHK_AUDIT_EXECUTABLE, e->by->exe);
+  }
+  ev_emit(m, &ev, NULL);
+}
+
+/* The module's end: a breaker ended a session. This runs while the
+ * module delivers, so the session's last reference is not let go here (its
+ * end waits for held connections that this very thread may have yet to
+ * release): the next tick lets go of it. */
+static void ask_end(void *ud, const char *session_name, const char *why)
+{
+  shk_manager *m = ud;
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, session_name);
+  if (s) {
+    s->refs++;
+    s->reap_next = m->reap;
+    m->reap = s;
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (s)
+    json_decref(shk__manager_close_session(m, session_name, NULL, why));
 }
 
 /* Caller holds mu. The sentence that refuses session roots that hold the
@@ -1157,10 +1488,13 @@ static const char *take_roots(session *s, json_t *req, char *buf, size_t len)
 static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "name", "trust_tier", "model", "ttl_ms", "egress", "allow_domains",
-                                      "deny_domains", "proxy_config", "writable_roots", NULL };
+                                      "deny_domains", "proxy_config", "writable_roots", "ask", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("open_session: unknown field '%s'", bad);
+  json_t *jask = json_object_get(req, "ask");
+  if (jask && !json_is_boolean(jask))
+    return refuse("open_session: ask must be true or false");
   const char *tier = str_or(req, "trust_tier", "standard");
   if (strcmp(tier, "low") && strcmp(tier, "standard") && strcmp(tier, "high"))
     return refuse("open_session: trust_tier must be low, standard or high");
@@ -1179,6 +1513,9 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
     return refuse("open_session: out of memory");
   s->m = m;
   s->refs = 1;
+  pthread_mutex_init(&s->held_mu, NULL);
+  pthread_cond_init(&s->held_cv, NULL);
+  s->no_ask = json_is_false(jask);
   snprintf(s->id, sizeof s->id, "%s%s%02x%02x%02x%02x%02x%02x", name ? name : "s", "-", rnd[0], rnd[1],
            rnd[2], rnd[3], rnd[4], rnd[5]);
   snprintf(s->trust_tier, sizeof s->trust_tier, "%s", tier);
@@ -1206,7 +1543,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
       shk_egress_session_opts eo = {
         .name = s->id, .allow_domains = allow, .n_allow_domains = na, .deny_domains = deny,
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
-        .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict,
+        .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict, .on_abandon = ask_abandon,
       };
       shk_error err;
       if (shk_egress_session_open(&eo, &s->egress, &err))
@@ -1249,7 +1586,15 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
     return ans;
   }
   /* From here the session may be closed by another thread at any time:
-   * only its id is used. */
+   * only its id is used. Its cards: until it is open in the approve
+   * module, whatever its proxy would ask about is refused. */
+  shk_approve_session as = { .name = sid, .started_ms = now_ms() };
+  shk_error aperr;
+  if (shk_approve_session_open(m->approve, &as, &aperr)) {
+    json_decref(shk__manager_close_session(m, sid, by, "the Ask loop could not take the session"));
+    json_decref(ans);
+    return refuse("open_session: %s", aperr.message);
+  }
   if (!ans || (conn && shk__conn_own_session(conn, sid))) {
     json_decref(shk__manager_close_session(m, sid, by, "out of memory"));
     json_decref(ans);
@@ -1324,6 +1669,130 @@ static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
   free(q.scope_text);
   shk_cap_scope_clear(&scope);
   return ans;
+}
+
+int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err)
+{
+  int r = shk_approve_subscribe(m->approve, fn, ud, id, err);
+  if (!r) {
+    /* A subscriber shows cards to someone (the breaker reads it). Set
+     * under mu so that the count and the module's flag agree; the module
+     * takes only its own lock for it and calls nothing back. */
+    pthread_mutex_lock(&m->mu);
+    if (m->subscribers++ == 0)
+      shk_approve_set_surface(m->approve, true);
+    pthread_mutex_unlock(&m->mu);
+  }
+  return r;
+}
+
+void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
+{
+  shk_approve_unsubscribe(m->approve, id);
+  pthread_mutex_lock(&m->mu);
+  if (--m->subscribers == 0)
+    shk_approve_set_surface(m->approve, false);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* A launcher's account of the sandbox it ran for a session: what stage 2
+ * reported it enforced and what it could not ("enforced", "degraded": lists
+ * of layer names), the exit ("exit_status", "signal": a number, "limit":
+ * the limit that killed it, if any), and whether it started at all. It is
+ * recorded as "sandbox-start" (when it started) and "sandbox-exit". The
+ * launcher learns what stage 2 applied only once the sandbox is gone, so
+ * both come then; a launcher that dies first leaves the session's close
+ * as the record. Nothing here grants anything, and the events are taken
+ * whether or not the timeline has room (they are counted if not). */
+static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "session", "started", "pid", "exit_status", "signal", "limit",
+                                      "enforced", "degraded", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("sandbox_ran: unknown field '%s'", bad);
+  const char **enforced = NULL, **degraded = NULL;
+  size_t ne, nd;
+  json_t *st = json_object_get(req, "exit_status"), *sig = json_object_get(req, "signal");
+  json_t *pid = json_object_get(req, "pid");
+  json_t *ans = NULL;
+  if (strlist(req, "enforced", &enforced, &ne) || strlist(req, "degraded", &degraded, &nd) ||
+      (st && !json_is_integer(st)) || (sig && (!json_is_integer(sig) || json_integer_value(sig) < 0 ||
+                                               json_integer_value(sig) >= 65)) ||
+      (pid && !json_is_integer(pid)) || !json_is_boolean(json_object_get(req, "started")))
+    ans = refuse("sandbox_ran: started (a boolean) is required; enforced and degraded are arrays of strings, "
+                 "exit_status, pid and signal integers");
+  pthread_mutex_lock(&m->mu);
+  session *s = ans ? NULL : find_session(m, str_or(req, "session", NULL));
+  if (!ans && !s)
+    ans = refuse("sandbox_ran: no such session");
+  if (s)
+    s->refs++;
+  pthread_mutex_unlock(&m->mu);
+  if (!ans) {
+    shk_audit_event e;
+    if (json_is_true(json_object_get(req, "started"))) {
+      ev_init(&e, "sandbox-start", s, by);
+      shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
+      shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
+      ev_emit(m, &e, NULL);
+    }
+    ev_init(&e, "sandbox-exit", s, by);
+    if (st)
+      shk_audit_int(&e, SHK_AUDIT_EXIT_CODE, json_integer_value(st));
+    if (sig && json_integer_value(sig))
+      shk_audit_str(&e, SHK_AUDIT_SIGNAL, sigabbrev_np((int)json_integer_value(sig)));
+    shk_audit_str(&e, SHK_AUDIT_LIMIT, str_or(req, "limit", NULL));
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, json_is_true(json_object_get(req, "started")) ? "exited" : "not-started");
+    ev_emit(m, &e, NULL);
+    ans = json_pack("{s:b}", "ok", 1);
+  }
+  session_put(m, s);
+  free(enforced);
+  free(degraded);
+  return ans;
+}
+
+/* The open cards of the Ask loop (of one session, or all). */
+static json_t *op_cards(shk_manager *m, json_t *req)
+{
+  static const char *const keys[] = { "op", "session", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("cards: unknown field '%s'", bad);
+  char *text;
+  if (shk_approve_list(m->approve, str_or(req, "session", NULL), &text))
+    return refuse("cards: out of memory");
+  json_t *cards = json_loads(text, 0, NULL);
+  free(text);
+  return cards ? json_pack("{s:b, s:o}", "ok", 1, "cards", cards) : refuse("cards: out of memory");
+}
+
+/* A human's answer to a card: {"card": ID, "resolution": once | session |
+ * pattern | deny | cancel | takeover | resume | end, "reason", "pattern",
+ * "surface": "cli" (default) or "harness"}. Who answered is the peer the
+ * control socket names (its uid, pid and program), never what the request
+ * says of itself; the approve module records it and releases the held
+ * connections (ask_release) before this returns or soon after. */
+static json_t *op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "card", "resolution", "reason", "pattern", "surface", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("resolve: unknown field '%s'", bad);
+  const char *card = str_or(req, "card", NULL), *res = str_or(req, "resolution", "");
+  const char *surface = str_or(req, "surface", "cli");
+  shk_approve_answer a = { .pattern = str_or(req, "pattern", NULL), .reason = str_or(req, "reason", NULL) };
+  if (!card || shk_approve_how_parse(res, &a.how))
+    return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
+                  "end) are required");
+  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
+    return refuse("resolve: surface must be cli or harness");
+  a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
+  shk_error err;
+  if (shk_approve_resolve(m->approve, card, &a, &err))
+    return refuse("resolve: %s", err.message);
+  return json_pack("{s:b, s:s, s:s}", "ok", 1, "card", card, "resolution", shk_approve_how_name(a.how));
 }
 
 /* A human's answer to a pending request. Approve decides the grant again
@@ -1651,7 +2120,20 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
   if (!strcmp(op, "grant"))
     return op_grant(m, req, &by);
   if (!strcmp(op, "resolve"))
-    return op_resolve(m, req, &by);
+    return json_object_get(req, "card") ? op_resolve_card(m, req, &by) : op_resolve(m, req, &by);
+  if (!strcmp(op, "cards"))
+    return op_cards(m, req);
+  if (!strcmp(op, "sandbox_ran"))
+    return op_sandbox_ran(m, req, &by);
+  if (!strcmp(op, "subscribe")) {
+    /* The stream follows on the same connection, so there must be one. */
+    shk_error err;
+    if (!conn)
+      return refuse("subscribe: only on the control socket");
+    if (shk__conn_subscribe(conn, &err))
+      return refuse("subscribe: %s", err.message);
+    return json_pack("{s:b, s:b}", "ok", 1, "subscribed", 1);
+  }
   if (!strcmp(op, "grants"))
     return op_grants(m, req);
   if (!strcmp(op, "revoke"))

@@ -329,7 +329,7 @@ def main():
         check(oct(os.stat(os.path.dirname(sock)).st_mode & 0o777) == "0o700", "socket directory is 0700")
 
         ctl = Control(sock)
-        ans = ctl.call(op="open_session", name="e2e", trust_tier="standard", egress=True,
+        ans = ctl.call(op="open_session", ask=False, name="e2e", trust_tier="standard", egress=True,
                        proxy_config=proxy_cfg)
         check(ans.get("ok") is True, f"open_session: {ans}")
         sid, edir = ans["session"], ans["egress_dir"]
@@ -348,7 +348,7 @@ def main():
         s, code, _ = connect_via(edir, "standing.test", port)
         s.close()
         check(code == 200, f"a standing grant admits its destination without a grant call (got {code})")
-        low = ctl.call(op="open_session", name="low", trust_tier="low", egress=True, proxy_config=proxy_cfg)
+        low = ctl.call(op="open_session", ask=False, name="low", trust_tier="low", egress=True, proxy_config=proxy_cfg)
         rc, out, _ = cli("grants", low.get("session", "x"), "--json", env=env)
         classes = sorted(g["class"] for g in json.loads(out)["grants"]) if rc == 0 else []
         check(classes == ["net.egress"], f"at low trust the standing install stays out ({classes})")
@@ -559,7 +559,7 @@ def main():
         try:
             fd.stdout.readline()
             fctl = Control(fsock)
-            fa = fctl.call(op="open_session", egress=True, proxy_config=proxy_cfg)
+            fa = fctl.call(op="open_session", ask=False, egress=True, proxy_config=proxy_cfg)
             rc, out, err = cli("grant", fa["session"], "net.egress", "--scope", '{"domains":["api.test"]}',
                                "--approve", env=fenv)
             if FAULTS:
@@ -604,7 +604,7 @@ def main():
         rc, out, _ = cli("grants", "--json", env=env)
         before = len(json.loads(out)["grants"]) if rc == 0 else -1
         for i in range(300):
-            a = ctl.call(op="open_session", egress=True, proxy_config=proxy_cfg)
+            a = ctl.call(op="open_session", ask=False, egress=True, proxy_config=proxy_cfg)
             for k in range(9):
                 ctl.call(op="grant", session=a["session"], **{"class": "net.egress"},
                          scope={"domains": ["registry.npm.example"], "ports": [443]})
@@ -647,7 +647,9 @@ def main():
 
         # A live grant reaches a running sandbox: `shinken run --net proxy`
         # registers with this daemon; a client inside keeps trying until the
-        # grant arrives, and after the revoke its next try is refused.
+        # grant arrives (its held try goes on the moment the grant is
+        # issued), and after the revoke its next try waits on a card that a
+        # human denies.
         work = os.path.join(tmp, "work")
         os.makedirs(work)
         os.chmod(tmp, 0o755)
@@ -681,6 +683,17 @@ def main():
         check(len(accepted) == n_before + 2, "the upstream saw the sandbox's two connections")
         rc, _, _ = cli("revoke", h, env=env)
         open(os.path.join(work, "go"), "w").close()
+        # After the revoke the next try is held for a human (the manifest
+        # puts api.test at Ask): deny its card from here.
+        card = None
+        deadline = time.time() + 10
+        while not card and time.time() < deadline:
+            rc, out, _ = cli("approvals", rsid or "none", "--json", env=env)
+            card = next(iter(json.loads(out).get("cards", [])), None) if rc == 0 else None
+            time.sleep(0.05)
+        check(card is not None, "inside, the next connection after revoke waits on a card")
+        rc, _, err = cli("deny", (card or {}).get("id", "x"), "--reason", "revoked", env=env)
+        check(rc == 0, f"shinken deny answers it ({err!r})")
         _, run_err = run.communicate(timeout=20)
         second = open(os.path.join(work, "second")).read() if os.path.exists(os.path.join(work, "second")) else ""
         check(second == "refused", f"inside, the next connection after revoke is refused ({second!r})")
@@ -688,13 +701,23 @@ def main():
         third = open(os.path.join(work, "third")).read() if os.path.exists(os.path.join(work, "third")) else ""
         check(third == "cut", f"inside, the tunnel already open under the handle is cut by the revoke ({third!r})")
         check(run.returncode == 0, f"shinken run exits with the client's status ({run.returncode}: {run_err[-300:]!r})")
+        # The launcher's account of its sandbox is on the timeline: what
+        # stage 2 said it enforced, and the exit.
+        st = has_event(db, lambda e: e["event.name"] == "sandbox-start" and e.get("gen_ai.conversation.id") == rsid)
+        evs = audit_events(db)
+        start = next((e for e in evs if e["event.name"] == "sandbox-start" and e.get("gen_ai.conversation.id") == rsid), {})
+        end = next((e for e in evs if e["event.name"] == "sandbox-exit" and e.get("gen_ai.conversation.id") == rsid), {})
+        check(st and "seccomp" in start.get("shinken.sandbox.enforced", []) and "egress-bridge" in
+              start.get("shinken.sandbox.enforced", []), f"the sandbox's start names what it enforced ({start})")
+        check(end.get("process.exit.code") == 0 and end.get("shinken.outcome") == "exited",
+              f"the sandbox's exit is recorded with its status ({end})")
         rc, out, _ = cli("sessions", "--json", env=env)
         check(not any(x["session"] == rsid for x in json.loads(out)["sessions"]),
               "the run's session ended with the command")
 
         # A new session, then the manager dies: the session has no network.
         ctl = Control(sock)
-        ans = ctl.call(op="open_session", egress=True, proxy_config=proxy_cfg)
+        ans = ctl.call(op="open_session", ask=False, egress=True, proxy_config=proxy_cfg)
         edir2 = ans["egress_dir"]
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=10)

@@ -33,7 +33,7 @@ def main():
     d = Daemon(tmp, "d")
     try:
         ctl = Control(d.sock)
-        a = ctl.call(op="open_session", name="tl", egress=True, proxy_config=proxy_config(tmp, "api.test"),
+        a = ctl.call(op="open_session", ask=False, name="tl", egress=True, proxy_config=proxy_config(tmp, "api.test"),
                      model="model-x")
         sid, edir = a["session"], a["egress_dir"]
         rc, out, err, _ = d.cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}', "--approve",

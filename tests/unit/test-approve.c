@@ -228,6 +228,7 @@ typedef enum op {
   S_CLOSE,     /* session_close(session) */
   S_SHUTDOWN,
   S_LISTED,    /* n cards listed for session (NULL: all) */
+  S_WITHDRAW,  /* att is taken back; expect */
 } op;
 
 typedef struct step {
@@ -276,6 +277,7 @@ typedef struct step {
 #define CLOSE(s) { .op = S_CLOSE, .session = s }
 #define SHUTDOWN() { .op = S_SHUTDOWN }
 #define LISTED(s, k) { .op = S_LISTED, .session = s, .n = k }
+#define WITHDRAW(i, e) { .op = S_WITHDRAW, .att = i, .expect = e }
 
 typedef struct scenario {
   const char *name;
@@ -415,6 +417,15 @@ static void run_steps(fx *f, const step *steps)
     case S_SHUTDOWN:
       shk_approve_shutdown(f->ap);
       break;
+    case S_WITHDRAW: {
+      int r = shk_approve_withdraw(f->ap, a);
+      if (r != st->expect)
+        fail_msg("withdraw %d: got %d, want %d", st->att, r, st->expect);
+      /* Taken back: the module must never release it now. */
+      if (!r)
+        a->taken = false;
+      break;
+    }
     case S_LISTED: {
       char *text = NULL;
       assert_int_equal(shk_approve_list(f->ap, st->session, &text), 0);
@@ -464,6 +475,11 @@ static const scenario scenarios[] = {
       ANSWER(0, ONCE, 0), RELEASED_W(0, APPROVED_ONCE, "cli"), EVENTS(RESOLVED, 1), LISTED(NULL, 0),
       ANSWER(0, ONCE, -ENOENT), RELEASED(0, APPROVED_ONCE),
       RAISE(1, "a.example.org", "**.example.org:443", 0), OTHER_CARD(1, 0), HELD(1) } },
+  { "a withdrawn attempt is never released, and its card stays open for the rest", human, {
+      RAISE(0, "a.example.org", "k", 0), RAISE(1, "a.example.org", "k", 1), SAME_CARD(0, 1),
+      WITHDRAW(0, 0), WITHDRAW(0, -ENOENT), HELD(0), HELD(1), LISTED(NULL, 1),
+      ANSWER(1, ONCE, 0), RELEASED(1, APPROVED_ONCE), HELD(0), WITHDRAW(1, -ENOENT),
+      RAISE(2, "b.example.org", "k2", 0), WITHDRAW(2, 0), LISTED(NULL, 1), WAIT(200000), HELD(2) } },
   { "approve for the session", human, {
       RAISE(0, "a.example.org", "k", 0), ANSWER(0, SESSION, 0), RELEASED(0, APPROVED_SESSION),
       ANSWER(0, DENY, -ENOENT), RELEASED(0, APPROVED_SESSION) } },
