@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "shinken/common.h"
+#include "shinken/egress.h"
 #include "shinken/policy.h"
 
 #ifdef __cplusplus
@@ -39,6 +40,11 @@ typedef struct shk_manager_opts {
    * writer appends every event to. NULL: no store (an embedder that keeps
    * no log); the events are still built, and nothing is refused for them. */
   const char *audit_db;
+  /* Also given every verdict of the sessions' proxies, on a proxy's thread
+   * (it must not block, nor call the manager); NULL: none. For an embedder
+   * that tells its user what was refused (shinken run). */
+  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
+  void *verdict_data;
   unsigned audit_checkpoint_events; /* 0: the audit module's default */
   unsigned audit_checkpoint_ms;     /* 0: the audit module's default */
   /* The control socket this manager serves or will serve. No session may

@@ -43,18 +43,28 @@ typedef struct shk_sandbox_paths {
 
 /* The options of `shinken run`, as asked (paths not yet resolved). */
 typedef struct shk_sandbox_opts {
+  /* --read adds a read-only path; with --restrict-reads the listed roots
+   * (and the system directories and writable roots) are all that is
+   * visible. */
   shk_sandbox_paths write, read, deny;
   /* --net proxy: domain patterns for the egress proxy (host, *.host,
    * **.host, each with an optional :port). */
   shk_sandbox_paths allow_domains, deny_domains;
+  /* --net proxy: non-public ranges the proxy may dial (an internal
+   * mirror's), and names pinned to addresses ("HOST:ADDR"). */
+  shk_sandbox_paths allow_cidrs, resolve;
+  char *dns_upstream; /* --net proxy: the resolver the proxy asks, "ADDR[:PORT]" */
   /* --net proxy: the egress proxy's JSON configuration (shinken-proxy(1));
-   * its policy is joined with the patterns above. */
+   * its policy is joined with the options above. */
   char *proxy_config;
-  bool read_only, env_clean, allow_degraded;
+  bool read_only, restrict_reads, env_clean, allow_degraded;
+  bool help;          /* --help was given: nothing else was parsed after it */
+  bool verbose;       /* --verbose: say the session and each refusal as it happens */
   shk_net_mode net;
   uint64_t mem;       /* bytes; 0: no limit asked */
   uint64_t pids;      /* 0: no limit asked */
   uint32_t cpu_milli; /* thousandths of a core; 0: no limit asked */
+  long uid, gid;      /* the ids inside for an unprivileged caller; -1: the caller's */
   uint64_t tmpfs_size; /* bytes each private tmpfs (/tmp, /var/tmp, /dev/shm, /run)
                         * may hold; SHK_SANDBOX_TMPFS_SIZE unless asked */
   shk_sandbox_paths env; /* --env NAME: variables passed although they would be removed */
@@ -63,6 +73,10 @@ typedef struct shk_sandbox_opts {
   char *report;       /* NULL: no report */
   char **command;     /* points into the argv given to parse; NULL-terminated */
   size_t ncommand;
+  /* Set by the caller before parsing: what a leading ~ or $HOME stands for
+   * in a profile's paths (NULL: such a path is refused). */
+  const char *home;
+  uint64_t set_;      /* the keys set so far, one bit per option (internal) */
 } shk_sandbox_opts;
 
 /* The default bound of each private tmpfs: 1 GiB. */
@@ -73,11 +87,51 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o);
 
 /* Parses `[OPTIONS] [--] CMD [ARGS...]` (argv[0] is the first option, not a
  * program name). Options are applied in order; --profile FILE is applied
- * where it appears. A missing command is an error. */
+ * where it appears. A missing command is an error, except after --help
+ * (o->help), where parsing stops. */
 int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, shk_error *err);
 /* Applies a JSON profile (text, NUL-terminated). `what` names it in errors. */
 int shk_sandbox_profile_apply(shk_sandbox_opts *o, const char *json, const char *what,
                               shk_error *err);
+
+/* The options, for a usage text: option I's name (without dashes), the
+ * name of its value (NULL for a flag) and one line of help. False past
+ * the last. */
+bool shk_sandbox_opt_describe(size_t i, const char **name, const char **value,
+                              const char **help);
+
+/* ---- configuration files ---- */
+
+/* Where the layers of `shinken run`'s options come from; NULL skips one. */
+typedef struct shk_sandbox_config {
+  const char *admin;   /* the administrator's: /etc/shinken/config.json */
+  const char *user;    /* the user's: $XDG_CONFIG_HOME/shinken/config.json */
+  const char *project; /* the project's: .shinken.json in the working directory */
+  const char *trust;   /* the trust store, which holds the project files the user read */
+  const char *cwd;     /* the working directory, resolved */
+} shk_sandbox_config;
+
+typedef struct shk_sandbox_config_notes {
+  bool admin, user, project;   /* each file was read and applied */
+  const char *project_skipped; /* why the project's file was not loaded (a static
+                                * sentence), or NULL */
+} shk_sandbox_config_notes;
+
+/* Layers into O, in order: the administrator's file (its defaults and its
+ * limits), the user's, the project's only while the trust store holds the
+ * SHA-256 of what it now says, then the command line ARGV as
+ * shk_sandbox_opts_parse takes it (with its profiles). Each file has a
+ * profile's keys. No later layer may widen what the administrator's file
+ * set (shinken-config(5) has the table of what that means for each key):
+ * an attempt is an error naming the layer and the key. A missing file is
+ * no layer. */
+int shk_sandbox_config_apply(shk_sandbox_opts *o, const shk_sandbox_config *c, int argc,
+                             char **argv, shk_sandbox_config_notes *notes, shk_error *err);
+/* The SHA-256 of FILE's content, in hex. */
+int shk_sandbox_trust_hash(const char *file, char hex[65], shk_error *err);
+/* Records HEX as the trusted content of FILE (an absolute path) in the
+ * trust store STORE (made 0600, its missing directories 0700). */
+int shk_sandbox_trust(const char *store, const char *file, const char *hex, shk_error *err);
 
 /* "512M" -> bytes (K, M, G, T are powers of 1024); a positive integer. */
 int shk_sandbox_parse_size(const char *s, uint64_t *out);
@@ -143,7 +197,7 @@ int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err);
 void shk_sandbox_env_free(shk_sandbox_env *env);
 
 typedef struct shk_sandbox_plan {
-  bool read_restricted; /* --read given: an empty root plus listed roots */
+  bool read_restricted; /* --restrict-reads: an empty root plus the listed roots */
   /* Sorted so that a rule comes after every rule on an ancestor of its path:
    * applying them in order makes the most specific rule win. */
   shk_sandbox_rule *rules;
@@ -353,6 +407,47 @@ typedef struct shk_sandbox_applied {
   unsigned masks;       /* mounts stage 2 made itself (bwrap made the others) */
 } shk_sandbox_applied;
 
+/* ---- the workload's stdio and the caller's terminal ---- */
+
+/* The sandbox never gets the caller's own stdin, stdout or stderr (a
+ * descriptor can be reopened through /proc/self/fd). */
+typedef enum shk_sandbox_stdio {
+  /* A pseudo-terminal of the workload's own when stdin and stdout are
+   * terminals (the caller's terminal in raw mode meanwhile, restored on
+   * the way out), pipes otherwise: the launcher relays either. */
+  SHK_SANDBOX_STDIO_AUTO,
+  SHK_SANDBOX_STDIO_PIPES, /* pipes, even on a terminal */
+} shk_sandbox_stdio;
+
+/* A line for a human on the caller's terminal, outside the workload's
+ * view: while it shows, the workload's output is held back (so nothing it
+ * draws covers the prompt) and the key that answers it is read from the
+ * caller's terminal and never given to the workload. The launch draws it
+ * when it relays a pseudo-terminal; any thread may ask. */
+typedef struct shk_sandbox_prompt shk_sandbox_prompt;
+
+int shk_sandbox_prompt_new(shk_sandbox_prompt **out, shk_error *err);
+/* After the launch that used it has returned. */
+void shk_sandbox_prompt_free(shk_sandbox_prompt *p);
+/* Shows TEXT (lines separated by '\n'; control characters are shown as
+ * '?') at the bottom of the caller's terminal and waits for one of the
+ * bytes of KEYS, pressed alone: returns that byte. A key pressed in the
+ * first 400 ms is not taken (it was typed for the workload), nor are
+ * pastes and escape sequences. -ETIMEDOUT after TIMEOUT_MS (0: no
+ * timeout), -ECANCELED after shk_sandbox_prompt_cancel, -ENOTTY when no
+ * launch relays a terminal (or it ended), -EINVAL, -ENOMEM. One prompt at a
+ * time: a second ask waits for the first. */
+int shk_sandbox_prompt_ask(shk_sandbox_prompt *p, const char *text, const char *keys,
+                           int timeout_ms);
+/* Ends the ask in progress, if any, with -ECANCELED (the request it asked
+ * about was resolved elsewhere). */
+void shk_sandbox_prompt_cancel(shk_sandbox_prompt *p);
+
+typedef struct shk_sandbox_io {
+  shk_sandbox_stdio stdio;
+  shk_sandbox_prompt *prompt; /* NULL: no prompt is drawn */
+} shk_sandbox_io;
+
 /* What one launch did. */
 typedef struct shk_sandbox_result {
   shk_sandbox_plan plan;  /* the filesystem plan the sandbox was built from */
@@ -373,6 +468,8 @@ typedef struct shk_sandbox_result {
   int exit_signal;        /* the signal that killed bwrap, or 0 */
   int launcher_signal;    /* a signal the launcher received and ended the sandbox
                            * with, or 0 */
+  bool pty;               /* the workload had a pseudo-terminal (else pipes) */
+  unsigned oom_kills;     /* processes the session's memory limit killed */
 } shk_sandbox_result;
 
 /* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and
@@ -380,7 +477,9 @@ typedef struct shk_sandbox_result {
  * *PLAN is left empty), creates the session cgroup when the assessment A
  * says so, starts bwrap (which starts
  * stage 2, which execs the command) with EG's egress sockets in proxy mode,
- * serves the connect() guard and waits until the sandbox is gone. While it
+ * serves the connect() guard, relays the workload's stdio as IO says (NULL:
+ * SHK_SANDBOX_STDIO_AUTO, no prompt) and waits until the sandbox is gone
+ * and its output delivered. SIGPIPE is ignored meanwhile. While it
  * runs, SIGINT, SIGTERM, SIGHUP and SIGQUIT end the sandbox (the previous
  * handlers are restored before it returns); one launch at a time per
  * process. Returns 0 once the sandbox has come and gone, whatever the
@@ -391,6 +490,7 @@ typedef struct shk_sandbox_result {
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_features *f, const shk_sandbox_assessment *a,
                        shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
+                       const shk_sandbox_io *io,
                        shk_sandbox_result *res, shk_error *err);
 void shk_sandbox_result_free(shk_sandbox_result *res);
 

@@ -1,7 +1,8 @@
 /* `shinken audit verify|prove|key|tail|show|export`: the tools of the
  * authority timeline. Each parses its arguments, calls the audit module and
- * prints. Exit status: 0 done (verify: verified), 3 verify found the log
- * tampered, 1 bad input or a store that cannot be read. */
+ * prints. Exit status (src/cli/cli.h): 0 done (verify: verified), 3 verify
+ * found the log tampered, 1 bad input or a store that cannot be read, 64 a
+ * usage error. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -14,16 +15,7 @@
 #include "common/common.h"
 #include "shinken/audit.h"
 
-enum { EXIT_OK = 0, EXIT_BAD = 1, EXIT_TAMPERED = 3 };
-
-static const char usage[] =
-  "usage: shinken audit verify [--db FILE] [--key VERIFIER-KEY | --key-file FILE] [--checkpoint FILE]\n"
-  "       shinken audit prove [--db FILE] SEQ\n"
-  "       shinken audit key [--db FILE | --key-file FILE]\n"
-  "       shinken audit tail [--db FILE] [-f] [-n N] [--session S] [--json]\n"
-  "       shinken audit show [--db FILE] SEQ\n"
-  "       shinken audit export [--db FILE] --format otlp-json|jsonl [--since TIME]\n"
-  "The log is --db FILE, or $XDG_STATE_HOME/shinken/audit.db (--system: /var/lib/shinken/audit.db).";
+enum { EXIT_OK = SHK_EXIT_OK, EXIT_BAD = SHK_EXIT_BAD_INPUT, EXIT_TAMPERED = SHK_EXIT_CHECK };
 
 typedef struct args {
   const char *db, *key, *key_file, *checkpoint, *session, *format, *since, *pos;
@@ -34,7 +26,13 @@ typedef struct args {
 
 static SHK_NORETURN void bad_usage(const char *what, const char *arg)
 {
-  shk__die(EXIT_BAD, "audit: %s%s%s\n%s", what, arg ? " " : "", arg ? arg : "", usage);
+  shk_cli_usage_error("audit", "%s%s%s", what, arg ? " " : "", arg ? arg : "");
+}
+
+/* A value the command cannot use (not the shape of the command line). */
+static SHK_NORETURN void bad_value(const char *what, const char *arg)
+{
+  shk__die(EXIT_BAD, "audit: %s %s", what, arg);
 }
 
 static void parse(int argc, char **argv, args *a)
@@ -62,7 +60,7 @@ static void parse(int argc, char **argv, args *a)
     } else if (!strcmp(o, "-n")) {
       char *end;
       if (i + 1 >= argc || (a->lines = strtol(argv[++i], &end, 10)) < 0 || *end)
-        bad_usage("-n needs a number of events, not", i < argc ? argv[i] : "nothing");
+        bad_value("-n needs a number of events, not", i < argc ? argv[i] : "nothing");
       a->lines_set = true;
     } else if (o[0] == '-' && o[1]) {
       bad_usage("unknown option", o);
@@ -88,7 +86,7 @@ static uint64_t parse_seq(const char *s)
   errno = 0;
   unsigned long long v = strtoull(s, &end, 10);
   if (*end || errno)
-    bad_usage("not a sequence number:", s);
+    bad_value("not a sequence number:", s);
   return v;
 }
 
@@ -438,10 +436,10 @@ static int cmd_export(const args *a)
     bad_usage("export needs --format otlp-json or jsonl", NULL);
   bool otlp = !strcmp(a->format, "otlp-json");
   if (!otlp && strcmp(a->format, "jsonl"))
-    bad_usage("--format is otlp-json or jsonl, not", a->format);
+    bad_value("--format is otlp-json or jsonl, not", a->format);
   reading rd = { .a = a, .first = true, .out = otlp ? out_otlp : out_jsonl };
   if (a->since && shk_audit_parse_time(a->since, &rd.since) < 0)
-    bad_usage("--since needs an RFC 3339 time (2025-01-02T03:04:05Z), not", a->since);
+    bad_value("--since needs an RFC 3339 time (2025-01-02T03:04:05Z), not", a->since);
   shk_audit_reader *r = open_reader(a);
   if (otlp)
     printf("{\"resourceLogs\":[{\"resource\":{\"attributes\":[{\"key\":\"service.name\","
@@ -456,10 +454,10 @@ static int cmd_export(const args *a)
 
 int shk_cli_audit(int argc, char **argv)
 {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    puts(usage);
-    return argc < 2 ? EXIT_BAD : EXIT_OK;
-  }
+  if (argc < 2)
+    bad_usage("which command? (verify, prove, key, tail, show, export)", NULL);
+  if (shk_cli_wants_help(argc, argv))
+    return shk_cli_print_usage("audit");
   args a = { 0 };
   parse(argc, argv, &a);
   const char *c = argv[1];

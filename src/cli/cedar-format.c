@@ -17,7 +17,7 @@
 #include "common/common.h"
 #include "shinken/cedar.h"
 
-enum { EXIT_OK = 0, EXIT_BAD = 1, EXIT_UNFORMATTED = 3 };
+enum { EXIT_OK = SHK_EXIT_OK, EXIT_BAD = SHK_EXIT_BAD_INPUT, EXIT_UNFORMATTED = SHK_EXIT_CHECK };
 
 static char *read_input(const char *path, size_t *len)
 {
@@ -43,13 +43,12 @@ typedef struct args {
   bool check;             /* --check */
 } args;
 
-static args parse_args(int argc, char **argv, const char *file_flag, bool want_direction, const char *usage)
+static args parse_args(int argc, char **argv, const char *file_flag, bool want_direction, const char *cmd)
 {
   args a = { 0 };
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: %s\n", usage);
-      exit(EXIT_OK);
+      exit(shk_cli_print_usage(cmd));
     } else if (!strcmp(argv[i], file_flag) && i + 1 < argc) {
       a.file = argv[++i];
     } else if (want_direction && !strcmp(argv[i], "--direction") && i + 1 < argc) {
@@ -57,12 +56,12 @@ static args parse_args(int argc, char **argv, const char *file_flag, bool want_d
     } else if (!want_direction && !strcmp(argv[i], "--check")) {
       a.check = true;
     } else {
-      shk__die(EXIT_BAD, "unexpected argument '%s'\nusage: %s", argv[i], usage);
+      shk_cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
     }
   }
   if (!a.file || (want_direction && !a.direction))
-    shk__die(EXIT_BAD, "missing %s%s\nusage: %s", file_flag, want_direction && !a.direction ? " or --direction" : "",
-             usage);
+    shk_cli_usage_error(cmd, "missing %s%s", a.file ? "--direction" : file_flag,
+                        want_direction && !a.direction && !a.file ? " and --direction" : "");
   if (want_direction && strcmp(a.direction, "cedar-to-json") && strcmp(a.direction, "json-to-cedar"))
     shk__die(EXIT_BAD, "--direction must be cedar-to-json or json-to-cedar, not '%s'", a.direction);
   return a;
@@ -80,7 +79,7 @@ static void put(char *text)
 
 int shk_cli_cedar_format(int argc, char **argv)
 {
-  args a = parse_args(argc, argv, "--policies", false, "shinken cedar format --policies FILE [--check]");
+  args a = parse_args(argc, argv, "--policies", false, "cedar format");
   size_t len;
   shk_autofree char *text = read_input(a.file, &len);
   shk_cedar_policy_set *ps = NULL;
@@ -104,8 +103,7 @@ int shk_cli_cedar_format(int argc, char **argv)
 
 int shk_cli_cedar_translate_policy(int argc, char **argv)
 {
-  args a = parse_args(argc, argv, "--policies", true,
-                      "shinken cedar translate-policy --direction cedar-to-json|json-to-cedar --policies FILE");
+  args a = parse_args(argc, argv, "--policies", true, "cedar translate-policy");
   size_t len;
   shk_autofree char *text = read_input(a.file, &len);
   shk_cedar_policy_set *ps = NULL;
@@ -122,8 +120,7 @@ int shk_cli_cedar_translate_policy(int argc, char **argv)
 
 int shk_cli_cedar_translate_schema(int argc, char **argv)
 {
-  args a = parse_args(argc, argv, "--schema", true,
-                      "shinken cedar translate-schema --direction cedar-to-json|json-to-cedar --schema FILE");
+  args a = parse_args(argc, argv, "--schema", true, "cedar translate-schema");
   size_t len;
   shk_autofree char *text = read_input(a.file, &len);
   shk_cedar_schema *s = NULL;

@@ -13,12 +13,7 @@
 #include "common/common.h"
 #include "shinken/cedar.h"
 
-enum { EXIT_VALID = 0, EXIT_BAD = 1, EXIT_INVALID = 3 };
-
-static void usage(FILE *f)
-{
-  fputs("usage: shinken cedar validate --schema FILE --policies FILE [--json]\n", f);
-}
+enum { EXIT_VALID = SHK_EXIT_OK, EXIT_BAD = SHK_EXIT_BAD_INPUT, EXIT_INVALID = SHK_EXIT_CHECK };
 
 static char *read_input(const char *what, const char *path, size_t *len)
 {
@@ -64,21 +59,16 @@ int shk_cli_cedar_validate(int argc, char **argv)
     if (!strcmp(argv[i], "--json")) {
       json = true;
     } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return EXIT_VALID;
+      return shk_cli_print_usage("cedar validate");
     } else if ((!strcmp(argv[i], "--schema") || !strcmp(argv[i], "--policies")) && i + 1 < argc) {
       const char **dst = argv[i][2] == 's' ? &schema_path : &policies_path;
       *dst = argv[++i];
     } else {
-      fprintf(stderr, "shinken: cedar validate: unexpected argument '%s'\n", argv[i]);
-      usage(stderr);
-      return EXIT_BAD;
+      shk_cli_usage_error("cedar validate", "unexpected argument '%s'", argv[i]);
     }
   }
-  if (!schema_path || !policies_path) {
-    usage(stderr);
-    return EXIT_BAD;
-  }
+  if (!schema_path || !policies_path)
+    shk_cli_usage_error("cedar validate", "--schema and --policies are required");
 
   size_t len;
   shk_error err = { 0 };

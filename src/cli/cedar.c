@@ -5,8 +5,10 @@
  *   validate, format, translate-policy, translate-schema
  *                live in their own files (cedar-validate.c, cedar-format.c)
  *
- * Flags and exit codes follow the official `cedar` CLI where it has the
- * same command: authorize exits 0 on ALLOW, 2 on DENY and 1 on bad input. */
+ * Flags follow the official `cedar` CLI where it has the same command, and
+ * so does authorize's exit status: 0 on ALLOW, 2 on DENY; the rest is the
+ * table of src/cli/cli.h (1 bad input, 3 a failed conformance test, 64 a
+ * usage error). */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -18,7 +20,7 @@
 #include "common/common.h"
 #include "shinken/cedar.h"
 
-enum { EXIT_ALLOW = 0, EXIT_BAD_INPUT = 1, EXIT_DENY = 2 };
+enum { EXIT_ALLOW = SHK_EXIT_OK, EXIT_BAD_INPUT = SHK_EXIT_BAD_INPUT, EXIT_DENY = SHK_EXIT_REFUSED };
 
 /* ---------------------------------------------------------------- loading */
 
@@ -199,19 +201,16 @@ static void put_text_response(FILE *f, const shk_cedar_policy_set *ps, const shk
 
 /* ---------------------------------------------------------------- authorize */
 
-static const char authorize_usage[] =
-  "usage: shinken cedar authorize -p|--policies FILE -e|--entities FILE [-s|--schema FILE]\n"
-  "         (--request-json FILE | -l|--principal P -a|--action A -r|--resource R\n"
-  "          [-c|--context FILE] | --requests FILE.jsonl) [-k|--template-linked FILE] [--json]\n";
-
 /* Reports an unknown option or a missing argument in one line. getopt's
  * own messages are turned off so that every complaint has the same form. */
 SHK_NORETURN static void die_usage(const char *cmd, int argc, char **argv, int opt)
 {
   const char *arg = optind - 1 < argc ? argv[optind - 1] : "";
+  char which[64];
+  snprintf(which, sizeof which, "cedar %s", cmd);
   if (opt == ':')
-    shk__die(EXIT_BAD_INPUT, "cedar %s: option '%s' needs a value", cmd, arg);
-  shk__die(EXIT_BAD_INPUT, "cedar %s: unknown option '%s' (see 'shinken cedar help')", cmd, arg);
+    shk_cli_usage_error(which, "option '%s' needs a value", arg);
+  shk_cli_usage_error(which, "unknown option '%s'", arg);
 }
 
 /* Batch mode: each line of `in` is one request object; each answer is one
@@ -293,24 +292,24 @@ static int cmd_authorize(int argc, char **argv)
     case 'b': requests = optarg; break;
     case 'k': links = optarg; break;
     case 'J': json = true; break;
-    case 'h': fputs(authorize_usage, stdout); return 0;
+    case 'h': return shk_cli_print_usage("cedar authorize");
     default: die_usage("authorize", argc, argv, opt);
     }
   }
   if (optind < argc)
-    shk__die(EXIT_BAD_INPUT, "cedar authorize: unexpected argument '%s'", argv[optind]);
+    shk_cli_usage_error("cedar authorize", "unexpected argument '%s'", argv[optind]);
   if (!policies || !entities)
-    shk__die(EXIT_BAD_INPUT, "cedar authorize: --policies and --entities are required");
+    shk_cli_usage_error("cedar authorize", "--policies and --entities are required");
   if (schema_fmt && strcmp(schema_fmt, "json") && strcmp(schema_fmt, "cedar"))
     shk__die(EXIT_BAD_INPUT, "cedar authorize: --schema-format must be 'cedar' or 'json'");
   bool by_parts = principal || action || resource || context;
   if ((by_parts + !!request_json + !!requests) != 1)
-    shk__die(EXIT_BAD_INPUT, "cedar authorize: give exactly one of --request-json, --requests, "
-                             "or --principal/--action/--resource");
+    shk_cli_usage_error("cedar authorize", "give exactly one of --request-json, --requests, "
+                        "or --principal/--action/--resource");
   if (by_parts && (!principal || !action || !resource))
-    shk__die(EXIT_BAD_INPUT, "cedar authorize: --principal, --action and --resource go together");
+    shk_cli_usage_error("cedar authorize", "--principal, --action and --resource go together");
   if (requests && json)
-    shk__die(EXIT_BAD_INPUT, "cedar authorize: --requests always answers in JSON; drop --json");
+    shk_cli_usage_error("cedar authorize", "--requests always answers in JSON; drop --json");
 
   shk_cedar_schema *schema = load_schema(schema_path, schema_fmt);
   shk_cedar_policy_set *ps = load_policies(policies);
@@ -615,9 +614,6 @@ out:
   json_decref(t);
 }
 
-static const char conformance_usage[] =
-  "usage: shinken cedar conformance --root DIR [--files-from FILE] [TEST.json...]\n";
-
 static int cmd_conformance(int argc, char **argv)
 {
   static const struct option opts[] = {
@@ -635,14 +631,14 @@ static int cmd_conformance(int argc, char **argv)
     switch (opt) {
     case 'r': c.root = optarg; break;
     case 'F': files_from = optarg; break;
-    case 'h': fputs(conformance_usage, stdout); return 0;
+    case 'h': return shk_cli_print_usage("cedar conformance");
     default: die_usage("conformance", argc, argv, opt);
     }
   }
   if (!c.root)
-    shk__die(EXIT_BAD_INPUT, "cedar conformance: --root is required");
+    shk_cli_usage_error("cedar conformance", "--root is required");
   if (optind == argc && !files_from)
-    shk__die(EXIT_BAD_INPUT, "cedar conformance: no test files given");
+    shk_cli_usage_error("cedar conformance", "no test files given");
   for (int i = optind; i < argc; i++)
     run_test_file(&c, argv[i]);
   if (files_from) {
@@ -663,7 +659,7 @@ static int cmd_conformance(int argc, char **argv)
   }
   printf("validation: %u passed, %u failed\n", c.val_pass, c.val_fail);
   printf("%u passed, %u failed\n", c.req_pass, c.req_fail);
-  return c.req_fail || c.val_fail ? 1 : 0;
+  return c.req_fail || c.val_fail ? SHK_EXIT_CHECK : SHK_EXIT_OK;
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -671,38 +667,32 @@ static int cmd_conformance(int argc, char **argv)
 static const struct {
   const char *name;
   int (*fn)(int, char **);
-  const char *help;
 } subcommands[] = {
-  { "authorize", cmd_authorize, "decide requests against policies and entities" },
-  { "validate", shk_cli_cedar_validate, "type-check policies against a schema" },
-  { "format", shk_cli_cedar_format, "print policies in the canonical layout" },
-  { "translate-policy", shk_cli_cedar_translate_policy, "convert policies between text and JSON" },
-  { "translate-schema", shk_cli_cedar_translate_schema, "convert a schema between text and JSON" },
-  { "conformance", cmd_conformance, "run cedar-integration-tests files" },
-  { "analyze", shk_cli_cedar_analyze, "prove properties of policies, compare policy sets (cvc5)" },
+  { "authorize", cmd_authorize },
+  { "validate", shk_cli_cedar_validate },
+  { "format", shk_cli_cedar_format },
+  { "translate-policy", shk_cli_cedar_translate_policy },
+  { "translate-schema", shk_cli_cedar_translate_schema },
+  { "conformance", cmd_conformance },
+  { "analyze", shk_cli_cedar_analyze },
 };
-
-static void cedar_usage(FILE *f)
-{
-  fputs("usage: shinken cedar COMMAND [ARGS...]\n\ncommands:\n", f);
-  for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-    fprintf(f, "  %-17s %s\n", subcommands[i].name, subcommands[i].help);
-}
 
 int shk_cli_cedar(int argc, char **argv)
 {
-  if (argc < 2) {
-    cedar_usage(stderr);
-    return EXIT_BAD_INPUT;
-  }
+  if (argc < 2)
+    shk_cli_usage_error("cedar", "which command? (authorize, validate, format, ...)");
   const char *sub = argv[1];
-  if (!strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-    cedar_usage(stdout);
-    return 0;
-  }
+  if (!strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h"))
+    return shk_cli_print_usage("cedar");
   for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
-    if (!strcmp(sub, subcommands[i].name))
-      return subcommands[i].fn(argc - 1, argv + 1);
+    if (strcmp(sub, subcommands[i].name))
+      continue;
+    char which[64];
+    snprintf(which, sizeof which, "cedar %s", sub);
+    /* A subcommand without a usage here (analyze) answers --help itself. */
+    if (shk_cli_wants_help(argc - 1, argv + 1) && shk_cli_usage(which))
+      return shk_cli_print_usage(which);
+    return subcommands[i].fn(argc - 1, argv + 1);
   }
-  shk__die(EXIT_BAD_INPUT, "cedar: unknown command '%s' (see 'shinken cedar help')", sub);
+  shk_cli_usage_error("cedar", "unknown command '%s'", sub);
 }

@@ -3,8 +3,42 @@
  * returns the process exit status. */
 #pragma once
 
+#include <stdbool.h>
+
 /* The CLI may print and exit: it has the helpers that do. */
 #include "cli/die.h"
+
+/* Exit statuses: one table for every subcommand, written out in
+ * shinken(1), EXIT STATUS.
+ *
+ *   0    done: allowed, valid, verified, granted
+ *   1    bad input: a value, a file or a request the command cannot use
+ *        (a malformed scope, a policy that does not parse, an unknown
+ *        session, an event that does not exist)
+ *   2    refused: a decision said no, or it waits for a human (a grant the
+ *        policy refused, cedar authorize's DENY)
+ *   3    a check found a problem: policies that do not validate, text that
+ *        is not formatted, a tampered log, a failed conformance test, a
+ *        host where the default sandbox cannot start (doctor)
+ *   4    unavailable: what the command needs cannot be reached or made (no
+ *        manager, a socket or listener that cannot be opened, out of memory)
+ *   64   usage: an unknown option, a missing or extra argument
+ *
+ * shinken run is the exception, as env(1), nice(1) and docker run are: 125
+ * for an error of its own (any of the above, before the command ran),
+ * otherwise the command's status, 126 when it cannot be executed, 127 when
+ * it is not found, and 128+N when signal N ended it. */
+enum {
+  SHK_EXIT_OK = 0,
+  SHK_EXIT_BAD_INPUT = 1,
+  SHK_EXIT_REFUSED = 2,
+  SHK_EXIT_CHECK = 3,
+  SHK_EXIT_UNAVAILABLE = 4,
+  SHK_EXIT_USAGE = 64,
+  SHK_EXIT_RUN_ERROR = 125,
+  SHK_EXIT_RUN_NOEXEC = 126,
+  SHK_EXIT_RUN_NOTFOUND = 127,
+};
 
 int shk_cli_cedar(int argc, char **argv);
 int shk_cli_run(int argc, char **argv);
@@ -18,6 +52,8 @@ int shk_cli_grants(int argc, char **argv);
 int shk_cli_revoke(int argc, char **argv);
 int shk_cli_attenuate(int argc, char **argv);
 int shk_cli_audit(int argc, char **argv);
+int shk_cli_trust(int argc, char **argv);
+int shk_cli_help(int argc, char **argv);
 
 /* `shinken cedar SUB`: src/cli/cedar.c dispatches; these live in their own
  * files (cedar-validate.c, cedar-format.c). */
@@ -26,3 +62,40 @@ int shk_cli_cedar_format(int argc, char **argv);
 int shk_cli_cedar_translate_policy(int argc, char **argv);
 int shk_cli_cedar_translate_schema(int argc, char **argv);
 int shk_cli_cedar_analyze(int argc, char **argv); /* cedar-analyze.c */
+
+/* ---- configuration files (trust.c) ---- */
+
+/* A project's own configuration, in the working directory. */
+#define SHK_CLI_PROJECT_CONFIG ".shinken.json"
+/* Each fills OUT (PATH_MAX long); false when there is no such place. */
+bool shk_cli_trust_store(char *out);
+bool shk_cli_user_config(char *out);
+const char *shk_cli_admin_config(void);
+
+/* ---- help (help.c) ---- */
+
+/* The usage text of CMD ("run", "grant", "cedar authorize", ...): its
+ * synopsis and options, for --help and for usage errors. NULL for an
+ * unknown command. */
+const char *shk_cli_usage(const char *cmd);
+/* Prints CMD's usage on stdout and returns 0: the answer to --help. */
+int shk_cli_print_usage(const char *cmd);
+/* Whether ARGV (ARGC entries from 1, up to a "--") holds --help or -h. */
+bool shk_cli_wants_help(int argc, char **argv);
+/* "shinken: CMD: MESSAGE (see 'shinken CMD --help')" and exit 64. */
+SHK_NORETURN SHK_PRINTF(2, 3) void shk_cli_usage_error(const char *cmd, const char *fmt, ...);
+
+/* ---- the refusals of a session (refusals.c) ---- */
+
+/* Counts the refusals among the verdicts an embedded manager hands over
+ * (shk_manager_opts.on_verdict = shk_cli_refusals_take), says each on
+ * stderr as it comes with LIVE, and appends every verdict to LOG (a JSON
+ * line each) when it is not NULL. NULL when LOG cannot be opened (errno). */
+typedef struct shk_cli_refusals shk_cli_refusals;
+struct shk_egress_verdict_info;
+shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log);
+int shk_cli_refusals_take(void *data, const struct shk_egress_verdict_info *v);
+/* One line per kind of refusal on stderr, and KEPT_AT, the log's path,
+ * when there is one. */
+void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at);
+void shk_cli_refusals_free(shk_cli_refusals *r);

@@ -23,32 +23,31 @@ int shk_cli_daemon(int argc, char **argv)
   const char *config = NULL;
   bool accept_widening = false;
   int c;
+  opterr = 0;
   while ((c = getopt_long(argc, argv, "+c:h", opts, NULL)) != -1) {
     if (c == 'c')
       config = optarg;
     else if (c == 'w')
       accept_widening = true;
-    else if (c == 'h') {
-      puts("usage: shinken daemon [--config FILE] [--accept-widening]");
-      return 0;
-    } else {
-      return 1;
-    }
+    else if (c == 'h')
+      return shk_cli_print_usage("daemon");
+    else
+      shk_cli_usage_error("daemon", "unknown option or missing value '%s'", argv[optind - 1]);
   }
   if (optind != argc)
-    shk__die(1, "daemon: unexpected argument '%s'", argv[optind]);
+    shk_cli_usage_error("daemon", "unexpected argument '%s'", argv[optind]);
   shk_manager_config mc;
   shk_error err;
   if (shk_manager_config_load(config, &mc, &err))
-    shk__die(1, "daemon: %s", err.message);
+    shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s", err.message);
   if (!mc.opts.audit_db)
-    shk__die(1, "daemon: no place for the audit log: set HOME or XDG_STATE_HOME, or audit_db in the configuration");
+    shk__die(SHK_EXIT_BAD_INPUT, "daemon: no place for the audit log: set HOME or XDG_STATE_HOME, or audit_db in the configuration");
   /* The operator accepts a project or session tier wider than the one
    * recorded in the configuration's state_dir. */
   mc.opts.accept_widening = accept_widening;
   shk_manager *m;
   if (shk_manager_new(&mc.opts, &m, &err))
-    shk__die(1, "daemon: %s", err.message);
+    shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s", err.message);
   /* Block the signals that end the daemon and wait for them here, so the
    * control and proxy threads never run a handler. */
   sigset_t set;
@@ -58,9 +57,12 @@ int shk_cli_daemon(int argc, char **argv)
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  if (shk_manager_serve(m, mc.socket, &err)) {
+  int r = shk_manager_serve(m, mc.socket, &err);
+  if (r) {
     shk_manager_free(m);
-    shk__die(1, "daemon: %s", err.message);
+    /* A place the configuration names that may not hold the socket is bad
+     * input; a socket that cannot be made is unavailable. */
+    shk__die(r == -EPERM ? SHK_EXIT_BAD_INPUT : SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
   }
   printf("listening %s\naudit log %s\n", mc.socket, mc.opts.audit_db);
   fflush(stdout);

@@ -4,23 +4,42 @@
 #include "cli/die.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
-SHK_PRINTF(1, 0) static void vmsg(const char *fmt, va_list ap, int err)
+static bool json_errors;
+
+void shk__die_json(bool on)
 {
-  fputs("shinken: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  if (err)
-    fprintf(stderr, ": %s", strerror(err));
-  fputc('\n', stderr);
+  json_errors = on;
+}
+
+SHK_PRINTF(1, 0) static void vmsg(const char *fmt, va_list ap, int err, int code)
+{
+  char msg[2048];
+  int n = vsnprintf(msg, sizeof msg, fmt, ap);
+  if (err && n >= 0 && (size_t)n < sizeof msg)
+    snprintf(msg + n, sizeof msg - (size_t)n, ": %s", strerror(err));
+  fprintf(stderr, "shinken: %s\n", msg);
+  if (code < 0 || !json_errors)
+    return;
+  /* The first line only: a usage text after it is for people. */
+  msg[strcspn(msg, "\n")] = '\0';
+  json_t *o = json_pack("{s:b, s:s, s:i}", "ok", 0, "error", msg, "status", code);
+  char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  if (s)
+    printf("%s\n", s);
+  fflush(stdout);
+  free(s);
+  json_decref(o);
 }
 
 void shk__die(int code, const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  vmsg(fmt, ap, 0);
+  vmsg(fmt, ap, 0, code);
   va_end(ap);
   exit(code);
 }
@@ -30,7 +49,7 @@ void shk__die_errno(int code, const char *fmt, ...)
   int err = errno;
   va_list ap;
   va_start(ap, fmt);
-  vmsg(fmt, ap, err);
+  vmsg(fmt, ap, err, code);
   va_end(ap);
   exit(code);
 }
@@ -39,7 +58,7 @@ void shk__warn(const char *fmt, ...)
 {
   va_list ap;
   va_start(ap, fmt);
-  vmsg(fmt, ap, 0);
+  vmsg(fmt, ap, 0, -1);
   va_end(ap);
 }
 
@@ -47,7 +66,7 @@ void *shk__xmalloc(size_t n)
 {
   void *p = shk__malloc(n);
   if (!p)
-    shk__die(1, "out of memory");
+    shk__die(4, "out of memory");
   return p;
 }
 
@@ -55,7 +74,7 @@ void *shk__xcalloc(size_t n, size_t m)
 {
   void *p = shk__calloc(n, m);
   if (!p)
-    shk__die(1, "out of memory");
+    shk__die(4, "out of memory");
   return p;
 }
 
@@ -63,7 +82,7 @@ void *shk__xrealloc(void *p, size_t n)
 {
   p = shk__realloc(p, n);
   if (!p)
-    shk__die(1, "out of memory");
+    shk__die(4, "out of memory");
   return p;
 }
 
@@ -71,7 +90,7 @@ char *shk__xstrdup(const char *s)
 {
   char *p = shk__strdup(s);
   if (!p)
-    shk__die(1, "out of memory");
+    shk__die(4, "out of memory");
   return p;
 }
 
@@ -82,6 +101,6 @@ char *shk__xasprintf(const char *fmt, ...)
   char *s = shk__vasprintf(fmt, ap);
   va_end(ap);
   if (!s)
-    shk__die(1, "out of memory");
+    shk__die(4, "out of memory");
   return s;
 }

@@ -4,6 +4,7 @@
  * error. Library code returns errors instead (include/shinken/common.h). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/common.h"
@@ -12,6 +13,10 @@
 SHK_NORETURN SHK_PRINTF(2, 3) void shk__die(int code, const char *fmt, ...);
 /* Same, with ": strerror(errno)" appended. */
 SHK_NORETURN SHK_PRINTF(2, 3) void shk__die_errno(int code, const char *fmt, ...);
+/* After shk__die_json(true), shk__die also prints {"ok": false, "error":
+ * MESSAGE, "status": CODE} on stdout: a command given --json answers in
+ * JSON even when it fails. */
+void shk__die_json(bool on);
 /* Prints "shinken: MESSAGE" on stderr and goes on. */
 SHK_PRINTF(1, 2) void shk__warn(const char *fmt, ...);
 

@@ -1,6 +1,8 @@
 /* `shinken doctor [--json]`: what this host can enforce, per class of
- * authority, and by which mechanism. It says plainly what is missing: a
- * guarantee the host cannot keep is never implied. */
+ * authority, and by which mechanism; whether a capability manager answers
+ * (or one can be embedded), whether an egress session opens, and the Cedar
+ * analysis solver. It says plainly what is missing: a guarantee the host
+ * cannot keep is never implied. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,35 +12,116 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
+#include "shinken/manager.h"
 #include "shinken/sandbox.h"
 
-/* The first line of `bwrap --version`, without a shell. */
-static char *bwrap_version(const char *bwrap)
+/* The first line PROGRAM ARG prints on stdout, without a shell; NULL when
+ * it cannot be run or prints nothing. */
+static char *first_line(const char *program, const char *arg)
 {
   int p[2];
-  if (!bwrap || pipe(p) < 0)
+  if (!program || pipe(p) < 0)
     return NULL;
   pid_t pid = fork();
   if (pid == 0) {
     dup2(p[1], 1);
     close(p[0]);
     close(p[1]);
-    execl(bwrap, bwrap, "--version", (char *)NULL);
+    execlp(program, program, arg, (char *)NULL);
     _exit(127);
   }
   close(p[1]);
-  char buf[128] = "";
+  char buf[256] = "";
   ssize_t n = pid > 0 ? read(p[0], buf, sizeof buf - 1) : -1;
   close(p[0]);
+  int st = 0;
   if (pid > 0)
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
       ;
   if (n <= 0)
     return NULL;
   buf[n] = '\0';
   buf[strcspn(buf, "\n")] = '\0';
-  const char *v = strrchr(buf, ' ');
-  return shk__xstrdup(v ? v + 1 : buf);
+  return shk__xstrdup(buf);
+}
+
+/* The last word of `bwrap --version`. */
+static char *bwrap_version(const char *bwrap)
+{
+  char *line = first_line(bwrap, "--version");
+  if (!line)
+    return NULL;
+  const char *v = strrchr(line, ' ');
+  char *out = shk__xstrdup(v ? v + 1 : line);
+  free(line);
+  return out;
+}
+
+/* What `shinken run --net proxy` would find: a running manager at the
+ * socket, or else one it can embed (the policy loads). And whether an
+ * egress session opens there: the whole path but the sandbox. */
+typedef struct manager_check {
+  const char *socket;
+  bool running, embeddable, egress;
+  char detail[1024], egress_detail[1024];
+} manager_check;
+
+static void check_manager(manager_check *mc)
+{
+  mc->socket = shk_manager_socket_path();
+  static const char req[] =
+    "{\"op\":\"open_session\",\"name\":\"doctor\",\"egress\":true,\"allow_domains\":[]}";
+  char *answer = NULL;
+  shk_error err = { 0 };
+  shk_manager *m = NULL;
+  int fd = shk_manager_connect(mc->socket);
+  if (fd >= 0) {
+    mc->running = true;
+    snprintf(mc->detail, sizeof mc->detail, "a manager answers at %s", mc->socket);
+    if (shk_manager_rpc(fd, req, &answer, &err) < 0)
+      snprintf(mc->egress_detail, sizeof mc->egress_detail, "the manager did not answer: %s",
+               err.message);
+  } else {
+    shk_manager_config cfg;
+    if (shk_manager_config_load(NULL, &cfg, &err) < 0) {
+      snprintf(mc->detail, sizeof mc->detail, "none runs at %s, and none can be embedded: %s",
+               mc->socket, err.message);
+    } else {
+      /* A check, not a session of record: no timeline. */
+      cfg.opts.audit_db = NULL;
+      if (shk_manager_new(&cfg.opts, &m, &err) < 0) {
+        snprintf(mc->detail, sizeof mc->detail, "none runs at %s, and none can be embedded: %s",
+                 mc->socket, err.message);
+      } else {
+        mc->embeddable = true;
+        snprintf(mc->detail, sizeof mc->detail,
+                 "none runs at %s; shinken run --net proxy embeds one", mc->socket);
+        if (shk_manager_call(m, req, &answer) < 0)
+          snprintf(mc->egress_detail, sizeof mc->egress_detail, "out of memory");
+      }
+      shk_manager_config_clear(&cfg);
+    }
+  }
+  if (answer) {
+    json_t *ans = json_loads(answer, 0, NULL);
+    const char *dir = json_string_value(json_object_get(ans, "egress_dir"));
+    const char *why = json_string_value(json_object_get(ans, "error"));
+    mc->egress = json_is_true(json_object_get(ans, "ok")) && dir;
+    if (mc->egress)
+      snprintf(mc->egress_detail, sizeof mc->egress_detail, "an egress session opens (its proxy's "
+               "sockets in %s)", dir);
+    else
+      snprintf(mc->egress_detail, sizeof mc->egress_detail, "no egress session: %s",
+               why ? why : "the manager's answer says nothing");
+    json_decref(ans);
+    free(answer);
+  } else if (!mc->egress_detail[0]) {
+    snprintf(mc->egress_detail, sizeof mc->egress_detail, "no manager to open one");
+  }
+  /* Closing the connection, or the embedded manager, ends the session. */
+  if (fd >= 0)
+    close(fd);
+  shk_manager_free(m);
 }
 
 int shk_cli_doctor(int argc, char **argv)
@@ -48,16 +131,21 @@ int shk_cli_doctor(int argc, char **argv)
     if (!strcmp(argv[i], "--json"))
       json = true;
     else
-      shk__die(125, "doctor: unknown option '%s' (usage: shinken doctor [--json])", argv[i]);
+      shk_cli_usage_error("doctor", "unknown option '%s'", argv[i]);
   }
   shk_sandbox_env env;
   shk_error e;
   if (shk_sandbox_env_from_process(&env, &e) < 0)
-    shk__die(125, "doctor: %s", e.message);
+    shk__die(SHK_EXIT_UNAVAILABLE, "doctor: %s", e.message);
   shk_sandbox_features f;
   if (shk_sandbox_features_detect(&f, &env, SHK_DETECT_CGROUP | SHK_DETECT_USERNS_TRY) < 0)
-    shk__die(125, "doctor: out of memory");
+    shk__die(SHK_EXIT_UNAVAILABLE, "doctor: out of memory");
   shk_autofree char *version = bwrap_version(f.bwrap);
+  /* The solver of the Cedar analysis gate (src/policy), which the manager
+   * runs as a subprocess. */
+  shk_autofree char *solver = first_line("cvc5", "--version");
+  manager_check mc = { 0 };
+  check_manager(&mc);
   /* The same assessment `shinken run` makes of its defaults: it starts
    * when nothing is fatal and no layer is missing. */
   shk_sandbox_assessment a;
@@ -90,18 +178,28 @@ int shk_cli_doctor(int argc, char **argv)
       json_array_append_new(gaps, json_pack("{s:s, s:b, s:s}", "layer",
           shk_sandbox_layer_name(a.gaps[i].layer), "requested", a.gaps[i].requested,
           "why", a.gaps[i].why));
+    /* With cgroup v2 in use, its parent and controllers; with the cgroup
+     * v1 fallback, the hierarchies: never one's controllers under the
+     * other's name. */
+    json_t *v2 = json_pack("{s:b, s:s?, s:s?, s:b}", "mounted", f.cgroup_v2, "mount",
+                           f.cgroup_mount, "parent", f.cgroup_parent, "used",
+                           ctl_n && !f.cgroup_v1);
     json_t *root = json_pack(
         "{s:{s:s?, s:s?, s:b}, s:{s:b, s:s?}, s:{s:i}, s:{s:b, s:b},"
-        " s:{s:b, s:s?, s:s?, s:o, s:s?, s:s?, s:b, s:o}, s:o, s:o, s:b}",
+        " s:{s:s?, s:o, s:o, s:o, s:s?, s:b}, s:o, s:o, s:b,"
+        " s:{s:s, s:b, s:b, s:s}, s:{s:b, s:s}, s:{s:s, s:b, s:s?}}",
         "bwrap", "path", f.bwrap, "version", version, "setuid", f.bwrap_setuid,
         "userns", "available", f.userns, "detail", f.userns_detail,
         "landlock", "abi", f.landlock_abi,
         "seccomp", "available", f.seccomp, "connect_guard", f.connect_guard,
-        "cgroup", "v2", f.cgroup_v2, "mount", f.cgroup_mount, "parent", f.cgroup_parent,
-        "controllers", ctl, "detail", f.cgroup_detail,
-        "mechanism", !ctl_n ? NULL : f.cgroup_v1 ? "cgroup v1" : "cgroup v2",
-        "delegated", ctl_n && !env.root, "v1", v1,
-        "classes", classes, "gaps", gaps, "can_run", can_run);
+        "cgroup", "mechanism", !ctl_n ? NULL : f.cgroup_v1 ? "cgroup v1" : "cgroup v2",
+        "controllers", ctl, "v2", v2, "v1", v1, "detail", f.cgroup_detail,
+        "delegated", ctl_n && !env.root,
+        "classes", classes, "gaps", gaps, "can_run", can_run,
+        "manager", "socket", mc.socket, "running", mc.running, "embeddable", mc.embeddable,
+        "detail", mc.detail,
+        "egress", "session", mc.egress, "detail", mc.egress_detail,
+        "analysis", "solver", "cvc5", "available", solver != NULL, "version", solver);
     char *s = json_dumps(root, JSON_INDENT(2));
     puts(s);
     free(s);
@@ -116,7 +214,11 @@ int shk_cli_doctor(int argc, char **argv)
     else
       puts("Landlock         unavailable");
     printf("seccomp          %s\n", f.seccomp ? "available" : "unavailable");
-    printf("cgroups          %s\n\n", f.cgroup_detail);
+    printf("cgroups          %s\n", f.cgroup_detail);
+    printf("manager          %s\n", mc.detail);
+    printf("egress           %s\n", mc.egress_detail);
+    printf("analysis         %s\n\n", solver ? solver : "cvc5 not found: the Cedar analysis gate "
+                                                "cannot run here");
     printf("%-11s  %-7s  %s\n", "class", "level", "mechanism");
     for (int i = 0; i < SHK_SANDBOX_CLASS_N; i++) {
       printf("%-11s  %-7s  %s", c[i].name, shk_sandbox_level_name(c[i].level),
@@ -134,5 +236,5 @@ int shk_cli_doctor(int argc, char **argv)
   }
   shk_sandbox_features_free(&f);
   shk_sandbox_env_free(&env);
-  return can_run ? 0 : 1;
+  return can_run ? SHK_EXIT_OK : SHK_EXIT_CHECK;
 }

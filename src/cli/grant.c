@@ -1,8 +1,10 @@
 /* The manager's control commands: sessions, grant, grants, revoke,
  * attenuate. Each sends one request to the running manager and prints its
  * answer; --json prints the answer object itself.
- * Exit status: 0 done, 2 refused (the answer says why), 1 bad input or no
- * manager. */
+ * Exit status (src/cli/cli.h): 0 done, 2 refused by a decision or waiting
+ * for a human (the answer says why), 1 bad input (the manager turned the
+ * request down without deciding it: an unknown session, a malformed scope),
+ * 4 no manager, 64 a usage error. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -54,17 +56,17 @@ static json_t *rpc(const char *what, int fd, json_t *req)
   char *text = json_dumps(req, JSON_COMPACT);
   json_decref(req);
   if (!text)
-    shk__die(1, "%s: out of memory", what);
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: out of memory", what);
   char *answer;
   shk_error err;
   int r = shk_manager_rpc(fd, text, &answer, &err);
   free(text);
   if (r)
-    shk__die(1, "%s: %s", what, err.message);
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: %s", what, err.message);
   json_t *ans = json_loads(answer, 0, NULL);
   free(answer);
   if (!ans)
-    shk__die(1, "%s: the manager's answer is not JSON", what);
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: the manager's answer is not JSON", what);
   return ans;
 }
 
@@ -73,7 +75,8 @@ static int connect_or_die(const char *what)
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
   if (fd < 0)
-    shk__die(1, "%s: no manager at %s (%s); start one with 'shinken daemon'", what, path, strerror(-fd));
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); start one with 'shinken daemon'", what,
+             path, strerror(-fd));
   return fd;
 }
 
@@ -88,8 +91,13 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
   } else if (!ok && !strcmp(str(ans, "decision"), "ask")) {
     fprintf(stderr, "shinken: %s waits for a human: pending request %s: %s\n", what, str(ans, "pending"),
             str(ans, "error"));
-  } else if (!ok) {
+  } else if (!ok && json_object_get(ans, "decision")) {
     fprintf(stderr, "shinken: %s refused: %s\n", what, str(ans, "error"));
+  } else if (!ok) {
+    /* The manager's sentence already names the operation. */
+    const char *e = str(ans, "error");
+    size_t n = strlen(what);
+    fprintf(stderr, "shinken: %s\n", !strncmp(e, what, n) && e[n] == ':' ? e : e[0] ? e : what);
   } else if (!strcmp(what, "grant")) {
     printf("granted %s (tier %s, policy %s, manifest entry %lld)\n", str(ans, "handle"), str(ans, "tier"),
            str(ans, "policy"), (long long)json_integer_value(json_object_get(ans, "manifest_entry")));
@@ -116,8 +124,15 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
   } else {
     printf("%s\n", str(ans, "handle"));
   }
+  /* A decision (refused, or waiting for a human) is a refusal; a manager
+   * that turned the connection away (at its limits) is unavailable; a
+   * request it turned down without deciding it was bad input. */
+  int status = ok ? SHK_EXIT_OK
+               : json_object_get(ans, "decision")                ? SHK_EXIT_REFUSED
+               : json_is_true(json_object_get(ans, "unavailable")) ? SHK_EXIT_UNAVAILABLE
+                                                                 : SHK_EXIT_BAD_INPUT;
   json_decref(ans);
-  return ok ? 0 : 2;
+  return status;
 }
 
 /* Sends `req` (stolen) and prints the answer. */
@@ -160,12 +175,13 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
   int c;
   while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
     if (c == '?' || !strchr(allowed, c))
-      shk__die(1, "%s: unknown or misplaced option '%s'\nusage: %s", cmd, argv[optind - 1], usage);
+      shk_cli_usage_error(cmd, "unknown or misplaced option '%s'", argv[optind - 1]);
     switch (c) {
     case OPT_SCOPE: a.scope = optarg; break;
     case OPT_TTL:
       if ((a.ttl = parse_duration(optarg)) < 0)
-        shk__die(1, "%s: --ttl: '%s' is not a duration like 30s, 5m, 2h or 1d", cmd, optarg);
+        shk__die(SHK_EXIT_BAD_INPUT, "%s: --ttl: '%s' is not a duration like 30s, 5m, 2h or 1d", cmd,
+                 optarg);
       break;
     case OPT_ONCE: a.once = true; break;
     case OPT_JSON: a.json = true; break;
@@ -177,18 +193,19 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
   a.pos = argv + optind;
   a.n_pos = argc - optind;
   if (a.n_pos < n_pos - n_pos_optional || a.n_pos > n_pos)
-    shk__die(1, "%s: wrong number of arguments\nusage: %s", cmd, usage);
+    shk_cli_usage_error(cmd, "expected %s", usage);
   return a;
 }
 
 static json_t *scope_arg(const char *cmd, const char *text)
 {
   if (!text)
-    shk__die(1, "%s: --scope JSON is required", cmd);
+    shk_cli_usage_error(cmd, "--scope JSON is required");
   json_error_t jerr;
   json_t *s = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
   if (!json_is_object(s))
-    shk__die(1, "%s: --scope must be a JSON object (%s)", cmd, s ? "not an object" : jerr.text);
+    shk__die(SHK_EXIT_BAD_INPUT, "%s: --scope must be a JSON object (%s)", cmd,
+             s ? "not an object" : jerr.text);
   return s;
 }
 
@@ -208,7 +225,7 @@ int shk_cli_grant(int argc, char **argv)
                           a.pos[1], "scope", scope_arg("grant", a.scope), "once", a.once, "provenance",
                           a.external ? "external" : "first-party");
   if (!req)
-    shk__die(1, "grant: out of memory");
+    shk__die(SHK_EXIT_UNAVAILABLE, "grant: out of memory");
   if (a.ttl > 0)
     json_object_set_new(req, "ttl_ms", json_integer(a.ttl));
   int fd = connect_or_die("grant");
@@ -218,7 +235,7 @@ int shk_cli_grant(int argc, char **argv)
                             "approve");
     json_decref(ans);
     if (!res)
-      shk__die(1, "grant: out of memory");
+      shk__die(SHK_EXIT_UNAVAILABLE, "grant: out of memory");
     ans = rpc("grant", fd, res);
   }
   close(fd);

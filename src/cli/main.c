@@ -10,22 +10,26 @@ struct subcommand {
   const char *name;
   int (*fn)(int, char **);
   const char *help;
+  bool own_help; /* parses --help itself (an option's value may be "--help", or
+                  * it has subcommands with usages of their own) */
 };
 
 static const struct subcommand commands[] = {
-  { "run", shk_cli_run, "run a command with least authority" },
-  { "doctor", shk_cli_doctor, "report what this host can enforce" },
-  { "cedar", shk_cli_cedar, "the Cedar engine: authorize, validate, format, conformance" },
-  { "proxy", shk_cli_proxy, "the egress proxy, standalone" },
-  { "daemon", shk_cli_daemon, "the capability manager" },
-  { "sessions", shk_cli_sessions, "list the manager's sessions" },
-  { "grant", shk_cli_grant, "grant a capability to a session" },
-  { "grants", shk_cli_grants, "list live grants" },
-  { "revoke", shk_cli_revoke, "revoke a handle and everything derived from it" },
-  { "attenuate", shk_cli_attenuate, "derive a narrower handle" },
-  { "audit", shk_cli_audit, "the signed authority timeline: verify, prove, key, tail, show, export" },
+  { "run", shk_cli_run, "run a command with least authority", true },
+  { "doctor", shk_cli_doctor, "report what this host can enforce", false },
+  { "trust", shk_cli_trust, "trust a project's configuration file you have read", false },
+  { "cedar", shk_cli_cedar, "the Cedar engine: authorize, validate, format, conformance", true },
+  { "proxy", shk_cli_proxy, "the egress proxy, standalone", false },
+  { "daemon", shk_cli_daemon, "the capability manager", false },
+  { "sessions", shk_cli_sessions, "list the manager's sessions", false },
+  { "grant", shk_cli_grant, "grant a capability to a session", false },
+  { "grants", shk_cli_grants, "list live grants", false },
+  { "revoke", shk_cli_revoke, "revoke a handle and everything derived from it", false },
+  { "attenuate", shk_cli_attenuate, "derive a narrower handle", false },
+  { "audit", shk_cli_audit, "the signed authority timeline: verify, prove, key, tail, show, export", true },
+  { "help", shk_cli_help, "the manual page of a command", true },
   /* Re-executed by bwrap inside the sandbox; not for people. */
-  { "__stage2", shk_cli_stage2, NULL },
+  { "__stage2", shk_cli_stage2, NULL, true },
 };
 
 static void usage(FILE *f)
@@ -34,25 +38,37 @@ static void usage(FILE *f)
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (commands[i].help)
       fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+  fputs("\n'shinken COMMAND --help' prints a command's options, 'shinken help COMMAND' its manual.\n",
+        f);
 }
 
 int main(int argc, char **argv)
 {
   if (argc < 2) {
     usage(stderr);
-    return 1;
+    return SHK_EXIT_USAGE;
   }
-  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(stdout);
-    return 0;
+    return SHK_EXIT_OK;
   }
   if (!strcmp(argv[1], "--version")) {
     printf("shinken %s\n", shk_version());
-    return 0;
+    return SHK_EXIT_OK;
   }
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (!strcmp(argv[1], commands[i].name))
-      return commands[i].fn(argc - 1, argv + 1);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+    const struct subcommand *c = &commands[i];
+    if (strcmp(argv[1], c->name))
+      continue;
+    if (!c->own_help && shk_cli_wants_help(argc - 1, argv + 1))
+      return shk_cli_print_usage(c->name);
+    /* With --json, errors are JSON on stdout too. */
+    if (strcmp(c->name, "run") && strcmp(c->name, "__stage2"))
+      for (int k = 2; k < argc && strcmp(argv[k], "--"); k++)
+        if (!strcmp(argv[k], "--json"))
+          shk__die_json(true);
+    return c->fn(argc - 1, argv + 1);
+  }
   fprintf(stderr, "shinken: unknown command '%s' (see 'shinken --help')\n", argv[1]);
-  return 1;
+  return SHK_EXIT_USAGE;
 }

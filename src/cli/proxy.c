@@ -14,9 +14,6 @@
 #include <unistd.h>
 #include <sys/resource.h>
 
-#define EXIT_CONFIG 125
-
-static const char usage[] = "usage: shinken proxy --config FILE\n";
 
 struct proxy {
   const char *path;
@@ -67,32 +64,25 @@ int shk_cli_proxy(int argc, char **argv)
       p.path = argv[++i];
     else if (!strncmp(argv[i], "--config=", 9))
       p.path = argv[i] + 9;
-    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(usage, stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "shinken: proxy: unexpected argument '%s'\n%s", argv[i], usage);
-      return 2;
-    }
+    else
+      shk_cli_usage_error("proxy", "unexpected argument '%s'", argv[i]);
   }
-  if (!p.path) {
-    fputs(usage, stderr);
-    return 2;
-  }
+  if (!p.path)
+    shk_cli_usage_error("proxy", "--config FILE is required");
   shk__eg_config *cfg;
   shk_error err;
   int r = shk__eg_config_load(p.path, &cfg, &err);
   if (r < 0)
-    shk__die(r == -ENOMEM ? 1 : EXIT_CONFIG, "proxy: %s", err.message);
+    shk__die(r == -ENOMEM ? SHK_EXIT_UNAVAILABLE : SHK_EXIT_BAD_INPUT, "proxy: %s", err.message);
   if (!cfg->listen_http && !cfg->listen_socks5) {
     shk__eg_config_free(cfg);
-    shk__die(EXIT_CONFIG, "proxy: %s: listen: needs at least one of http, socks5", p.path);
+    shk__die(SHK_EXIT_BAD_INPUT, "proxy: %s: listen: needs at least one of http, socks5", p.path);
   }
   int audit_fd = STDERR_FILENO;
   if (cfg->audit_path) {
     audit_fd = open(cfg->audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
     if (audit_fd < 0)
-      shk__die_errno(EXIT_CONFIG, "proxy: %s: audit: cannot open %s", p.path, cfg->audit_path);
+      shk__die_errno(SHK_EXIT_BAD_INPUT, "proxy: %s: audit: cannot open %s", p.path, cfg->audit_path);
   }
   /* A peer that goes away mid-splice must be an EPIPE, not a signal. */
   signal(SIGPIPE, SIG_IGN);
@@ -105,26 +95,26 @@ int shk_cli_proxy(int argc, char **argv)
   }
   p.base = event_base_new();
   if (!p.base)
-    shk__die(1, "proxy: cannot create the event loop");
+    shk__die(SHK_EXIT_UNAVAILABLE, "proxy: cannot create the event loop");
   shk__eg_server_opts o = { .name = "proxy", .on_verdict = write_verdict, .verdict_data = &audit_fd };
   struct sockaddr_storage http = cfg->http_addr, socks = cfg->socks5_addr;
   socklen_t http_len = cfg->listen_http ? cfg->http_addrlen : 0;
   socklen_t socks_len = cfg->listen_socks5 ? cfg->socks5_addrlen : 0;
   if (shk__eg_server_new(p.base, cfg, &o, &p.srv, &err) < 0)
-    shk__die(1, "proxy: %s", err.message);
+    shk__die(SHK_EXIT_UNAVAILABLE, "proxy: %s", err.message);
   char bound[80];
   if (http_len) {
     r = shk__eg_server_listen_tcp(p.srv, SHK__LISTEN_HTTP, (struct sockaddr *)&http, http_len,
                                   bound, sizeof bound);
     if (r < 0)
-      shk__die(1, "proxy: listen.http: %s", strerror(-r));
+      shk__die(SHK_EXIT_UNAVAILABLE, "proxy: listen.http: %s", strerror(-r));
     printf("listening http %s\n", bound);
   }
   if (socks_len) {
     r = shk__eg_server_listen_tcp(p.srv, SHK__LISTEN_SOCKS5, (struct sockaddr *)&socks,
                                   socks_len, bound, sizeof bound);
     if (r < 0)
-      shk__die(1, "proxy: listen.socks5: %s", strerror(-r));
+      shk__die(SHK_EXIT_UNAVAILABLE, "proxy: listen.socks5: %s", strerror(-r));
     printf("listening socks5 %s\n", bound);
   }
   fflush(stdout);
@@ -133,7 +123,7 @@ int shk_cli_proxy(int argc, char **argv)
   struct event *intr = evsignal_new(p.base, SIGINT, on_term, &p);
   if (!hup || !term || !intr || event_add(hup, NULL) || event_add(term, NULL) ||
       event_add(intr, NULL))
-    shk__die(1, "proxy: cannot install signal handlers");
+    shk__die(SHK_EXIT_UNAVAILABLE, "proxy: cannot install signal handlers");
   event_base_dispatch(p.base);
   event_free(hup);
   event_free(term);

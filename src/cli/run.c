@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -18,7 +20,26 @@
 #include "shinken/egress.h"
 #include "shinken/sandbox.h"
 
-#define RUN_FAIL 125
+#define RUN_FAIL SHK_EXIT_RUN_ERROR
+
+extern char **environ;
+
+/* A byte count as --mem takes it: 64M, 2G, or bytes. */
+static const char *mem_text(uint64_t bytes)
+{
+  static char text[32];
+  static const char units[] = "KMGT";
+  int u = -1;
+  while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    u++;
+  }
+  if (u < 0)
+    snprintf(text, sizeof text, "%llu bytes", (unsigned long long)bytes);
+  else
+    snprintf(text, sizeof text, "%llu%c", (unsigned long long)bytes, units[u]);
+  return text;
+}
 
 /* The degraded-mode decision: a layer this host cannot give refuses the run
  * unless --allow-degraded is given, and is then warned about; a layer the
@@ -63,24 +84,37 @@ typedef struct run_session {
   int fd;                /* to a running daemon, or -1 */
   shk_manager *embedded; /* the manager in this process, or NULL */
   char *id, *dir, *socket;
+  /* An embedded manager's proxy verdicts: counted for the summary, and
+   * written to LOG (SHINKEN_EVENT_LOG) when it is set. PRIVATE is a
+   * directory of the caller's own (0700), removed at exit, for the control
+   * socket when there is no XDG_RUNTIME_DIR. */
+  shk_cli_refusals *refusals;
+  char *log, *private;
 } run_session;
 
 static void session_close(run_session *rs)
 {
   if (rs->fd >= 0)
     close(rs->fd);
+  /* The manager first: its proxies may still be handing over verdicts. */
   shk_manager_free(rs->embedded);
+  shk_cli_refusals_free(rs->refusals);
   if (rs->socket)
     unlink(rs->socket);
+  if (rs->private)
+    rmdir(rs->private);
   free(rs->id);
   free(rs->dir);
   free(rs->socket);
+  free(rs->log);
+  free(rs->private);
   memset(rs, 0, sizeof *rs);
   rs->fd = -1;
 }
 
 /* Returns NULL, or one line saying why the session could not be opened. */
-static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *plan, run_session *rs)
+static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
+                          const char *proxy_config, run_session *rs)
 {
   json_t *allow = json_array(), *deny = json_array();
   for (size_t i = 0; i < o->allow_domains.n; i++)
@@ -95,12 +129,14 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
       json_array_append_new(roots, json_string(plan->rules[i].path));
   json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o}", "op", "open_session", "name", "run", "egress", 1,
                           "allow_domains", allow, "deny_domains", deny, "writable_roots", roots);
-  if (o->proxy_config) {
+  if (!proxy_config)
+    proxy_config = o->proxy_config;
+  if (proxy_config) {
     /* The daemon has its own working directory: give it the real path. */
     char real[PATH_MAX];
-    if (!realpath(o->proxy_config, real)) {
+    if (!realpath(proxy_config, real)) {
       json_decref(req);
-      return shk__xasprintf("--proxy-config %s: %s", o->proxy_config, strerror(errno));
+      return shk__xasprintf("--proxy-config %s: %s", proxy_config, strerror(errno));
     }
     json_object_set_new(req, "proxy_config", json_string(real));
   }
@@ -116,10 +152,19 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
       return shk__xasprintf("the manager at %s: %s", shk_manager_socket_path(), err.message);
   } else {
     /* Embedded (a daemon keeps a log of its own); the workload never sees
-     * the events. */
+     * the events. The proxy's verdicts come to this process too, for its
+     * summary of refusals (and SHINKEN_EVENT_LOG, which keeps them). */
     shk_manager_config mc;
     if (shk_manager_config_load(NULL, &mc, &err) < 0)
       return shk__xasprintf("capability manager: %s", err.message);
+    const char *log = getenv("SHINKEN_EVENT_LOG");
+    if (log && *log)
+      rs->log = shk__xstrdup(log);
+    rs->refusals = shk_cli_refusals_new(o->verbose, rs->log);
+    if (!rs->refusals)
+      return shk__xasprintf("SHINKEN_EVENT_LOG %s: %s", log, strerror(errno));
+    mc.opts.on_verdict = shk_cli_refusals_take;
+    mc.opts.verdict_data = rs->refusals;
     /* No timeline yet: a log has one writer, and concurrent runs cannot
      * all write the user's default store. */
     mc.opts.audit_db = NULL;
@@ -145,18 +190,85 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
     return why;
   /* An embedded manager takes grants for this session on a socket of its
    * own (not the daemon's path, which a later `shinken run` would take for
-   * a daemon's): said on a terminal, where a person can use it. */
+   * a daemon's): in $XDG_RUNTIME_DIR/shinken, or without one (after `su
+   * -`) in a private directory of its own under /tmp. */
   const char *xdg = getenv("XDG_RUNTIME_DIR");
-  rs->socket = shk__xasprintf("%s/shinken/run-%d.sock", xdg && *xdg ? xdg : "/run", (int)getpid());
-  if (shk_manager_serve(rs->embedded, rs->socket, &err) < 0) {
+  char tmpl[PATH_MAX];
+  snprintf(tmpl, sizeof tmpl, "/tmp/shinken-run.XXXXXX");
+  if (xdg && *xdg == '/')
+    rs->socket = shk__xasprintf("%s/shinken/run-%d.sock", xdg, (int)getpid());
+  else if (mkdtemp(tmpl)) {
+    rs->private = shk__xstrdup(tmpl);
+    rs->socket = shk__xasprintf("%s/control.sock", tmpl);
+  }
+  if (!rs->socket) {
+    if (o->verbose || isatty(STDERR_FILENO))
+      shk__warn("warning: grants cannot reach this session: no directory for its socket: %s",
+                strerror(errno));
+  } else if (shk_manager_serve(rs->embedded, rs->socket, &err) < 0) {
+    if (o->verbose || isatty(STDERR_FILENO))
+      shk__warn("warning: grants cannot reach this session: %s", err.message);
     free(rs->socket);
     rs->socket = NULL;
-  } else if (isatty(STDERR_FILENO)) {
-    fprintf(stderr, "shinken: session %s; grant egress with: SHINKEN_SOCKET=%s shinken grant %s net.egress "
-                    "--scope '{\"domains\":[\"HOST\"]}'\n", rs->id, rs->socket, rs->id);
   }
   return NULL;
 }
+
+/* The session line: said on a terminal, where a person can use it, and
+ * always with --verbose. */
+static void say_session(const shk_sandbox_opts *o, const run_session *rs)
+{
+  if (!o->verbose && !isatty(STDERR_FILENO))
+    return;
+  if (rs->embedded && !rs->socket)
+    fprintf(stderr, "shinken: session %s\n", rs->id);
+  else
+    fprintf(stderr, "shinken: session %s; grant egress with: %s%s%sshinken grant %s net.egress "
+                    "--scope '{\"domains\":[\"HOST\"]}'\n", rs->id, rs->socket ? "SHINKEN_SOCKET=" : "",
+            rs->socket ? rs->socket : "", rs->socket ? " " : "", rs->id);
+}
+
+#if SHK_FAULT_INJECTION
+/* Test builds only (meson option fault_injection): SHINKEN_TEST_CARD=MS
+ * draws a test prompt MS milliseconds into the run, as an approval card
+ * will be drawn, and writes what answered it (the key, "timeout" or
+ * "no-terminal") to the file SHINKEN_TEST_CARD_OUT. Release builds have no
+ * such switch. */
+static void *test_card(void *arg)
+{
+  shk_sandbox_prompt *p = arg;
+  const char *ms = getenv("SHINKEN_TEST_CARD"), *out = getenv("SHINKEN_TEST_CARD_OUT");
+  usleep((useconds_t)atoi(ms) * 1000);
+  int r = shk_sandbox_prompt_ask(p, "shinken: TEST CARD: allow example.test:443 for this session?\n"
+                                    "  [y] approve   [n] deny", "yn", 20000);
+  FILE *f = out ? fopen(out, "we") : NULL;
+  if (f) {
+    if (r > 0)
+      fprintf(f, "%c\n", r);
+    else
+      fprintf(f, "%s\n", r == -ETIMEDOUT ? "timeout" : r == -ENOTTY ? "no-terminal" : "error");
+    fclose(f);
+  }
+  return NULL;
+}
+
+/* True when a thread now uses P (which then lives as long as the process). */
+static bool start_test_card(shk_sandbox_prompt *p)
+{
+  pthread_t t;
+  const char *ms = getenv("SHINKEN_TEST_CARD");
+  if (!ms || !*ms || pthread_create(&t, NULL, test_card, p) != 0)
+    return false;
+  pthread_detach(t);
+  return true;
+}
+#else
+static bool start_test_card(shk_sandbox_prompt *p)
+{
+  (void)p;
+  return false;
+}
+#endif
 
 /* The exit status of `shinken run`: the command's, 128+N when a signal N
  * ended it or the launcher, 125 when the sandbox never completed (bwrap or
@@ -172,19 +284,155 @@ static int exit_status(const shk_sandbox_result *res)
   return res->exit_status;
 }
 
+/* The proxy's configuration for a session whose options pin hosts, open
+ * private ranges or name a resolver: the --proxy-config file's object (or
+ * an empty one) with those added, written to a file of the caller's own
+ * (0600, in a 0700 directory) that the manager reads once, when it opens
+ * the session. *PATH is the file to give the manager (malloc'd), or NULL
+ * when none is needed. Returns NULL, or one line saying why not. */
+static char *proxy_config_file(const shk_sandbox_opts *o, char **path, char **dir)
+{
+  *path = *dir = NULL;
+  if (!o->allow_cidrs.n && !o->resolve.n && !o->dns_upstream)
+    return NULL;
+  json_error_t jerr;
+  json_t *cfg = o->proxy_config ? json_load_file(o->proxy_config, JSON_REJECT_DUPLICATES, &jerr)
+                                : json_object();
+  if (!cfg)
+    return shk__xasprintf("--proxy-config %s: %s", o->proxy_config, jerr.text);
+  if (!json_is_object(cfg)) {
+    json_decref(cfg);
+    return shk__xasprintf("--proxy-config %s: the configuration is a JSON object", o->proxy_config);
+  }
+  /* allow_private_cidrs: the file's ranges, then the options'. */
+  json_t *cidrs = json_object_get(cfg, "allow_private_cidrs");
+  if (!cidrs) {
+    cidrs = json_array();
+    json_object_set_new(cfg, "allow_private_cidrs", cidrs);
+  }
+  for (size_t i = 0; json_is_array(cidrs) && i < o->allow_cidrs.n; i++)
+    json_array_append_new(cidrs, json_string(o->allow_cidrs.v[i]));
+  /* hosts: NAME -> [ADDRESS, ...]; the options' pins join the file's. */
+  json_t *hosts = json_object_get(cfg, "hosts");
+  if (!hosts) {
+    hosts = json_object();
+    json_object_set_new(cfg, "hosts", hosts);
+  }
+  for (size_t i = 0; json_is_object(hosts) && i < o->resolve.n; i++) {
+    const char *v = o->resolve.v[i], *colon = strchr(v, ':');
+    char name[256], addr[64];
+    snprintf(name, sizeof name, "%.*s", (int)(colon - v), v);
+    const char *a = colon + 1;
+    size_t alen = strlen(a);
+    if (alen >= 2 && a[0] == '[' && a[alen - 1] == ']')
+      snprintf(addr, sizeof addr, "%.*s", (int)alen - 2, a + 1);
+    else
+      snprintf(addr, sizeof addr, "%s", a);
+    json_t *list = json_object_get(hosts, name);
+    if (!list) {
+      list = json_array();
+      json_object_set_new(hosts, name, list);
+    }
+    json_array_append_new(list, json_string(addr));
+  }
+  if (o->dns_upstream)
+    json_object_set_new(cfg, "dns_upstream", json_string(o->dns_upstream));
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  char tmpl[PATH_MAX];
+  snprintf(tmpl, sizeof tmpl, "%s/shinken-proxy.XXXXXX", xdg && *xdg == '/' ? xdg : "/tmp");
+  char *why = NULL;
+  if (!mkdtemp(tmpl)) {
+    why = shk__xasprintf("a directory for the proxy's configuration: %s", strerror(errno));
+  } else {
+    *dir = shk__xstrdup(tmpl);
+    *path = shk__xasprintf("%s/proxy.json", tmpl);
+    if (json_dump_file(cfg, *path, JSON_COMPACT) < 0)
+      why = shk__xasprintf("%s: cannot be written", *path);
+  }
+  json_decref(cfg);
+  return why;
+}
+
+static void proxy_config_remove(char *path, char *dir)
+{
+  if (path)
+    unlink(path);
+  if (dir)
+    rmdir(dir);
+  free(path);
+  free(dir);
+}
+
+static void print_usage_and_exit(void)
+{
+  exit(shk_cli_print_usage("run"));
+}
+
+/* The directory of FILE, which holds what a sandbox must not change (the
+ * user's configuration, the trust store), shown read-only when it exists:
+ * the plan protects their default places (~/.config/shinken,
+ * ~/.local/state/shinken), and this covers $XDG_CONFIG_HOME and
+ * $XDG_STATE_HOME set elsewhere. */
+static void keep_read_only(shk_sandbox_opts *o, const char *file)
+{
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s", file);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir)
+    return;
+  *slash = '\0';
+  struct stat st;
+  if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+    return;
+  json_t *rule = json_pack("{s:[s]}", "read", dir);
+  char *text = rule ? json_dumps(rule, JSON_COMPACT) : NULL;
+  json_decref(rule);
+  shk_error e;
+  if (!text || shk_sandbox_profile_apply(o, text, "shinken run", &e) < 0)
+    shk__die(RUN_FAIL, "run: %s", text ? e.message : "out of memory");
+  free(text);
+}
+
 int shk_cli_run(int argc, char **argv)
 {
-  shk_sandbox_opts o;
-  shk_sandbox_opts_init(&o);
-  shk_error e;
-  if (shk_sandbox_opts_parse(&o, argc - 1, argv + 1, &e) < 0)
-    shk__die(RUN_FAIL, "run: %s", e.message);
-  if (o.net != SHK_NET_PROXY && (o.allow_domains.n || o.deny_domains.n || o.proxy_config))
-    shk__die(RUN_FAIL, "run: --allow-domain, --deny-domain and --proxy-config need --net proxy");
-
   shk_sandbox_env env;
+  shk_error e;
   if (shk_sandbox_env_from_process(&env, &e) < 0)
     shk__die(RUN_FAIL, "run: %s", e.message);
+  const char *home = env.homes[0] ? env.homes[0] : env.homes[1];
+
+  /* --help, and the command line's own mistakes, before any file is read. */
+  shk_sandbox_opts o;
+  shk_sandbox_opts_init(&o);
+  o.home = home;
+  if (shk_sandbox_opts_parse(&o, argc - 1, argv + 1, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s", e.message);
+  if (o.help)
+    print_usage_and_exit();
+  shk_sandbox_opts_free(&o);
+
+  /* The layers: the administrator's file, the user's, a trusted project
+   * file, then the command line. */
+  char user_cfg[PATH_MAX], store[PATH_MAX], project[PATH_MAX];
+  bool have_user = shk_cli_user_config(user_cfg), have_store = shk_cli_trust_store(store);
+  snprintf(project, sizeof project, "%s/%s", env.cwd, SHK_CLI_PROJECT_CONFIG);
+  shk_sandbox_config cfg = { .admin = shk_cli_admin_config(), .user = have_user ? user_cfg : NULL,
+                             .project = project, .trust = have_store ? store : NULL,
+                             .cwd = env.cwd };
+  shk_sandbox_config_notes notes;
+  if (shk_sandbox_config_apply(&o, &cfg, argc - 1, argv + 1, &notes, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
+  if (notes.project_skipped)
+    shk__warn("warning: %s not loaded: %s", project, notes.project_skipped);
+  if (o.net != SHK_NET_PROXY && (o.allow_domains.n || o.deny_domains.n || o.proxy_config ||
+                                 o.allow_cidrs.n || o.resolve.n || o.dns_upstream))
+    shk__die(RUN_FAIL, "run: --allow-domain, --deny-domain, --allow-cidr, --resolve, --dns-upstream "
+             "and --proxy-config need --net proxy");
+  if (have_user && getenv("XDG_CONFIG_HOME"))
+    keep_read_only(&o, user_cfg);
+  if (have_store && getenv("XDG_STATE_HOME"))
+    keep_read_only(&o, store);
+
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
   if (shk_sandbox_features_detect(&f, &env, limits ? SHK_DETECT_CGROUP : 0) < 0)
@@ -205,7 +453,11 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
-    char *why = session_open(&o, &plan, &rs);
+    char *pc_path, *pc_dir;
+    char *why = proxy_config_file(&o, &pc_path, &pc_dir);
+    if (!why)
+      why = session_open(&o, &plan, pc_path, &rs);
+    proxy_config_remove(pc_path, pc_dir);
     if (why) {
       session_close(&rs);
       shk_sandbox_plan_free(&plan);
@@ -213,12 +465,33 @@ int shk_cli_run(int argc, char **argv)
     }
   }
 
+  /* The workload knows its session, to name it in a request for a grant. */
+  if (rs.id) {
+    say_session(&o, &rs);
+    if (setenv("SHINKEN_SESSION", rs.id, 1) < 0)
+      shk__die(RUN_FAIL, "run: out of memory");
+    env.environ = environ;
+  }
   shk_sandbox_egress eg = { rs.dir, rs.id };
+  /* The caller's terminal, where a human is asked about this session. */
+  shk_sandbox_prompt *prompt = NULL;
+  if (shk_sandbox_prompt_new(&prompt, &e) < 0)
+    shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
+  bool prompt_shared = start_test_card(prompt);
+  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt };
   shk_sandbox_result res;
-  int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &res, &e);
+  int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
+  if (!prompt_shared)
+    shk_sandbox_prompt_free(prompt);
+  /* The manager's end hands over the proxies' last verdicts. */
+  shk_manager_free(rs.embedded);
+  rs.embedded = NULL;
+  shk_cli_refusals_print(rs.refusals, rs.log);
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");
+  if (res.oom_kills && o.mem)
+    shk__warn("killed by the memory limit (%s)", mem_text(o.mem));
   int status = exit_status(&res);
   if (report) {
     char *json = NULL;

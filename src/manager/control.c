@@ -211,7 +211,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 static void refuse_client(int fd, const char *why)
 {
   char line[512];
-  int n = snprintf(line, sizeof line, "{\"ok\":false,\"error\":\"%s\"}\n", why);
+  int n = snprintf(line, sizeof line, "{\"ok\":false,\"unavailable\":true,\"error\":\"%s\"}\n", why);
   if (send(fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
     /* The client is gone or its buffer is full: closing says enough. */
   }

@@ -127,6 +127,9 @@ struct shk_manager {
   char *socket;             /* the control socket, resolved, or NULL */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
+  /* An embedder's copy of every proxy verdict (shk_manager_opts). */
+  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
+  void *verdict_data;
 };
 
 /* The one place that says which classes this host can apply to a running
@@ -461,6 +464,8 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   m->uid = geteuid();
   m->next_tag = 1;
   m->max_pending = o->max_pending ? o->max_pending : 64;
+  m->on_verdict = o->on_verdict;
+  m->verdict_data = o->verdict_data;
   m->pending_timeout_ms = o->pending_timeout_ms > 0 ? o->pending_timeout_ms : 120 * 1000;
   m->limits = (shk__control_limits){
     .max_clients = o->control_max_clients ? o->control_max_clients : 1024,
@@ -803,7 +808,10 @@ static int egress_verdict(void *data, const shk_egress_verdict_info *v)
   shk_audit_str(&e, SHK_AUDIT_DECISION, v->decision);
   shk_audit_str(&e, SHK_AUDIT_REASON, v->reason);
   shk_audit_str(&e, SHK_AUDIT_RULE, v->rule);
-  return ev_emit(s->m, &e, NULL);
+  int r = ev_emit(s->m, &e, NULL);
+  if (s->m->on_verdict)
+    s->m->on_verdict(s->m->verdict_data, v);
+  return r;
 }
 
 /* ---- the control plane ---- */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The contract of 'shinken cedar authorize' and 'conformance': answers,
-# exit codes (0 allow, 2 deny, 1 bad input), one clear line per bad input,
+# exit codes (0 allow, 2 deny, 1 bad input, 64 usage), one clear line per bad input,
 # batch mode order, and a conformance run that can fail.
 . "$SHINKEN_SRCDIR/tests/lib.sh"
 
@@ -18,9 +18,12 @@ expect() {
 }
 
 # bad_input WORD CMD...: exit 1, exactly one line on stderr naming WORD, nothing on stdout.
-bad_input() {
-  word=$1; shift
-  expect 1 "$@"
+# usage_error WORD CMD...: the same with exit 64 (shinken(1), EXIT STATUS).
+bad_input() { complaint 1 "$@"; }
+usage_error() { complaint 64 "$@"; }
+complaint() {
+  code=$1 word=$2; shift 2
+  expect "$code" "$@"
   [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "not one line on stderr for: $* :: $(cat "$tmp/err")"
   grep -q -- "$word" "$tmp/err" || fail "stderr does not name '$word': $(cat "$tmp/err")"
   [ ! -s "$tmp/out" ] || fail "output on stdout for bad input: $*"
@@ -106,12 +109,12 @@ printf 'permit (principal, action, resource)\nwhen { principal. };\n' >"$tmp/bro
 bad_input 'broken.cedar:2:' "$SHINKEN" cedar authorize --policies "$tmp/broken.cedar" --entities "$tmp/e.json" --request-json "$tmp/req.json"
 echo '[{"uid": 3}]' >"$tmp/broken.json"
 bad_input broken.json "$SHINKEN" cedar authorize --policies "$tmp/p.cedar" --entities "$tmp/broken.json" --request-json "$tmp/req.json"
-bad_input "--frobnicate" auth --request-json "$tmp/req.json" --frobnicate
-bad_input "--policies" "$SHINKEN" cedar authorize --policies
-bad_input "exactly one" auth
-bad_input "--principal" auth --principal 'User::"alice"'
+usage_error "--frobnicate" auth --request-json "$tmp/req.json" --frobnicate
+usage_error "--policies" "$SHINKEN" cedar authorize --policies
+usage_error "exactly one" auth
+usage_error "--principal" auth --principal 'User::"alice"'
 bad_input request auth --principal 'User::"alice' --action 'Action::"read"' --resource 'Doc::"d"' --context "$tmp/req.json"
-bad_input "unknown command" "$SHINKEN" cedar frobnicate
+usage_error "unknown command" "$SHINKEN" cedar frobnicate
 
 # Conformance: a passing file passes, and a wrong expectation is reported.
 mkdir "$tmp/conf"
@@ -128,7 +131,7 @@ J
 done
 expect 0 "$SHINKEN" cedar conformance --root "$tmp/conf" "$tmp/conf/allow.json"
 [ "$(tail -n 1 "$tmp/out")" = "1 passed, 0 failed" ] || fail "conformance pass: $(cat "$tmp/out")"
-expect 1 "$SHINKEN" cedar conformance --root "$tmp/conf" "$tmp/conf/deny.json" "$tmp/conf/allow.json"
+expect 3 "$SHINKEN" cedar conformance --root "$tmp/conf" "$tmp/conf/deny.json" "$tmp/conf/allow.json"
 [ "$(tail -n 1 "$tmp/out")" = "1 passed, 1 failed" ] || fail "conformance failure not counted: $(cat "$tmp/out")"
 grep -q '^FAIL .*deny.json: alice reads d: expected deny' "$tmp/out" || fail "failure not described: $(cat "$tmp/out")"
 # Template links: the linked policy decides, under its link id; a link to

@@ -151,7 +151,7 @@ def caps(tmp):
     try:
         held = [Control(d.sock) for _ in range(4)]
         rc, out, err, _ = d.cli("sessions")
-        chk(rc == 2 and "too many control connections from uid" in err, f"the connection over the cap is refused ({rc}, {err!r})")
+        chk(rc == 4 and "too many control connections from uid" in err, f"the connection over the cap is refused ({rc}, {err!r})")
         chk(all(c.call(op="sessions").get("ok") for c in held), "the connections under the cap are served")
         held.pop().close()
         time.sleep(0.2)
@@ -192,7 +192,7 @@ def exhaustion(tmp):
         chk(len(os.listdir(f"/proc/{d.p.pid}/fd")) >= 256, "the flood used up the manager's descriptors")
         time.sleep(1)
         rc, out, err, t = d.cli("sessions", timeout=20)
-        chk(rc == 2 and "file descriptors" in err,
+        chk(rc == 4 and "file descriptors" in err,
             f"out of descriptors, a new client is told so at once ({rc}, {err!r}, {t:.2f} s)")
         chk(held.call(op="sessions").get("ok") is True, "a client already connected is still answered")
         c0 = cpu_seconds(d.p.pid)

@@ -126,7 +126,7 @@ async function groupConfig() {
   for (const [name, c, key] of bad) {
     await t(`config rejected: ${name}`, async () => {
       const px = await startProxy(c, { wantListen: false });
-      ok(px.code === 125, `exit ${px.code ?? px.signal}, expected 125; stderr: ${px.errText.trim().slice(0, 300)}`);
+      ok(px.code === 1, `exit ${px.code ?? px.signal}, expected 1 (bad input); stderr: ${px.errText.trim().slice(0, 300)}`);
       ok(!px.out.some((l) => l.startsWith('listening')), 'printed a listener before refusing');
       const lines = px.errText.trim().split('\n').filter((l) => l && !l.startsWith('{'));
       ok(lines.length >= 1, 'no error message');

@@ -37,11 +37,11 @@ case $CASE in
       [ $drc = 0 ] || fail "can_run is true but doctor exited $drc"
       [ $rrc = 0 ] || fail "can_run is true but shinken run -- /bin/true exited $rrc: $(cat run.err)"
     else
-      [ $drc = 1 ] || fail "can_run is false but doctor exited $drc"
+      [ $drc = 3 ] || fail "can_run is false but doctor exited $drc"
       [ $rrc = 125 ] || fail "can_run is false but shinken run -- /bin/true exited $rrc"
     fi
     "$SHINKEN" doctor --bogus >/dev/null 2>&1
-    [ $? = 125 ] || fail "a usage error did not exit 125" ;;
+    [ $? = 64 ] || fail "a usage error did not exit 64" ;;
   root)
     # The root caller's claim, both ways, against a root-only file: as
     # root, the filesystem class names it missing and the file is readable
@@ -92,7 +92,7 @@ case $CASE in
     claim "seccomp available=$(j 'd["seccomp"]["available"]'); a filter installs: $a"
     [ "$(j 'd["seccomp"]["available"]')" = $a ] || fail "seccomp claim is wrong (a filter installs: $a)" ;;
   cgroup)
-    v2=$(j 'd["cgroup"]["v2"]'); mnt=$(j 'd["cgroup"]["mount"]'); parent=$(j 'd["cgroup"]["parent"]')
+    v2=$(j 'd["cgroup"]["v2"]["mounted"]'); mnt=$(j 'd["cgroup"]["v2"]["mount"]'); parent=$(j 'd["cgroup"]["v2"]["parent"]')
     ctl=$(j '" ".join(d["cgroup"]["controllers"])')
     claim "cgroup v2=$v2 mount=$mnt parent=$parent controllers=[$ctl]"
     if grep -q ' cgroup2 ' /proc/self/mounts; then real=True; else real=False; fi

@@ -431,7 +431,7 @@ case $CASE in
     SECRET=SHKSECRET-$$-$(date +%s%N)
     setup() {
       echo "$SECRET outside" >"$out/secret"; mkdir -p "$ws/r"; echo visible >"$ws/r/f"
-      own "$out" "$ws"; RUN_OPTS="--read $ws/r --read $(dirname "$PROBE")"
+      own "$out" "$ws"; RUN_OPTS="--restrict-reads --read $ws/r --read $(dirname "$PROBE")"
     }
     args() { echo read "$ws/stolen" "$out/secret"; }
     effect() { [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen" && echo "read a file outside the --read roots"; } ;;

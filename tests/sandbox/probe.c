@@ -676,9 +676,12 @@ static int probe_tiocsti(int argc, char **argv)
         err = errno;
     note(route, err, 1);
   }
-  /* Taking the terminal as the controlling one would make TIOCSTI legal. */
+  /* Taking the terminal as the controlling one would make TIOCSTI legal.
+   * On a terminal, shinken run gives the workload a pseudo-terminal of its
+   * own, already its controlling one: whether the caller's terminal got
+   * anything is judged outside, by the host fixture's log. */
   if (isatty(0)) {
-    note("ioctl(0, TIOCSCTTY)", ioctl(0, TIOCSCTTY, 0) < 0 ? errno : 0, 1);
+    note("ioctl(0, TIOCSCTTY)", ioctl(0, TIOCSCTTY, 0) < 0 ? errno : 0, 0);
     int err = 0;
     for (const char *c = inject; *c && !err; c++)
       if (ioctl(0, TIOCSTI, c) < 0)

@@ -629,7 +629,7 @@ static void test_read_restricted(void **state)
 {
   (void)state;
   shk_sandbox_plan p;
-  build(&p, at("home"), "/usr/bin", "--read", at("r"), NULL);
+  build(&p, at("home"), "/usr/bin", "--restrict-reads", "--read", at("r"), NULL);
   assert_true(p.read_restricted);
   bool vis;
   shk_sandbox_plan_access(&p, at("r/x"), &vis);
@@ -653,6 +653,7 @@ static void test_bwrap_argv(void **state)
   shk__bwrap_opts l = { .bwrap = "/usr/bin/bwrap", .exe = "/x/shinken", .chdir = at("cwd"),
                            .net = SHK_NET_NONE, .landlock = true, .seccomp = true,
                            .sync_fd = 5, .exe_fd = -1, .uid = 1000, .gid = 1001,
+                           .map_uid = 1000, .map_gid = 1001,
                            .command = cmd, .ncommand = 2 };
   char **v = NULL;
   shk__stage2_args s2;

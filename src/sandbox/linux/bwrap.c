@@ -269,8 +269,8 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
     r = add(&ro, "/proc");
   *a = (shk__stage2_args){ .net = l->net, .landlock = l->landlock, .seccomp = l->seccomp,
                            .guard = l->guard, .sync_fd = l->sync_fd, .exe_fd = l->exe_fd,
-                           .map_uid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->uid,
-                           .map_gid = l->root || l->net == SHK_NET_PROXY ? -1 : (long)l->gid,
+                           .ctty = l->ctty,
+                           .map_uid = l->map_uid, .map_gid = l->map_gid,
                            .mask_files = done(&mask_files), .mask_dirs = done(&mask_dirs),
                            .ro_files = done(&ro_files), .create_files = done(&create_files),
                            .create_dirs = done(&create_dirs), .ro_dirs = done(&ro_dirs),
@@ -343,11 +343,15 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     /* bwrap run by an unprivileged user gives these capabilities no power
      * over the new network namespace unless the caller is mapped to uid 0
      * inside (measured with bwrap 0.8): binding port 53 fails. The workload
-     * then sees uid 0, which is still the caller outside and has no
-     * capability once stage 2 has dropped them. */
+     * does not stay there: once the bridge is up, stage 2 enters a user
+     * namespace of its own that maps the caller's ids (or --uid/--gid). */
     if (!l->root) {
       push2(&s, "--uid", "0");
       push2(&s, "--gid", "0");
+      /* Stage 2 then enters a user namespace of its own for the workload
+       * (the caller's ids by default), once the bridge is up; see below. */
+      if (l->map_uid >= 0)
+        push2(&s, "--cap-add", "CAP_SETFCAP");
     }
     push2(&s, "--cap-add", "CAP_NET_ADMIN");
     push2(&s, "--cap-add", "CAP_NET_BIND_SERVICE");
@@ -369,7 +373,8 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
        * of the parent only when it held CAP_SETFCAP there as it made it
        * (so that file capabilities valid for that root cannot be set from
        * inside). */
-      push2(&s, "--cap-add", "CAP_SETFCAP");
+      if (l->map_uid >= 0)
+        push2(&s, "--cap-add", "CAP_SETFCAP");
     }
     /* Stage 2 makes mounts of its own (stage2_op, mask.c), and then needs
      * CAP_SETPCAP to empty the bounding set (caps.c). */

@@ -112,7 +112,7 @@ static char *concat(const char *a, const char *b)
 
 static int clean_env(const shk_sandbox_env *env, vec *out, vec *keep)
 {
-  static const char *const vars[] = { "TERM=", "LANG=", "LC_ALL=", NULL };
+  static const char *const vars[] = { "TERM=", "LANG=", "LC_ALL=", "SHINKEN_SESSION=", NULL };
   const char *home = env->homes[0] ? env->homes[0] : env->homes[1];
   int r = made(out, keep, strdup("PATH=/usr/local/bin:/usr/bin:/bin"));
   if (r == 0 && home)

@@ -54,13 +54,30 @@ typedef struct child_args {
   uid_t uid;
   gid_t gid;
   const shk_sandbox_cgroup *cg;
+  const int *stdio; /* what becomes the sandbox's stdin, stdout and stderr
+                     * (each above stderr) */
   int keep[2];     /* the descriptors above stderr the sandbox gets, ascending;
                     * -1 for none */
   char **argv, **envp;
   sigset_t mask;   /* the launcher's signal mask, restored before exec */
+  bool pipe_ignored; /* the caller ignored SIGPIPE (the launcher does meanwhile) */
   int err;         /* set by the child: -errno of the step that failed */
   const char *what;
 } child_args;
+
+/* *FD moved above stderr when it is not (a caller may have closed 0, 1 or
+ * 2): the child makes those its stdio and would overwrite it. */
+static int above_stderr(int *fd)
+{
+  if (*fd > 2)
+    return 0;
+  int h = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+  if (h < 0)
+    return -errno;
+  close(*fd);
+  *fd = h;
+  return 0;
+}
 
 /* Writes "N N 1" (N in decimal) to /proc/self/FILE. */
 static int map_self(const char *file, unsigned id)
@@ -89,9 +106,9 @@ static int map_self(const char *file, unsigned id)
  * namespace). The child writes its own user namespace's maps, UID and GID
  * being the caller's effective ids outside (a process may map exactly those
  * there, and nothing else). It joins the session cgroup, so every process
- * of the sandbox is inside, and keeps no descriptor but stdin, stdout,
- * stderr and the sync socket: any other the caller left open would be
- * authority the command was not given. */
+ * of the sandbox is inside, and keeps no descriptor but the relay's stdin,
+ * stdout and stderr (never the caller's own) and the sync socket: any other
+ * the caller left open would be authority the command was not given. */
 static int child_main(void *arg)
 {
   child_args *a = arg;
@@ -114,6 +131,12 @@ static int child_main(void *arg)
     a->what = "joining the session cgroup";
     _exit(125);
   }
+  for (int i = 0; i < 3; i++)
+    if (dup2(a->stdio[i], i) < 0) {
+      a->err = -errno;
+      a->what = "the sandbox's stdio";
+      _exit(125);
+    }
   unsigned from = 3;
   for (int i = 0; i < 2; i++) {
     if (a->keep[i] < 0)
@@ -137,6 +160,8 @@ static int child_main(void *arg)
   struct sigaction dfl = { .sa_handler = SIG_DFL };
   for (size_t i = 0; i < NFORWARDED; i++)
     sigaction(forwarded[i], &dfl, NULL);
+  if (!a->pipe_ignored)
+    sigaction(SIGPIPE, &dfl, NULL);
   sigprocmask(SIG_SETMASK, &a->mask, NULL);
   execve(a->argv[0], a->argv, a->envp);
   a->err = -errno;
@@ -228,17 +253,23 @@ static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_appl
   return 1;
 }
 
-/* Until bwrap exits (EXITED, its pidfd, is readable): takes stage 2's
- * report that the sandbox is complete, and serves the workload's connect()
- * calls (guard.c). Without a listener every connect() inside fails
- * (ENOSYS): the guard fails closed. Returns 0, or -errno when supervising
- * failed (the caller then kills the sandbox). */
+/* Until bwrap exits (EXITED, its pidfd, is readable) and its output is
+ * delivered: takes stage 2's report that the sandbox is complete, serves
+ * the workload's connect() calls (guard.c), and relays its stdio (relay.c).
+ * Without a listener every connect() inside fails (ENOSYS): the guard fails
+ * closed. After a signal to the launcher, output still undelivered once
+ * bwrap is gone is dropped. Returns 0, or -errno when supervising failed
+ * (the caller then kills the sandbox). */
 static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guard *g,
-                     shk_sandbox_result *res, int *listener, const char **why)
+                     shk__relay *relay, shk_sandbox_result *res, int *listener, const char **why)
 {
-  struct pollfd fds[3] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 }, { exited, POLLIN, 0 } };
-  while (!(fds[2].revents & (POLLIN | POLLHUP))) {
-    if (poll(fds, 3, -1) < 0) {
+  struct pollfd fds[3 + SHK__RELAY_FDS] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 },
+                                            { exited, POLLIN, 0 } };
+  bool gone = false;
+  while (!gone || (!shk__relay_drained(relay) && !got_signal)) {
+    int timeout;
+    size_t n = shk__relay_fds(relay, fds + 3, gone, &timeout);
+    if (poll(fds, 3 + n, timeout) < 0) {
       if (errno == EINTR)
         continue;
       return -errno;
@@ -262,6 +293,11 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
       close(*listener);
       *listener = fds[1].fd = -1;
     }
+    if (fds[2].revents & (POLLIN | POLLHUP)) {
+      gone = true;
+      fds[0].fd = fds[1].fd = fds[2].fd = -1;
+    }
+    shk__relay_handle(relay, fds + 3, n);
   }
   return 0;
 }
@@ -328,9 +364,32 @@ static int keep_cgroup_paths(const shk_sandbox_cgroup *cg, shk_sandbox_result *r
   return 0;
 }
 
+/* How many processes the memory limit of CG killed: "oom_kill N" in cgroup
+ * v2's memory.events, or in cgroup v1's memory.oom_control. Read before
+ * the cgroup is removed, so that the caller can say which limit ended the
+ * command; 0 when the kernel does not count them. */
+static unsigned oom_kills(const shk_sandbox_cgroup *cg)
+{
+  const char *dir = cg->v1[SHK_CG1_MEMORY] ? cg->v1[SHK_CG1_MEMORY] : cg->path;
+  if (!dir)
+    return 0;
+  char path[PATH_MAX], line[128];
+  snprintf(path, sizeof path, "%s/%s", dir,
+           cg->v1[SHK_CG1_MEMORY] ? "memory.oom_control" : "memory.events");
+  FILE *f = fopen(path, "re");
+  unsigned n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "oom_kill %u", &n) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return n;
+}
+
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_features *f, const shk_sandbox_assessment *a,
                        shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
+                       const shk_sandbox_io *io,
                        shk_sandbox_result *res, shk_error *err)
 {
   memset(res, 0, sizeof *res);
@@ -347,9 +406,10 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   shk__identity id;
   shk__stage2_args s2 = { 0 };
   shk__guard *g = NULL;
+  shk__relay *relay = NULL;
   pid_t pid = -1;
   bool handlers = false, reaped = false;
-  struct sigaction old[NFORWARDED];
+  struct sigaction old[NFORWARDED], old_pipe;
   sigset_t all, mask;
   char resolv[PATH_MAX], resolv_src[PATH_MAX];
 
@@ -379,13 +439,17 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     r = shk__error_set(err, -ENAMETOOLONG, "the egress directory's path is too long");
     goto out;
   }
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
+  if ((r = shk__relay_open(&relay, io, err)) < 0)
+    goto out;
+  res->pty = shk__relay_is_pty(relay);
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0 ||
+      above_stderr(&sync[0]) < 0 || above_stderr(&sync[1]) < 0) {
     r = shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
     goto out;
   }
   /* --net proxy needs the egress bridge, which lives in the binary. */
-  if (o->net != SHK_NET_PROXY)
-    exe = stage2_memfd();
+  if (o->net != SHK_NET_PROXY && (exe = stage2_memfd()) >= 0 && above_stderr(&exe) < 0)
+    exe = -1;
   char self_exe[PATH_MAX];
   const char *binary = env->exe;
   if (exe < 0 && !binary) {
@@ -397,6 +461,20 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     }
     self_exe[n] = '\0';
     binary = self_exe;
+  }
+  /* The ids the workload runs as: the caller's own unless asked, for an
+   * unprivileged caller (a root caller is root inside). Asked for uid and
+   * gid 0, it stays at bwrap's and needs no namespace of stage 2's. */
+  long map_uid = -1, map_gid = -1;
+  if (!env->root) {
+    map_uid = o->uid >= 0 ? o->uid : (long)env->uid;
+    map_gid = o->gid >= 0 ? o->gid : (long)env->gid;
+    if (map_uid == 0 && map_gid == 0)
+      map_uid = map_gid = -1;
+  } else if (o->uid > 0 || o->gid > 0) {
+    r = shk__error_set(err, -EINVAL, "--uid and --gid choose the ids of an unprivileged "
+                       "caller inside; a root caller runs as root");
+    goto out;
   }
   if ((r = shk__sandbox_identity(o, &id)) < 0) {
     shk__error_set(err, r, "a machine id for the sandbox: %s", strerror(-r));
@@ -420,11 +498,14 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .root = env->root,
     .uid = env->uid,
     .gid = env->gid,
+    .map_uid = map_uid,
+    .map_gid = map_gid,
     .landlock = a->landlock_abi > 0,
     .seccomp = a->seccomp,
     .guard = a->guard,
     .sync_fd = sync[1],
     .exe_fd = exe >= 0 ? exe : -1,
+    .ctty = res->pty,
     .command = o->command,
     .ncommand = o->ncommand,
   };
@@ -447,13 +528,19 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < NFORWARDED; i++)
     sigaction(forwarded[i], &sa, &old[i]);
+  /* A reader of the caller's output that goes away is an EPIPE for the
+   * relay (which passes it on to the workload), not the launcher's end. */
+  struct sigaction ign = { .sa_handler = SIG_IGN };
+  sigaction(SIGPIPE, &ign, &old_pipe);
   handlers = true;
   got_signal = 0;
   child_args ca = { .parent = self, .uid = env->uid, .gid = env->gid, .cg = &cg,
+                    .stdio = shk__relay_child_fds(relay),
                     .keep = { exe >= 0 && exe < sync[1] ? exe : sync[1],
                               exe < 0 ? -1 : exe < sync[1] ? sync[1] : exe },
                     .argv = bargv, .envp = cenv.environ,
-                    .mask = mask, .err = 0, .what = NULL };
+                    .mask = mask, .pipe_ignored = old_pipe.sa_handler == SIG_IGN,
+                    .err = 0, .what = NULL };
   pid = start_bwrap(f, env, &ca);
   if (pid > 0)
     child_pid = pid;
@@ -465,12 +552,13 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   }
   close(sync[1]);
   sync[1] = -1;
+  shk__relay_started(relay);
   if ((exited = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
     r = shk__error_set(err, -errno, "pidfd_open: %s", strerror(errno));
     goto out;
   }
   const char *why = NULL;
-  if ((r = supervise(exited, sync[0], &s2, g, res, &listener, &why)) < 0) {
+  if ((r = supervise(exited, sync[0], &s2, g, relay, res, &listener, &why)) < 0) {
     shk__error_set(err, r, "%s; the sandbox was killed", why ? why : strerror(-r));
     goto out;
   }
@@ -498,9 +586,13 @@ out:
   }
   child_pid = 0;
   res->launcher_signal = got_signal;
-  if (handlers)
+  /* The caller's terminal is put back first, whatever happened. */
+  shk__relay_close(relay);
+  if (handlers) {
     for (size_t i = 0; i < NFORWARDED; i++)
       sigaction(forwarded[i], &old[i], NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
+  }
   if (listener >= 0)
     close(listener);
   if (exited >= 0)
@@ -513,6 +605,7 @@ out:
     if (sync[i] >= 0)
       close(sync[i]);
   shk__guard_free(g);
+  res->oom_kills = oom_kills(&cg);
   shk_sandbox_cgroup_destroy(&cg);
   /* Every process of the sandbox died with its pid namespace. */
   shk_sandbox_plan_cleanup(&res->plan);

@@ -6,11 +6,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/common.h"
+#include "options-internal.h"
+#include "sandbox-internal.h"
+#include "shinken/match.h"
 
 const char *shk_access_name(shk_access a)
 {
@@ -36,6 +40,7 @@ void shk_sandbox_opts_init(shk_sandbox_opts *o)
 {
   memset(o, 0, sizeof *o);
   o->net = SHK_NET_NONE;
+  o->uid = o->gid = -1;
   o->tmpfs_size = SHK_SANDBOX_TMPFS_SIZE;
 }
 
@@ -55,12 +60,17 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o)
   paths_free(&o->deny);
   paths_free(&o->allow_domains);
   paths_free(&o->deny_domains);
+  paths_free(&o->allow_cidrs);
+  paths_free(&o->resolve);
   paths_free(&o->env);
   free(o->hostname);
   free(o->machine_id);
   free(o->report);
   free(o->proxy_config);
+  free(o->dns_upstream);
+  const char *home = o->home;
   shk_sandbox_opts_init(o);
+  o->home = home;
 }
 
 /* One sentence about bad input, and -EINVAL. */
@@ -230,6 +240,89 @@ static int set_string(char **dst, const char *v, shk_error *err)
   return 0;
 }
 
+/* A domain pattern for the proxy, checked where it is given so that the
+ * error names the option: the proxy's own parser reads it again. */
+static int check_domain(const char *opt, const char *v, shk_error *err)
+{
+  shk_host_pattern hp;
+  shk_error perr;
+  if (!strcmp(v, "*"))
+    return 0; /* refused by the proxy unless its configuration allows every host */
+  if (shk_host_pattern_parse(v, strlen(v), 0, &hp, &perr) == 0)
+    return 0;
+  if (strstr(v, "://") || strchr(v, '/'))
+    return fail(err, "%s '%s': a pattern is a host name with an optional :port, not a URL "
+                "(for example example.org or **.example.org:443)", opt, v);
+  return fail(err, "%s '%s': %s", opt, v, perr.message);
+}
+
+static int check_cidr(const char *v, shk_error *err)
+{
+  shk_cidr c;
+  shk_error perr;
+  if (shk_cidr_parse(v, strlen(v), &c, &perr) < 0)
+    return fail(err, "--allow-cidr '%s': %s", v, perr.message);
+  return 0;
+}
+
+/* An address, bare or an IPv6 one in brackets, into OUT. */
+static int parse_addr(const char *s, size_t len, shk_ip *out)
+{
+  if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
+    s++;
+    len -= 2;
+  }
+  return shk_ip_parse(s, len, out, NULL);
+}
+
+/* HOST:ADDR, the host a name (not an address), ADDR an IP address. */
+static int check_resolve(const char *v, shk_error *err)
+{
+  const char *colon = strchr(v, ':');
+  shk_host h;
+  shk_ip ip;
+  if (!colon)
+    return fail(err, "--resolve '%s': expected HOST:ADDRESS, such as mirror.corp:10.1.2.3", v);
+  if (shk_host_parse(v, (size_t)(colon - v), &h, NULL, NULL) < 0 || h.kind != SHK_HOST_NAME)
+    return fail(err, "--resolve '%s': '%.*s' is not a host name", v, (int)(colon - v), v);
+  if (parse_addr(colon + 1, strlen(colon + 1), &ip) < 0)
+    return fail(err, "--resolve '%s': '%s' is not an IP address", v, colon + 1);
+  return 0;
+}
+
+/* ADDR[:PORT], an IPv6 address in brackets. */
+static int check_resolver(const char *v, shk_error *err)
+{
+  const char *port = NULL;
+  size_t alen = strlen(v);
+  if (v[0] == '[') {
+    const char *close = strchr(v, ']');
+    if (close && close[1] == ':')
+      port = close + 2;
+    alen = close ? (size_t)(close - v) + 1 : alen;
+  } else if (strchr(v, ':') == strrchr(v, ':') && strchr(v, ':')) {
+    port = strchr(v, ':') + 1;
+    alen = (size_t)(port - 1 - v);
+  }
+  shk_ip ip;
+  uint16_t pn;
+  if (parse_addr(v, alen, &ip) < 0 || (port && shk_port_parse(port, strlen(port), &pn, NULL) < 0))
+    return fail(err, "--dns-upstream '%s': expected ADDRESS[:PORT] (an IPv6 address in brackets)",
+                v);
+  return 0;
+}
+
+static int set_id(long *dst, const char *opt, const char *v, shk_error *err)
+{
+  char *end;
+  errno = 0;
+  unsigned long long n = isdigit((unsigned char)*v) ? strtoull(v, &end, 10) : ULLONG_MAX;
+  if (n == ULLONG_MAX || errno || *end || n >= 0xffffffffULL)
+    return fail(err, "%s: expected a numeric id such as 0 or 1000, not '%s'", opt, v);
+  *dst = (long)n;
+  return 0;
+}
+
 static int apply_profile_file(shk_sandbox_opts *o, const char *file, shk_error *err)
 {
   char *text;
@@ -246,89 +339,193 @@ static int apply_profile_file(shk_sandbox_opts *o, const char *file, shk_error *
   return r;
 }
 
-/* The options that take a value, and the flags. One table serves both the
- * command line and the profile keys, so the two cannot drift apart. */
-typedef enum opt_id {
-  OPT_WRITE, OPT_READ, OPT_DENY, OPT_NET, OPT_MEM, OPT_PIDS, OPT_CPU, OPT_REPORT,
-  OPT_PROFILE, OPT_ALLOW_DOMAIN, OPT_DENY_DOMAIN, OPT_PROXY_CONFIG, OPT_READ_ONLY, OPT_ENV_CLEAN,
-  OPT_ALLOW_DEGRADED,
-  OPT_ENV, OPT_TMPFS_SIZE, OPT_HOSTNAME, OPT_MACHINE_ID,
-} opt_id;
-
+/* The options that take a value, and the flags. One table serves the
+ * command line, the profile keys and the usage text, so the three cannot
+ * drift apart. */
 static const struct opt {
   const char *name;
-  opt_id id;
-  bool takes_value;
+  shk__opt_id id;
+  const char *value; /* the value's name in the usage; NULL for a flag */
+  shk__opt_kind kind;
+  bool egress;
+  const char *help;
 } opts[] = {
-  { "write", OPT_WRITE, true },
-  { "read", OPT_READ, true },
-  { "deny", OPT_DENY, true },
-  { "net", OPT_NET, true },
-  { "mem", OPT_MEM, true },
-  { "pids", OPT_PIDS, true },
-  { "cpu", OPT_CPU, true },
-  { "report", OPT_REPORT, true },
-  { "profile", OPT_PROFILE, true },
-  { "allow-domain", OPT_ALLOW_DOMAIN, true },
-  { "deny-domain", OPT_DENY_DOMAIN, true },
-  { "proxy-config", OPT_PROXY_CONFIG, true },
-  { "read-only", OPT_READ_ONLY, false },
-  { "env-clean", OPT_ENV_CLEAN, false },
-  { "allow-degraded", OPT_ALLOW_DEGRADED, false },
-  { "env", OPT_ENV, true },
-  { "tmpfs-size", OPT_TMPFS_SIZE, true },
-  { "hostname", OPT_HOSTNAME, true },
-  { "machine-id", OPT_MACHINE_ID, true },
+  { "write", SHK__OPT_WRITE, "PATH", SHK__KIND_GRANTS, false,
+    "make PATH writable (repeatable)" },
+  { "read", SHK__OPT_READ, "PATH", SHK__KIND_GRANTS, false,
+    "show PATH read-only, also inside a writable root (repeatable)" },
+  { "deny", SHK__OPT_DENY, "PATH", SHK__KIND_LIMITS, false,
+    "mask PATH, even inside a writable root (repeatable)" },
+  { "restrict-reads", SHK__OPT_RESTRICT_READS, NULL, SHK__KIND_NARROWING, false,
+    "show only the --read roots, the system directories and the writable roots" },
+  { "read-only", SHK__OPT_READ_ONLY, NULL, SHK__KIND_NARROWING, false,
+    "do not make the current directory writable" },
+  { "net", SHK__OPT_NET, "none|proxy|host", SHK__KIND_ORDERED, true,
+    "the network: none (default), the egress proxy, or the host's" },
+  { "allow-domain", SHK__OPT_ALLOW_DOMAIN, "PATTERN", SHK__KIND_GRANTS, true,
+    "--net proxy: let the proxy reach PATTERN (host, *.host, **.host[:PORT])" },
+  { "deny-domain", SHK__OPT_DENY_DOMAIN, "PATTERN", SHK__KIND_LIMITS, true,
+    "--net proxy: never let the proxy reach PATTERN" },
+  { "allow-cidr", SHK__OPT_ALLOW_CIDR, "CIDR", SHK__KIND_GRANTS, true,
+    "--net proxy: a non-public range the proxy may dial (an internal mirror's)" },
+  { "resolve", SHK__OPT_RESOLVE, "HOST:ADDR", SHK__KIND_ROUTING, true,
+    "--net proxy: pin HOST to ADDR, as curl --resolve does (repeatable)" },
+  { "dns-upstream", SHK__OPT_DNS_UPSTREAM, "ADDR[:PORT]", SHK__KIND_ROUTING, true,
+    "--net proxy: the resolver the proxy asks instead of the system's" },
+  { "proxy-config", SHK__OPT_PROXY_CONFIG, "FILE", SHK__KIND_ROUTING, true,
+    "--net proxy: the egress proxy's configuration (shinken-proxy(1))" },
+  { "mem", SHK__OPT_MEM, "SIZE", SHK__KIND_CEILING, false,
+    "memory limit of the session's cgroup (512M, 2G)" },
+  { "pids", SHK__OPT_PIDS, "N", SHK__KIND_CEILING, false,
+    "process limit of the session's cgroup" },
+  { "cpu", SHK__OPT_CPU, "CORES", SHK__KIND_CEILING, false,
+    "CPU limit of the session's cgroup, in cores (0.5, 2)" },
+  { "uid", SHK__OPT_UID, "N", SHK__KIND_FREE, false,
+    "the uid inside (default: the caller's; 0 for a tool that needs root)" },
+  { "gid", SHK__OPT_GID, "N", SHK__KIND_FREE, false, "the gid inside (default: the caller's)" },
+  { "env-clean", SHK__OPT_ENV_CLEAN, NULL, SHK__KIND_NARROWING, false,
+    "start the command from a minimal environment" },
+  { "env", SHK__OPT_ENV, "NAME", SHK__KIND_FREE, false,
+    "pass the variable NAME although it would be removed (repeatable)" },
+  { "tmpfs-size", SHK__OPT_TMPFS_SIZE, "SIZE", SHK__KIND_FREE, false,
+    "how much each private tmpfs (/tmp, /var/tmp, /dev/shm, /run) may hold (default 1G)" },
+  { "hostname", SHK__OPT_HOSTNAME, "NAME", SHK__KIND_FREE, false,
+    "the sandbox's host name (default: shinken)" },
+  { "machine-id", SHK__OPT_MACHINE_ID, "ID", SHK__KIND_FREE, false,
+    "its /etc/machine-id, 32 hex digits (default: a new one per run)" },
+  { "allow-degraded", SHK__OPT_ALLOW_DEGRADED, NULL, SHK__KIND_WIDENING, false,
+    "run even where this host lacks a layer (each is named on stderr)" },
+  { "profile", SHK__OPT_PROFILE, "FILE", SHK__KIND_NONE, false,
+    "read options from a JSON profile, where it appears" },
+  { "report", SHK__OPT_REPORT, "FILE", SHK__KIND_FREE, false,
+    "write a JSON report of what was enforced once the sandbox is gone" },
+  { "verbose", SHK__OPT_VERBOSE, NULL, SHK__KIND_FREE, false,
+    "say the session on stderr, and each refused connection as it happens" },
+  { "help", SHK__OPT_HELP, NULL, SHK__KIND_NONE, false, "print this help" },
 };
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static const struct opt *opt_by_id(shk__opt_id id)
+{
+  for (size_t i = 0; i < NOPTS; i++)
+    if (opts[i].id == id)
+      return &opts[i];
+  return NULL;
+}
+
+shk__opt_kind shk__opt_kind_of(shk__opt_id id)
+{
+  const struct opt *o = opt_by_id(id);
+  return o ? o->kind : SHK__KIND_NONE;
+}
+
+const char *shk__opt_name(shk__opt_id id)
+{
+  const struct opt *o = opt_by_id(id);
+  return o ? o->name : "?";
+}
+
+bool shk__opt_is_egress(shk__opt_id id)
+{
+  const struct opt *o = opt_by_id(id);
+  return o && o->egress;
+}
+
+shk_sandbox_paths *shk__opt_list(shk_sandbox_opts *o, shk__opt_id id)
+{
+  switch ((int)id) {
+  case SHK__OPT_WRITE: return &o->write;
+  case SHK__OPT_READ: return &o->read;
+  case SHK__OPT_DENY: return &o->deny;
+  case SHK__OPT_ALLOW_DOMAIN: return &o->allow_domains;
+  case SHK__OPT_DENY_DOMAIN: return &o->deny_domains;
+  case SHK__OPT_ALLOW_CIDR: return &o->allow_cidrs;
+  case SHK__OPT_RESOLVE: return &o->resolve;
+  case SHK__OPT_ENV: return &o->env;
+  default: return NULL;
+  }
+}
+
+bool shk_sandbox_opt_describe(size_t i, const char **name, const char **value, const char **help)
+{
+  if (i >= NOPTS)
+    return false;
+  *name = opts[i].name;
+  *value = opts[i].value;
+  *help = opts[i].help;
+  return true;
+}
 
 static const struct opt *find_opt(const char *name, size_t len)
 {
-  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+  for (size_t i = 0; i < NOPTS; i++)
     if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
       return &opts[i];
   return NULL;
 }
 
-static int apply_value(shk_sandbox_opts *o, opt_id id, const char *v, shk_error *err)
+static int apply_value(shk_sandbox_opts *o, shk__opt_id id, const char *v, shk_error *err)
 {
+  int r = -EINVAL;
   switch (id) {
-  case OPT_WRITE: return add_path(&o->write, "--write", v, err);
-  case OPT_READ: return add_path(&o->read, "--read", v, err);
-  case OPT_DENY: return add_path(&o->deny, "--deny", v, err);
-  case OPT_NET: return set_net(o, v, err);
-  case OPT_MEM: return set_mem(o, v, err);
-  case OPT_PIDS: return set_pids(o, v, err);
-  case OPT_CPU: return set_cpu(o, v, err);
-  case OPT_REPORT: return set_string(&o->report, v, err);
-  case OPT_PROXY_CONFIG: return set_string(&o->proxy_config, v, err);
-  case OPT_PROFILE: return apply_profile_file(o, v, err);
-  case OPT_ALLOW_DOMAIN: return add_path(&o->allow_domains, "--allow-domain", v, err);
-  case OPT_DENY_DOMAIN: return add_path(&o->deny_domains, "--deny-domain", v, err);
-  case OPT_ENV: return add_env(o, v, err);
-  case OPT_TMPFS_SIZE: return set_tmpfs_size(o, v, err);
-  case OPT_HOSTNAME: return set_hostname(o, v, err);
-  case OPT_MACHINE_ID: return set_machine_id(o, v, err);
-  case OPT_READ_ONLY:
-  case OPT_ENV_CLEAN:
-  case OPT_ALLOW_DEGRADED:
+  case SHK__OPT_WRITE: r = add_path(&o->write, "--write", v, err); break;
+  case SHK__OPT_READ: r = add_path(&o->read, "--read", v, err); break;
+  case SHK__OPT_DENY: r = add_path(&o->deny, "--deny", v, err); break;
+  case SHK__OPT_NET: r = set_net(o, v, err); break;
+  case SHK__OPT_MEM: r = set_mem(o, v, err); break;
+  case SHK__OPT_PIDS: r = set_pids(o, v, err); break;
+  case SHK__OPT_CPU: r = set_cpu(o, v, err); break;
+  case SHK__OPT_UID: r = set_id(&o->uid, "--uid", v, err); break;
+  case SHK__OPT_GID: r = set_id(&o->gid, "--gid", v, err); break;
+  case SHK__OPT_REPORT: r = set_string(&o->report, v, err); break;
+  case SHK__OPT_PROXY_CONFIG: r = set_string(&o->proxy_config, v, err); break;
+  case SHK__OPT_PROFILE: r = apply_profile_file(o, v, err); break;
+  case SHK__OPT_ALLOW_DOMAIN:
+  case SHK__OPT_DENY_DOMAIN: {
+    const char *opt = id == SHK__OPT_ALLOW_DOMAIN ? "--allow-domain" : "--deny-domain";
+    r = check_domain(opt, v, err);
+    if (r == 0)
+      r = add_path(id == SHK__OPT_ALLOW_DOMAIN ? &o->allow_domains : &o->deny_domains, opt, v, err);
     break;
   }
-  (void)NEVER(1);
-  return -EINVAL;
+  case SHK__OPT_ALLOW_CIDR:
+    if ((r = check_cidr(v, err)) == 0)
+      r = add_path(&o->allow_cidrs, "--allow-cidr", v, err);
+    break;
+  case SHK__OPT_RESOLVE:
+    if ((r = check_resolve(v, err)) == 0)
+      r = add_path(&o->resolve, "--resolve", v, err);
+    break;
+  case SHK__OPT_DNS_UPSTREAM:
+    if ((r = check_resolver(v, err)) == 0)
+      r = set_string(&o->dns_upstream, v, err);
+    break;
+  case SHK__OPT_ENV: r = add_env(o, v, err); break;
+  case SHK__OPT_TMPFS_SIZE: r = set_tmpfs_size(o, v, err); break;
+  case SHK__OPT_HOSTNAME: r = set_hostname(o, v, err); break;
+  case SHK__OPT_MACHINE_ID: r = set_machine_id(o, v, err); break;
+  case SHK__OPT_RESTRICT_READS: case SHK__OPT_READ_ONLY: case SHK__OPT_ENV_CLEAN:
+  case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_VERBOSE: case SHK__OPT_HELP: case SHK__OPT_N:
+    (void)NEVER(1);
+    break;
+  }
+  if (r == 0 && id != SHK__OPT_PROFILE)
+    o->set_ |= SHK__OPT_BIT(id);
+  return r;
 }
 
-static void apply_flag(shk_sandbox_opts *o, opt_id id, bool on)
+static void apply_flag(shk_sandbox_opts *o, shk__opt_id id, bool on)
 {
-  switch (id) {
-  case OPT_READ_ONLY: o->read_only = on; return;
-  case OPT_ENV_CLEAN: o->env_clean = on; return;
-  case OPT_ALLOW_DEGRADED: o->allow_degraded = on; return;
-  case OPT_WRITE: case OPT_READ: case OPT_DENY: case OPT_NET: case OPT_MEM: case OPT_PIDS:
-  case OPT_CPU: case OPT_REPORT: case OPT_PROFILE: case OPT_ALLOW_DOMAIN: case OPT_DENY_DOMAIN:
-  case OPT_PROXY_CONFIG: case OPT_ENV: case OPT_TMPFS_SIZE: case OPT_HOSTNAME: case OPT_MACHINE_ID:
-    break;
+  switch ((int)id) {
+  case SHK__OPT_READ_ONLY: o->read_only = on; break;
+  case SHK__OPT_RESTRICT_READS: o->restrict_reads = on; break;
+  case SHK__OPT_ENV_CLEAN: o->env_clean = on; break;
+  case SHK__OPT_ALLOW_DEGRADED: o->allow_degraded = on; break;
+  case SHK__OPT_VERBOSE: o->verbose = on; break;
+  case SHK__OPT_HELP: o->help = on; return;
+  default: (void)NEVER(1); return;
   }
-  (void)NEVER(1);
+  o->set_ |= SHK__OPT_BIT(id);
 }
 
 int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, shk_error *err)
@@ -340,20 +537,26 @@ int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, shk_error
       i++;
       break;
     }
+    if (!strcmp(a, "-h")) {
+      o->help = true;
+      return 0;
+    }
     if (strncmp(a, "--", 2)) {
       if (a[0] == '-')
-        return fail(err, "unknown option '%s'", a);
+        return fail(err, "unknown option '%s' (see 'shinken run --help')", a);
       break;
     }
     const char *name = a + 2, *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     const struct opt *opt = find_opt(name, len);
     if (!opt)
-      return fail(err, "unknown option '--%.*s'", (int)len, name);
-    if (!opt->takes_value) {
+      return fail(err, "unknown option '--%.*s' (see 'shinken run --help')", (int)len, name);
+    if (!opt->value) {
       if (eq)
         return fail(err, "--%s takes no value", opt->name);
       apply_flag(o, opt->id, true);
+      if (o->help)
+        return 0;
       i++;
       continue;
     }
@@ -363,7 +566,7 @@ int shk_sandbox_opts_parse(shk_sandbox_opts *o, int argc, char **argv, shk_error
       i++;
     } else {
       if (i + 1 >= argc)
-        return fail(err, "--%s needs a value", opt->name);
+        return fail(err, "--%s needs a value (%s)", opt->name, opt->value);
       v = argv[i + 1];
       i += 2;
     }
@@ -390,20 +593,53 @@ static const struct opt *find_key(const char *key)
   const struct opt *opt = find_opt(buf, len);
   /* A profile cannot include another: that would be a second source of
    * truth with its own relative-path questions. */
-  return opt && opt->id != OPT_PROFILE ? opt : NULL;
+  return opt && opt->id != SHK__OPT_PROFILE && opt->id != SHK__OPT_HELP ? opt : NULL;
+}
+
+/* A path of a profile with a leading ~ or $HOME (or ${HOME}) made the
+ * home's, into BUF; V itself when it has neither. */
+static int expand_home(const shk_sandbox_opts *o, const char *what, const char *key,
+                       const char *v, char *buf, size_t size, const char **out, shk_error *err)
+{
+  static const char *const leads[] = { "~", "$HOME", "${HOME}" };
+  *out = v;
+  for (size_t k = 0; k < sizeof leads / sizeof leads[0]; k++) {
+    size_t n = strlen(leads[k]);
+    if (strncmp(v, leads[k], n) || (v[n] && v[n] != '/'))
+      continue;
+    if (!o->home)
+      return fail(err, "%s: \"%s\": '%s' has no home directory to stand for", what, key, v);
+    if ((size_t)snprintf(buf, size, "%s%s", o->home, v + n) >= size)
+      return fail(err, "%s: \"%s\": '%s' is too long", what, key, v);
+    *out = buf;
+    return 0;
+  }
+  return 0;
+}
+
+static bool is_path_key(shk__opt_id id)
+{
+  return id == SHK__OPT_WRITE || id == SHK__OPT_READ || id == SHK__OPT_DENY ||
+         id == SHK__OPT_REPORT || id == SHK__OPT_PROXY_CONFIG;
+}
+
+static int apply_string(shk_sandbox_opts *o, const struct opt *opt, const char *v,
+                        const char *what, shk_error *err)
+{
+  char buf[PATH_MAX];
+  if (is_path_key(opt->id)) {
+    int r = expand_home(o, what, opt->name, v, buf, sizeof buf, &v, err);
+    if (r < 0)
+      return r;
+  }
+  return apply_value(o, opt->id, v, err);
 }
 
 static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *v,
                             const char *what, shk_error *err)
 {
   char num[32];
-  switch (opt->id) {
-  case OPT_WRITE:
-  case OPT_READ:
-  case OPT_DENY:
-  case OPT_ALLOW_DOMAIN:
-  case OPT_DENY_DOMAIN:
-  case OPT_ENV: {
+  if (shk__opt_list(o, opt->id)) {
     if (!json_is_array(v))
       return fail(err, "%s: \"%s\" must be an array of strings", what, opt->name);
     size_t i;
@@ -411,31 +647,40 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
     json_array_foreach(v, i, e) {
       if (!json_is_string(e))
         return fail(err, "%s: \"%s\" must be an array of strings", what, opt->name);
-      int r = apply_value(o, opt->id, json_string_value(e), err);
+      int r = apply_string(o, opt, json_string_value(e), what, err);
       if (r < 0)
         return r;
     }
     return 0;
   }
-  case OPT_NET:
-  case OPT_REPORT:
-  case OPT_PROXY_CONFIG:
-  case OPT_HOSTNAME:
-  case OPT_MACHINE_ID:
+  switch ((int)opt->id) {
+  case SHK__OPT_NET:
+  case SHK__OPT_REPORT:
+  case SHK__OPT_PROXY_CONFIG:
+  case SHK__OPT_DNS_UPSTREAM:
+    if (!json_is_string(v))
+      return fail(err, "%s: \"%s\" must be a string", what, opt->name);
+    return apply_string(o, opt, json_string_value(v), what, err);
+  case SHK__OPT_HOSTNAME:
+  case SHK__OPT_MACHINE_ID:
     if (!json_is_string(v))
       return fail(err, "%s: \"%s\" must be a string", what, opt->name);
     return apply_value(o, opt->id, json_string_value(v), err);
-  case OPT_MEM:
-  case OPT_PIDS:
-  case OPT_CPU:
-  case OPT_TMPFS_SIZE:
+  case SHK__OPT_MEM:
+  case SHK__OPT_PIDS:
+  case SHK__OPT_CPU:
+  case SHK__OPT_UID:
+  case SHK__OPT_GID:
+  case SHK__OPT_TMPFS_SIZE:
     if (json_is_string(v))
       return apply_value(o, opt->id, json_string_value(v), err);
-    if (json_is_integer(v) && json_integer_value(v) > 0) {
+    if (json_is_integer(v) && (json_integer_value(v) > 0 ||
+                               (json_integer_value(v) == 0 &&
+                                (opt->id == SHK__OPT_UID || opt->id == SHK__OPT_GID)))) {
       snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
       return apply_value(o, opt->id, num, err);
     }
-    if (opt->id == OPT_CPU && json_is_real(v) && json_real_value(v) > 0 &&
+    if (opt->id == SHK__OPT_CPU && json_is_real(v) && json_real_value(v) > 0 &&
         json_real_value(v) < 1e6) {
       /* Three decimals is the precision of the option; more is an error
        * rather than a silent rounding. */
@@ -445,14 +690,16 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
       return apply_value(o, opt->id, num, err);
     }
     return fail(err, "%s: \"%s\" must be a positive number or a string", what, opt->name);
-  case OPT_READ_ONLY:
-  case OPT_ENV_CLEAN:
-  case OPT_ALLOW_DEGRADED:
+  case SHK__OPT_READ_ONLY:
+  case SHK__OPT_RESTRICT_READS:
+  case SHK__OPT_ENV_CLEAN:
+  case SHK__OPT_ALLOW_DEGRADED:
+  case SHK__OPT_VERBOSE:
     if (!json_is_boolean(v))
       return fail(err, "%s: \"%s\" must be true or false", what, opt->name);
     apply_flag(o, opt->id, json_is_true(v));
     return 0;
-  case OPT_PROFILE:
+  default:
     break;
   }
   (void)NEVER(1);
@@ -486,4 +733,26 @@ int shk_sandbox_profile_apply(shk_sandbox_opts *o, const char *text, const char 
 out:
   json_decref(root);
   return r;
+}
+
+/* The paths the sandbox makes itself, which no rule may replace: a rule
+ * there would either fail inside bwrap or undo what makes them safe (the
+ * host's /tmp holds other programs' sockets, which the connect() guard
+ * lets a writable mount reach; /proc must be the sandbox's own pid
+ * namespace's). */
+int shk__rule_path_check(shk_access a, const char *arg, const char *path, shk_error *err)
+{
+  static const char *const fresh[] = { "/tmp", "/var/tmp", "/run", "/dev", NULL };
+  const char *opt = a == SHK_ACCESS_WRITE ? "--write" : a == SHK_ACCESS_READ ? "--read" : "--deny";
+  if (!strcmp(path, "/") && a != SHK_ACCESS_READ)
+    return fail(err, "%s %s: a rule cannot cover the whole root; name the directories you mean",
+                opt, arg);
+  if (shk_path_within(path, "/proc"))
+    return fail(err, "%s %s: /proc inside is the sandbox's own, made for its processes; "
+                "a rule cannot name it", opt, arg);
+  for (const char *const *f = fresh; *f; f++)
+    if (!strcmp(path, *f))
+      return fail(err, "%s %s: %s is private inside the sandbox (empty, its own); to share a "
+                  "host directory, name one beneath it", opt, arg, *f);
+  return 0;
 }

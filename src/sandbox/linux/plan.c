@@ -467,13 +467,19 @@ static int add_option(shk__builder *b, const char *arg, const char *cwd, shk_acc
   if (normalize(arg, cwd, abs) < 0)
     return toolong(b->err, arg);
   if (realpath(abs, real) && stat(real, &st) == 0) {
-    int r = add(b->p, real, a, kind_for(a, &st), false, b->err);
+    int r = shk__rule_path_check(a, arg, real, b->err);
+    if (r < 0)
+      return r;
+    r = add(b->p, real, a, kind_for(a, &st), false, b->err);
     if (r == 0)
       b->p->rules[b->p->n - 1].via_symlink = strcmp(abs, real) != 0;
     return r;
   }
   if (a != SHK_ACCESS_DENY)
     return fail(b->err, "--%s %s: %s", shk_access_name(a), arg, strerror(errno));
+  int r = shk__rule_path_check(a, arg, abs, b->err);
+  if (r < 0)
+    return r;
   /* A missing --deny path: masked at its first missing component, whatever
    * the options make writable (the options' own rules are not all known
    * yet, and a deny is never a widening). */
@@ -721,7 +727,7 @@ int shk_sandbox_plan_build(const shk_sandbox_opts *o, const shk_sandbox_env *env
 {
   memset(p, 0, sizeof *p);
   shk__builder b = { .p = p, .env = env, .err = err };
-  p->read_restricted = o->read.n > 0;
+  p->read_restricted = o->restrict_reads;
   int r = 0;
   if (o->read_only && o->write.n > 0) {
     r = fail(err, "--read-only cannot be combined with --write");

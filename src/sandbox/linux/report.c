@@ -33,20 +33,41 @@ static json_t *int_or_null(bool present, int v)
   return present ? json_integer(v) : json_null();
 }
 
+static json_t *id_or_null(long v)
+{
+  return v >= 0 ? json_integer(v) : json_null();
+}
+
+static json_t *str_or_null(const char *s)
+{
+  return s ? json_string(s) : json_null();
+}
+
 static json_t *asked_json(const shk_sandbox_opts *o)
 {
   char cpu[32] = "";
   if (o->cpu_milli)
     snprintf(cpu, sizeof cpu, "%u.%03u", o->cpu_milli / 1000, o->cpu_milli % 1000);
-  return json_pack("{s:o, s:o, s:o, s:b, s:s, s:o, s:o, s:o, s:b, s:b, s:o, s:o, s:o}",
+  json_t *a = json_pack("{s:o, s:o, s:o, s:b, s:b, s:s, s:o, s:o, s:o, s:b, s:b, s:o, s:o, s:o}",
       "write", strv_json(o->write.v, o->write.n), "read", strv_json(o->read.v, o->read.n),
       "deny", strv_json(o->deny.v, o->deny.n), "read-only", o->read_only,
+      "restrict-reads", o->restrict_reads,
       "net", shk_net_mode_name(o->net), "mem", num_or_null(o->mem), "pids", num_or_null(o->pids),
       "cpu", o->cpu_milli ? json_string(cpu) : json_null(), "env-clean", o->env_clean,
       "allow-degraded", o->allow_degraded,
       "allow-domain", strv_json(o->allow_domains.v, o->allow_domains.n),
       "deny-domain", strv_json(o->deny_domains.v, o->deny_domains.n),
       "command", strv_json(o->command, o->ncommand));
+  if (a && json_object_update_new(a, json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}",
+          "allow-cidr", strv_json(o->allow_cidrs.v, o->allow_cidrs.n),
+          "resolve", strv_json(o->resolve.v, o->resolve.n),
+          "dns-upstream", str_or_null(o->dns_upstream),
+          "proxy-config", str_or_null(o->proxy_config),
+          "uid", id_or_null(o->uid), "gid", id_or_null(o->gid))) < 0) {
+    json_decref(a);
+    return NULL;
+  }
+  return a;
 }
 
 static json_t *rules_json(const shk_sandbox_plan *p)
@@ -109,7 +130,7 @@ static json_t *enforced_json(const shk_sandbox_opts *o, const shk_sandbox_result
   bool up = res->started;
   return json_pack(
       "{s:o, s:b, s:[sssssss], s:o, s:{s:i, s:b, s:b, s:b, s:b}, s:{s:b, s:s},"
-      " s:o, s:o, s:b, s:o, s:b, s:b, s:s, s:i}",
+      " s:o, s:o, s:b, s:o, s:b, s:b, s:s, s:i, s:s}",
       "rules", rules_json(&res->plan), "read-restricted", res->plan.read_restricted,
       "namespaces", "user", "pid", "mount", "ipc", "uts", "cgroup",
       o->net == SHK_NET_HOST ? "net (not used: --net host)" : "net",
@@ -127,7 +148,9 @@ static json_t *enforced_json(const shk_sandbox_opts *o, const shk_sandbox_result
       "unix-connect", ap->guard ? "connect() mediated by the launcher (seccomp user "
                                   "notification): pathname sockets only on writable mounts"
                                 : "not mediated",
-      "stage2-mounts", (int)ap->masks);
+      "stage2-mounts", (int)ap->masks,
+      /* The workload's stdio is never the caller's own descriptors. */
+      "stdio", res->pty ? "pseudo-terminal (relayed)" : "pipes (relayed)");
 }
 
 /* Stage 2's own report, as it came. */

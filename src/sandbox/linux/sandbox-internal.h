@@ -22,15 +22,27 @@ typedef struct shk__bwrap_opts {
   bool root;              /* the caller is root outside */
   uid_t uid;              /* the caller's ids outside */
   gid_t gid;
+  /* An unprivileged caller: the ids the workload gets in stage 2's own
+   * user namespace, which maps them onto the uid and gid 0 bwrap sets the
+   * sandbox up with; -1: none (the workload stays uid 0 there, or the
+   * caller is root). */
+  long map_uid, map_gid;
   bool landlock, seccomp; /* false only when degraded mode was allowed */
   bool guard;             /* the connect() guard; likewise */
   int sync_fd;            /* a unix socket: stage 2 reports here just before exec,
                            * with the connect() guard's listener */
   int exe_fd;             /* the descriptor stage 2 is run from, or -1 */
+  bool ctty;              /* stdin is a pseudo-terminal: stage 2 makes it the
+                           * controlling terminal of the workload's session */
   char *const *command;
   size_t ncommand;
 } shk__bwrap_opts;
 
+/* A rule of the options (--write, --read, --deny ARG, PATH its resolved
+ * form) on a path the sandbox makes itself: the root, the private /tmp,
+ * /var/tmp, /run and /dev, and /proc. 0, or -EINVAL with one sentence
+ * (options.c). */
+int shk__rule_path_check(shk_access a, const char *arg, const char *path, shk_error *err);
 /* The environment the command gets (envfilter.c): ENV's, without the
  * variables that carry secrets or sockets (their names in REMOVED), or with
  * --env-clean a minimal one; --env NAME passes NAME either way. ENVIRON
@@ -130,6 +142,27 @@ int shk__seccomp_apply(shk_net_mode net, bool guard);
 /* The precompiled filter, for tests. */
 struct sock_filter;
 int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter **prog, size_t *len);
+
+/* ---- the stdio relay, the launcher's side (relay.c) ---- */
+
+/* open() makes the pipes or the pseudo-terminal; the child makes
+ * child_fds()[0..2] its stdin, stdout and stderr; started() closes them in
+ * the launcher (and puts the caller's terminal in raw mode); then, in the
+ * supervising loop, fds() fills at most SHK__RELAY_FDS entries (and sets
+ * *timeout, -1 or milliseconds) and handle() moves what poll found. Once
+ * the sandbox is gone (GONE), drained() says when its output is all
+ * delivered. close() restores the caller's terminal, on every path. */
+#define SHK__RELAY_FDS 5
+typedef struct shk__relay shk__relay;
+int shk__relay_open(shk__relay **out, const shk_sandbox_io *io, shk_error *err);
+const int *shk__relay_child_fds(const shk__relay *r);
+bool shk__relay_is_pty(const shk__relay *r);
+void shk__relay_started(shk__relay *r);
+struct pollfd;
+size_t shk__relay_fds(shk__relay *r, struct pollfd *fds, bool gone, int *timeout);
+void shk__relay_handle(shk__relay *r, const struct pollfd *fds, size_t n);
+bool shk__relay_drained(const shk__relay *r);
+void shk__relay_close(shk__relay *r);
 
 /* ---- the connect() guard, the launcher's side (guard.c) ---- */
 

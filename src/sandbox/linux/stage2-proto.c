@@ -75,6 +75,8 @@ int shk__stage2_args_write(const shk__stage2_args *a, int (*push)(void *ctx, con
     PUSH("--no-seccomp");
   if (!a->guard)
     PUSH("--no-guard");
+  if (a->ctty)
+    PUSH("--ctty");
   for (size_t i = 0; i < NLISTS; i++) {
     const shk__stage2_list *l = list_at((shk__stage2_args *)a, i);
     if (!l->n)
@@ -120,6 +122,10 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
     }
     if (shk__s_eq(o, "--no-guard")) {
       a->guard = false;
+      continue;
+    }
+    if (shk__s_eq(o, "--ctty")) {
+      a->ctty = true;
       continue;
     }
     if (!v)
@@ -209,7 +215,7 @@ int shk__stage2_report_read(const void *msg, size_t len, bool listener, const sh
   if ((a->landlock && !rep.landlock_abi) || (a->seccomp && !out->seccomp) ||
       (a->seccomp && a->guard) != out->guard || out->guard != listener || !out->caps_dropped ||
       !out->no_new_privs || !out->keyring || (a->net == SHK_NET_PROXY) != out->bridge ||
-      (a->map_uid >= 0) != out->userns ||
+      (a->map_uid >= 0) != out->userns || a->ctty != ((f & SHK__APPLIED_CTTY) != 0) ||
       rep.masks != masks)
     return -1;
   return 0;

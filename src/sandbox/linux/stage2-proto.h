@@ -26,6 +26,10 @@ typedef struct shk__stage2_args {
    * these ids (the caller's, outside) to the uid and gid 0 bwrap set it up
    * with, so that the workload sees its own ids; -1: it does not. */
   long map_uid, map_gid;
+  /* stdin is the workload's pseudo-terminal: stage 2 makes it the
+   * controlling terminal of its session, so that the workload's shell has
+   * job control. */
+  bool ctty;
   /* Masks stage 2 makes itself, in order, while it still may mount:
    * /dev/null over a file, an empty read-only tmpfs over a directory, a
    * read-only bind of a file onto itself. A path marked created did not
@@ -77,6 +81,7 @@ enum {
   SHK__APPLIED_GUARD = 1 << 6,
   SHK__APPLIED_SECCOMP = 1 << 7,
   SHK__APPLIED_USERNS = 1 << 8,
+  SHK__APPLIED_CTTY = 1 << 9,
 };
 
 #define SHK__STAGE2_MAGIC 0x326b6873u /* "shk2" */

@@ -17,6 +17,7 @@
 #include <linux/keyctl.h>
 #include <linux/prctl.h>
 #include <linux/uio.h>
+#include <asm/ioctls.h>
 #include <asm/socket.h>
 
 #include "sys.h"
@@ -179,7 +180,8 @@ static long map_to_0(const char *file, long id)
 }
 
 /* Safe because a new user namespace only ever holds less: the command runs
- * as the caller's ids, which map to the ids stage 2 already had, and the
+ * as the caller's ids (or the --uid and --gid asked), which map to the ids
+ * stage 2 already had, and the
  * capabilities it gets in the new namespace are dropped below, before
  * anything else runs. This is what bwrap does at the end of its set-up
  * for an unprivileged caller; stage 2 does it instead so that it keeps,
@@ -331,6 +333,20 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     die("PR_SET_PDEATHSIG", NULL, r);
 
   shk__stage2_report rep = { .magic = SHK__STAGE2_MAGIC, .size = sizeof rep };
+  /* Safe because the terminal is the workload's own pseudo-terminal (the
+   * launcher holds its master, outside): this process, which becomes the
+   * workload, leads a session of its own (bwrap --new-session made it one)
+   * and takes that terminal as the session's controlling terminal, so that
+   * the workload's shell has job control and Ctrl-C, Ctrl-Z and resizes
+   * reach its foreground job. */
+  if (a.ctty) {
+    r = shk__sys(__NR_setsid);
+    if (r < 0 && r != -EPERM)
+      die("setsid", NULL, r);
+    if ((r = shk__sys(__NR_ioctl, 0, TIOCSCTTY, 0)) < 0)
+      die("the workload's terminal", NULL, r);
+    rep.flags |= SHK__APPLIED_CTTY;
+  }
   rep.masks = make_masks(&a);
   /* bwrap changed into the working directory before stage 2's binds of
    * directories onto themselves: one of them may hold it, so the path is
@@ -340,16 +356,6 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     if (shk__sys(__NR_getcwd, cwd, sizeof cwd) > 0 && cwd[0] == '/')
       shk__sys(__NR_chdir, cwd);
   }
-  if (a.map_uid >= 0) {
-    enter_userns(a.map_uid, a.map_gid);
-    rep.flags |= SHK__APPLIED_USERNS;
-  }
-  /* Safe because it only replaces this process's session keyring with a
-   * new, empty one: keys of the caller's session are never reachable
-   * inside. */
-  if ((r = shk__sys(__NR_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0)) < 0)
-    die("a fresh session keyring", NULL, r);
-  rep.flags |= SHK__APPLIED_KEYRING;
   if (a.net == SHK_NET_PROXY) {
     if (!hooks || !hooks->bridge)
       die("--net proxy needs the egress bridge of the shinken binary", NULL, -EINVAL);
@@ -361,6 +367,19 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
       die("egress bridge", NULL, r);
     rep.flags |= SHK__APPLIED_BRIDGE;
   }
+  /* After the mounts and the bridge, which need the capabilities of uid 0
+   * over the sandbox's namespaces: the workload gets the caller's ids (or
+   * the ones asked for) in a user namespace of its own. */
+  if (a.map_uid >= 0) {
+    enter_userns(a.map_uid, a.map_gid);
+    rep.flags |= SHK__APPLIED_USERNS;
+  }
+  /* Safe because it only replaces this process's session keyring with a
+   * new, empty one: keys of the caller's session are never reachable
+   * inside. */
+  if ((r = shk__sys(__NR_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0)) < 0)
+    die("a fresh session keyring", NULL, r);
+  rep.flags |= SHK__APPLIED_KEYRING;
   if ((r = shk__drop_caps()) < 0)
     die("dropping capabilities", NULL, r);
   rep.flags |= SHK__APPLIED_CAPS;

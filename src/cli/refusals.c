@@ -1,0 +1,175 @@
+/* What `shinken run` says about the refusals of its session: the embedded
+ * manager hands over each verdict of the session's egress proxy
+ * (shk_manager_opts.on_verdict); they are said live with --verbose, and
+ * summed up once the command is gone, one line per destination and reason,
+ * on shinken's own stderr (never the workload's). With SHINKEN_EVENT_LOG
+ * every verdict is also kept there, one JSON line each. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/common.h"
+#include "shinken/egress.h"
+
+struct kind {
+  char *why;    /* the sentence in parentheses */
+  const char *noun; /* "connection", "lookup" or "request" */
+  char *what;   /* " to HOST:PORT", " of HOST" or "" */
+  char *host;   /* for the grant's advice, or NULL */
+  unsigned n;
+};
+
+struct shk_cli_refusals {
+  int log;            /* SHINKEN_EVENT_LOG, or -1 */
+  bool live;
+  pthread_mutex_t lock; /* the proxies' threads hand verdicts over */
+  char *session;
+  struct kind *kinds;
+  size_t n, cap;
+};
+
+/* The reason of a refused decision in words, or NULL for a decision that is
+ * not a refusal of Shinken's (an unreachable destination, a name that does
+ * not exist, a client that sent nothing). */
+static char *why_of(const char *reason, const char *rule)
+{
+  if (!strcmp(reason, "policy-no-match"))
+    return shk__xasprintf("not granted");
+  if (!strcmp(reason, "policy-deny") && rule)
+    return shk__xasprintf("forbidden by the rule '%s'", rule);
+  if (!strcmp(reason, "policy-deny") || !strcmp(reason, "held-denied"))
+    return shk__xasprintf("denied");
+  if (!strcmp(reason, "policy-deny-cidr"))
+    return shk__xasprintf("an address range the administrator blocks");
+  if (!strncmp(reason, "ip-", 3))
+    return shk__xasprintf("a non-public address; --allow-cidr opens a range");
+  if (!strncmp(reason, "session-", 8))
+    return shk__xasprintf("the session's limit of open connections");
+  if (!strncmp(reason, "connect-", 8) || !strncmp(reason, "dns-", 4) || strstr(reason, "timeout"))
+    return NULL;
+  return shk__xasprintf("the proxy refused the request: %s", reason);
+}
+
+static char *what_of(shk_egress_proto proto, const char *host, unsigned port, const char **noun)
+{
+  if (!host) {
+    *noun = "request";
+    return shk__xasprintf("%s", "");
+  }
+  if (proto == SHK_EGRESS_DNS || port == 0) {
+    *noun = "lookup";
+    return shk__xasprintf(" of %s", host);
+  }
+  *noun = "connection";
+  return shk__xasprintf(strchr(host, ':') ? " to [%s]:%d" : " to %s:%d", host, (int)port);
+}
+
+static void advice(const struct shk_cli_refusals *r, const struct kind *k, FILE *out)
+{
+  if (k->host && !strcmp(k->why, "not granted"))
+    fprintf(out, "; 'shinken grant %s net.egress --scope '{\"domains\":[\"%s\"]}'' or approve when asked",
+            r->session, k->host);
+}
+
+/* Safe on a proxy's thread: it only counts under the lock, and writes the
+ * kept line and the live line with one write each; it never calls back into
+ * the manager. */
+int shk_cli_refusals_take(void *data, const shk_egress_verdict_info *v)
+{
+  struct shk_cli_refusals *r = data;
+  pthread_mutex_lock(&r->lock);
+  if (r->log >= 0) {
+    char *line = NULL;
+    if (shk_egress_verdict_json(v, &line) == 0 && write(r->log, line, strlen(line)) < 0) {
+      /* A log that cannot be written loses its line; the summary still counts it. */
+    }
+    free(line);
+  }
+  char *why = v->decision && v->reason && !strcmp(v->decision, "deny") ? why_of(v->reason, v->rule) : NULL;
+  if (!why) {
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+  }
+  if (!r->session && v->session)
+    r->session = shk__xstrdup(v->session);
+  const char *noun;
+  char *what = what_of(v->proto, v->host, v->port, &noun);
+  struct kind *k = NULL;
+  for (size_t i = 0; i < r->n && !k; i++)
+    if (!strcmp(r->kinds[i].why, why) && r->kinds[i].noun == noun && !strcmp(r->kinds[i].what, what))
+      k = &r->kinds[i];
+  if (k) {
+    free(why);
+    free(what);
+  } else {
+    if (r->n == r->cap) {
+      r->cap = r->cap ? 2 * r->cap : 8;
+      r->kinds = shk__xrealloc(r->kinds, r->cap * sizeof *r->kinds);
+    }
+    k = &r->kinds[r->n++];
+    *k = (struct kind){ why, noun, what, v->host ? shk__xstrdup(v->host) : NULL, 0 };
+  }
+  k->n++;
+  if (r->live) {
+    fprintf(stderr, "shinken: refused a %s%s (%s", k->noun, k->what, k->why);
+    advice(r, k, stderr);
+    fputs(")\n", stderr);
+  }
+  pthread_mutex_unlock(&r->lock);
+  return 0;
+}
+
+shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log)
+{
+  int fd = -1;
+  if (log && (fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)) < 0)
+    return NULL;
+  struct shk_cli_refusals *r = shk__xcalloc(1, sizeof *r);
+  r->log = fd;
+  r->live = live;
+  pthread_mutex_init(&r->lock, NULL);
+  return r;
+}
+
+void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at)
+{
+  if (!r)
+    return;
+  pthread_mutex_lock(&r->lock);
+  for (size_t i = 0; i < r->n; i++) {
+    struct kind *k = &r->kinds[i];
+    fprintf(stderr, "shinken: refused %u %s%s%s (%s", k->n, k->noun, k->n == 1 ? "" : "s", k->what,
+            k->why);
+    advice(r, k, stderr);
+    fputs(")\n", stderr);
+  }
+  if (r->n) {
+    if (kept_at)
+      fprintf(stderr, "shinken: every connection of this session is logged in %s\n", kept_at);
+    else
+      fputs("shinken: SHINKEN_EVENT_LOG=FILE keeps a line for every connection\n", stderr);
+  }
+  pthread_mutex_unlock(&r->lock);
+}
+
+void shk_cli_refusals_free(shk_cli_refusals *r)
+{
+  if (!r)
+    return;
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->kinds[i].why);
+    free(r->kinds[i].what);
+    free(r->kinds[i].host);
+  }
+  free(r->kinds);
+  free(r->session);
+  if (r->log >= 0)
+    close(r->log);
+  pthread_mutex_destroy(&r->lock);
+  free(r);
+}
