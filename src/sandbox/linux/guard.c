@@ -127,6 +127,21 @@ typedef struct listed {
   uint64_t dev, ino;
 } listed;
 
+/* NLMSG_OK and NLMSG_NEXT with an unsigned length: the macros compare the
+ * header's unsigned length with a signed one, which clang refuses. */
+static bool msg_ok(const struct nlmsghdr *h, size_t len)
+{
+  return len >= sizeof *h && h->nlmsg_len >= sizeof *h && h->nlmsg_len <= len;
+}
+
+static struct nlmsghdr *msg_next(struct nlmsghdr *h, size_t *len)
+{
+  size_t step = NLMSG_ALIGN(h->nlmsg_len);
+  step = step < *len ? step : *len;
+  *len -= step;
+  return (struct nlmsghdr *)((char *)h + step);
+}
+
 /* Lists the unix sockets in STATES (a TCP_* bit mask) of the diag socket's
  * network namespace, calling FN for each until it returns nonzero, which
  * is returned. -errno when the kernel cannot say. */
@@ -152,8 +167,8 @@ static int list_sockets(shk__guard *g, unsigned states, int (*fn)(const listed *
       continue;
     if (n <= 0)
       return n < 0 ? -errno : -EIO;
-    int len = (int)n;
-    for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+    size_t len = (size_t)n;
+    for (struct nlmsghdr *h = (struct nlmsghdr *)buf; msg_ok(h, len); h = msg_next(h, &len)) {
       if (h->nlmsg_seq != g->seq)
         continue;
       if (h->nlmsg_type == NLMSG_DONE)
