@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Embedding Shinken's Cedar engine: parse a schema and policies, check the
  * policies against the schema, link a template, load the entities once,
  * then decide several requests and print each decision with its reasons.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds Shinken under ASan and UBSan, builds the libFuzzer targets with
 # clang, runs every test (those that run the binary also against the
 # release build's static one), and ends with the line 'N passed, N failed'.

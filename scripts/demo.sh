@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The demo. First Shinken's main job: a command run with least authority by
 # `shinken run`, trying what a prompt-injected agent would try. Then the
 # decision layer: a coding agent's session asks to use capabilities, and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs every Debian package the build and the tests need, and the npm
 # packages the tests use. It is idempotent and prints nothing when everything
 # is already present. Run as root on Debian 12.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Reads meson's testlog.json files and prints the closing line of the
 test command: 'N passed, N failed' (and the skips, if any, named above it)."""
 import json

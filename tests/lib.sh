@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # Shared helpers for the shell tests. Source it; it sets -eu.
 set -eu

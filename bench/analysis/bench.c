@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The analyzer's costs, each beside a peer measured in the same run.
  *
  * usage: bench-analysis POLICY_DIR [ITERATIONS]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How much of the Cedar conformance corpus the analyzer covers.
  *
  * usage: bench-analysis-coverage ROOT LIST [--check MS]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The analyzer's benchmark: compare of the shipped policy sets, one
 # grant-time pattern check with a warm solver (each beside its peers), and
 # how much of the conformance corpus the encoder covers.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The Ask loop's latencies, end to end, against a real `shinken daemon`:
 
   raise:   a CONNECT the policy answers Ask for is sent -> its card reaches a

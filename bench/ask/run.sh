@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Ask loop's latencies (see ask-bench.py), against the release build's
 # shinken (build/bench-ask).
 # usage: [ITERATIONS=N] sh bench/ask/run.sh    (300 by default)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The audit log's speed, each measurement beside its floor in the same run.
  *
  *   audit-bench append DIR N    one producer emits N events as fast as the

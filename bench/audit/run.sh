@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The audit log's speed: sustained append with checkpoints on (one producer
 # end to end, and the writer's own capacity), and verify of the resulting
 # store, each beside its floor (a bare SQLite loop) in the same run; then the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Grant and revoke latency of the capability manager, end to end, with the
  * audit timeline on and off side by side, and revoke-to-refusal while
  * another session floods its proxy.

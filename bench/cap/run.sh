@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Grant and revoke latency of the capability manager, end to end, with the
 # audit timeline on and off side by side in one run, and revoke -> refusal
 # while another session holds FLOOD idle connections to its proxy (real

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workloads for the Cedar benchmark, and the official engine's side of it.
 //
 //   node bench.js make OUT CONFORMANCE_DIR   writes OUT/{sandbox_a,sandbox_b,gen1000}/

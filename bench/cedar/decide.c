@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The decision alone: loads a workload directory (policies.cedar,
  * entities.json, optional schema.cedarschema, requests.jsonl), builds every
  * request once, then times shk_cedar_is_authorized over all of them, several

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Cedar benchmark: Shinken against the official engine (cedar-wasm 4.13,
 # preparsed policies and schema, statefulIsAuthorized), same policies,
 # entities and requests, in one run. Prints a table and the ratios.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's side of the scale benchmark. Loads a workload directory written
  * by scale-gen.js (policies.cedar, links.tsv, entities.json,
  * requests.jsonl), links the templates through the public API, builds every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Workloads for the Cedar scale benchmark, and the official engine's side.
 //
 //   node scale-gen.js make OUT        writes OUT/p10, OUT/p100, OUT/p1000,

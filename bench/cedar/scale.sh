@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Cedar scale benchmark: does deciding cost the policies that can apply to a
 # request, or the size of the set? Shinken against the official engine
 # (cedar-wasm 4.13, preparsed policy set, statefulIsAuthorized) in one run.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The egress proxy's benchmark peer and client, in one process.
  *
  * It runs two loopback servers of its own (a bulk sink that counts what it

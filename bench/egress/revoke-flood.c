@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Revoke under flood: how long from a revoke to the refusal of the next
  * connection, in one session, while another session of the same process
  * is flooded with idle connections; and whether anything is admitted after

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Revoke under flood (revoke-flood.c): revoke -> refusal of the next
 # connection in one egress session while another session of the same
 # process holds or is refused thousands of idle connections, p50/p99, with

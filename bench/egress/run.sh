@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The egress proxy against a direct loopback connection, in one run: bulk
 # CONNECT throughput and per-request latency (small requests, each on a new
 # connection). Targets: >= 0.9x direct throughput, < 200 us added median.

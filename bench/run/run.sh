@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Benchmark: the start-up cost of `shinken run -- /bin/true` against bwrap
 # alone with the usual isolation, in the same run, on the same machine:
 # wall time, CPU time and peak memory, and their ratios. Target: shinken at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The start-up benchmark's driver: times commands in alternation, each
  * started directly with fork and exec (no shell or wrapper process, whose
  * own start would dilute the ratio), optionally as another user, and prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's Ask loop: pending requests ("cards"), held attempts, batching,
  * timeouts, breakers and the reviewer hook.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The authority timeline: one signed, hash-chained log of every authority
  * event of a manager (decisions, grants, revokes, approvals, proxy
  * verdicts, sandbox starts and exits).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's caretaker layer: the capability grammar every layer shares and
  * the table of live handles. (Tiers, provenance and image manifests are
  * part of the decision: shinken/policy.h.)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's library contract, shared by every module's header.
  *
  * Every library function that can fail returns 0 (or a count) on success

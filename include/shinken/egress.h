@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken egress: the HTTP + SOCKS5 proxy and DNS stub that stand between a
  * sandbox and the network.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's capability manager: sessions, grants, pending requests,
  * revocation, events, and the control API on a unix socket.
  *

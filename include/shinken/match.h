@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's shared grammar: host names and host patterns, IP addresses and
  * CIDR ranges, ports and port ranges, absolute paths and path prefixes.
  *

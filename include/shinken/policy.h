@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's decision layer: the one answer to "what happens to this
  * request?" — allow, ask a human, or deny — with the deciding policy, the
  * tier and one line of why.

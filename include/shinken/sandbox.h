@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shinken's enforcement layer on Linux: the options of `shinken run`, who the
  * caller is, the filesystem plan the options resolve to, what the host can
  * enforce and what a run would, the launch (bwrap, then stage 2 inside,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Ask loop's internals: the state shared by the card machine
  * (approve.c), the ordered delivery of callbacks and the JSON of cards and
  * events (deliver.c), and the reviewer hook (reviewer.c).

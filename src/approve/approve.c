@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Ask loop's card machine: sessions, raising and batching, the
  * resolutions, timeouts, breakers, take over and resume.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ordered delivery of everything the Ask loop calls back, and the JSON of
  * cards and events.
  *

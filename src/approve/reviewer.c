@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The reviewer hook: before an Ask-tier card reaches a human, a configured
  * command may answer it. It gets a stripped record on stdin (who acts, the
  * class, the exact scope, provenance and the session's label: never the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The audit module's internals: the canonical serializer, the RFC 6962
  * tree, the signed-note format and the store, shared by its files, its unit
  * tests and its fuzzers. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Events: the builder producers call, and the canonical JSON the writer
  * makes of what they built (docs/audit.md, "Entries").
  *

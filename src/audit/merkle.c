@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RFC 6962 Merkle tree: leaf hash SHA-256(0x00 || entry), node hash
  * SHA-256(0x01 || left || right), the split at the largest power of two
  * smaller than the size; audit paths and consistency proofs as in RFC 6962

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Signed notes (C2SP signed-note) and the checkpoints they carry (C2SP
  * tlog-checkpoint), with Ed25519 keys in the note key formats: a verifier
  * key NAME+KEYID+BASE64(0x01||PUBLIC) and a signer key

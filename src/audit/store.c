@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The SQLite store and its readers (docs/audit.md, "Store").
  *
  * Three tables. Every column is either covered by a hash or a signature or

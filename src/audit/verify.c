@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Verification of a whole log (docs/audit.md, "Verifying").
  *
  * Every problem implicates a sequence number: the event itself for a bad

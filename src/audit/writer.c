@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one writer of a log: producers copy packed events into a bounded byte
  * ring under a short mutex and return; the writer thread takes everything
  * queued at once, serializes and hashes it, appends it in one SQLite

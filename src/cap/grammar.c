@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The capability grammar: the eight classes, their scopes as JSON, and the
  * subset relation that attenuation and manifests rest on. Host patterns,
  * CIDRs, port ranges and paths are read by the shared grammar

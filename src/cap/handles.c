@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The handle table: issue, attenuate, revoke, and the check at the moment
  * of use.
  *

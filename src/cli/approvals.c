@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Ask loop's commands: approvals (the open cards), approve, deny,
  * cancel. Each sends one request to the running manager on its control
  * socket, which records this process (its uid, pid and program, from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `shinken audit verify|prove|key|tail|show|export`: the tools of the
  * authority timeline. Each parses its arguments, calls the audit module and
  * prints. Exit status (src/cli/cli.h): 0 done (verify: verified), 3 verify

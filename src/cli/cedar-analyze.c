@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shinken cedar analyze: questions about every request at once.
  *
  *   compare --schema S OLD NEW          is NEW equivalent to OLD, narrower, wider, incomparable?

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shinken cedar format | translate-policy | translate-schema
  *
  *   format --policies F [--check]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shinken cedar validate --schema F --policies F [--json]
  *
  * Type-checks a policy file against a schema in strict mode. Exit status:

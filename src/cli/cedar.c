@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shinken cedar: the Cedar engine from the command line.
  *
  *   authorize    decide one request, or a file of requests (one per line)

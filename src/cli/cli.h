@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One function per subcommand, each in its own file of src/cli/. Each takes
  * the arguments after the subcommand's name (argv[0] is the subcommand) and
  * returns the process exit status. */

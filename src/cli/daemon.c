@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shinken daemon: the capability manager as a long-lived process. It keeps
  * the authority timeline in the configured store (audit_db), by default the
  * user's (shk_audit_default_path). */

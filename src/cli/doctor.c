@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `shinken doctor [--json]`: what this host can enforce, per class of
  * authority, and by which mechanism; whether a capability manager answers
  * (or one can be embedded), whether an egress session opens, and the Cedar

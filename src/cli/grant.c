@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The manager's control commands: sessions, grant, grants, revoke,
  * attenuate. Each sends one request to the running manager and prints its
  * answer; --json prints the answer object itself.

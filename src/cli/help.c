@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The usage of every command, in one place: what --help prints, what a
  * usage error points to, and what `shinken help CMD` prints where no man
  * page is installed. `shinken run`'s options come from the sandbox

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shinken proxy --config FILE: the egress proxy, standalone. */
 #include "cli/cli.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What `shinken run` says about the refusals of its session: the embedded
  * manager hands over each verdict of the session's egress proxy
  * (shk_manager_opts.on_verdict); they are said live with --verbose, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `shinken run [OPTIONS] -- CMD [ARGS...]`: parses the options, asks the
  * sandbox module what this host enforces and decides whether a missing
  * layer stops the run, opens the capability manager's session for --net

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `shinken __stage2`: re-executed by bwrap inside the sandbox; the program
  * is the sandbox module's (src/sandbox/linux/stage2.c). */
 #include "cli/cli.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `shinken trust [FILE]`: records the SHA-256 of a project's configuration
  * file that the user has read, so that `shinken run` loads it while it is
  * unchanged (src/sandbox/linux/config.c). Also where the CLI finds the

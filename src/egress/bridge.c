@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stage-2 side: inside the sandbox's own network namespace, the only way
  * out is the loopback listeners below, and each of them leads to one of the
  * session's unix sockets. The relay runs in a helper process that is not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The JSON configuration of the standalone proxy (and the admin part of a
  * session's policy). Fail closed: an unknown key, a wrong type or a bad
  * value is an error that names the key; nothing is half-applied, because

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* DNS messages for the stub resolver: one question in, A or AAAA answers
  * (or REFUSED) out. Nothing here follows compression pointers in a query
  * or echoes additional records, which keeps the parser a straight line. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The egress proxy's internal interfaces. Everything declared here except
  * the server (shk__eg_server_*) and the reading of the configuration file
  * (shk__eg_config_load) is a pure function of its input: no I/O, no global

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The authority form of the proxy's protocols ("host:port", "[v6]:port").
  * The host itself is canonicalized by the shared grammar
  * (shk_host_parse), so that every host the proxy sees, from any protocol,

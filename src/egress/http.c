@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HTTP proxy request head: absolute-form requests and CONNECT. The
  * parser is strict on purpose; every shape two parsers could read
  * differently (the basis of request smuggling) is refused rather than

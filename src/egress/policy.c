@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The domain and CIDR policy: rules and the None < Allow < Deny lattice of
  * shk_egress_verdict. Deny wins, and no match at all is None, which is a
  * refusal: an empty allowlist blocks everything. Patterns and ranges are

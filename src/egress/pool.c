@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The DNS stub's pool of synthetic addresses. A lookup is answered with an
  * address that means "this name, in this session" and nothing else: it is
  * never routed (the workload's network namespace holds loopback only, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a refused client reads: the body of the proxy's 4xx and 5xx
  * answers. The reader is usually a model driving a tool, so each text says
  * what was refused, why, and whether trying again can help, in one short

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The proxy server: listeners, the per-connection state machine (read the
  * request, decide, hold, resolve, dial, relay), the DNS stub and the audit
  * log. Everything runs on one libevent loop; nothing here blocks. The only

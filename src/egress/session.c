@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Launcher side of a sandboxed session: the proxy on a background thread,
  * serving three unix sockets in a private directory. The directory is
  * created 0700 by mkdtemp and the sockets 0600, so the only way in is to be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SOCKS5 (RFC 1928): the greeting and the CONNECT request, no
  * authentication. Hosts from the request go through the same
  * canonicalizer as every other host. */

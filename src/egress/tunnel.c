@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The byte relay under every tunnel and forwarded request: splice(2)
  * through a pipe per direction, so bulk data never crosses into userspace.
  * Flow control is the kernel's: a direction stops reading while its pipe

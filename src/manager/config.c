@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The manager's configuration file, and the one place that says where the
  * policy comes from. */
 #include <errno.h>

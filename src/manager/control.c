@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The control API: newline-delimited JSON over a unix stream socket, served
  * by one event loop on the control thread.
  *

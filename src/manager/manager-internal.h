@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal interfaces between the manager and its control server. */
 #pragma once
 

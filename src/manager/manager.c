@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The capability manager: the session registry, the grant and revoke
  * protocol, pending requests, the events of the authority timeline, and the
  * egress decision hook.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hosts and ports: every host the proxy sees, from any protocol, and every
  * host a grant or a rule names, is reduced here to one canonical text
  * before anything compares it, so a check and a dial (or a grant and its

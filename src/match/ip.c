@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* IP addresses: the strict textual forms, CIDR ranges, and the classifier
  * of non-public addresses that every dial of the egress proxy goes
  * through. */

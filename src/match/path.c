@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Paths: the canonical form of an absolute path, and the prefix test on
  * component boundaries that grants, the filesystem plan and the policy
  * rest on. Bytewise and case-sensitive, as the kernel compares names. */

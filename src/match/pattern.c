@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host patterns: "host", "*.host", "**.host", each with an optional
  * ":port", and a bare "*" where the caller allows it. One parser, one
  * matcher (a host against a pattern) and one cover test (a pattern within

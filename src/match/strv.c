@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* String vectors: one list type for every module that keeps strings. */
 #include "shinken/match.h"
 

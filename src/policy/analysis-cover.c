@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The grant-time question: a scope element that is a pattern (a path
  * prefix, a host pattern, a CIDR, a port range) may be granted only if the
  * policy set allows every concrete element it covers, for this session.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The encoder: a policy set, validated against its schema in strict mode,
  * as SMT-LIB terms over one request environment.
  *

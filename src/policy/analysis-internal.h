@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internals of the analyzer (src/policy/analysis*.c): Cedar policies encoded
  * as SMT-LIB formulas, decided by cvc5 running as a child process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Between the solver's models and Cedar's concrete values: a model read
  * back as a request and an entity store in Cedar's JSON forms (which the
  * engine then decides, as the check of the analysis), and concrete values

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The solver process: cvc5 as a child speaking SMT-LIB 2 over a socket.
  *
  * One process serves many checks (incremental mode: push and pop keep what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The analyzer's small helpers: a pool that fails softly, text buffers,
  * SMT-LIB string literals and an S-expression reader for the solver's
  * replies. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The analyzer's queries: each property of a policy or a policy set is a
  * formula whose models are its counterexamples, decided by the solver one
  * request environment at a time. A model becomes a concrete request and

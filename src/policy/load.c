@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Loading the decision's inputs: the schema, the admin and project tiers,
  * the session tier and the image manifest, each read only from a place no
  * one but root and the manager's user can change. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Image manifests: what an image may ever request, and at which tier. */
 #include "policy/policy-internal.h"
 

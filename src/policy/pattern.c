@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Grant-time proofs about patterns: the solver session a loaded policy
  * keeps, the policy set prepared for analysis once, and the proofs already
  * made.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal interfaces of the decision layer: the image manifest, the
  * grant-time proofs about patterns, and the record of accepted tiers. */
 #pragma once

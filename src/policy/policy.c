@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one decision: manifest -> provenance promotion -> tier -> Cedar over
  * the admin, project and session tiers -> allow, ask or deny.
  *

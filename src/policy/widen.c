@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Policy edits: a project or session tier that would allow more than the
  * one it replaces is refused unless the operator accepts the widening.
  * "The one it replaces" is the last tier a load accepted, recorded in the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The contract of 'shinken cedar analyze': exit codes, example requests,
 # refusals by name, and failing closed when the solver is missing, hangs or
 # gives answers the engine does not confirm.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `shinken daemon` with a state directory: the project tier it accepted is
 # recorded there; a wider one makes the next start fail with an example
 # request, unless the operator gives --accept-widening; a narrower one

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # A solver for the tests that runs the real cvc5 but drops every goal (the
 # analyzer marks each goal's line with "; goal"), so each check answers for
 # a formula without the property: its models are no counterexamples, and the

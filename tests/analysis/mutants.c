@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A corpus of policy-set pairs with known relations, answered by compare.
  *
  * usage: test-analysis-mutants [--sets N] [--seed S] [--samples K] [--out FILE]

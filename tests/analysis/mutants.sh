@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The mutant corpus: compare's answers on pairs with known relations, the
 # random cross-check of every answer that holds (Shinken's engine), and
 # every counterexample decided by the official engine (cedar-wasm).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Properties of the shipped policies (policies/), proven by the analyzer
 # over every request and entity store the schema admits. Each is stated
 # about what the policies decide, not how they are written, and each has a

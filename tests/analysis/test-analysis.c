@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The analyzer through its API: the grant-time question against the
  * shipped policies and test policies (refusals name a witness the engine
  * denies and the policy that forbids it; narrowed grants are exactly as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The official engine (@cedar-policy/cedar-wasm) decides every
 // counterexample the analysis produced: one JSON object a line, with the
 // schema, the policy sets by name, the request, the entities and what each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the audit tests: make a log with the test producer, run the
 CLI, read and change the store directly with SQLite (as an attacker would)."""
 import hashlib

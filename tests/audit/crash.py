@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Crash test: a writer killed with SIGKILL while it appends at full speed
 loses at most what it had not committed; the store verifies (also while
 the writer runs), and the next writer continues the same log (the

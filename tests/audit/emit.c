@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A producer for the audit tests: appends events to a log through the
  * public builder at full speed, the way the manager, the egress proxy and
  * the sandbox launcher will, and retries an event the full queue refused

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Secrets never enter the log: a value handed to the builder as a
 sensitive parameter is stored only as its SHA-256. The store (database,
 WAL, index), every export and every reading tool are searched for the

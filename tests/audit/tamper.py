@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tamper tests on a real store: each change an attacker with write access
 to the database could make is detected by `shinken audit verify` (exit 3)
 and named by the first sequence number it implicates."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The reading tools on a real store: prove (checked with the script
 docs/audit.md gives, which needs nothing but SHA-256), the checkpoint's
 signature (checked with the openssl command line, as docs/audit.md shows),

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The contract of 'shinken cedar authorize' and 'conformance': answers,
 # exit codes (0 allow, 2 deny, 1 bad input, 64 usage), one clear line per bad input,
 # batch mode order, and a conformance run that can fail.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs the whole official conformance corpus (cedar-integration-tests: the
 # generated corpus and the hand-written tests) through 'shinken cedar
 # conformance' and fails on any mismatch, or when fewer requests ran than

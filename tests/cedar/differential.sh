@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Random policies, entities and requests decided by Shinken and by the
 # official engine (@cedar-policy/cedar-wasm in tests/node), compared.
 . "$SHINKEN_SRCDIR/tests/lib.sh"

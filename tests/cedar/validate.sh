@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The contract of 'shinken cedar validate': exit 0 when every policy
 # validates, 3 when one does not (each finding names the policy, the place and
 # the types), 1 on bad input with one line on stderr; --json; a schema is JSON

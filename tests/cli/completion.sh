@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # completion.sh: the bash completion completes commands, each command's
 # options (from its --help), --net's values, and after 'run ... --' the
 # workload's command; judged by what COMPREPLY holds for a given line.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # config.sh CASE: the layers of `shinken run`'s options (shinken-config(5)):
 # the administrator's file, the user's, a project's file only while `shinken
 # trust` holds its hash, then the command line. Every effect is judged on

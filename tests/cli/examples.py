@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """examples.py PROFILE: each example profile (examples/profiles/) does what
 its README says, judged from outside the sandbox.
 

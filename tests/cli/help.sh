@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # help.sh CMD: `shinken CMD --help` prints CMD's usage on stdout and exits 0;
 # an option CMD does not have is one sentence on stderr that points to
 # --help, with the usage status (64; shinken run: 125, its own errors); and

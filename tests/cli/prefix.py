@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """prefix.py: sessions and handles are accepted by any unique prefix, as git
 accepts commit ids. A real session (shinken run --net proxy, its manager
 embedded) is granted to, listed and revoked by prefixes of its ids; a

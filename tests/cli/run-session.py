@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """run-session.py CASE [WHO]: what `shinken run` says on its own stderr about
 the session it ran: the session line and SHINKEN_SESSION, the summary of
 refused connections at exit (and each one live with --verbose), and a kill

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # status.sh: one exit status table for every command (shinken(1), EXIT
 # STATUS): each row runs a command that must end with the table's status for
 # its kind of failure, with one sentence on stderr, and with --json the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The Ask loop, end to end: a connection the policy answers Ask for is
 held at the session's proxy, a card is raised in the manager, and a human's
 answer from the CLI (`shinken approve`, `deny`, `cancel`) or the card's

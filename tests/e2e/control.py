@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The control plane holds against its own clients and against a shortage
 of descriptors, judged from outside with real clients of a real daemon:
 

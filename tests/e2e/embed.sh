@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The embedding example (examples/cedar-embed.c) decides its requests as
 # Cedar's semantics require: each line below is the decision and the
 # determining policies one request must get, and the two error paths must

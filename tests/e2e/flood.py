@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A flood on one session's proxy does not delay a revoke in another.
 
 Session "flood" holds 3,000 idle connections to its proxy (whose own per-session limits are lifted, so

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """End-to-end test of the capability manager: a real `shinken daemon`, a
 session with an egress proxy, and grants, attenuation and revocation judged
 by what a client of the session's proxy socket can and cannot reach. The

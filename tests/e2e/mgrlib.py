@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers of the capability manager's end-to-end tests: a `shinken daemon`
 under test with its own configuration and audit store, control connections,
 a loopback upstream that counts what reaches it, the session proxy's

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The control socket is never inside a sandbox's reach.
 
 Judged from outside: a command that would create a marker file in its

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Every shipped policy validates against the shipped schema, and a permit
 # in the session tier would be refused (checked in the manager test).
 . "$SHINKEN_SRCDIR/tests/lib.sh"

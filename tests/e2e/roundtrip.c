@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Round trips over a directory of Cedar files (the conformance corpus):
  *   policies: text -> JSON -> text -> parse gives the same policies, and
  *             the formatter's output parses to the same policies;

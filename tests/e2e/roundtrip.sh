@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Round trips of every policy and schema file in the official corpus (read
 # from ../shared; never committed here).
 . "$SHINKEN_SRCDIR/tests/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A session's authority timeline, read back with `shinken audit`.
 
 A real daemon; a session with an egress proxy; a grant the policy asks a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # curl, wget, git and node through the egress proxy from inside
 # `shinken run --net proxy`, in namespaces this test creates (netns.sh).
 # The launcher runs in the proxy namespace P, whose resolver configuration

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dns-query.js NAME TYPE [tcp]: one query to the first nameserver of
 // /etc/resolv.conf (inside the sandbox: the stage-2 DNS stub); prints the
 // response code and the addresses, e.g. "rcode 0 10.77.0.2" or "rcode 5".

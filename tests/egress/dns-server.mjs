@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test resolver as a process of its own, on 127.0.0.1:53 of the proxy
 // namespace, for a proxy that uses the system's resolver configuration
 // (the one `shinken run --net proxy` starts). lo.test is loopback; every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The egress proxy's cases, by group (the argument): config, canon, policy,
 // ssrf, dns, http, socks5, ops, load. Each case prints one "ok"/"not ok"
 // line; the last line counts them. Every address dialed or handed out is a

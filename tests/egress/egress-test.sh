@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # One group of the egress proxy's cases (see driver.mjs), run against the
 # real shinken binary inside namespaces this test creates (see netns.sh).
 . "$SHINKEN_SRCDIR/tests/lib.sh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared machinery of the egress cases: the proxy under test, a raw client
 // connection, a SOCKS5 client, the test resolver, the loopback canary and
 // the record of which test host was reached. Runs inside the proxy

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Network namespaces for the egress tests. Source it after tests/lib.sh.
 #
 # Two namespaces joined by one veth pair, nothing else: the proxy namespace

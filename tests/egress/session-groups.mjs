@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cases that need a session (see session-host.c): the DNS stub's
 // synthetic pool (pool), holding and resuming (hold), and several sessions
 // of one process under a flood (flood). Judged from outside: the test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A host for egress sessions, driven line by line on stdin, for the tests
  * that need what only a session has: the decision hook (grants with a live
  * bit, once or for the session, as the manager's handles are), holding and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The test hosts' servers, run inside the host namespace (see netns.sh).
 // Every accepted connection is appended to LOG as "conn LOCALADDR LOCALPORT"
 // at once, so a test can check from outside whether a host was reached.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the reader of the solver's replies (an S-expression
  * reader, shk__sx_parse), the one text from outside the process that the
  * analyzer parses. Besides not crashing: an expression read consumes input

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the reviewer's answer, the one text from outside that
  * the Ask loop parses, and the cleaner every reason goes through. Besides
  * not crashing: a refused answer is always "escalate" with no reason (it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the checker of stored entries, which reads whatever a
  * tampered store holds. Besides not crashing: what it accepts has every
  * key once and in order; here it is checked that an accepted entry is a

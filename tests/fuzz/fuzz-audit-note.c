@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the signed-note and checkpoint parser and the key
  * parser, which read what `shinken audit verify --checkpoint` and `--key`
  * are given. Besides not crashing: a note that parses as a checkpoint

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the entity and context JSON readers, with and without a schema.
  * The first byte picks the mode; the rest is the JSON. A store that loads
  * is also queried, so that the ancestor closure and attribute values are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the policy lexer and parser. A policy set that parses is walked,
  * and every template is linked, so the whole tree is read back, not only
  * built; the entity-reference reader gets the same bytes. */

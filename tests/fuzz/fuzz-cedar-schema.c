@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes both schema readers (.cedarschema text and JSON) and the name
  * resolution behind them. The first byte picks the form. A schema that
  * resolves is queried through its lookups for every type and action. */

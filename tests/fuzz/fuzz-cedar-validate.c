@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzzes the strict validator. The input is a schema and a policy set
  * separated by a line "%%"; without one, the whole input is a policy set
  * checked against a fixed schema with a hierarchy, tags, an enumerated type,

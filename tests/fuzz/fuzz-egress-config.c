@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the proxy's JSON configuration parser. Besides not
  * crashing or leaking, a refusal must say why, and an accepted
  * configuration must hold the invariants the proxy relies on: no deny-all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the DNS stub's query parser and the synthetic address
  * pool it feeds. The input is a run of framed messages (a two-byte length,
  * then the message). Each is parsed; a query for an acceptable name gets

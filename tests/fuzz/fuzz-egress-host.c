@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the proxy's authority form ("host:port", "[v6]:port")
  * on top of the shared host parser (whose own target is fuzz-match).
  * Besides not crashing, an accepted authority must give a canonical host

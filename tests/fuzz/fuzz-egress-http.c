@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the proxy's HTTP request-head parser. Besides not
  * crashing or leaking, an accepted head must be self-consistent: it fits in
  * the input, the same bytes alone parse to the same target (so a request is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the SOCKS5 greeting and request parsers. The first
  * byte chooses which one. Besides not crashing, a parser may never claim
  * more bytes than it was given, an accepted request must name a canonical

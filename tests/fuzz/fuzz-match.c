@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: every parser of the shared grammar (src/match) on the
  * same input. Besides not crashing or leaking, each accepted input must
  * hold the properties the callers rely on: a canonical form is a fixed

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs one libFuzzer target for a fixed time, starting from the seed corpus
 # in the repository (copied, so the run never writes into the source tree).
 # Any crash, leak or timeout makes libFuzzer exit nonzero, and so this test.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random Cedar worlds: policies, entities and requests, from a fixed seed.
 // Shared by the differential test (tests/node/differential.js) and the
 // benchmark (bench/cedar/), so both exercise the same shapes of input.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Differential test: random policies, entities and requests decided by both
 // Shinken (`shinken cedar authorize --requests`, batch mode) and the official
 // engine (@cedar-policy/cedar-wasm), compared on decision, reasons and the

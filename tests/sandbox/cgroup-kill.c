@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cgroup-kill [nofreezer]: a session cgroup in which processes keep forking
  * (new sessions, orphans reparented away from the launcher) is emptied and
  * removed by shk_sandbox_cgroup_destroy, judged from outside: every process

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # cli.sh PROBE CASE: one case of `shinken run`'s grammar, profiles, rule
 # nesting, exit statuses and report (see docs/shinken-run.1.scd). Every
 # effect is judged on the host: the file is there or not, the listener saw a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # doctor.sh PROBE CASE: each claim of `shinken doctor --json` checked by an
 # independent probe of the host (see docs/shinken-doctor.1.scd).
 . "$SHINKEN_SRCDIR/tests/lib.sh"

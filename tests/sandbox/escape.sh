@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # escape.sh PROBE CASE WHO: one case of the escape suite, as root or as the
 # unprivileged test user (WHO is root or user).
 #

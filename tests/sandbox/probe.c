@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shk-probe: the escape suite's probes and the host-side fixtures that judge
  * them.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """pty.py WHO: `shinken run -- bash` driven through a real pseudo-terminal,
 as a person at a terminal would use it, as root (WHO=root) or as an
 unprivileged user (WHO=user).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the sandbox tests. scratch_dir NAME: a fresh directory for one
 # test, in a place the sandbox shows read-only like the rest of / (not /tmp,
 # /var/tmp or /run, which it replaces with private ones), so that "outside

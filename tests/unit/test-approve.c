@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/approve: the Ask loop's card machine, driven through
  * its public API with a fake clock.
  *

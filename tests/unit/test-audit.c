@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/audit: the RFC 6962 tree against Certificate
  * Transparency's published vectors and against a naive second
  * implementation of the RFC's definitions; signed notes against the

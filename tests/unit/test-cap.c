@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/cap: the subset check of every scope type, the handle
  * membrane, lifecycles, and the end of a session. (Tiers and manifests are
  * the decision's: test-policy.c.) */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/cedar/ext.c: the four extension types. The expected
  * answers are the reference engine's (checked against the official engine
  * case by case); each table mixes strings it accepts with near misses it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the formatter and the policy JSON reader and writer:
  * exact output for the precedence and escaping cases, and clear errors for
  * malformed policy JSON. (The round trip over the whole corpus is

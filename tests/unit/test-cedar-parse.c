@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the Cedar policy lexer and parser (src/cedar/lexer.c,
  * parser.c). Which inputs parse and which are refused was checked against
  * the reference engine (cedar-wasm 4.13); the error positions are ours. */

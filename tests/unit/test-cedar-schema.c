@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the Cedar schema readers (src/cedar/schema*.c): both
  * source forms, name resolution and the lookups. The accepted and refused
  * tables were checked against the reference engine (cedar-wasm 4.13); a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the strict validator (src/cedar/validate.c): a table of
  * (schema, policies, expectation) cases. An expectation is NULL when the
  * policies must validate, or a fragment every run must find in the message

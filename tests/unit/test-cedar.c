@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the Cedar engine's core: every operator, every error kind,
  * the scope, the authorizer's combination rules, and the JSON forms of
  * entities and context with their errors. Table-driven: each case is policy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the egress proxy's pure parts: the authority form, the
  * policy lattice, the configuration, the HTTP, SOCKS5 and DNS parsers, and
  * a session end to end. Host canonicalization, IP classes, CIDRs and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/manager: the manager's grant protocol as a table of
  * cases (trust, class, scope, provenance, a human's answer -> decision,
  * what decided, deciding policy), pending requests and who resolved them,

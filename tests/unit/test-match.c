@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the shared grammar (src/match): every parser as a table of
  * input -> canonical form or the exact sentence of its refusal, and every
  * matcher as a table of pattern x subject -> verdict. Each accepted input

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for src/policy: the one decision as a table of cases (kind,
  * class, scope, session, provenance, approval -> answer, tier and deciding
  * policy) against the shipped policies, port ranges against a forbid on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The seccomp filters stage 2 installs, checked as a table of cases: a
  * system call with its arguments, in a network mode, with and without the
  * connect() guard, and the action the filter must return. The filters are

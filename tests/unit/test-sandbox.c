@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the sandbox module: the option grammar, profiles, and how
  * rules resolve, nest and order into the filesystem plan. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What this host enforces for a caller and a set of options: the layers a
  * launch uses, the ones that are missing or turned off (each with one
  * sentence), and the per-class summary `shinken doctor` prints. `shinken

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The argument vectors of bwrap and of stage 2, built from the plan. bwrap
  * applies mounts in the order given, so the plan's order (ancestors first)
  * makes the most specific rule win. */

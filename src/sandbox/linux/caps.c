@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stage 2 drops every capability it starts with. bwrap already drops them
  * for an unprivileged caller; for root, and where stage 2 keeps a few to
  * make its masks or set the network bridge up, this is what takes them

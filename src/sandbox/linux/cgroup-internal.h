@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Between the cgroup code and host detection: the cgroup v1 fallback
  * (cgroup-v1.c), used where cgroup v2 lacks the controllers. */
 #pragma once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cgroup v1 fallback. On a hybrid host the memory, pids and cpu
  * controllers are bound to v1 hierarchies and the v2 mount has none, so a
  * session gets one cgroup in each v1 hierarchy its limits need (and in the

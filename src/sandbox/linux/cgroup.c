@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One cgroup v2 per session: the limits asked for, and a way to kill every
  * process of the session at once however `shinken run` ends. */
 #include "shinken/sandbox.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The configuration files of `shinken run`, layered: the administrator's
  * file (its defaults and its limits), the user's, the project's (only while
  * the user's trust store holds its current hash), then the command line

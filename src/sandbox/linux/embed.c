@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Build-time tool: writes the stage 2 program (INPUT) into a C source file
  * as a byte array, so that the launcher carries it inside the shinken
  * binary and libshinken. Run as: shk-embed INPUT OUTPUT.c */

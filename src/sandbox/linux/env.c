@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who the caller is and where the defaults come from, read from the process
  * once. This is the one place the sandbox module asks the kernel for the
  * caller's identity or reads the process's environment: everything else

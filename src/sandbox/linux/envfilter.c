@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The environment the command gets. The caller's own passes, except the
  * variables that carry a secret (a token, a key, a password) or the way to
  * a socket that would act for the user (an SSH or GPG agent, the session's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What this host can enforce. Everything here only reads: sysctls, stat(),
  * and the Landlock and seccomp version queries; the one exception, asked for
  * by `shinken doctor` alone, creates a throw-away user namespace in a child

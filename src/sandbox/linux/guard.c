@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The connect() guard. A read-only mount does not stop connect() on a
  * unix socket of the host, Landlock (up to ABI 7) does not govern it, and a
  * seccomp filter cannot read the address. So stage 2 routes every connect()

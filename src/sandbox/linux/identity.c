@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sandbox's own host identity: a host name (default "shinken") and a
  * machine id (a new random one per run), each overridable. The host's
  * name and /etc/machine-id identify the machine and the user's install

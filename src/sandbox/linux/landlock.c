@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Landlock in stage 2: a second, independent fence around the same view the
  * mount namespace builds, so that a mistake in one does not open the other.
  * The UAPI header of an older distribution may predate the newer ABIs, so

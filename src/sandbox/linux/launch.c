@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The launcher: resolves the plan, creates the session cgroup, starts bwrap
  * as pid 1 of a namespace of its own with only the descriptors the sandbox
  * needs, and supervises it until it exits: stage 2's word that the sandbox

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stage 2's mounts: the masks it makes itself, while it still holds
  * CAP_SYS_ADMIN over the sandbox's mount namespace (see bwrap.c for which
  * ones). Each costs a few system calls, where bwrap 0.8 rereads the whole

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Between the options (options.c) and the configuration files that layer
  * them (config.c): the options by number, and what kind of authority each
  * one is, which decides how a later layer may change what the

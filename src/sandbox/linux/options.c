@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The options of `shinken run` (its argv parser) and their JSON form, the
  * profile. Both feed one shk_sandbox_opts; nothing here touches the
  * filesystem except reading a profile file. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Between the parts of the filesystem plan: plan.c (options, protections,
  * ordering), protected.c (the table of protected paths) and repos.c (git
  * repositories). Internal to the module. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The filesystem plan: the options and the built-in protections resolved
  * against the real filesystem into an ordered list of rules, each with the
  * mount that makes it real. Paths are resolved here, once, before anything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The built-in protections: one table of the paths a sandboxed command may
  * not read (credentials: masked) or may not change (what a login, a shell,
  * git, Python, systemd, a desktop session, an editor or an agent reads

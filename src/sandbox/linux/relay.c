@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The workload's stdin, stdout and stderr. The sandbox never gets the
  * caller's own descriptors: through /proc/self/fd a descriptor can be
  * reopened, so a caller's output file would be readable from its start,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run report as a JSON value, for the module's own writer and for the
  * audit events that will carry it. Internal: jansson's types stay out of
  * the public header. */

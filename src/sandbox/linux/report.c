@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The report of one sandbox run: what was asked, what the assessment said
  * this host enforces, what stage 2 reported it applied, and how the run
  * ended. One JSON object, built here and written by the caller: it is what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Git repositories: nothing the command writes may run when git is used
  * later on the host. Git finds a repository from the directory it runs in
  * (a `.git` directory or file, or a directory that is itself a git

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Between the parts of the sandbox module: how the launcher starts bwrap,
  * and the pieces stage 2 applies inside. Internal to the module (and its
  * unit tests). */

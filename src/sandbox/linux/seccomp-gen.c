@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Build-time generator of stage 2's seccomp filters. libseccomp compiles one
  * filter per network mode, with and without the connect() guard, here,
  * once, and the BPF is written into a C header; stage 2 then installs a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stage 2 inside the shinken binary (`shinken __stage2`): the same program
  * as the small one (stage2.c), with the egress bridge, which lives in the
  * binary. The launcher runs this one for --net proxy, and wherever the

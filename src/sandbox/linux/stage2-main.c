@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stage 2 program: stage2.c as an executable of its own, without the C
  * library. A program with the C library pays for its start-up at every
  * run: in a static binary, relocating itself, reading the CPU's features

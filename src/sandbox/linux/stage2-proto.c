@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stage-2 protocol (stage2-proto.h): the command line the launcher
  * writes and stage 2 parses, and the report stage 2 sends back. Nothing
  * here calls the C library: the parser runs in stage 2 before anything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stage-2 protocol: what the launcher tells stage 2 (its command line)
  * and what stage 2 tells the launcher back (one message on the sync socket,
  * just before it execs the command). Both directions live in

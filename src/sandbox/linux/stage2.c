@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stage 2: run by bwrap inside the new namespaces, it applies the layers
  * bwrap does not (its own masks, a fresh keyring, the egress bridge,
  * dropping every capability, no-new-privs, Landlock, the connect() guard,

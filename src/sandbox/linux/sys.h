@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What stage 2 uses instead of the C library: system calls made directly,
  * returning -errno as the kernel does, and the few string helpers it
  * needs. Stage 2 runs as a small program without a C library (its start-up
