@@ -294,7 +294,7 @@ async function flood(sx, n) {
   // A full backlog makes a unix connect fail at once (EAGAIN): such a
   // connection is tried again a moment later, a few times.
   const open = async () => {
-    for (let k = 0; k < 20; k++) {
+    for (let k = 0; k < 100; k++) {
       try { return await Conn.open(sx.http); } catch { await sleep(20); }
     }
     return null;
@@ -304,7 +304,17 @@ async function flood(sx, n) {
     const cs = await Promise.all(Array.from({ length: Math.min(batch, n - i) }, open));
     for (const c of cs) if (c) conns.push(c);
   }
-  await sleep(500);
+  // The refusals are answered as the host gets to them: on a loaded
+  // machine that can take longer than a moment, so wait until the number
+  // answered has stopped changing for half a second (at most 15 s).
+  const answered = () => conns.filter((c) => c.buf.length).length;
+  let last = -1, still = 0;
+  for (let waited = 0; waited < 15000 && still < 500; waited += 100) {
+    await sleep(100);
+    const a = answered();
+    still = a === last ? still + 100 : 0;
+    last = a;
+  }
   for (const c of conns) {
     if (c.buf.length) {
       refused++;
