@@ -85,6 +85,20 @@ static int connect_or_die(const char *what, json_t *req)
   return fd;
 }
 
+/* A decision (refused, or waiting for a human) is a refusal; a manager
+ * that turned the connection away (at its limits), or an answer that is
+ * not one, is unavailable; a request it turned down without deciding it
+ * was bad input. */
+int shk_cli_answer_status(const json_t *ans)
+{
+  if (!json_is_object(ans))
+    return SHK_EXIT_UNAVAILABLE;
+  return json_is_true(json_object_get(ans, "ok"))          ? SHK_EXIT_OK
+         : json_object_get(ans, "decision")                ? SHK_EXIT_REFUSED
+         : json_is_true(json_object_get(ans, "unavailable")) ? SHK_EXIT_UNAVAILABLE
+                                                           : SHK_EXIT_BAD_INPUT;
+}
+
 /* Prints the answer (stolen) and returns the exit status. */
 static int print_answer(const char *what, json_t *ans, bool as_json)
 {
@@ -129,13 +143,7 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
   } else {
     printf("%s\n", str(ans, "handle"));
   }
-  /* A decision (refused, or waiting for a human) is a refusal; a manager
-   * that turned the connection away (at its limits) is unavailable; a
-   * request it turned down without deciding it was bad input. */
-  int status = ok ? SHK_EXIT_OK
-               : json_object_get(ans, "decision")                ? SHK_EXIT_REFUSED
-               : json_is_true(json_object_get(ans, "unavailable")) ? SHK_EXIT_UNAVAILABLE
-                                                                 : SHK_EXIT_BAD_INPUT;
+  int status = shk_cli_answer_status(ans);
   json_decref(ans);
   return status;
 }
