@@ -3,8 +3,10 @@
  * cancel. Each sends one request to the running manager on its control
  * socket, which records this process (its uid, pid and program, from
  * SO_PEERCRED) as the human who answered; --json prints the answer object.
- * Exit status: 0 done, 2 refused (the answer says why), 1 bad input or no
- * manager. */
+ * Exit status: the table of src/cli/cli.h, as the control commands of
+ * grant.c decide it (shk_cli_answer_status): 0 done, 1 bad input (a card
+ * that is not open: answered, timed out or never raised), 4 no manager, 64
+ * a usage error. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -37,8 +39,8 @@ typedef struct args {
 } args;
 
 /* Parses the options `allowed` (a string of OPT_* values) and up to n_pos
- * positional arguments (at least n_min); dies with one line on anything
- * else. */
+ * positional arguments (at least n_min); anything else is a usage error,
+ * one line that points to --help. */
 static args parse(const char *cmd, int argc, char **argv, const char *allowed, int n_min, int n_pos,
                   const char *usage)
 {
@@ -48,7 +50,7 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
   int c;
   while ((c = getopt_long(argc, argv, strchr(allowed, OPT_FOLLOW) ? "f" : "", options, NULL)) != -1) {
     if (c == '?' || !strchr(allowed, c))
-      shk__die(1, "%s: unknown or misplaced option '%s'\nusage: %s", cmd, argv[optind - 1], usage);
+      shk_cli_usage_error(cmd, "unknown or misplaced option '%s'", argv[optind - 1]);
     switch (c) {
     case OPT_JSON: a.json = true; break;
     case OPT_ONCE: a.once = true; break;
@@ -61,9 +63,9 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
   a.pos = argv + optind;
   a.n_pos = argc - optind;
   if (a.n_pos < n_min || a.n_pos > n_pos)
-    shk__die(1, "%s: wrong number of arguments\nusage: %s", cmd, usage);
+    shk_cli_usage_error(cmd, "expected %s", usage);
   if (a.once && a.session)
-    shk__die(1, "%s: --once and --session exclude each other\nusage: %s", cmd, usage);
+    shk_cli_usage_error(cmd, "--once and --session exclude each other");
   return a;
 }
 
@@ -74,22 +76,23 @@ static json_t *call(const char *what, json_t *req)
   char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
   if (!text)
-    shk__die(1, "%s: out of memory", what);
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: out of memory", what);
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
   if (fd < 0)
-    shk__die(1, "%s: no manager at %s (%s); start one with 'shinken daemon'", what, path, strerror(-fd));
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); start one with 'shinken daemon'", what, path,
+             strerror(-fd));
   char *answer;
   shk_error err;
   int r = shk_manager_rpc(fd, text, &answer, &err);
   close(fd);
   free(text);
   if (r)
-    shk__die(1, "%s: %s", what, err.message);
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: %s", what, err.message);
   json_t *ans = json_loads(answer, 0, NULL);
   free(answer);
   if (!ans || !json_is_object(ans))
-    shk__die(1, "%s: the manager's answer is not a JSON object", what);
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: the manager's answer is not a JSON object", what);
   return ans;
 }
 
@@ -104,17 +107,18 @@ static const char *str(json_t *o, const char *key)
 static int finish(const char *what, json_t *ans, bool as_json)
 {
   bool ok = json_is_true(json_object_get(ans, "ok"));
+  int status = shk_cli_answer_status(ans);
   if (as_json) {
     char *text = json_dumps(ans, JSON_COMPACT);
     puts(text ? text : "{}");
     free(text);
   } else if (!ok) {
-    fprintf(stderr, "shinken: %s refused: %s\n", what, str(ans, "error"));
+    fprintf(stderr, "shinken: %s%s: %s\n", what, status == SHK_EXIT_REFUSED ? " refused" : "", str(ans, "error"));
   } else if (json_object_get(ans, "resolution")) {
     printf("%s: %s\n", str(ans, "card"), str(ans, "resolution"));
   }
   json_decref(ans);
-  return ok ? 0 : 2;
+  return status;
 }
 
 /* One line per card: id, session, class, scope, the rule that made it
@@ -144,13 +148,14 @@ static int follow(const char *session, bool as_json)
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
   if (fd < 0)
-    shk__die(1, "approvals: no manager at %s (%s); start one with 'shinken daemon'", path, strerror(-fd));
+    shk__die(SHK_EXIT_UNAVAILABLE, "approvals: no manager at %s (%s); start one with 'shinken daemon'", path,
+             strerror(-fd));
   static const char req[] = "{\"op\":\"subscribe\"}\n";
   if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1))
-    shk__die(1, "approvals: the manager at %s: %s", path, strerror(errno));
+    shk__die(SHK_EXIT_UNAVAILABLE, "approvals: the manager at %s: %s", path, strerror(errno));
   FILE *in = fdopen(fd, "r");
   if (!in)
-    shk__die(1, "approvals: out of memory");
+    shk__die(SHK_EXIT_UNAVAILABLE, "approvals: out of memory");
   char *line = NULL;
   size_t cap = 0;
   bool first = true;
@@ -159,7 +164,7 @@ static int follow(const char *session, bool as_json)
     if (first) {
       first = false;
       if (!json_is_true(json_object_get(o, "ok")))
-        shk__die(2, "approvals: subscribe refused: %s", str(o, "error"));
+        shk__die(shk_cli_answer_status(o), "approvals: subscribe: %s", str(o, "error"));
       json_decref(o);
       continue;
     }

@@ -41,6 +41,12 @@ enum {
   SHK_EXIT_RUN_NOTFOUND = 127,
 };
 
+/* The exit status of a manager's answer ANS (a JSON object; anything else
+ * is no answer) by the table above: the control commands (grant.c) and the
+ * Ask loop's (approvals.c) decide it here. */
+struct json_t;
+int shk_cli_answer_status(const struct json_t *ans);
+
 int shk_cli_cedar(int argc, char **argv);
 int shk_cli_run(int argc, char **argv);
 int shk_cli_stage2(int argc, char **argv);

@@ -73,6 +73,31 @@ static const struct usage {
     "  --scope JSON     the narrower scope\n"
     "  --ttl DURATION   a shorter lifetime\n"
     "  --json           print the manager's answer as one JSON object" },
+  { "approvals",
+    "usage: shinken approvals [SESSION] [-f|--follow] [--json]\n"
+    "The cards waiting for a human, of one session or all (shinken-approvals(1)).\n"
+    "\n"
+    "  -f, --follow   print card events as they come, until the manager goes away\n"
+    "  --json         print the manager's answer as one JSON object (-f: one per line)" },
+  { "approve",
+    "usage: shinken approve CARD [--once|--session] [--reason TEXT] [--json]\n"
+    "Approve a card: this once (the default), or for the rest of the session.\n"
+    "\n"
+    "  --once          let the held request on, and ask again next time\n"
+    "  --session       let this request on for the rest of the session\n"
+    "  --reason TEXT   why, recorded on the timeline\n"
+    "  --json          print the manager's answer as one JSON object" },
+  { "deny",
+    "usage: shinken deny CARD [--reason TEXT] [--json]\n"
+    "Deny a card; the agent reads the reason, and the same request is refused from now on.\n"
+    "\n"
+    "  --reason TEXT   why, for the agent and the timeline\n"
+    "  --json          print the manager's answer as one JSON object" },
+  { "cancel",
+    "usage: shinken cancel CARD [--json]\n"
+    "Dismiss a card: the held request is refused now, and may ask again.\n"
+    "\n"
+    "  --json   print the manager's answer as one JSON object" },
   { "audit",
     "usage: shinken audit verify [--db FILE] [--key VERIFIER-KEY | --key-file FILE] [--checkpoint FILE]\n"
     "       shinken audit prove [--db FILE] SEQ\n"

@@ -32,10 +32,20 @@ expect 1 cedar validate --schema "$tmp/missing.cedarschema" --policies "$tmp/mis
 expect 4 sessions
 expect 4 grants
 expect 4 revoke h-1
+expect 4 approvals
+expect 4 approvals -f
+expect 4 approve c-1
+expect 4 deny c-1
+expect 4 cancel c-1
 # 64, usage: a missing argument, an unknown option.
 expect 64 grant
 expect 64 revoke
 expect 64 trust --bogus
+expect 64 approve
+expect 64 approve c-1 --once --session
+expect 64 deny c-1 c-2
+expect 64 cancel c-1 --reason why
+expect 64 approvals s1 s2
 # 125: shinken run's own error, before anything runs.
 expect 125 run --net nowhere -- true
 # --json: the error is also JSON on stdout, with the same status.

@@ -148,7 +148,8 @@ def main():
         chk(b"X-Shinken-Decision: held-denied" in c2.head, f"the refusal says it was held ({c2.head!r})")
         # Nothing of this card remains open; a card that is gone cannot be answered.
         rc, _, err, _ = d.cli("approve", card.get("id", "x"))
-        chk(rc == 2 and "no" in err, f"a resolved card cannot be answered again ({rc}, {err!r})")
+        # It is bad input (1), not a refusal: no decision said no.
+        chk(rc == 1 and "no" in err, f"a resolved card cannot be answered again ({rc}, {err!r})")
 
         # Deny with a reason: the agent reads it, the upstream sees nothing,
         # and the same request is refused at once from then on, with no card.
