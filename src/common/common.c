@@ -8,6 +8,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+uid_t shk__self_uid(void)
+{
+  return geteuid();
+}
+
 void shk__assert_fail(const char *expr, const char *file, int line)
 {
   fprintf(stderr, "shinken: internal error: %s at %s:%d\n", expr, file, line);

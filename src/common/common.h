@@ -123,6 +123,12 @@ SHK_PRINTF(6, 7) int shk__error_at(shk_error *err, int code, const char *file, u
 /* The same, with a va_list. */
 SHK_PRINTF(6, 0) int shk__error_vat(shk_error *err, int code, const char *file, unsigned line,
                                     unsigned column, const char *fmt, va_list ap);
+/* The effective user id this process acts for. It is the one place Shinken
+ * asks who its caller is: the sandbox's environment (shk_sandbox_env) maps
+ * it into the user namespace, and the manager trusts policy files, socket
+ * directories and peers by comparing against it. Keeping the question in
+ * one function keeps every trust decision on the same answer. */
+uid_t shk__self_uid(void);
 /* Fills *err with "out of memory" and returns -ENOMEM. */
 int shk__error_nomem(shk_error *err);
 

@@ -192,7 +192,7 @@ int shk_manager_decide_layers(const char *const *layers, size_t n_layers, bool a
   priv p = { 0 };
   int r = policy_place(&p);
   shk_policy *pol = NULL;
-  shk_policy_source src = { p.policy_dir, p.manifest, NULL, geteuid() };
+  shk_policy_source src = { p.policy_dir, p.manifest, NULL, shk__self_uid() };
   r = r ? shk__error_set(err, r, "out of memory") : shk_policy_load(&src, &pol, err);
   free(p.policy_dir);
   free(p.manifest);

@@ -498,7 +498,7 @@ static int socket_dir(const char *path, shk_error *err)
     return shk__error_set(err, -errno, "%s: %s", dir, strerror(errno));
   if (!S_ISDIR(st.st_mode))
     return shk__error_set(err, -EPERM, "%s: the socket's directory is not a directory", dir);
-  if (st.st_uid != geteuid())
+  if (st.st_uid != shk__self_uid())
     return shk__error_set(err, -EPERM, "%s: the socket's directory belongs to uid %u, not to this user; "
                                        "refusing to create the socket there", dir, (unsigned)st.st_uid);
   if (st.st_mode & (S_IWGRP | S_IWOTH))

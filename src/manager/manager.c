@@ -481,7 +481,7 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if (!m)
     return shk__error_set(err, -ENOMEM, "out of memory");
   pthread_mutex_init(&m->mu, NULL);
-  m->uid = geteuid();
+  m->uid = shk__self_uid();
   m->next_tag = 1;
   m->max_pending = o->max_pending ? o->max_pending : 64;
   m->on_verdict = o->on_verdict;

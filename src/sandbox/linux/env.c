@@ -94,7 +94,7 @@ int shk_sandbox_env_from_process(shk_sandbox_env *env, shk_error *err)
   /* The effective ids decide what the caller is outside (root or not) and
    * are what the launcher maps into its user namespace; the password
    * database is asked about the real uid, as login does. */
-  env->uid = geteuid();
+  env->uid = shk__self_uid();
   env->gid = getegid();
   env->root = env->uid == 0;
   passwd_entry(getuid(), s + HOME, PATH_MAX, s + NAME, 256);
