@@ -2,7 +2,7 @@
 /* The seccomp filters stage 2 installs, checked as a table of cases: a
  * system call with its arguments, in a network mode, with and without the
  * connect() guard, and the action the filter must return. The filters are
- * the very programs libseccomp compiled at build time (seccomp-gen.c);
+ * the very programs libseccomp compiled at build time (tools/seccomp-gen.c);
  * each case runs them in the classic-BPF interpreter below, which follows
  * the kernel's (net/core/filter.c) for the instructions seccomp accepts and
  * refuses everything else, in the manner of libseccomp's own bpf_sim.

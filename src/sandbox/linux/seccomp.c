@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Stage 2's seccomp filters. The BPF was compiled by libseccomp at build
- * time (seccomp-gen.c), so installing one is one system call. Stage 2 code:
+ * time (tools/seccomp-gen.c), so installing one is one system call. Stage 2 code:
  * system calls only (sys.h). */
 #include "sandbox-internal.h"
 
