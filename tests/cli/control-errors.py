@@ -7,55 +7,13 @@ the handles of a session that does not exist, the revoke of a handle
 already revoked, and a grant whose scope grants nothing. Each row has its
 control, the same command made valid, which succeeds; and a refused grant
 leaves no handle behind."""
-import atexit
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 
-SHINKEN = os.environ["SHINKEN"]
+from runsession import Session, fail
 
-
-def fail(why):
-    print("FAIL: " + why, file=sys.stderr)
-    sys.exit(1)
-
-
-TMP = tempfile.mkdtemp(prefix="shk-ctlerr.", dir="/var/tmp")
-atexit.register(shutil.rmtree, TMP, True)
-WS, XDG = TMP + "/ws", TMP + "/xdg"
-os.mkdir(WS)
-os.mkdir(XDG, 0o700)
-env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
-       "SHINKEN_SOCKET": TMP + "/no-daemon.sock",
-       "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
-for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
-    if k in os.environ:
-        env[k] = os.environ[k]
-degraded = ["--allow-degraded"] if os.getuid() == 0 else []
-run = subprocess.Popen([SHINKEN, "run"] + degraded + ["--net", "proxy", "--verbose", "--", "sleep", "60"],
-                       cwd=WS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
-atexit.register(run.kill)
-line = b""
-end = time.monotonic() + 30
-while b"grant egress with" not in line:
-    if time.monotonic() > end or run.poll() is not None:
-        fail("no session line: %r" % line)
-    line = run.stderr.readline()
-m = re.search(rb"session (\S+); grant egress with: SHINKEN_SOCKET=(\S+) ", line)
-sid, sock = m.group(1).decode(), m.group(2).decode()
-cenv = dict(env, SHINKEN_SOCKET=sock)
-
-
-def cli(*args):
-    p = subprocess.run([SHINKEN] + list(args), env=cenv, capture_output=True, text=True, timeout=30)
-    print("--- shinken %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr), file=sys.stderr)
-    return p.returncode, p.stdout, p.stderr
+S = Session("shk-ctlerr.")
+sid, cli = S.sid, S.cli
 
 
 def handles():
