@@ -44,7 +44,9 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "manager/ask.h"
 #include "manager/manager-internal.h"
+#include "manager/manager-state.h"
 #include "shinken/approve.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
@@ -54,100 +56,6 @@
 /* The longest a session or a grant may last: a year and a day. Longer is
  * not a duration anyone means, and near 2^63 ms it would overflow. */
 #define MAX_TTL_MS (366LL * 24 * 3600 * 1000)
-
-/* What the data plane reads: one net.egress handle of a session. Every
- * field but `dead` is written before the entry is published and never
- * after; the entry is freed only when the session is, after its proxy
- * thread has been joined. */
-typedef struct egrant {
-  struct egrant *next;   /* the one published before it */
-  atomic_bool dead;      /* revoked, expired or used up: skip it unread */
-  bool once;
-  uint64_t tag;          /* binds egress tunnels to this handle */
-  char id[SHK_CAP_ID_HEX];
-  char rule[32];         /* "handle:" and the first hex digits, for the proxy's lines */
-  shk_cap_scope scope;
-} egrant;
-
-/* The control plane's record of one handle of a session. */
-typedef struct grant {
-  char id[SHK_CAP_ID_HEX];
-  shk_cap_class cls;
-  int64_t expires_ms;     /* 0: none of its own */
-  egrant *eg;             /* its data-plane entry (net.egress), or NULL */
-  bool torn_down;         /* revoked, and its tunnels closed: nothing left to do */
-  bool ended;             /* its end by time or by its one use is recorded */
-} grant;
-
-/* A grant the policy answered "ask": it waits for a human's answer. */
-typedef struct pending {
-  char id[33];            /* 128 random bits */
-  shk_cap_scope scope;
-  int64_t ttl_ms;         /* 0: none of its own */
-  bool once, external;
-  int64_t raised_ms;
-  struct pending *next;
-} pending;
-
-typedef struct session {
-  shk_manager *m;
-  /* Set before the session's proxy starts, and never changed after: the
-   * data plane reads them. */
-  char id[64];
-  char model[64];
-  _Atomic(egrant *) egress_grants; /* newest first; written under mu */
-  /* The control plane's, under mu. */
-  char trust_tier[16];
-  int64_t expires_ms;
-  shk_policy_taint taint;
-  shk_egress_session *egress;
-  grant *grants;
-  size_t n_grants, cap_grants;
-  pending *pending;
-  size_t n_pending;
-  char **roots;            /* the sandbox's writable roots, resolved */
-  size_t n_roots;
-  int refs;                /* the registry's, and each operation's outside mu */
-  /* The connections the Ask loop holds (struct held), under held_mu, which
-   * is never held while calling out. The session is not freed while any
-   * is held: their release resumes them on its proxy. */
-  pthread_mutex_t held_mu;
-  pthread_cond_t held_cv;
-  struct held *held;
-  size_t n_held;
-  /* Set at open, before the proxy starts: the opener (a harness with no
-   * human to ask) turned the Ask loop off, so what no handle covers is
-   * refused at once. */
-  bool no_ask;
-  struct session *next;
-  struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
-} session;
-
-struct shk_manager {
-  pthread_mutex_t mu;       /* the registry; the data plane never takes it */
-  shk_policy *policy;
-  shk_cap_scope *standing;  /* admin's standing grants, each session gets them */
-  size_t n_standing;
-  char **exec_path;         /* the human's $PATH directories, literal and resolved */
-  size_t n_exec_path;
-  uid_t uid;                /* the manager's user: owns the policy, may use the socket */
-  shk_cap_table *table;
-  session *sessions;
-  uint64_t next_tag;
-  shk_audit *audit;         /* the timeline's writer, or NULL */
-  unsigned max_pending;
-  int64_t pending_timeout_ms;
-  shk__control_limits limits;
-  char *socket;             /* the control socket, resolved, or NULL */
-  char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
-  shk__control *control;
-  shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
-  session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
-  unsigned subscribers;     /* control connections that receive the card stream */
-  /* An embedder's copy of every proxy verdict (shk_manager_opts). */
-  int (*on_verdict)(void *data, const shk_egress_verdict_info *v);
-  void *verdict_data;
-};
 
 /* The one place that says which classes this host can apply to a running
  * sandbox, and by what. A class without a mechanism is refused, never
@@ -166,13 +74,6 @@ static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
   return buf;
 }
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 #if SHK_FAULT_INJECTION
 /* Test builds only (meson option fault_injection): SHINKEN_FAULT=POINT
  * makes the step of that name fail, so tests can see that it undoes
@@ -189,17 +90,6 @@ static bool fault(const char *point)
   return false;
 }
 #endif
-
-static json_t *refuse(const char *fmt, ...) SHK_PRINTF(1, 2);
-static json_t *refuse(const char *fmt, ...)
-{
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return json_pack("{s:b, s:s}", "ok", 0, "error", buf);
-}
 
 /* ---- paths ---- */
 
@@ -260,34 +150,6 @@ static void ev_init(shk_audit_event *e, const char *name, const session *s, cons
   }
 }
 
-/* Hands the event to the writer without waiting. 0, or a negative errno
- * with err saying why the timeline did not take it (then the caller refuses
- * the action the event records, unless it cannot be undone). Safe from any
- * thread: shk_audit_emit never blocks. */
-static int ev_emit(shk_manager *m, const shk_audit_event *e, shk_error *err)
-{
-  if (!m->audit)
-    return 0;
-  shk_error aerr;
-  int r = shk_audit_emit(m->audit, e, &aerr);
-  if (r)
-    shk__error_set(err, r, "the audit log cannot record it (%s)", r == -EBUSY ? "its queue is full" : aerr.message);
-  return r;
-}
-
-/* A grant request as the events show it. */
-typedef struct grant_req {
-  session *s;
-  const shk__peer *by;        /* who asked; NULL for a standing grant */
-  const shk_cap_scope *scope;
-  json_t *jscope;             /* as the request gave it, for answers; may be NULL */
-  char *scope_text;           /* canonical, for the timeline (may be NULL) */
-  int64_t ttl_ms;             /* 0: none of its own */
-  bool once, external, standing;
-  shk_policy_approval approval;
-  const char *card;           /* the pending request a human answered, or NULL */
-} grant_req;
-
 /* "once", "standing", an ISO 8601 duration, or "session". */
 static const char *lifetime(const grant_req *q, char buf[40])
 {
@@ -324,7 +186,7 @@ static void ev_answer(shk_audit_event *e, const shk_policy_answer *pa)
 }
 
 /* The "decision" event: every answer of the one decision function. */
-static int ev_decision(shk_manager *m, const grant_req *q, const shk_policy_answer *pa, shk_error *err)
+int shk__manager_ev_decision(shk_manager *m, const grant_req *q, const shk_policy_answer *pa, shk_error *err)
 {
   shk_audit_event e;
   ev_request(&e, "decision", q);
@@ -471,8 +333,6 @@ static void raise_nofile(void)
   }
 }
 
-static void ask_event(void *ud, const shk_approve_event *e);
-static void ask_end(void *ud, const char *session_name, const char *why);
 
 int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err)
 {
@@ -522,7 +382,7 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   if (o->standing && (r = load_standing(m, o->standing, err)))
     goto fail;
   shk_approve_opts apo = { .timeout_ms = o->card_timeout_ms, .batch_window_ms = o->batch_window_ms,
-                           .timer_thread = true, .on_event = ask_event, .end = ask_end, .ud = m };
+                           .timer_thread = true, .on_event = shk__ask_event, .end = shk__ask_end, .ud = m };
   if ((r = shk_approve_new(&apo, &m->approve, err)))
     goto fail;
   if (o->audit_db) {
@@ -559,14 +419,6 @@ shk_audit *shk__manager_audit(shk_manager *m)
 }
 
 /* ---- sessions ---- */
-
-static session *find_session(shk_manager *m, const char *id)
-{
-  for (session *s = m->sessions; s; s = s->next)
-    if (id && !strcmp(s->id, id))
-      return s;
-  return NULL;
-}
 
 static void pending_free(pending *p)
 {
@@ -784,9 +636,6 @@ void shk_manager_free(shk_manager *m)
  * across I/O, and shk_audit_emit only copies into a queue. Its verdict is
  * recorded first (destination and port, never a path or a header): an
  * allow the timeline cannot take is not given. */
-static shk_egress_verdict ask_connection(session *s, const shk_egress_request *req, const char **message);
-static void ask_release_covered(session *s, egrant *eg);
-static void ask_abandon(void *data, const char *session_name, uint64_t conn_id);
 
 static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req, uint64_t *tag,
                                       const char **rule)
@@ -832,7 +681,7 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
   /* What no handle covers is the Ask loop's, unless the operator's own
    * configuration already allows it. */
   if (!hit)
-    return !s->no_ask && req->configured != SHK_EGRESS_ALLOW ? ask_connection(s, req, req->message)
+    return !s->no_ask && req->configured != SHK_EGRESS_ALLOW ? shk__ask_connection(s, req, req->message)
                                                              : SHK_EGRESS_NONE;
   *tag = hit->tag;
   *rule = hit->rule;
@@ -928,12 +777,6 @@ static void unissue(shk_manager *m, const char *id)
     shk_cap_revoke(m->table, id); /* cannot happen for a fresh handle; fail closed anyway */
 }
 
-static const char *str_or(json_t *req, const char *key, const char *dflt)
-{
-  const char *v = json_string_value(json_object_get(req, key));
-  return v ? v : dflt;
-}
-
 /* *out (malloc'd, NULL when absent) points into `req`. */
 static int strlist(json_t *req, const char *key, const char ***out, size_t *n)
 {
@@ -956,22 +799,6 @@ static int strlist(json_t *req, const char *key, const char ***out, size_t *n)
   return 0;
 }
 
-static bool known_keys(json_t *req, const char *const *keys, const char **bad)
-{
-  const char *k;
-  json_t *v;
-  json_object_foreach(req, k, v) {
-    bool ok = false;
-    for (const char *const *p = keys; *p && !ok; p++)
-      ok = !strcmp(*p, k);
-    if (!ok) {
-      *bad = k;
-      return false;
-    }
-  }
-  return true;
-}
-
 /* A ttl_ms field: absent (0), or a positive number of milliseconds up to
  * MAX_TTL_MS. Returns NULL, or the sentence that says what is wrong. */
 static const char *ttl_of(json_t *req, int64_t *out)
@@ -988,7 +815,7 @@ static const char *ttl_of(json_t *req, int64_t *out)
   return NULL;
 }
 
-static shk_policy_session policy_session(const shk_manager *m, const session *s)
+shk_policy_session shk__manager_policy_session(const shk_manager *m, const session *s)
 {
   return (shk_policy_session){
     .id = s->id, .trust_tier = s->trust_tier, .model = s->model, .expires_ms = s->expires_ms,
@@ -1057,14 +884,14 @@ static json_t *raise_pending(shk_manager *m, const grant_req *q, const shk_polic
 
 /* Caller holds mu. The grant protocol for one request, with the approval
  * state the manager holds for it. */
-static json_t *grant_locked(shk_manager *m, const grant_req *q)
+json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
 {
   session *s = q->s;
   const shk_cap_scope *scope = q->scope;
   int64_t now = now_ms();
   shk_error aerr;
   /* 1. The decision, and its record. */
-  shk_policy_session ps = policy_session(m, s);
+  shk_policy_session ps = shk__manager_policy_session(m, s);
   shk_policy_request pr = { .kind = q->standing ? SHK_POLICY_STANDING : SHK_POLICY_GRANT, .scope = scope,
                             .external = q->external, .approval = q->approval, .now_ms = now };
   shk_policy_answer pa;
@@ -1073,7 +900,7 @@ static json_t *grant_locked(shk_manager *m, const grant_req *q)
     ev_grant(m, q, NULL, NULL, derr.message, "undecidable", NULL);
     return refuse("grant: the request could not be decided: %s", derr.message);
   }
-  if (ev_decision(m, q, &pa, &aerr))
+  if (shk__manager_ev_decision(m, q, &pa, &aerr))
     return refuse("grant: refused: %s", aerr.message);
   bool by_cedar = pa.decided_by == SHK_POLICY_BY_CEDAR;
   if (pa.verdict == SHK_POLICY_DENY || (pa.verdict == SHK_POLICY_ASK && q->standing))
@@ -1129,7 +956,7 @@ static json_t *grant_locked(shk_manager *m, const grant_req *q)
   }
   publish_grant(m, s, &g, eg);
   if (eg)
-    ask_release_covered(s, eg);
+    shk__ask_release_covered(s, eg);
   return json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
                    "handle", g.id, "policy", pa.policy, "tier", shk_policy_tier_name(pa.tier), "manifest_entry",
                    pa.manifest_entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", q->once,
@@ -1146,283 +973,9 @@ static void issue_standing(shk_manager *m, session *s)
   for (size_t i = 0; i < m->n_standing; i++) {
     grant_req q = { .s = s, .scope = &m->standing[i], .scope_text = shk_cap_scope_to_json(&m->standing[i]),
                   .standing = true, .approval = SHK_POLICY_UNASKED };
-    json_decref(grant_locked(m, &q));
+    json_decref(shk__manager_grant_locked(m, &q));
     free(q.scope_text);
   }
-}
-
-/* ---- the Ask loop: connections held for a human ----
- *
- * A connection no live handle covers is put to the one decision as the
- * narrowest grant that would cover it (net.egress, that host and that
- * port). When the answer is "ask", a card is raised in the approve module
- * and the connection is held by the proxy; the card's resolution comes
- * back through ask_release, which issues the handle through the normal
- * grant path (approved) and lets the same client connection go on, or
- * refuses it with a paragraph written for the agent. Each held attempt
- * counts in its session's n_held, and a session is not freed until every
- * one of them has been released or withdrawn. */
-
-typedef struct held {
-  session *s;
-  uint64_t conn_id;
-  char host[256];        /* what the client asked for (canonical) */
-  uint16_t port;
-  shk_cap_scope scope;   /* the exact scope: that host and that port */
-  char *scope_text;      /* canonical */
-  struct held *next;
-} held;
-
-static void held_free(held *h)
-{
-  if (!h)
-    return;
-  shk_cap_scope_clear(&h->scope);
-  free(h->scope_text);
-  free(h);
-}
-
-/* Takes h off its session's list (if it is there) and lets the session go
- * on to its end once nothing is held. */
-static void held_done(held *h)
-{
-  session *s = h->s;
-  pthread_mutex_lock(&s->held_mu);
-  for (held **pp = &s->held; *pp; pp = &(*pp)->next)
-    if (*pp == h) {
-      *pp = h->next;
-      break;
-    }
-  if (--s->n_held == 0)
-    pthread_cond_broadcast(&s->held_cv);
-  pthread_mutex_unlock(&s->held_mu);
-  held_free(h);
-}
-
-/* Who resolved a card, as the grant's events record it. */
-static shk__peer peer_of_who(const shk_approve_who *w)
-{
-  return (shk__peer){ w && w->surface ? w->surface : "manager", w && w->uid >= 0 ? (uid_t)w->uid : (uid_t)-1,
-                      w ? (pid_t)w->pid : 0, w ? w->exe : NULL };
-}
-
-/* The release of a held connection, exactly once, on whichever thread
- * delivers it (never with the approve module's lock, never with mu). */
-static void ask_release(void *attempt, const shk_approve_outcome *o)
-{
-  held *h = attempt;
-  session *s = h->s;
-  shk_manager *m = s->m;
-  char text[1024];
-  if (shk_approve_result_approved(o->result)) {
-    bool once = o->result == SHK_APPROVE_APPROVED_ONCE;
-    shk__peer by = peer_of_who(o->by);
-    grant_req q = { .s = s, .by = &by, .scope = &h->scope, .scope_text = h->scope_text, .once = once,
-                    .approval = SHK_POLICY_APPROVED, .card = o->card };
-    uint64_t tag = 0;
-    char rule[sizeof ((egrant *)0)->rule] = "";
-    const char *why = NULL;
-    json_t *ans = NULL;
-    pthread_mutex_lock(&m->mu);
-    bool live = false;
-    for (session *t = m->sessions; t && !live; t = t->next)
-      live = t == s;
-    if (!live) {
-      why = "the session ended before the grant was issued";
-    } else {
-      ans = grant_locked(m, &q);
-      const char *handle = json_string_value(json_object_get(ans, "handle"));
-      why = json_string_value(json_object_get(ans, "error"));
-      for (egrant *g = atomic_load(&s->egress_grants); handle && g; g = g->next)
-        if (!strcmp(g->id, handle)) {
-          tag = g->tag;
-          snprintf(rule, sizeof rule, "%s", g->rule);
-          /* A handle for this one attempt is used by it now: the resumed
-           * connection does not go through the hook again, and nothing
-           * after it may use the handle. */
-          if (once) {
-            atomic_store(&g->dead, true);
-            shk_cap_use(m->table, g->id, now_ms());
-          }
-          break;
-        }
-    }
-    pthread_mutex_unlock(&m->mu);
-    if (tag) {
-      json_decref(ans);
-      shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, rule, NULL);
-      held_done(h);
-      return;
-    }
-    snprintf(text, sizeof text,
-             "Shinken refused the connection: a human approved it, but the grant could not be issued (%s).",
-             why ? why : "refused");
-    json_decref(ans);
-  } else {
-    shk_approve_outcome_text(o, text, sizeof text);
-  }
-  shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_DENY, 0, NULL, text);
-  held_done(h);
-}
-
-/* The egress hook's answer for what no live handle covers. Proxy thread:
- * it takes no lock the control plane holds across work (held_mu only
- * guards the session's list of held connections), and raising a card
- * never blocks. DNS is never held: a name the decision would ask about is
- * answered from the pool (HOLD), so that the connection to it can be. */
-static shk_egress_verdict ask_connection(session *s, const shk_egress_request *req, const char **message)
-{
-  static _Thread_local char msg[600];
-  shk_manager *m = s->m;
-  bool dns = req->proto == SHK_EGRESS_DNS;
-  json_t *js = dns ? json_pack("{s:[s]}", "domains", req->host)
-                   : json_pack("{s:[s], s:[i]}", "domains", req->host, "ports", (int)req->port);
-  char *text = js ? json_dumps(js, JSON_COMPACT) : NULL;
-  json_decref(js);
-  held *h = calloc(1, sizeof *h);
-  if (!text || !h || shk_cap_scope_parse(SHK_CAP_NET_EGRESS, text, &h->scope, NULL)) {
-    free(text);
-    free(h);
-    return SHK_EGRESS_NONE;
-  }
-  free(text);
-  h->s = s;
-  h->conn_id = req->conn_id;
-  snprintf(h->host, sizeof h->host, "%s", req->host);
-  h->port = req->port;
-  h->scope_text = shk_cap_scope_to_json(&h->scope);
-  shk_policy_session ps = policy_session(m, s);
-  shk_policy_request pr = { .kind = SHK_POLICY_GRANT, .scope = &h->scope, .approval = SHK_POLICY_UNASKED,
-                            .now_ms = now_ms() };
-  shk_policy_answer pa;
-  grant_req q = { .s = s, .scope = &h->scope, .scope_text = h->scope_text, .approval = SHK_POLICY_UNASKED };
-  if (!h->scope_text || shk_policy_decide(m->policy, &ps, &pr, &pa, NULL) || pa.verdict != SHK_POLICY_ASK ||
-      (!dns && ev_decision(m, &q, &pa, NULL))) {
-    held_free(h);
-    return SHK_EGRESS_NONE;
-  }
-  if (dns) {
-    held_free(h);
-    return SHK_EGRESS_HOLD;
-  }
-  pthread_mutex_lock(&s->held_mu);
-  h->next = s->held;
-  s->held = h;
-  s->n_held++;
-  pthread_mutex_unlock(&s->held_mu);
-  shk_approve_request rq = {
-    .session = s->id, .cls = shk_cap_class_name(SHK_CAP_NET_EGRESS), .scope = h->scope_text,
-    .ingested_external = s->taint.ingested_external, .touched_sensitive = s->taint.touched_sensitive,
-    .tier = SHK_APPROVE_ASK, .rule = pa.policy[0] ? pa.policy : NULL, .why = pa.why,
-    .batch_key = h->scope_text, .attempt = h, .release = ask_release,
-  };
-  shk_error err;
-  if (shk_approve_raise(m->approve, &rq, NULL, &err) < 0) {
-    snprintf(msg, sizeof msg, "Shinken refused the connection to %s:%u: %s", req->host, (unsigned)req->port,
-             err.message);
-    *message = msg;
-    held_done(h);
-    return SHK_EGRESS_DENY;
-  }
-  return SHK_EGRESS_HOLD;
-}
-
-/* Caller holds mu. A handle was just issued to s by any path (a human's
- * grant from the CLI, an approved card): the connections its proxy holds
- * that the handle covers go on now, under it, rather than wait for their
- * cards. Each is first taken back from its card (shk_approve_withdraw),
- * so that it is released exactly once; one whose release is already on
- * its way is left to it. The module's lock is taken under mu here, which
- * is safe because the module never calls back with its lock held (this
- * manager gives it no freezer). */
-static void ask_release_covered(session *s, egrant *eg)
-{
-  for (;;) {
-    held *h = NULL;
-    pthread_mutex_lock(&s->held_mu);
-    for (held *x = s->held; x && !h; x = x->next)
-      if (shk_cap_scope_allows_host(&eg->scope, x->host, x->port))
-        h = x;
-    pthread_mutex_unlock(&s->held_mu);
-    if (!h || shk_approve_withdraw(s->m->approve, h))
-      return;
-    /* A once handle is this connection's: used now, and by nothing else. */
-    if (eg->once) {
-      atomic_store(&eg->dead, true);
-      shk_cap_use(s->m->table, eg->id, now_ms());
-    }
-    shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, eg->tag, eg->rule, NULL);
-    held_done(h);
-    if (eg->once)
-      return;
-  }
-}
-
-/* The proxy's on_abandon: the client of a held connection went away. Its
- * attempt is taken back from its card (which stays open: an approval for
- * the session still applies to the next attempt). */
-static void ask_abandon(void *data, const char *session_name, uint64_t conn_id)
-{
-  (void)session_name;
-  session *s = data;
-  held *h = NULL;
-  pthread_mutex_lock(&s->held_mu);
-  for (held *x = s->held; x && !h; x = x->next)
-    if (x->conn_id == conn_id)
-      h = x;
-  pthread_mutex_unlock(&s->held_mu);
-  /* Only the address is compared until the module says it gave h back:
-   * a release that won the race frees it. */
-  if (h && shk_approve_withdraw(s->m->approve, h) == 0)
-    held_done(h);
-}
-
-/* Every event of the approve module, on the timeline. */
-static void ask_event(void *ud, const shk_approve_event *e)
-{
-  shk_manager *m = ud;
-  char name[40];
-  snprintf(name, sizeof name, "card-%s", shk_approve_event_name(e->kind));
-  shk_audit_event ev;
-  shk_audit_event_init(&ev, name);
-  shk_audit_str(&ev, SHK_AUDIT_SESSION, e->session);
-  shk_audit_str(&ev, SHK_AUDIT_CARD, e->card);
-  shk_audit_str(&ev, SHK_AUDIT_CLASS, e->cls);
-  shk_audit_str(&ev, SHK_AUDIT_SCOPE, e->scope);
-  shk_audit_str(&ev, SHK_AUDIT_POLICY, e->rule);
-  if (e->attempts)
-    shk_audit_int(&ev, SHK_AUDIT_COUNT, e->attempts);
-  shk_audit_str(&ev, SHK_AUDIT_OUTCOME, e->has_result ? shk_approve_result_name(e->result) : NULL);
-  shk_audit_str(&ev, SHK_AUDIT_REASON, e->reason);
-  if (e->by) {
-    if (e->by->uid >= 0)
-      shk_audit_int(&ev, SHK_AUDIT_HUMAN_UID, e->by->uid);
-    shk_audit_str(&ev, SHK_AUDIT_HUMAN_SURFACE, e->by->surface);
-    shk_audit_str(&ev, SHK_AUDIT_HUMAN_NAME, e->by->user);
-    if (e->by->pid > 0)
-      shk_audit_int(&ev, SHK_AUDIT_PID, e->by->pid);
-    shk_audit_str(&ev, SHK_AUDIT_EXECUTABLE, e->by->exe);
-  }
-  ev_emit(m, &ev, NULL);
-}
-
-/* The module's end: a breaker ended a session. This runs while the
- * module delivers, so the session's last reference is not let go here (its
- * end waits for held connections that this very thread may have yet to
- * release): the next tick lets go of it. */
-static void ask_end(void *ud, const char *session_name, const char *why)
-{
-  shk_manager *m = ud;
-  pthread_mutex_lock(&m->mu);
-  session *s = find_session(m, session_name);
-  if (s) {
-    s->refs++;
-    s->reap_next = m->reap;
-    m->reap = s;
-  }
-  pthread_mutex_unlock(&m->mu);
-  if (s)
-    json_decref(shk__manager_close_session(m, session_name, NULL, why));
 }
 
 /* Caller holds mu. The sentence that refuses session roots that hold the
@@ -1544,7 +1097,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
       shk_egress_session_opts eo = {
         .name = s->id, .allow_domains = allow, .n_allow_domains = na, .deny_domains = deny,
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
-        .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict, .on_abandon = ask_abandon,
+        .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict, .on_abandon = shk__ask_abandon,
       };
       shk_error err;
       if (shk_egress_session_open(&eo, &s->egress, &err))
@@ -1664,36 +1217,12 @@ static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
     /* A request built from external data shows the session took it in. */
     if (q.external)
       q.s->taint.ingested_external = true;
-    ans = grant_locked(m, &q);
+    ans = shk__manager_grant_locked(m, &q);
   }
   pthread_mutex_unlock(&m->mu);
   free(q.scope_text);
   shk_cap_scope_clear(&scope);
   return ans;
-}
-
-int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err)
-{
-  int r = shk_approve_subscribe(m->approve, fn, ud, id, err);
-  if (!r) {
-    /* A subscriber shows cards to someone (the breaker reads it). Set
-     * under mu so that the count and the module's flag agree; the module
-     * takes only its own lock for it and calls nothing back. */
-    pthread_mutex_lock(&m->mu);
-    if (m->subscribers++ == 0)
-      shk_approve_set_surface(m->approve, true);
-    pthread_mutex_unlock(&m->mu);
-  }
-  return r;
-}
-
-void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
-{
-  shk_approve_unsubscribe(m->approve, id);
-  pthread_mutex_lock(&m->mu);
-  if (--m->subscribers == 0)
-    shk_approve_set_surface(m->approve, false);
-  pthread_mutex_unlock(&m->mu);
 }
 
 /* A launcher's account of the sandbox it ran for a session: what stage 2
@@ -1754,48 +1283,6 @@ static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
   return ans;
 }
 
-/* The open cards of the Ask loop (of one session, or all). */
-static json_t *op_cards(shk_manager *m, json_t *req)
-{
-  static const char *const keys[] = { "op", "session", NULL };
-  const char *bad;
-  if (!known_keys(req, keys, &bad))
-    return refuse("cards: unknown field '%s'", bad);
-  char *text;
-  if (shk_approve_list(m->approve, str_or(req, "session", NULL), &text))
-    return refuse("cards: out of memory");
-  json_t *cards = json_loads(text, 0, NULL);
-  free(text);
-  return cards ? json_pack("{s:b, s:o}", "ok", 1, "cards", cards) : refuse("cards: out of memory");
-}
-
-/* A human's answer to a card: {"card": ID, "resolution": once | session |
- * pattern | deny | cancel | takeover | resume | end, "reason", "pattern",
- * "surface": "cli" (default) or "harness"}. Who answered is the peer the
- * control socket names (its uid, pid and program), never what the request
- * says of itself; the approve module records it and releases the held
- * connections (ask_release) before this returns or soon after. */
-static json_t *op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by)
-{
-  static const char *const keys[] = { "op", "card", "resolution", "reason", "pattern", "surface", NULL };
-  const char *bad;
-  if (!known_keys(req, keys, &bad))
-    return refuse("resolve: unknown field '%s'", bad);
-  const char *card = str_or(req, "card", NULL), *res = str_or(req, "resolution", "");
-  const char *surface = str_or(req, "surface", "cli");
-  shk_approve_answer a = { .pattern = str_or(req, "pattern", NULL), .reason = str_or(req, "reason", NULL) };
-  if (!card || shk_approve_how_parse(res, &a.how))
-    return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
-                  "end) are required");
-  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
-    return refuse("resolve: surface must be cli or harness");
-  a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
-  shk_error err;
-  if (shk_approve_resolve(m->approve, card, &a, &err))
-    return refuse("resolve: %s", err.message);
-  return json_pack("{s:b, s:s, s:s}", "ok", 1, "card", card, "resolution", shk_approve_how_name(a.how));
-}
-
 /* A human's answer to a pending request. Approve decides the grant again
  * with the manager's record that a human approved it; deny refuses it. The
  * answer is recorded first, with who gave it: an approval the timeline
@@ -1844,7 +1331,7 @@ static json_t *op_resolve(shk_manager *m, json_t *req, const shk__peer *by)
                   .approval = SHK_POLICY_APPROVED, .card = p->id };
     if (q.scope_text)
       q.jscope = jscope = json_loads(q.scope_text, 0, NULL);
-    ans = approve ? grant_locked(m, &q) : json_pack("{s:b, s:s}", "ok", 1, "decision", "denied");
+    ans = approve ? shk__manager_grant_locked(m, &q) : json_pack("{s:b, s:s}", "ok", 1, "decision", "denied");
     if (ans) {
       json_object_set_new(ans, "pending", json_string(p->id));
       json_object_set(ans, "resolved_by", who);
@@ -2121,9 +1608,9 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
   if (!strcmp(op, "grant"))
     return op_grant(m, req, &by);
   if (!strcmp(op, "resolve"))
-    return json_object_get(req, "card") ? op_resolve_card(m, req, &by) : op_resolve(m, req, &by);
+    return json_object_get(req, "card") ? shk__ask_op_resolve_card(m, req, &by) : op_resolve(m, req, &by);
   if (!strcmp(op, "cards"))
-    return op_cards(m, req);
+    return shk__ask_op_cards(m, req);
   if (!strcmp(op, "sandbox_ran"))
     return op_sandbox_ran(m, req, &by);
   if (!strcmp(op, "subscribe")) {

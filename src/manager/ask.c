@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The manager's Ask loop: a connection no live handle covers is held for a
+ * human through the approve module's cards, and a card's resolution issues
+ * the handle through the manager's one grant path (manager.c) or refuses
+ * the connection. The locking rules are in manager.c's opening comment. */
+#include "manager/ask.h"
+
+#include <stdlib.h>
+
+/* ---- the Ask loop: connections held for a human ----
+ *
+ * A connection no live handle covers is put to the one decision as the
+ * narrowest grant that would cover it (net.egress, that host and that
+ * port). When the answer is "ask", a card is raised in the approve module
+ * and the connection is held by the proxy; the card's resolution comes
+ * back through ask_release, which issues the handle through the normal
+ * grant path (approved) and lets the same client connection go on, or
+ * refuses it with a paragraph written for the agent. Each held attempt
+ * counts in its session's n_held, and a session is not freed until every
+ * one of them has been released or withdrawn. */
+
+typedef struct held {
+  session *s;
+  uint64_t conn_id;
+  char host[256];        /* what the client asked for (canonical) */
+  uint16_t port;
+  shk_cap_scope scope;   /* the exact scope: that host and that port */
+  char *scope_text;      /* canonical */
+  struct held *next;
+} held;
+
+static void held_free(held *h)
+{
+  if (!h)
+    return;
+  shk_cap_scope_clear(&h->scope);
+  free(h->scope_text);
+  free(h);
+}
+
+/* Takes h off its session's list (if it is there) and lets the session go
+ * on to its end once nothing is held. */
+static void held_done(held *h)
+{
+  session *s = h->s;
+  pthread_mutex_lock(&s->held_mu);
+  for (held **pp = &s->held; *pp; pp = &(*pp)->next)
+    if (*pp == h) {
+      *pp = h->next;
+      break;
+    }
+  if (--s->n_held == 0)
+    pthread_cond_broadcast(&s->held_cv);
+  pthread_mutex_unlock(&s->held_mu);
+  held_free(h);
+}
+
+/* Who resolved a card, as the grant's events record it. */
+static shk__peer peer_of_who(const shk_approve_who *w)
+{
+  return (shk__peer){ w && w->surface ? w->surface : "manager", w && w->uid >= 0 ? (uid_t)w->uid : (uid_t)-1,
+                      w ? (pid_t)w->pid : 0, w ? w->exe : NULL };
+}
+
+/* The release of a held connection, exactly once, on whichever thread
+ * delivers it (never with the approve module's lock, never with mu). */
+static void ask_release(void *attempt, const shk_approve_outcome *o)
+{
+  held *h = attempt;
+  session *s = h->s;
+  shk_manager *m = s->m;
+  char text[1024];
+  if (shk_approve_result_approved(o->result)) {
+    bool once = o->result == SHK_APPROVE_APPROVED_ONCE;
+    shk__peer by = peer_of_who(o->by);
+    grant_req q = { .s = s, .by = &by, .scope = &h->scope, .scope_text = h->scope_text, .once = once,
+                    .approval = SHK_POLICY_APPROVED, .card = o->card };
+    uint64_t tag = 0;
+    char rule[sizeof ((egrant *)0)->rule] = "";
+    const char *why = NULL;
+    json_t *ans = NULL;
+    pthread_mutex_lock(&m->mu);
+    bool live = false;
+    for (session *t = m->sessions; t && !live; t = t->next)
+      live = t == s;
+    if (!live) {
+      why = "the session ended before the grant was issued";
+    } else {
+      ans = shk__manager_grant_locked(m, &q);
+      const char *handle = json_string_value(json_object_get(ans, "handle"));
+      why = json_string_value(json_object_get(ans, "error"));
+      for (egrant *g = atomic_load(&s->egress_grants); handle && g; g = g->next)
+        if (!strcmp(g->id, handle)) {
+          tag = g->tag;
+          snprintf(rule, sizeof rule, "%s", g->rule);
+          /* A handle for this one attempt is used by it now: the resumed
+           * connection does not go through the hook again, and nothing
+           * after it may use the handle. */
+          if (once) {
+            atomic_store(&g->dead, true);
+            shk_cap_use(m->table, g->id, now_ms());
+          }
+          break;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (tag) {
+      json_decref(ans);
+      shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, rule, NULL);
+      held_done(h);
+      return;
+    }
+    snprintf(text, sizeof text,
+             "Shinken refused the connection: a human approved it, but the grant could not be issued (%s).",
+             why ? why : "refused");
+    json_decref(ans);
+  } else {
+    shk_approve_outcome_text(o, text, sizeof text);
+  }
+  shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_DENY, 0, NULL, text);
+  held_done(h);
+}
+
+/* The egress hook's answer for what no live handle covers. Proxy thread:
+ * it takes no lock the control plane holds across work (held_mu only
+ * guards the session's list of held connections), and raising a card
+ * never blocks. DNS is never held: a name the decision would ask about is
+ * answered from the pool (HOLD), so that the connection to it can be. */
+shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req, const char **message)
+{
+  static _Thread_local char msg[600];
+  shk_manager *m = s->m;
+  bool dns = req->proto == SHK_EGRESS_DNS;
+  json_t *js = dns ? json_pack("{s:[s]}", "domains", req->host)
+                   : json_pack("{s:[s], s:[i]}", "domains", req->host, "ports", (int)req->port);
+  char *text = js ? json_dumps(js, JSON_COMPACT) : NULL;
+  json_decref(js);
+  held *h = calloc(1, sizeof *h);
+  if (!text || !h || shk_cap_scope_parse(SHK_CAP_NET_EGRESS, text, &h->scope, NULL)) {
+    free(text);
+    free(h);
+    return SHK_EGRESS_NONE;
+  }
+  free(text);
+  h->s = s;
+  h->conn_id = req->conn_id;
+  snprintf(h->host, sizeof h->host, "%s", req->host);
+  h->port = req->port;
+  h->scope_text = shk_cap_scope_to_json(&h->scope);
+  shk_policy_session ps = shk__manager_policy_session(m, s);
+  shk_policy_request pr = { .kind = SHK_POLICY_GRANT, .scope = &h->scope, .approval = SHK_POLICY_UNASKED,
+                            .now_ms = now_ms() };
+  shk_policy_answer pa;
+  grant_req q = { .s = s, .scope = &h->scope, .scope_text = h->scope_text, .approval = SHK_POLICY_UNASKED };
+  if (!h->scope_text || shk_policy_decide(m->policy, &ps, &pr, &pa, NULL) || pa.verdict != SHK_POLICY_ASK ||
+      (!dns && shk__manager_ev_decision(m, &q, &pa, NULL))) {
+    held_free(h);
+    return SHK_EGRESS_NONE;
+  }
+  if (dns) {
+    held_free(h);
+    return SHK_EGRESS_HOLD;
+  }
+  pthread_mutex_lock(&s->held_mu);
+  h->next = s->held;
+  s->held = h;
+  s->n_held++;
+  pthread_mutex_unlock(&s->held_mu);
+  shk_approve_request rq = {
+    .session = s->id, .cls = shk_cap_class_name(SHK_CAP_NET_EGRESS), .scope = h->scope_text,
+    .ingested_external = s->taint.ingested_external, .touched_sensitive = s->taint.touched_sensitive,
+    .tier = SHK_APPROVE_ASK, .rule = pa.policy[0] ? pa.policy : NULL, .why = pa.why,
+    .batch_key = h->scope_text, .attempt = h, .release = ask_release,
+  };
+  shk_error err;
+  if (shk_approve_raise(m->approve, &rq, NULL, &err) < 0) {
+    snprintf(msg, sizeof msg, "Shinken refused the connection to %s:%u: %s", req->host, (unsigned)req->port,
+             err.message);
+    *message = msg;
+    held_done(h);
+    return SHK_EGRESS_DENY;
+  }
+  return SHK_EGRESS_HOLD;
+}
+
+/* Caller holds mu. A handle was just issued to s by any path (a human's
+ * grant from the CLI, an approved card): the connections its proxy holds
+ * that the handle covers go on now, under it, rather than wait for their
+ * cards. Each is first taken back from its card (shk_approve_withdraw),
+ * so that it is released exactly once; one whose release is already on
+ * its way is left to it. The module's lock is taken under mu here, which
+ * is safe because the module never calls back with its lock held (this
+ * manager gives it no freezer). */
+void shk__ask_release_covered(session *s, egrant *eg)
+{
+  for (;;) {
+    held *h = NULL;
+    pthread_mutex_lock(&s->held_mu);
+    for (held *x = s->held; x && !h; x = x->next)
+      if (shk_cap_scope_allows_host(&eg->scope, x->host, x->port))
+        h = x;
+    pthread_mutex_unlock(&s->held_mu);
+    if (!h || shk_approve_withdraw(s->m->approve, h))
+      return;
+    /* A once handle is this connection's: used now, and by nothing else. */
+    if (eg->once) {
+      atomic_store(&eg->dead, true);
+      shk_cap_use(s->m->table, eg->id, now_ms());
+    }
+    shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, eg->tag, eg->rule, NULL);
+    held_done(h);
+    if (eg->once)
+      return;
+  }
+}
+
+/* The proxy's on_abandon: the client of a held connection went away. Its
+ * attempt is taken back from its card (which stays open: an approval for
+ * the session still applies to the next attempt). */
+void shk__ask_abandon(void *data, const char *session_name, uint64_t conn_id)
+{
+  (void)session_name;
+  session *s = data;
+  held *h = NULL;
+  pthread_mutex_lock(&s->held_mu);
+  for (held *x = s->held; x && !h; x = x->next)
+    if (x->conn_id == conn_id)
+      h = x;
+  pthread_mutex_unlock(&s->held_mu);
+  /* Only the address is compared until the module says it gave h back:
+   * a release that won the race frees it. */
+  if (h && shk_approve_withdraw(s->m->approve, h) == 0)
+    held_done(h);
+}
+
+/* Every event of the approve module, on the timeline. */
+void shk__ask_event(void *ud, const shk_approve_event *e)
+{
+  shk_manager *m = ud;
+  char name[40];
+  snprintf(name, sizeof name, "card-%s", shk_approve_event_name(e->kind));
+  shk_audit_event ev;
+  shk_audit_event_init(&ev, name);
+  shk_audit_str(&ev, SHK_AUDIT_SESSION, e->session);
+  shk_audit_str(&ev, SHK_AUDIT_CARD, e->card);
+  shk_audit_str(&ev, SHK_AUDIT_CLASS, e->cls);
+  shk_audit_str(&ev, SHK_AUDIT_SCOPE, e->scope);
+  shk_audit_str(&ev, SHK_AUDIT_POLICY, e->rule);
+  if (e->attempts)
+    shk_audit_int(&ev, SHK_AUDIT_COUNT, e->attempts);
+  shk_audit_str(&ev, SHK_AUDIT_OUTCOME, e->has_result ? shk_approve_result_name(e->result) : NULL);
+  shk_audit_str(&ev, SHK_AUDIT_REASON, e->reason);
+  if (e->by) {
+    if (e->by->uid >= 0)
+      shk_audit_int(&ev, SHK_AUDIT_HUMAN_UID, e->by->uid);
+    shk_audit_str(&ev, SHK_AUDIT_HUMAN_SURFACE, e->by->surface);
+    shk_audit_str(&ev, SHK_AUDIT_HUMAN_NAME, e->by->user);
+    if (e->by->pid > 0)
+      shk_audit_int(&ev, SHK_AUDIT_PID, e->by->pid);
+    shk_audit_str(&ev, SHK_AUDIT_EXECUTABLE, e->by->exe);
+  }
+  ev_emit(m, &ev, NULL);
+}
+
+/* The module's end: a breaker ended a session. This runs while the
+ * module delivers, so the session's last reference is not let go here (its
+ * end waits for held connections that this very thread may have yet to
+ * release): the next tick lets go of it. */
+void shk__ask_end(void *ud, const char *session_name, const char *why)
+{
+  shk_manager *m = ud;
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, session_name);
+  if (s) {
+    s->refs++;
+    s->reap_next = m->reap;
+    m->reap = s;
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (s)
+    json_decref(shk__manager_close_session(m, session_name, NULL, why));
+}
+
+int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err)
+{
+  int r = shk_approve_subscribe(m->approve, fn, ud, id, err);
+  if (!r) {
+    /* A subscriber shows cards to someone (the breaker reads it). Set
+     * under mu so that the count and the module's flag agree; the module
+     * takes only its own lock for it and calls nothing back. */
+    pthread_mutex_lock(&m->mu);
+    if (m->subscribers++ == 0)
+      shk_approve_set_surface(m->approve, true);
+    pthread_mutex_unlock(&m->mu);
+  }
+  return r;
+}
+
+void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
+{
+  shk_approve_unsubscribe(m->approve, id);
+  pthread_mutex_lock(&m->mu);
+  if (--m->subscribers == 0)
+    shk_approve_set_surface(m->approve, false);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* The open cards of the Ask loop (of one session, or all). */
+json_t *shk__ask_op_cards(shk_manager *m, json_t *req)
+{
+  static const char *const keys[] = { "op", "session", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("cards: unknown field '%s'", bad);
+  char *text;
+  if (shk_approve_list(m->approve, str_or(req, "session", NULL), &text))
+    return refuse("cards: out of memory");
+  json_t *cards = json_loads(text, 0, NULL);
+  free(text);
+  return cards ? json_pack("{s:b, s:o}", "ok", 1, "cards", cards) : refuse("cards: out of memory");
+}
+
+/* A human's answer to a card: {"card": ID, "resolution": once | session |
+ * pattern | deny | cancel | takeover | resume | end, "reason", "pattern",
+ * "surface": "cli" (default) or "harness"}. Who answered is the peer the
+ * control socket names (its uid, pid and program), never what the request
+ * says of itself; the approve module records it and releases the held
+ * connections (ask_release) before this returns or soon after. */
+json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "card", "resolution", "reason", "pattern", "surface", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("resolve: unknown field '%s'", bad);
+  const char *card = str_or(req, "card", NULL), *res = str_or(req, "resolution", "");
+  const char *surface = str_or(req, "surface", "cli");
+  shk_approve_answer a = { .pattern = str_or(req, "pattern", NULL), .reason = str_or(req, "reason", NULL) };
+  if (!card || shk_approve_how_parse(res, &a.how))
+    return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
+                  "end) are required");
+  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
+    return refuse("resolve: surface must be cli or harness");
+  a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
+  shk_error err;
+  if (shk_approve_resolve(m->approve, card, &a, &err))
+    return refuse("resolve: %s", err.message);
+  return json_pack("{s:b, s:s, s:s}", "ok", 1, "card", card, "resolution", shk_approve_how_name(a.how));
+}

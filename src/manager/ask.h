@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Ask loop's side of the manager (ask.c): connections held for a
+ * human, their cards in the approve module, and the control operations on
+ * cards. */
+#pragma once
+
+#include "manager/manager-state.h"
+
+/* The egress hook's answer for what no live handle covers (proxy thread). */
+shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req, const char **message);
+/* Caller holds mu. A handle was just issued to s: the held connections it
+ * covers go on under it. */
+void shk__ask_release_covered(session *s, egrant *eg);
+/* The proxy's on_abandon: the client of a held connection went away. */
+void shk__ask_abandon(void *data, const char *session_name, uint64_t conn_id);
+/* The approve module's on_event and end (shk_approve_opts). */
+void shk__ask_event(void *ud, const shk_approve_event *e);
+void shk__ask_end(void *ud, const char *session_name, const char *why);
+/* The control operations "cards" and "resolve" (with a card). */
+json_t *shk__ask_op_cards(shk_manager *m, json_t *req);
+json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by);
