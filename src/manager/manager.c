@@ -1620,6 +1620,19 @@ static json_t *op_sessions(shk_manager *m)
   return a ? json_pack("{s:b, s:o}", "ok", 1, "sessions", a) : refuse("sessions: out of memory");
 }
 
+/* Whether SCOPE grants nothing: the class's empty scope already covers it
+ * ({}, or ports without domains or CIDRs to reach), by the subset rule
+ * attenuation uses. install.privileged is the exception: its scope is one
+ * choice, and the empty one is the narrower choice ("pkg", installing
+ * packages), which grants something. */
+static bool grants_nothing(const shk_cap_scope *scope)
+{
+  if (scope->cls == SHK_CAP_INSTALL_PRIVILEGED)
+    return false;
+  shk_cap_scope none = { .cls = scope->cls };
+  return shk_cap_scope_subset(scope, &none, NULL);
+}
+
 static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "session", "class", "scope", "ttl_ms", "once", "provenance", NULL };
@@ -1659,6 +1672,14 @@ static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
   q.s = find_session(m, sid);
   if (!q.s) {
     ans = refuse("grant: no such session: %s", sid ? sid : "(none)");
+  } else if (grants_nothing(&scope)) {
+    /* Bad input, not a decision: such a grant would record a handle that
+     * can do nothing, and its holder would believe it had been given
+     * something. Said after the session, so an unknown one is said first. */
+    char *text = jscope ? json_dumps(jscope, JSON_COMPACT) : NULL;
+    ans = refuse("grant: the scope %s grants nothing for %s%s", text ? text : "{}", cname,
+                 cls == SHK_CAP_NET_EGRESS ? " (it needs domains or cidrs to reach)" : "");
+    free(text);
   } else {
     sweep_session(m, q.s, now_ms());
     /* A request built from external data shows the session took it in. */
@@ -1874,6 +1895,12 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   const char *id = str_or(req, "handle", NULL);
   if (!id)
     return refuse("revoke: handle is required");
+  /* A second revoke would change nothing; saying so keeps a client from
+   * believing it just cut off something still live. (Two revokes at once
+   * may both pass here: both then flip a bit already flipped.) */
+  shk_cap_lifecycle known;
+  if (!shk_cap_lifecycle_of(m->table, id, &known) && shk_cap_is_revoked(m->table, id))
+    return refuse("revoke: handle %s was already revoked", id);
   /* 1. Flip the bit first, holding no lock of the manager: the next use
    * fails from this moment on, whatever any session's proxy is doing. */
   if (shk_cap_revoke(m->table, id))
@@ -2022,7 +2049,20 @@ static void list_one(const shk_cap_info *info, void *ud)
 static json_t *op_grants(shk_manager *m, json_t *req)
 {
   list_ctx c = { json_array(), now_ms(), m->table };
-  shk_cap_foreach(m->table, str_or(req, "session", NULL), list_one, &c);
+  const char *sid = str_or(req, "session", NULL);
+  shk_cap_foreach(m->table, sid, list_one, &c);
+  /* A session that has ended may still have handles listed; one the
+   * manager neither hosts nor has handles of was never there, and an empty
+   * list would say it had none. */
+  if (sid && c.arr && !json_array_size(c.arr)) {
+    pthread_mutex_lock(&m->mu);
+    bool open = find_session(m, sid) != NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!open) {
+      json_decref(c.arr);
+      return refuse("grants: no session '%s' (see 'shinken sessions')", sid);
+    }
+  }
   return c.arr ? json_pack("{s:b, s:o}", "ok", 1, "grants", c.arr) : refuse("grants: out of memory");
 }
 
