@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -48,6 +49,31 @@ static void print_grant_line(json_t *g)
          json_string_value(json_object_get(g, "class")), json_string_value(json_object_get(g, "lifecycle")),
          json_string_value(json_object_get(g, "session")), scope ? scope : "");
   free(scope);
+}
+
+/* One line per session, under a header: enough to tell two apart (who
+ * opened it, where, with what command, and when), then its state. */
+static void print_sessions(json_t *list)
+{
+  if (!json_array_size(list))
+    return;
+  printf("%-20s %-8s %-10s %-19s %-8s %-6s %-6s %-24s %s\n", "SESSION", "PID", "USER", "STARTED", "TRUST",
+         "GRANTS", "EGRESS", "CWD", "COMMAND");
+  size_t i;
+  json_t *s;
+  json_array_foreach(list, i, s) {
+    char started[32] = "-";
+    json_int_t ms = json_integer_value(json_object_get(s, "started_ms"));
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms > 0 && localtime_r(&t, &tm))
+      strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S", &tm);
+    const char *cwd = str(s, "cwd"), *cmd = str(s, "command");
+    printf("%-20s %-8lld %-10s %-19s %-8s %-6lld %-6s %-24s %s\n", str(s, "session"),
+           (long long)json_integer_value(json_object_get(s, "pid")), str(s, "user"), started,
+           str(s, "trust_tier"), (long long)json_integer_value(json_object_get(s, "grants")),
+           json_is_true(json_object_get(s, "egress")) ? "proxy" : "none", *cwd ? cwd : "-", *cmd ? cmd : "-");
+  }
 }
 
 /* Sends `req` (stolen) on `fd` and returns the answer; dies with one line
@@ -131,12 +157,7 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
     json_t *g;
     json_array_foreach(json_object_get(ans, "grants"), i, g) print_grant_line(g);
   } else if (!strcmp(what, "sessions")) {
-    size_t i;
-    json_t *s;
-    json_array_foreach(json_object_get(ans, "sessions"), i, s)
-      printf("%s  trust %s  grants %lld  egress %s\n", str(s, "session"), str(s, "trust_tier"),
-             (long long)json_integer_value(json_object_get(s, "grants")),
-             json_is_true(json_object_get(s, "egress")) ? "proxy" : "none");
+    print_sessions(json_object_get(ans, "sessions"));
   } else if (!strcmp(what, "revoke")) {
     printf("revoked %s (%lld open tunnels closed)\n", str(ans, "handle"),
            (long long)json_integer_value(json_object_get(ans, "tunnels_closed")));

@@ -45,6 +45,7 @@
 
 #include "common/common.h"
 #include "manager/manager-internal.h"
+#include "manager/opener.h"
 #include "shinken/approve.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
@@ -119,6 +120,7 @@ typedef struct session {
    * human to ask) turned the Ask loop off, so what no handle covers is
    * refused at once. */
   bool no_ask;
+  shk__opener opener;      /* set at open, for the listing */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
@@ -1522,6 +1524,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
   snprintf(s->trust_tier, sizeof s->trust_tier, "%s", tier);
   snprintf(s->model, sizeof s->model, "%s", str_or(req, "model", ""));
   s->expires_ms = now_ms() + (ttl ? ttl : 24LL * 3600 * 1000);
+  shk__opener_take(&s->opener, by, now_ms());
   char why[PATH_MAX * 2 + 256];
   json_t *ans = NULL;
   if ((bad = take_roots(s, req, why, sizeof why))) {
@@ -1608,14 +1611,15 @@ static json_t *op_sessions(shk_manager *m)
 {
   json_t *a = json_array();
   pthread_mutex_lock(&m->mu);
-  for (session *s = m->sessions; s && a; s = s->next)
-    if (json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:I}", "session", s->id, "trust_tier",
-                                           s->trust_tier, "model", s->model, "expires_ms",
-                                           (json_int_t)s->expires_ms, "grants", (json_int_t)s->n_grants,
-                                           "egress", s->egress != NULL, "pending", (json_int_t)s->n_pending))) {
+  for (session *s = m->sessions; s && a; s = s->next) {
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:I}", "session", s->id, "trust_tier", s->trust_tier,
+                          "model", s->model, "expires_ms", (json_int_t)s->expires_ms, "grants",
+                          (json_int_t)s->n_grants, "egress", s->egress != NULL, "pending", (json_int_t)s->n_pending);
+    if (!o || shk__opener_add_json(&s->opener, o) || json_array_append_new(a, o)) {
       json_decref(a);
       a = NULL;
     }
+  }
   pthread_mutex_unlock(&m->mu);
   return a ? json_pack("{s:b, s:o}", "ok", 1, "sessions", a) : refuse("sessions: out of memory");
 }

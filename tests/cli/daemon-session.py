@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""daemon-session.py CASE: `shinken run --net proxy` sessions hosted by a
+real `shinken daemon`, judged from outside.
+
+sessions: two runs from two working directories with two commands; `shinken
+sessions` tells them apart by each one's command, working directory, pid
+(the run's own, as this test started it), start time and user. The control
+is the other session: each field names its own run, not the other's."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.environ["SHINKEN_SRCDIR"], "tests", "e2e"))
+from mgrlib import Daemon  # noqa: E402
+
+SHINKEN = os.environ["SHINKEN"]
+CASE = sys.argv[1]
+
+
+def fail(why):
+    print("FAIL: " + why, file=sys.stderr)
+    sys.exit(1)
+
+
+TMP = tempfile.mkdtemp(prefix="shk-dsession.", dir="/var/tmp")
+D = Daemon(TMP, "d")
+RUNS = []
+
+
+def cleanup():
+    for p in RUNS:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    D.stop()
+    shutil.rmtree(TMP, True)
+
+
+def start_run(ws, argv):
+    """A `shinken run --net proxy --verbose -- ARGV` in WS against the
+    daemon; returns (process, session id) once it said its session."""
+    os.makedirs(ws, exist_ok=True)
+    degraded = ["--allow-degraded"] if os.getuid() == 0 else []
+    p = subprocess.Popen([SHINKEN, "run"] + degraded + ["--net", "proxy", "--verbose", "--"] + argv, cwd=ws,
+                         env=D.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    RUNS.append(p)
+    end = time.monotonic() + 30
+    line = ""
+    while "shinken: session " not in line:
+        if time.monotonic() > end or p.poll() is not None:
+            fail("no session line from %s: %r" % (argv, line))
+        line = p.stderr.readline()
+    return p, re.search(r"session (\S+?);?\s", line).group(1)
+
+
+def case_sessions():
+    t0 = time.time()
+    a, sa = start_run(TMP + "/ws-a", ["sleep", "60"])
+    b, sb = start_run(TMP + "/ws-b", ["sleep", "61"])
+    t1 = time.time()
+    rc, out, err, _ = D.cli("sessions", "--json")
+    if rc != 0:
+        fail("sessions --json failed: %r" % err)
+    by_id = {s["session"]: s for s in json.loads(out)["sessions"]}
+    if sa not in by_id or sb not in by_id:
+        fail("sessions does not list both runs: %r" % out)
+    user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+    for sid, p, ws, cmd, other_ws, other_cmd in [(sa, a, "ws-a", "sleep 60", "ws-b", "sleep 61"),
+                                                 (sb, b, "ws-b", "sleep 61", "ws-a", "sleep 60")]:
+        s = by_id[sid]
+        if s.get("pid") != p.pid:
+            fail("session %s: pid %r, not its run's %d" % (sid, s.get("pid"), p.pid))
+        if s.get("cwd") != os.path.realpath(TMP + "/" + ws):
+            fail("session %s: cwd %r, not %s" % (sid, s.get("cwd"), ws))
+        if not s.get("command", "").startswith("shinken run") or not s["command"].endswith("-- " + cmd):
+            fail("session %s: command %r does not name its run of %s" % (sid, s.get("command"), cmd))
+        if other_cmd in s["command"] or other_ws in s["cwd"]:
+            fail("session %s carries the other session's command or directory: %r" % (sid, s))
+        if s.get("user") != user or s.get("uid") != os.getuid():
+            fail("session %s: user %r uid %r, not %s" % (sid, s.get("user"), s.get("uid"), user))
+        if not (t0 - 1) * 1000 <= s.get("started_ms", 0) <= (t1 + 1) * 1000:
+            fail("session %s: started_ms %r is not when it started" % (sid, s.get("started_ms")))
+    # The table a person reads: a header and one line per session with the
+    # same fields.
+    rc, out, err, _ = D.cli("sessions")
+    print("--- shinken sessions -> %d\n%s%s" % (rc, out, err), file=sys.stderr)
+    lines = out.splitlines()
+    if rc != 0 or not lines or not re.match(r"SESSION +PID +USER +STARTED .*CWD +COMMAND$", lines[0]):
+        fail("sessions has no header naming the columns: %r" % out)
+    for sid, p, ws, cmd in [(sa, a, "ws-a", "sleep 60"), (sb, b, "ws-b", "sleep 61")]:
+        row = [l for l in lines if l.startswith(sid + " ")]
+        if len(row) != 1 or (" %d " % p.pid) not in row[0] or (" %s " % user) not in row[0] \
+                or ("/" + ws + " ") not in row[0] or not row[0].endswith(cmd):
+            fail("no row for %s with its pid, user, directory and command: %r" % (sid, out))
+
+
+try:
+    {"sessions": case_sessions}[CASE]()
+finally:
+    cleanup()
+print("ok: " + CASE)
