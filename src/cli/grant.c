@@ -103,11 +103,10 @@ static int connect_or_die(const char *what, json_t *req)
 {
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
-  if (fd < 0)
+  if (fd < 0) {
     json_decref(req);
-  if (fd < 0)
-    shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); start one with 'shinken daemon'", what,
-             path, strerror(-fd));
+    shk_cli_die_no_manager(what, path, -fd);
+  }
   return fd;
 }
 
@@ -133,11 +132,8 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
     char *text = json_dumps(ans, JSON_COMPACT);
     puts(text ? text : "{}");
     free(text);
-  } else if (!ok && !strcmp(str(ans, "decision"), "ask")) {
-    fprintf(stderr, "shinken: %s waits for a human: pending request %s: %s\n", what, str(ans, "pending"),
-            str(ans, "error"));
   } else if (!ok && json_object_get(ans, "decision")) {
-    fprintf(stderr, "shinken: %s refused: %s\n", what, str(ans, "error"));
+    shk_cli_say_decision(what, ans);
   } else if (!ok) {
     /* The manager's sentence already names the operation. */
     const char *e = str(ans, "error");

@@ -6,7 +6,12 @@ real `shinken daemon`, judged from outside.
 sessions: two runs from two working directories with two commands; `shinken
 sessions` tells them apart by each one's command, working directory, pid
 (the run's own, as this test started it), start time and user. The control
-is the other session: each field names its own run, not the other's."""
+is the other session: each field names its own run, not the other's.
+
+foreign: an unprivileged user meeting root's daemon (its directory 0700)
+is told the manager belongs to root, and not to start one; the control
+is root, whom the same command serves, and the same user with no manager
+at all, who is told to start one."""
 import json
 import os
 import re
@@ -101,8 +106,40 @@ def case_sessions():
             fail("no row for %s with its pid, user, directory and command: %r" % (sid, out))
 
 
+def case_foreign():
+    if os.getuid() != 0:
+        fail("the case needs root, to run the daemon as root and the client as another user")
+    os.chmod(TMP, 0o755)
+    shinken = SHINKEN
+    AS = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if subprocess.call(AS + ["test", "-x", SHINKEN]) != 0:
+        shinken = TMP + "/shinken"
+        shutil.copy(SHINKEN, shinken)
+        os.chmod(shinken, 0o755)
+    mine = TMP + "/nobody"
+    os.mkdir(mine)
+    os.chown(mine, 65534, 65534)
+
+    def sessions(as_user, sock):
+        p = subprocess.run((AS if as_user else []) + [shinken, "sessions"], capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin", "SHINKEN_SOCKET": sock}, timeout=30)
+        print("--- %s sessions at %s -> %d\n%s%s" % ("nobody" if as_user else "root", sock, p.returncode, p.stdout,
+                                                   p.stderr), file=sys.stderr)
+        return p.returncode, p.stderr
+
+    rc, err = sessions(True, D.sock)
+    if rc != 4 or "belongs to root" not in err or "start one" in err or err.count("\n") != 1:
+        fail("nobody meeting root's manager was not told it is root's (and not to start one): %d %r" % (rc, err))
+    rc, err = sessions(False, D.sock)
+    if rc != 0:
+        fail("control: root is not served by its own manager: %d %r" % (rc, err))
+    rc, err = sessions(True, mine + "/manager.sock")
+    if rc != 4 or "start one with 'shinken daemon'" not in err:
+        fail("control: with no manager at all, nobody is not told to start one: %d %r" % (rc, err))
+
+
 try:
-    {"sessions": case_sessions}[CASE]()
+    {"sessions": case_sessions, "foreign": case_foreign}[CASE]()
 finally:
     cleanup()
 print("ok: " + CASE)
