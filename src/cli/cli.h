@@ -117,6 +117,10 @@ typedef struct shk_cli_refusals shk_cli_refusals;
 struct shk_egress_verdict_info;
 shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log);
 int shk_cli_refusals_take(void *data, const struct shk_egress_verdict_info *v);
+/* The refusals a daemon counted for SESSION, its connection FD still open
+ * (the session ends when it closes), for the same summary; NULL when the
+ * daemon does not answer. */
+shk_cli_refusals *shk_cli_refusals_hosted(int fd, const char *session);
 /* One line per kind of refusal on stderr, and KEPT_AT, the log's path,
  * when there is one. */
 void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at);

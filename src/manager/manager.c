@@ -46,6 +46,7 @@
 #include "common/common.h"
 #include "manager/manager-internal.h"
 #include "manager/opener.h"
+#include "manager/tally.h"
 #include "shinken/approve.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
@@ -121,6 +122,7 @@ typedef struct session {
    * refused at once. */
   bool no_ask;
   shk__opener opener;      /* set at open, for the listing */
+  shk__tally *refusals;    /* its proxy's refusals by kind; its own lock */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
@@ -601,6 +603,7 @@ static void session_destroy(session *s)
     free(s->roots[i]);
   free(s->roots);
   free(s->grants);
+  shk__tally_free(s->refusals);
   pthread_cond_destroy(&s->held_cv);
   pthread_mutex_destroy(&s->held_mu);
   free(s);
@@ -867,6 +870,7 @@ static int egress_verdict(void *data, const shk_egress_verdict_info *v)
   shk_audit_str(&e, SHK_AUDIT_REASON, v->reason);
   shk_audit_str(&e, SHK_AUDIT_RULE, v->rule);
   int r = ev_emit(s->m, &e, NULL);
+  shk__tally_add(s->refusals, v);
   if (s->m->on_verdict)
     s->m->on_verdict(s->m->verdict_data, v);
   return r;
@@ -1525,6 +1529,10 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
   snprintf(s->model, sizeof s->model, "%s", str_or(req, "model", ""));
   s->expires_ms = now_ms() + (ttl ? ttl : 24LL * 3600 * 1000);
   shk__opener_take(&s->opener, by, now_ms());
+  if (!(s->refusals = shk__tally_new())) {
+    session_destroy(s);
+    return refuse("open_session: out of memory");
+  }
   char why[PATH_MAX * 2 + 256];
   json_t *ans = NULL;
   if ((bad = take_roots(s, req, why, sizeof why))) {
@@ -2070,6 +2078,20 @@ static json_t *op_grants(shk_manager *m, json_t *req)
   return c.arr ? json_pack("{s:b, s:o}", "ok", 1, "grants", c.arr) : refuse("grants: out of memory");
 }
 
+/* The refusals of an open session's proxy, by kind: what the process that
+ * started it says at its end. Read-only, like the grants listing. */
+static json_t *op_refusals(shk_manager *m, json_t *req)
+{
+  const char *sid = str_or(req, "session", NULL);
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, sid);
+  json_t *list = s ? shk__tally_json(s->refusals) : NULL;
+  pthread_mutex_unlock(&m->mu);
+  if (!s)
+    return refuse("refusals: no open session '%s'", sid ? sid : "");
+  return list ? json_pack("{s:b, s:o}", "ok", 1, "refusals", list) : refuse("refusals: out of memory");
+}
+
 /* What a session has been exposed to, as its runtime reports it; exposure
  * only ever grows. It feeds tier promotion: a data-leaving grant of a
  * session that ingested external content and touched sensitive data needs
@@ -2181,6 +2203,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
   }
   if (!strcmp(op, "grants"))
     return op_grants(m, req);
+  if (!strcmp(op, "refusals"))
+    return op_refusals(m, req);
   if (!strcmp(op, "revoke"))
     return op_revoke(m, req, &by);
   if (!strcmp(op, "attenuate"))

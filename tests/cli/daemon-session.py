@@ -8,6 +8,13 @@ sessions` tells them apart by each one's command, working directory, pid
 (the run's own, as this test started it), start time and user. The control
 is the other session: each field names its own run, not the other's.
 
+summary: a run the daemon hosts is summed up at its end like an embedded
+one, from the daemon's count: two CONNECTs the run's --deny-domain refuses
+are one line naming the host and the rule, two the daemon holds for a
+human until the client gives up are one line saying so and how to grant,
+and the line says the timeline keeps every connection; the control grants
+the host (--allow-domain), and nothing is said.
+
 foreign: an unprivileged user meeting root's daemon (its directory 0700)
 is told the manager belongs to root, and not to start one; the control
 is root, whom the same command serves, and the same user with no manager
@@ -106,6 +113,60 @@ def case_sessions():
             fail("no row for %s with its pid, user, directory and command: %r" % (sid, out))
 
 
+def case_summary():
+    import socket
+    import threading
+    host = "blocked.example.test"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+
+    def accept_forever():
+        while True:
+            c, _ = listener.accept()
+            c.close()
+
+    threading.Thread(target=accept_forever, daemon=True).start()
+    ask_twice = ("for i in 1 2; do exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9; "
+                 "printf 'CONNECT %s:%d HTTP/1.1\\r\\nHost: %s:%d\\r\\n\\r\\n' >&3; "
+                 "IFS= read -r -t 3 line <&3; echo \"answer: $line\"; exec 3<&-; done" % (host, port, host, port))
+
+    def run(options):
+        ws = TMP + "/ws"
+        os.makedirs(ws, exist_ok=True)
+        degraded = ["--allow-degraded"] if os.getuid() == 0 else []
+        p = subprocess.run([SHINKEN, "run"] + degraded + ["--net", "proxy", "--verbose"] + options +
+                           ["--", "/bin/bash", "-c", ask_twice], cwd=ws, env=D.env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=90)
+        print("--- run %s -> %d\n%s%s" % (" ".join(options), p.returncode, p.stdout, p.stderr), file=sys.stderr)
+        return p.stdout, p.stderr
+
+    out, err = run(["--deny-domain", host])
+    if out.count("answer: HTTP/1.1 403") != 2:
+        fail("the daemon's proxy did not refuse both requests: %r" % out)
+    if not re.search(r"^shinken: refused 2 connections to %s:%d \(forbidden by the rule '[^']*%s[^']*'\)$"
+                     % (re.escape(host), port, re.escape(host)), err, re.M):
+        fail("no summary of the daemon's session: %r" % err)
+    if "on the manager's audit timeline" not in err:
+        fail("the summary does not say where the daemon keeps every connection: %r" % err)
+    # Held for a human, whom nobody is: the client gives up after 3 s.
+    out, err = run([])
+    m = re.search(r"^shinken: session (\S+);", err, re.M)
+    if not m:
+        fail("the daemon's session was not said: %r" % err)
+    line = ("shinken: refused 2 connections to %s:%d (held for a human's answer, and the client gave up waiting; "
+            "'shinken approvals' shows what waits, or 'shinken grant %s net.egress --scope "
+            "'{\"domains\":[\"%s\"]}'' grants it ahead)" % (host, port, m.group(1), host))
+    if line not in err.splitlines():
+        fail("no summary of the held requests: %r" % err)
+    out, err = run(["--allow-domain", host, "--resolve", "%s:127.0.0.1" % host, "--allow-cidr", "127.0.0.0/8"])
+    if out.count("answer: HTTP/1.1 200") != 2:
+        fail("control: the granted host was not reached: %r" % out)
+    if "shinken: refused" in err:
+        fail("control: a refusal was said for a granted host: %r" % err)
+
+
 def case_foreign():
     if os.getuid() != 0:
         fail("the case needs root, to run the daemon as root and the client as another user")
@@ -139,7 +200,7 @@ def case_foreign():
 
 
 try:
-    {"sessions": case_sessions, "foreign": case_foreign}[CASE]()
+    {"sessions": case_sessions, "foreign": case_foreign, "summary": case_summary}[CASE]()
 finally:
     cleanup()
 print("ok: " + CASE)
