@@ -12,12 +12,15 @@ command -v zsh >/dev/null || skip "no zsh (scripts/install-deps.sh installs it)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # complete LINE...: the words of a command line, the last being completed.
+# compinit -D writes no dump file; HOME and ZDOTDIR point into the test's
+# own directory all the same, so nothing of the caller's (or the host's:
+# "-d FILE" after -D would dump over FILE) is ever written.
 complete_line() {
-  zsh -f -c '
+  HOME=$tmp ZDOTDIR=$tmp zsh -f -c '
     src=$1 prog=$2; shift 2
     fpath=("$src/completions" $fpath)
     autoload -U compinit
-    compinit -u -D -d /dev/null
+    compinit -u -D
     [[ ${_comps[shinken]} == _shinken ]] || { print -u2 "compinit did not bind _shinken to shinken"; exit 3; }
     out() { local w; for w in "$@"; do [[ $w == ${PREFIX}* ]] && print -r -- $w; done; return 0; }
     compadd() { while [[ $1 == -* && $1 != -- ]]; do shift; done; [[ $1 == -- ]] && shift; out "$@"; }
@@ -50,4 +53,5 @@ has "a file after --profile" _files run --profile ""
 has "a cedar subcommand" authorize cedar au
 has "the workload's command after --" _normal:bas run --net proxy -- bas
 hasnt "control: before --, no command is completed" _normal:bas run bas
+[ -z "$(find "$tmp" -name '.zcompdump*')" ] || fail "compinit wrote a dump file"
 echo "ok: zsh completion"
