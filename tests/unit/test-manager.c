@@ -394,6 +394,8 @@ static void bad_calls(void **state)
     { "{\"op\":\"resolve\",\"pending\":\"00\",\"resolution\":\"approve\",\"by\":\"me\"}", "unknown field" },
     { "{\"op\":\"open_session\",\"trust_tier\":\"root\"}", "trust_tier" },
     { "{\"op\":\"revoke\",\"handle\":\"00\"}", "no such handle" },
+    { "{\"op\":\"grants\",\"session\":\"none\"}", "no session 'none'" },
+    { "{\"op\":\"refusals\",\"session\":\"none\"}", "no open session 'none'" },
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     json_t *a = call(mgr, "%s", cases[i].req);
@@ -401,6 +403,50 @@ static void bad_calls(void **state)
       fail_msg("case %zu: %s: %s", i, cases[i].req, json_dumps(a, 0));
     json_decref(a);
   }
+  /* Against a session: a scope that grants nothing and a second revoke are
+   * refused as bad input (no decision), each beside its control. */
+  char *sid = open_session("standard");
+  size_t before = n_grants(sid);
+  json_t *a = call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":"
+                        "{\"ports\":[443]}}", sid);
+  assert_false(json_is_true(json_object_get(a, "ok")));
+  assert_null(json_object_get(a, "decision"));
+  assert_non_null(strstr(str(a, "error"), "grants nothing"));
+  json_decref(a);
+  assert_int_equal(n_grants(sid), before);
+  a = call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" REG "}", sid);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  char *h = strdup(str(a, "handle"));
+  json_decref(a);
+  a = call(mgr, "{\"op\":\"revoke\",\"handle\":\"%s\"}", h);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  json_decref(a);
+  a = call(mgr, "{\"op\":\"revoke\",\"handle\":\"%s\"}", h);
+  assert_false(json_is_true(json_object_get(a, "ok")));
+  assert_non_null(strstr(str(a, "error"), "was already revoked"));
+  json_decref(a);
+  /* The session's listing names its opener: this process. */
+  a = call(mgr, "{\"op\":\"sessions\"}");
+  size_t i;
+  json_t *e;
+  bool seen = false;
+  json_array_foreach(json_object_get(a, "sessions"), i, e) if (!strcmp(str(e, "session"), sid)) {
+    seen = true;
+    assert_int_equal(json_integer_value(json_object_get(e, "pid")), getpid());
+    assert_int_equal(json_integer_value(json_object_get(e, "uid")), getuid());
+    assert_true(json_integer_value(json_object_get(e, "started_ms")) > 0);
+    assert_non_null(strstr(str(e, "command"), "test-manager"));
+  }
+  assert_true(seen);
+  json_decref(a);
+  /* An open session's refusals: none yet, an empty list. */
+  a = call(mgr, "{\"op\":\"refusals\",\"session\":\"%s\"}", sid);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  assert_int_equal(json_array_size(json_object_get(a, "refusals")), 0);
+  json_decref(a);
+  free(h);
+  close_session(sid);
+  free(sid);
 }
 
 /* ---- where the policy comes from ---- */
