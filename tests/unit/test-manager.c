@@ -27,6 +27,7 @@
 
 #include "audit/audit-internal.h"
 #include "manager/manager-internal.h"
+#include "manager/tally.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
 #include "shinken/manager.h"
@@ -1010,6 +1011,50 @@ static int teardown(void **state)
   return system(cmd) == 0 ? 0 : -1;
 }
 
+/* ---- a session's refusals by kind ---- */
+
+/* Only refusals count; the same kind twice is one entry of two; past 64
+ * kinds the rest are one entry with only a count, so a workload that makes
+ * every refusal new costs a bounded amount. */
+static void tally_bounds(void **state)
+{
+  (void)state;
+  shk__tally *t = shk__tally_new();
+  assert_non_null(t);
+  shk_egress_verdict_info v = { .proto = SHK_EGRESS_CONNECT, .host = "a.test", .port = 443, .decision = "allow",
+                                .reason = "policy-allow" };
+  shk__tally_add(t, &v);
+  json_t *a = shk__tally_json(t);
+  assert_int_equal(json_array_size(a), 0);
+  json_decref(a);
+  v.decision = "deny";
+  v.reason = "policy-no-match";
+  shk__tally_add(t, &v);
+  shk__tally_add(t, &v);
+  a = shk__tally_json(t);
+  assert_int_equal(json_array_size(a), 1);
+  json_t *e = json_array_get(a, 0);
+  assert_int_equal(json_integer_value(json_object_get(e, "count")), 2);
+  assert_string_equal(str(e, "host"), "a.test");
+  assert_string_equal(str(e, "proto"), "connect");
+  assert_int_equal(json_integer_value(json_object_get(e, "port")), 443);
+  json_decref(a);
+  char host[32];
+  for (int i = 0; i < 100; i++) {
+    snprintf(host, sizeof host, "h%d.test", i);
+    v.host = host;
+    shk__tally_add(t, &v);
+  }
+  a = shk__tally_json(t);
+  /* 64 kinds kept (a.test and 63 others), then one entry for the other 37. */
+  assert_int_equal(json_array_size(a), 65);
+  e = json_array_get(a, 64);
+  assert_null(json_object_get(e, "host"));
+  assert_int_equal(json_integer_value(json_object_get(e, "count")), 37);
+  json_decref(a);
+  shk__tally_free(t);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1028,6 +1073,7 @@ int main(void)
     cmocka_unit_test(config_keys),
     cmocka_unit_test(layers),
     cmocka_unit_test(allows_host),
+    cmocka_unit_test(tally_bounds),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
