@@ -48,6 +48,19 @@ static bool foreign_owner(const char *path, uid_t *owner)
   }
 }
 
+const char *shk_cli_socket_hint(void)
+{
+  const char *env = getenv("SHINKEN_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+  if (geteuid() == 0 || (env && *env) || (xdg && *xdg))
+    return NULL;
+  /* Every client finds the manager at the same computed path, so the
+   * daemon cannot fall back to a private directory of its own: the user
+   * names one for both. */
+  return "without XDG_RUNTIME_DIR a user's manager has no default place (/run/shinken is root's): make a "
+         "directory of your own (mkdir -m 0700 DIR) and set SHINKEN_SOCKET=DIR/manager.sock for 'shinken "
+         "daemon' and every other command, or set XDG_RUNTIME_DIR";
+}
+
 void shk_cli_die_no_manager(const char *what, const char *path, int err)
 {
   uid_t owner;
@@ -61,6 +74,9 @@ void shk_cli_die_no_manager(const char *what, const char *path, int err)
     shk__die(SHK_EXIT_UNAVAILABLE,
              "%s: no manager listens at %s (the socket is left from one that ended); start one with "
              "'shinken daemon'", what, path);
+  const char *hint = shk_cli_socket_hint();
+  if (hint)
+    shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); %s", what, path, strerror(err), hint);
   shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); start one with 'shinken daemon'", what, path,
            strerror(err));
 }

@@ -102,6 +102,10 @@ SHK_NORETURN SHK_PRINTF(2, 3) void shk_cli_usage_error(const char *cmd, const ch
  * positive errno), saying the next step that is right for this user (a
  * manager of another user's is not one to start again), and exit 4. */
 SHK_NORETURN void shk_cli_die_no_manager(const char *what, const char *path, int err);
+/* For a user (not root) with neither SHINKEN_SOCKET nor XDG_RUNTIME_DIR,
+ * whose manager's default place is root's: what to do instead, as a
+ * sentence; NULL otherwise. */
+const char *shk_cli_socket_hint(void);
 /* One line on stderr for a manager's answer ANS that holds a decision
  * other than granted (it waits for a human, or it was refused), in terms of
  * the next step: who can approve it and how, or why no approval can. */

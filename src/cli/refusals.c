@@ -58,8 +58,15 @@ static char *why_of(const char *reason, const char *rule)
     return shk__xasprintf("an address range the administrator blocks");
   if (!strncmp(reason, "ip-", 3))
     return shk__xasprintf("a non-public address; --allow-cidr opens a range");
+  if (!strcmp(reason, "session-close") || !strcmp(reason, "session-closed"))
+    return shk__xasprintf("the session had ended");
+  if (!strcmp(reason, "session-held-limit"))
+    return shk__xasprintf("the session's limit of requests waiting for a human");
   if (!strncmp(reason, "session-", 8))
     return shk__xasprintf("the session's limit of open connections");
+  if (!strncmp(reason, "chunk-", 6) || !strncmp(reason, "socks5-", 7) || !strncmp(reason, "http-", 5))
+    return shk__xasprintf("a request the proxy could not read as %s (%s)",
+                          !strncmp(reason, "socks5-", 7) ? "SOCKS5" : "HTTP", reason);
   if (!strncmp(reason, "connect-", 8) || !strncmp(reason, "dns-", 4) || strstr(reason, "timeout"))
     return NULL;
   return shk__xasprintf("the proxy refused the request: %s", reason);

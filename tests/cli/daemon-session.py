@@ -18,7 +18,13 @@ the host (--allow-domain), and nothing is said.
 foreign: an unprivileged user meeting root's daemon (its directory 0700)
 is told the manager belongs to root, and not to start one; the control
 is root, whom the same command serves, and the same user with no manager
-at all, who is told to start one."""
+at all, who is told to start one.
+
+no-runtime-dir: a user with neither XDG_RUNTIME_DIR nor SHINKEN_SOCKET
+(after `su -`), whose default place is root's /run/shinken, is told so by
+`shinken sessions` and by `shinken daemon` (which fails at once), and
+what to do instead; the control follows that advice (a 0700 directory of
+the user's and SHINKEN_SOCKET) and the daemon starts and answers."""
 import json
 import os
 import re
@@ -199,8 +205,58 @@ def case_foreign():
         fail("control: with no manager at all, nobody is not told to start one: %d %r" % (rc, err))
 
 
+def case_no_runtime_dir():
+    if os.getuid() != 0:
+        fail("the case needs root, to become another user")
+    os.chmod(TMP, 0o755)
+    AS = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    shinken, policies = SHINKEN, os.environ.get("SHINKEN_POLICY_DIR", "")
+    if subprocess.call(AS + ["test", "-x", SHINKEN, "-a", "-r", policies + "/schema.cedarschema"]) != 0:
+        shinken, policies = TMP + "/shinken", TMP + "/policies"
+        shutil.copy(SHINKEN, shinken)
+        shutil.copytree(os.environ.get("SHINKEN_POLICY_DIR", ""), policies)
+        subprocess.check_call(["chmod", "-R", "a+rX", shinken, policies])
+    home = TMP + "/nobody-home"
+    os.mkdir(home)
+    os.chown(home, 65534, 65534)
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "SHINKEN_POLICY_DIR": policies}
+
+    def as_nobody(args, extra=None, timeout=30):
+        p = subprocess.run(AS + [shinken] + args, capture_output=True, text=True, env=dict(env, **(extra or {})),
+                           timeout=timeout)
+        print("--- nobody %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr), file=sys.stderr)
+        return p.returncode, p.stderr
+
+    advice = "without XDG_RUNTIME_DIR a user's manager has no default place"
+    rc, err = as_nobody(["sessions"])
+    # Where root's /run/shinken is there and closed, "it belongs to root"
+    # is the right answer as well.
+    right = (advice in err and "SHINKEN_SOCKET=DIR/manager.sock" in err) or "belongs to root" in err
+    if rc != 4 or not right or "start one with 'shinken daemon'" in err:
+        fail("sessions without XDG_RUNTIME_DIR does not say what to do: %d %r" % (rc, err))
+    rc, err = as_nobody(["daemon"])
+    if rc == 0 or advice not in err:
+        fail("the daemon without XDG_RUNTIME_DIR does not say what to do: %d %r" % (rc, err))
+    # Control: the advice, followed.
+    mine = home + "/run"
+    subprocess.check_call(AS + ["mkdir", "-m", "0700", mine])
+    sock = {"SHINKEN_SOCKET": mine + "/manager.sock"}
+    d = subprocess.Popen(AS + [shinken, "daemon"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(env, **sock))
+    try:
+        banner = d.stdout.readline()
+        if not banner.startswith("listening " + mine):
+            fail("control: the daemon on the user's own socket did not start: %r %r" % (banner, d.stderr.read()))
+        rc, err = as_nobody(["sessions"], sock)
+        if rc != 0:
+            fail("control: sessions of the user's own daemon failed: %d %r" % (rc, err))
+    finally:
+        d.terminate()
+        d.wait(timeout=20)
+
+
 try:
-    {"sessions": case_sessions, "foreign": case_foreign, "summary": case_summary}[CASE]()
+    {"sessions": case_sessions, "no-runtime-dir": case_no_runtime_dir, "foreign": case_foreign, "summary": case_summary}[CASE]()
 finally:
     cleanup()
 print("ok: " + CASE)
