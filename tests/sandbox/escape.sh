@@ -616,6 +616,17 @@ case $CASE in
       REFUSE="too many to search for git repositories"
     }
     args() { echo git "$wide/repo"; }; effect() { snap_effect; } ;;
+  git-unlisted)
+    # A repository beneath a directory the caller owns but cannot list
+    # (mode 0311): the command reaches it by name, or makes the directory
+    # readable. shinken run must refuse to start; a root caller lists it
+    # anyway, so there the repository is found and protected.
+    setup() {
+      git init -q "$ws/x/repo" && printf '#!/bin/sh\nexit 0\n' >"$ws/x/repo/.git/hooks/pre-commit" || fail "git init"
+      own "$ws"; chmod 311 "$ws/x"; SNAP="$ws/x/repo"; snap_take
+      [ "$WHO" = user ] && REFUSE="cannot be listed"
+    }
+    args() { echo git "$ws/x/repo"; }; effect() { snap_effect; } ;;
   git-budget)
     # A tree grown to outrun a bounded search: 3,000 directories sorted
     # before a repository, and a repository 300 directories deep.
