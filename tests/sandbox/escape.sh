@@ -281,6 +281,7 @@ case $CASE in
     HOST=shk-cross-$$.test
     setup() {
       mkdir -p "$ws/rt" "$out/b"; own "$ws/rt" "$out/b"
+      # shellcheck disable=SC2016 # the inner shell expands its own arguments
       bg "$WHO" sh -c 'cd "$1" && shift && exec "$@"' sh "$out/b" env XDG_RUNTIME_DIR="$ws/rt" \
         SHINKEN_EVENT_LOG="$fx/b-events" "$SHINKEN" run $ALLOW --net proxy -- sleep 60
       i=0
@@ -430,10 +431,6 @@ case $CASE in
     # The host's /dev/shm, a classic channel between sandboxes and out.
     setup() {
       [ -n "${shm:-}" ] && rm -rf "$shm"
-  for ns in ${netns:-}; do
-    p=$(ip netns pids "$ns" 2>/dev/null); [ -n "$p" ] && kill -KILL $p 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
       shm=$(mktemp -d /dev/shm/shk-escape.XXXXXX) || fail "mktemp in /dev/shm"
       printf 'sentinel\n' >"$shm/sentinel"; own "$shm"; SNAP=$shm; snap_take
     }
@@ -605,13 +602,17 @@ case $CASE in
     # refuse to start rather than leave a repository in it unprotected. The
     # tree is a tmpfs of the test's own, built once for both phases.
     wide=$scratch/wide
-    mkdir -p "$wide" && mount -t tmpfs -o size=256M,nr_inodes=400000 shk-wide "$wide" || fail "tmpfs for the wide tree"
+    if ! { mkdir -p "$wide" && mount -t tmpfs -o size=256M,nr_inodes=400000 shk-wide "$wide"; }; then
+      fail "tmpfs for the wide tree"
+    fi
     restore="umount -l '$wide'"
     (cd "$wide" && seq -f 'w%03g' 0 100 | xargs mkdir && for w in w*; do (cd "$w" && seq -f 'd%04g' 0 999 | xargs mkdir) || exit 1; done) ||
       fail "the wide tree"
     setup() {
       rm -rf "$wide/repo"
-      git init -q "$wide/repo" && printf '#!/bin/sh\nexit 0\n' >"$wide/repo/.git/hooks/pre-commit" || fail "git init"
+      if ! { git init -q "$wide/repo" && printf '#!/bin/sh\nexit 0\n' >"$wide/repo/.git/hooks/pre-commit"; }; then
+        fail "git init"
+      fi
       chown -R "$uid:$gid" "$wide"; RUN_OPTS="--write $wide"; SNAP="$wide/repo"; snap_take
       REFUSE="too many to search for git repositories"
     }
@@ -622,7 +623,9 @@ case $CASE in
     # readable. shinken run must refuse to start; a root caller lists it
     # anyway, so there the repository is found and protected.
     setup() {
-      git init -q "$ws/x/repo" && printf '#!/bin/sh\nexit 0\n' >"$ws/x/repo/.git/hooks/pre-commit" || fail "git init"
+      if ! { git init -q "$ws/x/repo" && printf '#!/bin/sh\nexit 0\n' >"$ws/x/repo/.git/hooks/pre-commit"; }; then
+        fail "git init"
+      fi
       own "$ws"; chmod 311 "$ws/x"; SNAP="$ws/x/repo"; snap_take
       [ "$WHO" = user ] && REFUSE="cannot be listed"
     }
