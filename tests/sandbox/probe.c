@@ -1874,6 +1874,22 @@ static int host_hold(int argc, char **argv)
   return 0;
 }
 
+/* host-churn FROM TO: binds FROM onto TO and unmounts it again, over and
+ * over until killed: a host whose mount table changes all the time (network
+ * namespaces made and deleted, containers started). Run by the tests only
+ * in a mount namespace of their own. */
+static int host_churn(int argc, char **argv)
+{
+  if (argc != 2)
+    die("usage: host-churn FROM TO");
+  if (mount(argv[0], argv[1], NULL, MS_BIND, NULL) < 0)
+    die("bind %s on %s: %s", argv[0], argv[1], strerror(errno));
+  for (;;) {
+    umount2(argv[1], 0);
+    mount(argv[0], argv[1], NULL, MS_BIND, NULL);
+  }
+}
+
 /* host-pty LOG -- CMD...: runs CMD with a new pseudo-terminal as its
  * controlling terminal and standard streams, copies its output to ours, and
  * after it exits logs to LOG any input that was pushed into the terminal,
@@ -2408,6 +2424,7 @@ static const struct entry entries[] = {
   { "host-listen", host_listen },
   { "host-hold", host_hold },
   { "host-pty", host_pty },
+  { "host-churn", host_churn },
   { "host-keys", host_keys },
   { "host-ipc", host_ipc },
   { "host-fd", host_fd },
