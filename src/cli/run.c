@@ -156,6 +156,25 @@ static void session_report(run_session *rs, const shk_sandbox_result *res)
   free(answer);
 }
 
+/* The launcher's report that the sandbox is complete: the session's
+ * manager mounts fs.scope grants into it from now on. Best effort: if the
+ * manager cannot take it, such a grant is refused with the reason. */
+static void session_started(void *data, pid_t pid)
+{
+  run_session *rs = data;
+  json_t *req = json_pack("{s:s, s:s, s:I}", "op", "sandbox_started", "session", rs->id, "pid", (json_int_t)pid);
+  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  char *answer = NULL;
+  shk_error err;
+  int r = !text ? -ENOMEM
+        : rs->fd >= 0 ? shk_manager_rpc(rs->fd, text, &answer, &err)
+                      : shk_manager_call(rs->embedded, text, &answer);
+  if (r < 0)
+    answer = NULL;
+  free(answer);
+}
+
 /* Returns NULL, or one line saying why the session could not be opened. */
 static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
                           const char *proxy_config, run_session *rs)
@@ -503,6 +522,7 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
+    shk_cli_fs_ceiling(&o); /* a session takes live grants: Landlock must allow them */
     char *pc_path, *pc_dir;
     char *why = proxy_config_file(&o, &pc_path, &pc_dir);
     if (!why)
@@ -528,7 +548,7 @@ int shk_cli_run(int argc, char **argv)
   if (shk_sandbox_prompt_new(&prompt, &e) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   bool prompt_shared = start_test_card(prompt);
-  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt };
+  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt, rs.id ? session_started : NULL, &rs };
   shk_sandbox_result res;
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   session_report(&rs, &res);

@@ -119,6 +119,7 @@ typedef struct session {
    * human to ask) turned the Ask loop off, so what no handle covers is
    * refused at once. */
   bool no_ask;
+  shk__fs_state *fs;       /* its running sandbox and fs.scope mounts (unlock.c), under mu */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
@@ -154,15 +155,18 @@ struct shk_manager {
  * "granted" with no effect; a live unlock for a class fills in its entry. */
 static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_NET_EGRESS] = "egress proxy, checked live on every new connection",
+  [SHK_CAP_FS_SCOPE] = "a mount injected into the running sandbox (read-only for read), detached on revoke",
 };
 
 /* NULL when the class has a mechanism here; else the sentence that says
  * it has none, in buf. */
 static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
 {
-  if (enforced_by[c])
+  const char *missing = c == SHK_CAP_FS_SCOPE ? shk__unlock_missing() : NULL;
+  if (enforced_by[c] && !missing)
     return NULL;
-  snprintf(buf, len, "no enforcement point on this host for %s", shk_cap_class_name(c));
+  snprintf(buf, len, "no enforcement point on this host for %s%s%s", shk_cap_class_name(c),
+           missing ? ": " : "", missing ? missing : "");
   return buf;
 }
 
@@ -599,6 +603,7 @@ static void session_destroy(session *s)
     free(s->roots[i]);
   free(s->roots);
   free(s->grants);
+  shk__unlock_free(s->fs);
   pthread_cond_destroy(&s->held_cv);
   pthread_mutex_destroy(&s->held_mu);
   free(s);
@@ -663,6 +668,7 @@ static void sweep_session(shk_manager *m, session *s, int64_t now)
     g->ended = true;
     if (g->eg)
       atomic_store(&g->eg->dead, true);
+    shk__unlock_revoke(s->fs, g->id); /* an expired fs.scope grant's mounts go too */
     shk_audit_event e;
     ev_init(&e, "expire", s, NULL);
     shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
@@ -1113,6 +1119,12 @@ static json_t *grant_locked(shk_manager *m, const grant_req *q)
                         : scope->cls == SHK_CAP_NET_EGRESS && !s->egress ? "the session has no egress proxy" : NULL;
   if (!delta_err && prepare_grant(s, &g, scope, q->once, &eg))
     delta_err = "out of memory";
+  /* An fs.scope grant's delta is its mounts in the running sandbox, made
+   * now (all or nothing) and taken away again if a later step fails. */
+  char fs_why[PATH_MAX + 256];
+  if (!delta_err && scope->cls == SHK_CAP_FS_SCOPE)
+    delta_err = q->once ? "a mount cannot be used once: grant fs.scope for the session or with a ttl"
+                        : shk__unlock_grant(s->fs, g.id, scope, fs_why, sizeof fs_why);
   if (delta_err) {
     unissue(m, g.id);
     snprintf(why, sizeof why, "the OS delta failed (%s); nothing was granted", delta_err);
@@ -1124,6 +1136,7 @@ static json_t *grant_locked(shk_manager *m, const grant_req *q)
    * given. */
   if (ev_grant(m, q, &pa, g.id, NULL, NULL, &aerr)) {
     unprepare(eg);
+    shk__unlock_revoke(s->fs, g.id);
     unissue(m, g.id);
     return refuse("grant: refused: %s; nothing was granted", aerr.message);
   }
@@ -1755,6 +1768,29 @@ static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
 }
 
 /* The open cards of the Ask loop (of one session, or all). */
+/* The launcher says which process its session's sandbox runs as, once
+ * stage 2 reported it complete: what fs.scope grants mount into. Only the
+ * sandbox of the asker's own user is taken (shk_sandbox_target_open). */
+static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "session", "pid", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("sandbox_started: unknown field '%s'", bad);
+  json_t *jpid = json_object_get(req, "pid");
+  if (!json_is_integer(jpid) || json_integer_value(jpid) <= 0 || json_integer_value(jpid) > INT_MAX)
+    return refuse("sandbox_started: pid must be a positive integer");
+  char why[512];
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, str_or(req, "session", ""));
+  const char *no = !s ? "no such session"
+                      : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, why, sizeof why);
+  pthread_mutex_unlock(&m->mu);
+  if (no)
+    return refuse("sandbox_started: %s", no);
+  return json_pack("{s:b}", "ok", 1);
+}
+
 static json_t *op_cards(shk_manager *m, json_t *req)
 {
   static const char *const keys[] = { "op", "session", NULL };
@@ -1887,6 +1923,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
    * ones that must go. The session is held by a reference meanwhile. */
   pthread_mutex_lock(&m->mu);
   size_t idx, n_tags = 0;
+  int closed = 0; /* tunnels closed and mounts detached */
   session *s = session_of_handle(m, id, &idx);
   uint64_t *tags = calloc(s ? s->n_grants + 1 : 1, sizeof *tags);
   shk_cap_class cls = s ? s->grants[idx].cls : SHK_CAP_NET_EGRESS;
@@ -1894,6 +1931,9 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
     grant *g = &s->grants[i];
     if (!g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
       g->torn_down = true;
+      /* Its mounts (fs.scope) are detached now: the next open fails. */
+      if (g->cls == SHK_CAP_FS_SCOPE)
+        closed += (int)shk__unlock_revoke(s->fs, g->id);
       if (g->eg) {
         atomic_store(&g->eg->dead, true);
         if (tags)
@@ -1909,7 +1949,6 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
    * session's proxy loop and returns at once (the count is of the tunnels
    * open at the call); the hook refuses the tag from step 1 on, so nothing
    * it admitted is left open. */
-  int closed = 0;
   for (size_t i = 0; eg && (i < n_tags || (!tags && i == 0)); i++) {
     int c = shk_egress_session_close_tunnels(eg, tags ? tags[i] : 0);
     if (c > 0)
@@ -2126,6 +2165,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
     return op_cards(m, req);
   if (!strcmp(op, "sandbox_ran"))
     return op_sandbox_ran(m, req, &by);
+  if (!strcmp(op, "sandbox_started"))
+    return op_sandbox_started(m, req, &by);
   if (!strcmp(op, "subscribe")) {
     /* The stream follows on the same connection, so there must be one. */
     shk_error err;

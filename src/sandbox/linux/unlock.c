@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Live unlocks of the filesystem: a host path granted to a RUNNING sandbox
+ * appears at the same path inside it, and goes away again on revoke.
+ *
+ * Everything happens outside the sandbox, in the process that holds the
+ * grant (the capability manager):
+ *   1. The host path is opened with openat2(RESOLVE_NO_SYMLINKS |
+ *      RESOLVE_NO_MAGICLINKS) in the manager's own view, once: no symlink on
+ *      the way, wherever it came from (a writable root is shared with the
+ *      sandbox, which could plant one), so the mount is of the path named.
+ *   2. Its mount is cloned (open_tree OPEN_TREE_CLONE | AT_RECURSIVE) into a
+ *      detached tree nobody else can reach, made nosuid and nodev, and
+ *      read-only for a read grant (mount_setattr, recursively).
+ *   3. The paths that must stay hidden or read-only inside the tree (the
+ *      grant's deny list and the protections the sandbox's plan gives a
+ *      root there: git metadata, credentials) are mounted over IN THE
+ *      DETACHED TREE, before it is visible anywhere: no moment exists in
+ *      which the sandbox could open them.
+ *   4. A forked helper enters the sandbox's user namespace (the one that
+ *      owns its mount namespace) and mount namespace, opens the target path
+ *      from the sandbox's root with RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS
+ *      (a symlink the sandbox planted there is refused, not followed), and
+ *      attaches the tree there with move_mount, on top of whatever was there
+ *      (the read-only view or the mask).
+ * Revoke: a helper enters the same namespaces and detaches exactly that
+ * mount (the manager keeps its descriptor), with MNT_DETACH: the view
+ * underneath (read-only, or masked) is back for every new open at once.
+ * Files the workload opened meanwhile stay open, as with any permission
+ * change on Unix. */
+#include "sandbox-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/mount.h>
+#include <linux/nsfs.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "shinken/sandbox.h"
+
+#ifndef MOUNT_ATTR_SIZE_VER0
+struct mount_attr {
+  __u64 attr_set, attr_clr, propagation, userns_fd;
+};
+#define MOUNT_ATTR_SIZE_VER0 32
+#endif
+
+struct shk_sandbox_target {
+  int userns; /* the user namespace that owns the sandbox's mount namespace */
+  int mntns;  /* the sandbox's mount namespace */
+  int root;   /* the sandbox's root directory (O_PATH) */
+};
+
+struct shk_sandbox_unlock {
+  int tree; /* the attached mount: detached again on revoke */
+  char *path;
+};
+
+static int open_how(int dirfd, const char *path, int flags, unsigned long long resolve)
+{
+  struct open_how how = { .flags = (unsigned long long)(flags | O_CLOEXEC), .resolve = resolve };
+  int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+  return fd < 0 ? -errno : fd;
+}
+
+static bool same_file(int fd, const char *path)
+{
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+void shk_sandbox_target_free(shk_sandbox_target *t)
+{
+  if (!t)
+    return;
+  if (t->userns >= 0)
+    close(t->userns);
+  if (t->mntns >= 0)
+    close(t->mntns);
+  if (t->root >= 0)
+    close(t->root);
+  free(t);
+}
+
+/* Safe because it only opens descriptors of namespaces the process PID is
+ * in, and refuses any that could be this process's own (mounting there
+ * would change the host's view, not a sandbox's) or that belong to another
+ * user than FOR_UID (root may name any): the manager mounts only into a
+ * sandbox started by the one who asks. The pidfd, opened first and checked
+ * last, makes sure all of them came from one process that is still alive,
+ * not from a process that took over a recycled pid in between. */
+int shk_sandbox_target_open(pid_t pid, uid_t for_uid, shk_sandbox_target **out, shk_error *err)
+{
+  *out = NULL;
+  if (pid <= 0)
+    return shk__error_set(err, -EINVAL, "the sandbox's process id must be positive");
+  shk_sandbox_target *t = malloc(sizeof *t);
+  if (!t)
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  *t = (shk_sandbox_target){ -1, -1, -1 };
+  int r = 0;
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  char p[64];
+  if (pidfd < 0) {
+    r = shk__error_set(err, -errno, "process %d: %s", (int)pid, strerror(errno));
+    goto out;
+  }
+  snprintf(p, sizeof p, "/proc/%d/ns/mnt", (int)pid);
+  if ((t->mntns = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+    r = shk__error_set(err, -errno, "%s: %s", p, strerror(errno));
+    goto out;
+  }
+  snprintf(p, sizeof p, "/proc/%d/root", (int)pid);
+  if ((t->root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    r = shk__error_set(err, -errno, "%s: %s", p, strerror(errno));
+    goto out;
+  }
+  if ((t->userns = ioctl(t->mntns, NS_GET_USERNS)) < 0) {
+    r = shk__error_set(err, -errno, "the owner of process %d's mount namespace: %s", (int)pid, strerror(errno));
+    goto out;
+  }
+  fcntl(t->userns, F_SETFD, FD_CLOEXEC);
+  if (same_file(t->mntns, "/proc/self/ns/mnt") || same_file(t->userns, "/proc/self/ns/user")) {
+    r = shk__error_set(err, -EPERM, "process %d is not in a sandbox of its own: its mount namespace is this "
+                       "process's", (int)pid);
+    goto out;
+  }
+  uid_t owner;
+  if (ioctl(t->userns, NS_GET_OWNER_UID, &owner) < 0) {
+    r = shk__error_set(err, -errno, "the owner of process %d's user namespace: %s", (int)pid, strerror(errno));
+    goto out;
+  }
+  if (for_uid != 0 && owner != for_uid) {
+    r = shk__error_set(err, -EPERM, "process %d's sandbox belongs to uid %u, not to uid %u", (int)pid,
+                       (unsigned)owner, (unsigned)for_uid);
+    goto out;
+  }
+  if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
+    r = shk__error_set(err, -ESRCH, "process %d ended while its sandbox was being looked up", (int)pid);
+    goto out;
+  }
+out:
+  if (pidfd >= 0)
+    close(pidfd);
+  if (r < 0)
+    shk_sandbox_target_free(t);
+  else
+    *out = t;
+  return r;
+}
+
+/* In a forked child of a possibly threaded process: system calls only,
+ * then _exit. Enters the sandbox's namespaces; 0 or -errno. */
+static int enter(const shk_sandbox_target *t)
+{
+  if (setns(t->userns, CLONE_NEWUSER) < 0 || setns(t->mntns, CLONE_NEWNS) < 0)
+    return -errno;
+  return 0;
+}
+
+static int attach_child(const shk_sandbox_target *t, int tree, const char *path)
+{
+  int r = enter(t);
+  if (r < 0)
+    return r;
+  /* The target is looked up from the sandbox's root, with no symlink
+   * followed: the sandbox may have replaced a path it can write with a
+   * link, and the mount must land at the path granted or nowhere. */
+  int fd = open_how(t->root, path, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  if (fd < 0)
+    return fd;
+  if (syscall(SYS_move_mount, tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    return -errno;
+  return 0;
+}
+
+static int detach_child(const shk_sandbox_target *t, int tree)
+{
+  /* The mount is named through this process's descriptor in the host's
+   * /proc, opened before leaving the host's mount namespace (the sandbox's
+   * /proc does not list this process). */
+  int fds = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fds < 0)
+    return -errno;
+  int r = enter(t);
+  if (r < 0)
+    return r;
+  char name[16];
+  snprintf(name, sizeof name, "%d", tree);
+  if (fchdir(fds) < 0 || umount2(name, MNT_DETACH) < 0)
+    return -errno;
+  return 0;
+}
+
+/* Runs FN in a forked child and returns what it returned. The child is
+ * single-threaded, as setns() into a user namespace needs. */
+static int in_child(int (*fn)(const shk_sandbox_target *, int, const char *), const shk_sandbox_target *t,
+                    int tree, const char *path)
+{
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0)
+    return -errno;
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = -errno;
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return e;
+  }
+  if (pid == 0) {
+    close(pipefd[0]);
+    int r = fn(t, tree, path);
+    ssize_t w = write(pipefd[1], &r, sizeof r);
+    _exit(w == (ssize_t)sizeof r ? 0 : 1);
+  }
+  close(pipefd[1]);
+  int r = -EIO;
+  ssize_t n;
+  while ((n = read(pipefd[0], &r, sizeof r)) < 0 && errno == EINTR)
+    ;
+  if (n != (ssize_t)sizeof r)
+    r = -EIO;
+  close(pipefd[0]);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  return r;
+}
+
+static int attach_fn(const shk_sandbox_target *t, int tree, const char *path)
+{
+  return attach_child(t, tree, path);
+}
+
+static int detach_fn(const shk_sandbox_target *t, int tree, const char *path)
+{
+  (void)path;
+  return detach_child(t, tree);
+}
+
+/* A read-only, empty tmpfs, or /dev/null, for a mask. */
+static int mask_source(bool dir)
+{
+  if (!dir) {
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+  }
+  int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return -errno;
+  int m = -1;
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0", 0) == 0 &&
+      syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "4k", 0) == 0 &&
+      syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+    m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  int e = -errno;
+  close(fs);
+  return m < 0 ? e : m;
+}
+
+static int set_attr(int tree, uint64_t set)
+{
+  struct mount_attr a = { .attr_set = set };
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, MOUNT_ATTR_SIZE_VER0) < 0)
+    return -errno;
+  return 0;
+}
+
+/* Covers one protected path inside the detached TREE (rooted at ROOT on
+ * the host): REL is beneath it. */
+static int cover(int tree, const char *root, const shk_sandbox_cover *c, shk_error *err)
+{
+  const char *rel = c->path + strlen(root);
+  while (*rel == '/')
+    rel++;
+  /* Beneath the tree and through no symlink: a link planted inside a
+   * writable tree must not move the mask elsewhere. */
+  int at = open_how(tree, rel, O_PATH, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  if (at == -ENOENT && c->kind != SHK_SANDBOX_COVER_RO)
+    return 0;
+  if (at < 0)
+    return shk__error_set(err, at, "%s, which must stay protected inside the grant: %s", c->path, strerror(-at));
+  struct stat st;
+  int src = -1, r = 0;
+  if (fstat(at, &st) < 0) {
+    r = -errno;
+  } else if (c->kind == SHK_SANDBOX_COVER_MASK) {
+    src = mask_source(S_ISDIR(st.st_mode));
+  } else {
+    /* Read-only, or pinned (bound onto itself so it cannot be renamed
+     * away): a clone of the path itself. */
+    src = (int)syscall(SYS_open_tree, at, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    if (src < 0)
+      src = -errno;
+    else if (c->kind == SHK_SANDBOX_COVER_RO)
+      r = set_attr(src, MOUNT_ATTR_RDONLY);
+  }
+  if (src < 0 && !r)
+    r = src;
+  if (!r && syscall(SYS_move_mount, src, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    r = -errno;
+  if (src >= 0)
+    close(src);
+  close(at);
+  if (r < 0)
+    return shk__error_set(err, r, "%s, which must stay protected inside the grant, could not be covered "
+                          "before the mount (%s); nothing was mounted", c->path, strerror(-r));
+  return 0;
+}
+
+/* Safe because the tree is built and checked while detached (only this
+ * process holds it), its protected paths covered before it is attached,
+ * and any failure closes it: a grant either appears whole, with its
+ * protections, or not at all. */
+int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
+                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                             shk_error *err)
+{
+  *out = NULL;
+  if (!path || path[0] != '/')
+    return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", path ? path : "");
+  int src = open_how(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  if (src == -ELOOP)
+    return shk__error_set(err, src, "%s leads through a symbolic link: grant the path it resolves to", path);
+  if (src < 0)
+    return shk__error_set(err, src, "%s: %s", path, strerror(-src));
+  int tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+  int r = tree < 0 ? -errno : 0;
+  close(src);
+  if (r < 0)
+    return shk__error_set(err, r, "cloning the mount of %s: %s", path, strerror(-r));
+  if ((r = set_attr(tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (write ? 0 : MOUNT_ATTR_RDONLY))) < 0) {
+    shk__error_set(err, r, "making the mount of %s %s: %s", path, write ? "nosuid" : "read-only",
+                   strerror(-r));
+    goto fail;
+  }
+  for (size_t i = 0; i < n_covers; i++)
+    if ((r = cover(tree, path, &covers[i], err)) < 0)
+      goto fail;
+  if ((r = in_child(attach_fn, t, tree, path)) < 0) {
+    if (r == -ELOOP)
+      shk__error_set(err, r, "%s inside the sandbox leads through a symbolic link; nothing was mounted", path);
+    else if (r == -ENOENT)
+      shk__error_set(err, r, "%s is not in the sandbox's view (a directory above it is masked or not "
+                     "bound); grant the directory that is", path);
+    else
+      shk__error_set(err, r, "mounting %s into the sandbox: %s", path, strerror(-r));
+    goto fail;
+  }
+  shk_sandbox_unlock *u = malloc(sizeof *u);
+  char *copy = strdup(path);
+  if (!u || !copy) {
+    free(u);
+    free(copy);
+    /* Attached but not recordable: take it away again. */
+    in_child(detach_fn, t, tree, NULL);
+    r = shk__error_set(err, -ENOMEM, "out of memory");
+    goto fail;
+  }
+  u->tree = tree;
+  u->path = copy;
+  *out = u;
+  return 0;
+fail:
+  close(tree);
+  return r;
+}
+
+int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, shk_error *err)
+{
+  if (!u)
+    return 0;
+  int r = t ? in_child(detach_fn, t, u->tree, NULL) : 0;
+  if (r < 0)
+    shk__error_set(err, r, "detaching %s from the sandbox: %s", u->path, strerror(-r));
+  close(u->tree);
+  free(u->path);
+  free(u);
+  return r;
+}
+
+const char *shk_sandbox_unlock_path(const shk_sandbox_unlock *u)
+{
+  return u ? u->path : NULL;
+}
+
+/* The probe: does this process have what the mechanism needs (open_tree,
+ * mount_setattr, move_mount; the right to clone a mount of its own mount
+ * namespace)? NULL, or a static sentence saying what is missing. */
+const char *shk_sandbox_unlock_missing(void)
+{
+  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0) {
+    if (errno == ENOSYS)
+      return "the kernel has no open_tree (Linux 5.2) to clone a mount";
+    if (errno == EPERM)
+      return "this user may not clone mounts of the host's mount namespace (the manager needs "
+             "CAP_SYS_ADMIN there: run `shinken daemon` as root)";
+    return "open_tree failed on /";
+  }
+  int r = set_attr(tree, MOUNT_ATTR_NOSUID);
+  close(tree);
+  if (r == -ENOSYS)
+    return "the kernel has no mount_setattr (Linux 5.12) to make a mount read-only";
+  return NULL;
+}
