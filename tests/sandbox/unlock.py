@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""unlock.py CASE: live fs.scope unlocks, judged from outside the sandbox.
+
+A `shinken run --net proxy` (its manager embedded) runs a small shell loop
+that executes, inside the sandbox, the commands this test drops into its
+writable working directory, one at a time (go.N -> rc.N, out.N). So the
+same running sandbox is asked to read or write a host path before a grant,
+after it, and after the revoke, and the host looks at what happened: the
+file the workload wrote is (or is not) on the host, the content it read is
+(or is not) the host's secret.
+
+Cases (each with its control step, which differs in the one thing the claim
+is about):
+  write    a write grant on a read-only host path: the host sees the
+           sandbox's write; before the grant (control) and after the revoke
+           the write fails and nothing lands on the host.
+  read     a path masked with --deny: its file becomes readable after a read
+           grant (control: before it, not), and is masked again on revoke.
+  deny     a write grant with a deny path inside: the deny path stays masked
+           while its sibling (control) is readable and writable.
+  symlink  the sandbox replaces a directory in its writable root with a
+           symlink to a read-only host directory and the grant names the
+           link: the grant is refused and nothing lands in the link's
+           target; the control grants the target itself, and the write
+           lands (so the write would have landed had the mount followed).
+  refused  as an unprivileged user the host gives no mechanism: the grant is
+           refused with the reason, never "granted".
+"""
+import atexit
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SHINKEN = os.environ["SHINKEN"]
+CASE = sys.argv[1]
+SECRET = "host-secret-%d\n" % os.getpid()
+
+
+def skip(why):
+    if os.environ.get("SHINKEN_MUST_WORK") == "1":
+        print("FAIL (SHINKEN_MUST_WORK=1, would skip): " + why, file=sys.stderr)
+        sys.exit(1)
+    print("SKIP: " + why, file=sys.stderr)
+    sys.exit(77)
+
+
+def fail(why):
+    print("FAIL: " + why, file=sys.stderr)
+    sys.exit(1)
+
+
+if os.getuid() != 0:
+    skip("needs root (fixtures under /srv, and the test user)")
+
+# The host paths granted live must lie inside the manifest's fs.scope write
+# ceiling (/home, /root, /tmp, /work, /srv) and outside the sandbox's private
+# directories (/tmp and /var/tmp are fresh inside): /srv.
+os.makedirs("/srv", exist_ok=True)
+HOSTDIR = tempfile.mkdtemp(prefix="shk-unlock.", dir="/srv")
+os.chmod(HOSTDIR, 0o755)
+atexit.register(shutil.rmtree, HOSTDIR, True)
+# The working directory (the writable root) too: the symlink case grants a
+# path in it, which the manifest must cover for the mechanism to be reached.
+TMP = tempfile.mkdtemp(prefix="shk-unlock.", dir="/srv")
+os.chmod(TMP, 0o755)
+atexit.register(shutil.rmtree, TMP, True)
+WS, XDG = TMP + "/ws", TMP + "/xdg"
+os.mkdir(WS)
+os.mkdir(XDG, 0o700)
+
+LOOP = r'''
+i=1
+while [ $i -le 40 ]; do
+  while [ ! -e go.$i ]; do sleep 0.01; done
+  sh go.$i > out.$i 2>&1; echo $? > rc.tmp.$i; mv rc.tmp.$i rc.$i
+  i=$((i+1))
+done
+'''
+
+
+class Sandbox:
+    def __init__(self, extra=(), user=None):
+        env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
+               "SHINKEN_SOCKET": TMP + "/no-daemon.sock",
+               "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        pre = []
+        if user:
+            pw = pwd.getpwnam(user)
+            for d in (TMP, WS, XDG):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+            env["HOME"] = TMP
+            pre = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid), "--clear-groups", "--"]
+        degraded = [] if user else ["--allow-degraded"]
+        self.n = 0
+        self.run = subprocess.Popen(pre + [SHINKEN, "run"] + degraded + list(extra) +
+                                    ["--net", "proxy", "--verbose", "--", "sh", "-c", LOOP],
+                                    cwd=WS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        atexit.register(self.run.kill)
+        line = b""
+        end = time.monotonic() + 30
+        while b"grant egress with" not in line:
+            if time.monotonic() > end or self.run.poll() is not None:
+                fail("no session line: %r" % line)
+            line = self.run.stderr.readline()
+        m = re.search(rb"session (\S+); grant egress with: SHINKEN_SOCKET=(\S+) ", line)
+        self.sid, self.sock = m.group(1).decode(), m.group(2).decode()
+        self.env = dict(env, SHINKEN_SOCKET=self.sock)
+        self.pre = pre
+        # The session line comes before the sandbox has started: once a
+        # step ran inside, the launcher has reported it to the manager.
+        self.inside("true")
+
+    def inside(self, script):
+        """Runs SCRIPT in the sandbox; returns (status, output)."""
+        self.n += 1
+        with open("%s/go.tmp" % WS, "w") as f:
+            f.write(script + "\n")
+        os.chmod("%s/go.tmp" % WS, 0o644)
+        os.rename("%s/go.tmp" % WS, "%s/go.%d" % (WS, self.n))
+        end = time.monotonic() + 20
+        rc = "%s/rc.%d" % (WS, self.n)
+        while not os.path.exists(rc):
+            if time.monotonic() > end or self.run.poll() is not None:
+                fail("the sandbox did not run step %d (%s)" % (self.n, script))
+            time.sleep(0.01)
+        out = open("%s/out.%d" % (WS, self.n)).read()
+        status = int(open(rc).read())
+        print("inside: %s -> %d %r" % (script, status, out), file=sys.stderr)
+        return status, out
+
+    def cli(self, *args):
+        p = subprocess.run(self.pre + [SHINKEN] + list(args), env=self.env, capture_output=True, text=True,
+                           timeout=30)
+        print("--- shinken %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr), file=sys.stderr)
+        return p.returncode, p.stdout, p.stderr
+
+    def grant(self, scope):
+        rc, out, err = self.cli("grant", self.sid, "fs.scope", "--scope", scope)
+        m = re.search(r"granted ([0-9a-f]{64})", out)
+        return rc, (m.group(1) if m else None), out + err
+
+
+def fixture(name, content=SECRET):
+    d = os.path.join(HOSTDIR, name)
+    os.mkdir(d)
+    os.chmod(d, 0o777)
+    with open(d + "/f", "w") as f:
+        f.write(content)
+    os.chmod(d + "/f", 0o644)
+    return d
+
+
+def case_write():
+    d = fixture("data")
+    sb = Sandbox()
+    # Control: the same write before the grant fails, and nothing lands.
+    rc, _ = sb.inside("echo before > %s/before" % d)
+    if rc == 0 or os.path.exists(d + "/before"):
+        fail("the sandbox could write %s before any grant: the control is broken" % d)
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc != 0 or not h:
+        fail("the write grant was not given: %s" % out)
+    rc, _ = sb.inside("echo granted > %s/granted" % d)
+    if rc != 0 or open(d + "/granted").read() != "granted\n":
+        fail("after the grant, the sandbox's write did not reach the host's %s" % d)
+    rc, _, _ = sb.cli("revoke", h)
+    if rc != 0:
+        fail("the revoke failed")
+    rc, _ = sb.inside("echo after > %s/after" % d)
+    if rc == 0 or os.path.exists(d + "/after"):
+        fail("after the revoke, the sandbox could still write %s" % d)
+    rc, out = sb.inside("cat %s/f" % d)
+    if rc != 0 or out != SECRET:
+        fail("after the revoke, the read-only view of %s is not back: %r" % (d, out))
+
+
+def case_read():
+    d = fixture("masked")
+    sb = Sandbox(["--deny", d])
+    rc, out = sb.inside("cat %s/f" % d)
+    if rc == 0 or SECRET in out:
+        fail("the --deny'd file was readable before any grant: the control is broken")
+    rc, h, out = sb.grant('{"read":["%s"]}' % d)
+    if rc != 0 or not h:
+        fail("the read grant was not given: %s" % out)
+    rc, out = sb.inside("cat %s/f" % d)
+    if rc != 0 or out != SECRET:
+        fail("after the read grant, the host's file is not readable inside: %r" % out)
+    rc, _ = sb.inside("echo x > %s/w" % d)
+    if rc == 0 or os.path.exists(d + "/w"):
+        fail("a read grant let the sandbox write %s" % d)
+    sb.cli("revoke", h)
+    rc, out = sb.inside("cat %s/f" % d)
+    if rc == 0 or SECRET in out:
+        fail("after the revoke, the file is still readable: %r" % out)
+
+
+def case_deny():
+    d = fixture("tree")
+    os.mkdir(d + "/secret")
+    with open(d + "/secret/key", "w") as f:
+        f.write(SECRET)
+    os.chmod(d + "/secret", 0o777)
+    sb = Sandbox()
+    rc, h, out = sb.grant('{"write":["%s"],"deny":["%s/secret"]}' % (d, d))
+    if rc != 0 or not h:
+        fail("the grant was not given: %s" % out)
+    # Control: the sibling is readable and writable through the grant.
+    rc, out = sb.inside("cat %s/f && echo w > %s/sibling" % (d, d))
+    if rc != 0 or out != SECRET or not os.path.exists(d + "/sibling"):
+        fail("the granted tree is not readable and writable inside: the control is broken")
+    rc, out = sb.inside("cat %s/secret/key" % d)
+    if rc == 0 or SECRET in out:
+        fail("the deny path inside the grant is readable: %r" % out)
+    rc, _ = sb.inside("echo x > %s/secret/planted" % d)
+    if rc == 0 or os.path.exists(d + "/secret/planted"):
+        fail("the deny path inside the grant is writable")
+
+
+def case_symlink():
+    target = fixture("target")
+    os.chmod(target, 0o755)
+    sb = Sandbox()
+    link = WS + "/sub"
+    rc, _ = sb.inside("ln -s %s %s" % (target, link))
+    if rc != 0 or not os.path.islink(link):
+        fail("the sandbox could not plant its symlink")
+    rc, h, out = sb.grant('{"write":["%s"]}' % link)
+    if rc == 0 or h:
+        fail("a grant naming a symlink the sandbox planted was given: %s" % out)
+    if "symbolic link" not in out:
+        fail("the refusal does not say why: %r" % out)
+    rc, _ = sb.inside("echo x > %s/pwned" % link)
+    if rc == 0 or os.path.exists(target + "/pwned"):
+        fail("the write through the planted link landed in %s" % target)
+    # Control: granting the target itself makes the same write land.
+    rc, h, out = sb.grant('{"write":["%s"]}' % target)
+    if rc != 0 or not h:
+        fail("the control grant of the target was not given: %s" % out)
+    rc, _ = sb.inside("echo x > %s/pwned" % link)
+    if rc != 0 or not os.path.exists(target + "/pwned"):
+        fail("control: with the target granted, the write did not land")
+
+
+def case_refused():
+    try:
+        pwd.getpwnam("shinken-test")
+    except KeyError:
+        skip("no test user shinken-test")
+    d = fixture("user")
+    sb = Sandbox(user="shinken-test")
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if h or "granted" in out.split("\n")[0]:
+        fail("an unprivileged manager answered granted for fs.scope: %s" % out)
+    if rc == 0 or "no enforcement point" not in out:
+        fail("the refusal does not give the reason: %r" % out)
+    rc, _ = sb.inside("echo x > %s/w" % d)
+    if rc == 0 or os.path.exists(d + "/w"):
+        fail("the sandbox could write %s" % d)
+
+
+{"write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+ "refused": case_refused}[CASE]()
+print("ok: " + CASE, file=sys.stderr)
