@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -320,17 +321,11 @@ static int cover(int tree, const char *root, const shk_sandbox_cover *c, shk_err
   return 0;
 }
 
-/* Safe because the tree is built and checked while detached (only this
- * process holds it), its protected paths covered before it is attached,
- * and any failure closes it: a grant either appears whole, with its
- * protections, or not at all. */
-int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
-                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
-                             shk_error *err)
+/* Builds the detached tree of PATH with its covers, in this process's
+ * mount namespace. 0 with *tree, or -errno with err. */
+static int build_tree(const char *path, bool write, const shk_sandbox_cover *covers, size_t n_covers,
+                      int *tree_out, shk_error *err)
 {
-  *out = NULL;
-  if (!path || path[0] != '/')
-    return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", path ? path : "");
   int src = open_how(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
   if (src == -ELOOP)
     return shk__error_set(err, src, "%s leads through a symbolic link: grant the path it resolves to", path);
@@ -344,11 +339,148 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
   if ((r = set_attr(tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (write ? 0 : MOUNT_ATTR_RDONLY))) < 0) {
     shk__error_set(err, r, "making the mount of %s %s: %s", path, write ? "nosuid" : "read-only",
                    strerror(-r));
-    goto fail;
+    close(tree);
+    return r;
   }
   for (size_t i = 0; i < n_covers; i++)
-    if ((r = cover(tree, path, &covers[i], err)) < 0)
-      goto fail;
+    if ((r = cover(tree, path, &covers[i], err)) < 0) {
+      close(tree);
+      return r;
+    }
+  *tree_out = tree;
+  return 0;
+}
+
+/* What the child that built a tree says, with the tree's descriptor. */
+typedef struct built {
+  int r;
+  char message[sizeof(((shk_error *)0)->message)];
+} built;
+
+/* Writes "ID ID 1" (this process's own id only) to /proc/self/FILE. */
+static int map_self(const char *file, unsigned id)
+{
+  char p[32], line[48];
+  snprintf(p, sizeof p, "/proc/self/%s", file);
+  int n = snprintf(line, sizeof line, "%u %u 1\n", id, id);
+  int fd = open(p, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int r = write(fd, line, (size_t)n) == n ? 0 : -errno;
+  close(fd);
+  return r;
+}
+
+/* Safe because the child holds nothing more than the caller: a new user
+ * namespace maps only the caller's own ids, and the mount namespace it
+ * comes with is a private copy of the caller's view, so what it clones from
+ * there is exactly what the caller may see, with the host's locks on it
+ * (a read-only or nosuid mount of the host stays so: the kernel locks the
+ * flags of mounts copied into a less privileged namespace). Only the tree's
+ * descriptor leaves the child. */
+static int build_tree_userns(const char *path, bool writable, const shk_sandbox_cover *covers,
+                             size_t n_covers, int *tree_out, shk_error *err)
+{
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    return shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = -errno;
+    close(sv[0]);
+    close(sv[1]);
+    return shk__error_set(err, e, "fork: %s", strerror(-e));
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    built b = { 0 };
+    shk_error cerr = { 0 };
+    int tree = -1, fd;
+    b.r = unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0 ? -errno : 0;
+    if (b.r == 0 && (fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC)) >= 0) {
+      if (write(fd, "deny", 4) != 4)
+        b.r = -errno;
+      close(fd);
+    }
+    if (b.r == 0)
+      b.r = map_self("uid_map", uid);
+    if (b.r == 0)
+      b.r = map_self("gid_map", gid);
+    if (b.r < 0)
+      shk__error_set(&cerr, b.r, "a user namespace to clone %s in: %s", path, strerror(-b.r));
+    else
+      b.r = build_tree(path, writable, covers, n_covers, &tree, &cerr);
+    memcpy(b.message, cerr.message, sizeof b.message);
+    struct iovec iov = { &b, sizeof b };
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (tree >= 0) {
+      mh.msg_control = u.buf;
+      mh.msg_controllen = sizeof u.buf;
+      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(c), &tree, sizeof tree);
+    }
+    _exit(sendmsg(sv[1], &mh, MSG_NOSIGNAL) == (ssize_t)sizeof b ? 0 : 1);
+  }
+  close(sv[1]);
+  built b = { .r = -EIO };
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct iovec iov = { &b, sizeof b };
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+  ssize_t n;
+  while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+    ;
+  int tree = -1;
+  struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+    memcpy(&tree, CMSG_DATA(c), sizeof tree);
+  close(sv[0]);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  if (n != (ssize_t)sizeof b)
+    b.r = -EIO, snprintf(b.message, sizeof b.message, "the helper that clones %s ended without an answer", path);
+  if (b.r == 0 && tree < 0)
+    b.r = -EIO, snprintf(b.message, sizeof b.message, "the helper that clones %s sent no mount", path);
+  if (b.r < 0) {
+    if (tree >= 0)
+      close(tree);
+    b.message[sizeof b.message - 1] = 0;
+    return shk__error_set(err, b.r, "%s", b.message);
+  }
+  *tree_out = tree;
+  return 0;
+}
+
+/* Safe because the tree is built and checked while detached (only this
+ * process holds it), its protected paths covered before it is attached,
+ * and any failure closes it: a grant either appears whole, with its
+ * protections, or not at all. A manager that may not clone mounts of its
+ * own mount namespace (an unprivileged user's) builds the tree in a user
+ * namespace of its own (build_tree_userns). */
+int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
+                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                             shk_error *err)
+{
+  *out = NULL;
+  if (!path || path[0] != '/')
+    return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", path ? path : "");
+  int tree = -1;
+  int r = build_tree(path, write, covers, n_covers, &tree, err);
+  if (r == -EPERM)
+    r = build_tree_userns(path, write, covers, n_covers, &tree, err);
+  if (r < 0)
+    return r;
   if ((r = in_child(attach_fn, t, tree, path)) < 0) {
     if (r == -ELOOP)
       shk__error_set(err, r, "%s inside the sandbox leads through a symbolic link; nothing was mounted", path);
@@ -398,21 +530,23 @@ const char *shk_sandbox_unlock_path(const shk_sandbox_unlock *u)
 
 /* The probe: does this process have what the mechanism needs (open_tree,
  * mount_setattr, move_mount; the right to clone a mount of its own mount
- * namespace)? NULL, or a static sentence saying what is missing. */
+ * namespace, or a user namespace of its own to clone it in)? NULL, or a
+ * static sentence saying what is missing. */
 const char *shk_sandbox_unlock_missing(void)
 {
-  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, "/", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-  if (tree < 0) {
-    if (errno == ENOSYS)
-      return "the kernel has no open_tree (Linux 5.2) to clone a mount";
-    if (errno == EPERM)
-      return "this user may not clone mounts of the host's mount namespace (the manager needs "
-             "CAP_SYS_ADMIN there: run `shinken daemon` as root)";
-    return "open_tree failed on /";
-  }
-  int r = set_attr(tree, MOUNT_ATTR_NOSUID);
-  close(tree);
+  shk_error err;
+  int tree = -1;
+  int r = build_tree("/", false, NULL, 0, &tree, &err);
+  if (r == -EPERM)
+    r = build_tree_userns("/", false, NULL, 0, &tree, &err);
+  if (tree >= 0)
+    close(tree);
   if (r == -ENOSYS)
-    return "the kernel has no mount_setattr (Linux 5.12) to make a mount read-only";
+    return "the kernel lacks the mount API live unlocks use (open_tree, Linux 5.2; mount_setattr, 5.12)";
+  if (r == -EPERM || r == -EACCES)
+    return "this user may neither clone mounts of the host's mount namespace nor create a user namespace "
+           "to clone them in";
+  if (r < 0)
+    return "cloning a mount of / failed";
   return NULL;
 }
