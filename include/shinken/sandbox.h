@@ -531,10 +531,17 @@ typedef enum shk_sandbox_cover_kind {
   SHK_SANDBOX_COVER_MASK, /* hidden: an empty read-only tmpfs, or /dev/null */
   SHK_SANDBOX_COVER_RO,   /* read-only (it must exist) */
   SHK_SANDBOX_COVER_PIN,  /* bound onto itself: cannot be renamed or removed */
+  SHK_SANDBOX_COVER_TEXT, /* a read-only file holding `text` */
 } shk_sandbox_cover_kind;
 typedef struct shk_sandbox_cover {
   const char *path; /* absolute, beneath the granted path */
   shk_sandbox_cover_kind kind;
+  bool dir;         /* MASK of a missing path: a directory (else a file) */
+  /* Missing on the host, in a writable grant, where the workload could
+   * create it: its mount point is made on the host (as a fresh sandbox's
+   * are) and removed again, if still empty, when the mount goes. */
+  bool create;
+  const char *text; /* TEXT: what the file shows */
 } shk_sandbox_cover;
 
 /* One mount attached to a running sandbox. */

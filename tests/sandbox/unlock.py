@@ -24,6 +24,9 @@ is about):
            link: the grant is refused and nothing lands in the link's
            target; the control grants the target itself, and the write
            lands (so the write would have landed had the mount followed).
+  git      a write grant on a tree holding a git repository: the
+           repository's metadata (hooks, config) stays read-only inside,
+           while a file of its work tree (control) is writable.
   user     the write case as an unprivileged user, whose manager clones the
            host path in a user namespace of its own.
 """
@@ -252,6 +255,32 @@ def case_symlink():
         fail("control: with the target granted, the write did not land")
 
 
+def case_git():
+    d = fixture("proj")
+    subprocess.run(["git", "init", "-q", d], check=True)
+    sb = Sandbox()
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc != 0 or not h:
+        fail("the write grant was not given: %s" % out)
+    rc, _ = sb.inside("echo work > %s/file" % d)
+    if rc != 0 or not os.path.exists(d + "/file"):
+        fail("control: the work tree of the granted repository is not writable")
+    rc, _ = sb.inside("echo 'touch /tmp/pwned' > %s/.git/hooks/pre-commit" % d)
+    if rc == 0 or os.path.exists(d + "/.git/hooks/pre-commit"):
+        fail("a hook could be planted in the granted repository")
+    before = open(d + "/.git/config").read()
+    rc, _ = sb.inside("echo '[core] fsmonitor = /tmp/x' >> %s/.git/config" % d)
+    if rc == 0 or open(d + "/.git/config").read() != before:
+        fail("the granted repository's .git/config could be changed")
+    # The mount points made for what was missing (commondir, ...) go with
+    # the revoke: the repository is as git left it.
+    sb.cli("revoke", h)
+    if os.path.exists(d + "/.git/commondir"):
+        fail("the revoke left the mount point .git/commondir in the repository")
+    if subprocess.run(["git", "-C", d, "status", "--short"], capture_output=True).returncode != 0:
+        fail("git no longer reads the repository after the revoke")
+
+
 def case_user():
     try:
         pwd.getpwnam("shinken-test")
@@ -275,5 +304,5 @@ def case_user():
 
 
 {"write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
- "user": case_user}[CASE]()
+ "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)

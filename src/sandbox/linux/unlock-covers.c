@@ -50,17 +50,21 @@ int shk_sandbox_unlock_covers(const char *path, bool write, const shk_sandbox_en
       continue;
     /* In a read-only tree only what is hidden matters; in a writable one
      * also what must stay read-only or in place. */
-    if (rule->access == SHK_ACCESS_DENY)
-      c[*n].kind = SHK_SANDBOX_COVER_MASK;
-    else if (!write)
+    if (rule->access != SHK_ACCESS_DENY && !write)
       continue;
-    else if (rule->kind == SHK_MOUNT_PIN)
-      c[*n].kind = SHK_SANDBOX_COVER_PIN;
-    else if (rule->access == SHK_ACCESS_READ)
-      c[*n].kind = SHK_SANDBOX_COVER_RO;
-    else
-      continue;
-    c[(*n)++].path = rule->path;
+    shk_sandbox_cover *k = &c[*n];
+    switch (rule->kind) {
+    case SHK_MOUNT_TMPFS: k->kind = SHK_SANDBOX_COVER_MASK; k->dir = true; break;
+    case SHK_MOUNT_DEV_NULL: k->kind = SHK_SANDBOX_COVER_MASK; break;
+    case SHK_MOUNT_FILE: k->kind = SHK_SANDBOX_COVER_TEXT; k->text = rule->text ? rule->text : ""; break;
+    case SHK_MOUNT_PIN: k->kind = SHK_SANDBOX_COVER_PIN; break;
+    case SHK_MOUNT_BIND_RO: k->kind = SHK_SANDBOX_COVER_RO; break;
+    case SHK_MOUNT_BIND_RW: continue;
+    }
+    /* Only a writable grant lets the workload create what is missing. */
+    k->create = write && rule->created;
+    k->path = rule->path;
+    (*n)++;
   }
   *covers = c;
   return 0;

@@ -67,6 +67,9 @@ struct shk_sandbox_target {
 struct shk_sandbox_unlock {
   int tree; /* the attached mount: detached again on revoke */
   char *path;
+  char **points; /* mount points that may have been made for covers */
+  bool *dirs;
+  size_t n_points;
 };
 
 static int open_how(int dirfd, const char *path, int flags, unsigned long long resolve)
@@ -279,26 +282,102 @@ static int set_attr(int tree, uint64_t set)
   return 0;
 }
 
+/* A read-only file holding TEXT, from a small tmpfs of its own. */
+static int text_source(const char *text)
+{
+  int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return -errno;
+  int m = -1, r = 0;
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+      syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+      (m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
+    r = -errno;
+  close(fs);
+  if (r < 0)
+    return r;
+  int f = openat(m, "file", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+  size_t len = strlen(text);
+  if (f < 0 || write(f, text, len) != (ssize_t)len)
+    r = -errno ? -errno : -EIO;
+  if (f >= 0)
+    close(f);
+  int t = r < 0 ? -1 : (int)syscall(SYS_open_tree, m, "file", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (!r && t < 0)
+    r = -errno;
+  close(m);
+  if (!r && (r = set_attr(t, MOUNT_ATTR_RDONLY)) < 0)
+    close(t);
+  return r < 0 ? r : t;
+}
+
+/* Makes the mount point of a cover that is missing: REL beneath TREE, its
+ * parent reached with no symlink and not left. */
+static int make_point(int tree, const char *rel, bool dir)
+{
+  char parent[PATH_MAX];
+  const char *slash = strrchr(rel, '/');
+  int pfd;
+  if (slash) {
+    if ((size_t)(slash - rel) >= sizeof parent)
+      return -ENAMETOOLONG;
+    memcpy(parent, rel, (size_t)(slash - rel));
+    parent[slash - rel] = 0;
+    pfd = open_how(tree, parent, O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  } else {
+    pfd = dup(tree);
+    if (pfd < 0)
+      pfd = -errno;
+  }
+  if (pfd < 0)
+    return pfd;
+  const char *name = slash ? slash + 1 : rel;
+  int r = 0;
+  if (dir) {
+    if (mkdirat(pfd, name, 0755) < 0)
+      r = -errno;
+  } else {
+    int f = openat(pfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f < 0)
+      r = -errno;
+    else
+      close(f);
+  }
+  close(pfd);
+  return r;
+}
+
 /* Covers one protected path inside the detached TREE (rooted at ROOT on
- * the host): REL is beneath it. */
+ * the host): its path is beneath ROOT. */
 static int cover(int tree, const char *root, const shk_sandbox_cover *c, shk_error *err)
 {
   const char *rel = c->path + strlen(root);
   while (*rel == '/')
     rel++;
   /* Beneath the tree and through no symlink: a link planted inside a
-   * writable tree must not move the mask elsewhere. */
-  int at = open_how(tree, rel, O_PATH, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-  if (at == -ENOENT && c->kind != SHK_SANDBOX_COVER_RO)
-    return 0;
+   * writable tree must not move the mask elsewhere (a link at the path
+   * itself is opened as the link, and masked where it is). */
+  const unsigned long long how = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int at = open_how(tree, rel, O_PATH | O_NOFOLLOW, how);
+  bool dir = c->dir || c->kind == SHK_SANDBOX_COVER_RO || c->kind == SHK_SANDBOX_COVER_PIN;
+  if (at == -ENOENT && c->create) {
+    /* The workload could create it through the writable grant: it gets a
+     * mount point now, as in a fresh sandbox. */
+    int r = make_point(tree, rel, c->kind == SHK_SANDBOX_COVER_MASK ? c->dir : c->kind != SHK_SANDBOX_COVER_TEXT && dir);
+    at = r < 0 && r != -EEXIST ? r : open_how(tree, rel, O_PATH | O_NOFOLLOW, how);
+  }
+  if (at == -ENOENT && !c->create && c->kind != SHK_SANDBOX_COVER_RO && c->kind != SHK_SANDBOX_COVER_PIN)
+    return 0; /* nothing there, and the grant cannot make it */
   if (at < 0)
     return shk__error_set(err, at, "%s, which must stay protected inside the grant: %s", c->path, strerror(-at));
   struct stat st;
   int src = -1, r = 0;
   if (fstat(at, &st) < 0) {
     r = -errno;
-  } else if (c->kind == SHK_SANDBOX_COVER_MASK) {
+  } else if (c->kind == SHK_SANDBOX_COVER_MASK || S_ISLNK(st.st_mode)) {
     src = mask_source(S_ISDIR(st.st_mode));
+  } else if (c->kind == SHK_SANDBOX_COVER_TEXT) {
+    src = S_ISDIR(st.st_mode) ? mask_source(true) : text_source(c->text ? c->text : "");
   } else {
     /* Read-only, or pinned (bound onto itself so it cannot be renamed
      * away): a clone of the path itself. */
@@ -319,6 +398,52 @@ static int cover(int tree, const char *root, const shk_sandbox_cover *c, shk_err
     return shk__error_set(err, r, "%s, which must stay protected inside the grant, could not be covered "
                           "before the mount (%s); nothing was mounted", c->path, strerror(-r));
   return 0;
+}
+
+/* After the mount is gone: removes the mount points made for covers of
+ * missing paths, when they are still empty (as shk_sandbox_plan_cleanup
+ * does for a fresh sandbox's), newest first. */
+static void remove_points(const char *root, char **points, const bool *dirs, size_t n)
+{
+  int rfd = open_how(AT_FDCWD, root, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  for (size_t i = n; rfd >= 0 && i-- > 0;) {
+    const char *rel = points[i] + strlen(root);
+    while (*rel == '/')
+      rel++;
+    int fd = open_how(rfd, rel, O_PATH | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    struct stat st;
+    if (fd < 0)
+      continue;
+    bool empty_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 && !dirs[i];
+    close(fd);
+    /* unlinkat needs the parent: the path is resolved once more, beneath
+     * the root and with no symlink, by the same rules. */
+    char parent[PATH_MAX];
+    const char *slash = strrchr(rel, '/');
+    int pfd = rfd;
+    if (slash && (size_t)(slash - rel) < sizeof parent) {
+      memcpy(parent, rel, (size_t)(slash - rel));
+      parent[slash - rel] = 0;
+      pfd = open_how(rfd, parent, O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    } else if (slash) {
+      continue;
+    }
+    if (pfd < 0)
+      continue;
+    /* O_PATH descriptors cannot be unlinked from; reopen the parent. */
+    int dfd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      if (dirs[i])
+        unlinkat(dfd, slash ? slash + 1 : rel, AT_REMOVEDIR); /* fails unless empty */
+      else if (empty_file)
+        unlinkat(dfd, slash ? slash + 1 : rel, 0);
+      close(dfd);
+    }
+    if (pfd != rfd)
+      close(pfd);
+  }
+  if (rfd >= 0)
+    close(rfd);
 }
 
 /* Builds the detached tree of PATH with its covers, in this process's
@@ -462,6 +587,17 @@ static int build_tree_userns(const char *path, bool writable, const shk_sandbox_
   return 0;
 }
 
+/* A grant that failed leaves no mount point behind. */
+static void drop_points(const char *path, const shk_sandbox_cover *covers, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (covers[i].create) {
+      char *one = (char *)covers[i].path;
+      bool dir = covers[i].kind == SHK_SANDBOX_COVER_MASK && covers[i].dir;
+      remove_points(path, &one, &dir, 1);
+    }
+}
+
 /* Safe because the tree is built and checked while detached (only this
  * process holds it), its protected paths covered before it is attached,
  * and any failure closes it: a grant either appears whole, with its
@@ -479,8 +615,10 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
   int r = build_tree(path, write, covers, n_covers, &tree, err);
   if (r == -EPERM)
     r = build_tree_userns(path, write, covers, n_covers, &tree, err);
-  if (r < 0)
+  if (r < 0) {
+    drop_points(path, covers, n_covers);
     return r;
+  }
   if ((r = in_child(attach_fn, t, tree, path)) < 0) {
     if (r == -ELOOP)
       shk__error_set(err, r, "%s inside the sandbox leads through a symbolic link; nothing was mounted", path);
@@ -491,9 +629,24 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
       shk__error_set(err, r, "mounting %s into the sandbox: %s", path, strerror(-r));
     goto fail;
   }
-  shk_sandbox_unlock *u = malloc(sizeof *u);
+  shk_sandbox_unlock *u = calloc(1, sizeof *u);
   char *copy = strdup(path);
-  if (!u || !copy) {
+  size_t np = 0;
+  for (size_t i = 0; i < n_covers; i++)
+    np += covers[i].create;
+  char **points = calloc(np + 1, sizeof *points);
+  bool *dirs = calloc(np + 1, sizeof *dirs);
+  bool nomem = !u || !copy || !points || !dirs;
+  for (size_t i = 0, j = 0; !nomem && i < n_covers; i++)
+    if (covers[i].create) {
+      dirs[j] = covers[i].kind == SHK_SANDBOX_COVER_MASK && covers[i].dir;
+      nomem = !(points[j++] = strdup(covers[i].path));
+    }
+  if (nomem) {
+    for (size_t i = 0; points && i < np; i++)
+      free(points[i]);
+    free(points);
+    free(dirs);
     free(u);
     free(copy);
     /* Attached but not recordable: take it away again. */
@@ -503,10 +656,14 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
   }
   u->tree = tree;
   u->path = copy;
+  u->points = points;
+  u->dirs = dirs;
+  u->n_points = np;
   *out = u;
   return 0;
 fail:
   close(tree);
+  drop_points(path, covers, n_covers);
   return r;
 }
 
@@ -518,6 +675,12 @@ int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, 
   if (r < 0)
     shk__error_set(err, r, "detaching %s from the sandbox: %s", u->path, strerror(-r));
   close(u->tree);
+  if (r == 0 || !t)
+    remove_points(u->path, u->points, u->dirs, u->n_points);
+  for (size_t i = 0; i < u->n_points; i++)
+    free(u->points[i]);
+  free(u->points);
+  free(u->dirs);
   free(u->path);
   free(u);
   return r;
