@@ -158,16 +158,40 @@ static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_FS_SCOPE] = "a mount injected into the running sandbox (read-only for read), detached on revoke",
 };
 
+/* Why a class has no mechanism in this build: said with every refusal, so
+ * a grant is never "recorded and does nothing". */
+static const char *const not_built[SHK_CAP__COUNT] = {
+  [SHK_CAP_CLIPBOARD] = "this version has no clipboard surface to broker it through",
+  [SHK_CAP_GPU] = "this version does not yet mount device nodes into a running sandbox nor open the "
+                  "device controller for them",
+  [SHK_CAP_INSTALL_PRIVILEGED] = "this version has no sudo shim nor overlay of the system directories "
+                                 "to run a privileged install in",
+  [SHK_CAP_PERSISTENCE] = "this version keeps no overlay per image to persist into",
+  [SHK_CAP_CREDENTIALS] = "this version has no credential broker in the egress proxy",
+  [SHK_CAP_PERIPHERAL] = "this version does not yet mount device nodes into a running sandbox nor open "
+                         "the device controller for them",
+};
+
 /* NULL when the class has a mechanism here; else the sentence that says
  * it has none, in buf. */
 static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
 {
-  const char *missing = c == SHK_CAP_FS_SCOPE ? shk__unlock_missing() : NULL;
+  const char *missing = c == SHK_CAP_FS_SCOPE ? shk__unlock_missing() : not_built[c];
   if (enforced_by[c] && !missing)
     return NULL;
   snprintf(buf, len, "no enforcement point on this host for %s%s%s", shk_cap_class_name(c),
            missing ? ": " : "", missing ? missing : "");
   return buf;
+}
+
+int shk_manager_class_mechanism(shk_cap_class c, char *buf, size_t len)
+{
+  if ((unsigned)c >= SHK_CAP__COUNT)
+    return -EINVAL;
+  if (no_mechanism(c, buf, len))
+    return 0;
+  snprintf(buf, len, "%s", enforced_by[c]);
+  return 1;
 }
 
 static int64_t now_ms(void)

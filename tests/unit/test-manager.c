@@ -177,9 +177,10 @@ static const struct gcase {
     "admin-install-low-trust", NULL, NULL },
   { "standard", "peripheral", "{\"camera\":true}", "first-party", NULL, "refused", "policy", "admin-block-tier",
     "Block", NULL },
-  /* Allowed or askable, but nothing on this host could apply it. */
+  /* Allowed or askable, but nothing on this host could apply it (fs.scope:
+   * the session runs no sandbox to mount into). */
   { "standard", "fs.scope", "{\"write\":[\"/work/x\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
-    "no enforcement point on this host for fs.scope" },
+    "no running sandbox" },
   { "standard", "gpu", "{\"device_ids\":[\"0\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
     "no enforcement point on this host for gpu" },
   { "standard", "clipboard", "{\"paste_in\":true}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
