@@ -27,10 +27,15 @@ is about):
   git      a write grant on a tree holding a git repository: the
            repository's metadata (hooks, config) stays read-only inside,
            while a file of its work tree (control) is writable.
+  doctor   `shinken doctor --json` says per class how a grant reaches a
+           running sandbox; each class it calls refused is refused, with
+           that very reason, when a running session asks for it, and the one
+           it calls available (fs.scope) is granted (the control).
   user     the write case as an unprivileged user, whose manager clones the
            host path in a user namespace of its own.
 """
 import atexit
+import json
 import os
 import pwd
 import re
@@ -281,6 +286,38 @@ def case_git():
         fail("git no longer reads the repository after the revoke")
 
 
+def case_doctor():
+    p = subprocess.run([SHINKEN, "doctor", "--json"], capture_output=True, text=True, timeout=60)
+    live = {c["class"]: c for c in json.loads(p.stdout)["live_unlocks"]}
+    print(json.dumps(live, indent=1), file=sys.stderr)
+    want = {"fs.scope", "persistence", "install.privileged", "gpu", "peripheral"}
+    if set(live) != want:
+        fail("doctor does not list each class of live unlock: %s" % sorted(live))
+    scopes = {"persistence": '{"paths":["/home"]}', "install.privileged": '{"scope":"pkg"}',
+              "gpu": '{"device_ids":["0"]}', "peripheral": '{"camera":true}'}
+    sb = Sandbox()
+    for cls, scope in scopes.items():
+        c = live[cls]
+        if c["available"]:
+            fail("doctor calls %s available, which this version has no mechanism for" % cls)
+        if not c["refused"]:
+            fail("doctor refuses %s without a reason" % cls)
+        rc, out, err = sb.cli("grant", sb.sid, cls, "--scope", scope, "--json")
+        a = json.loads(out) if out.strip() else {}
+        if rc == 0 or a.get("ok") or a.get("handle"):
+            fail("%s was granted although doctor says it is refused" % cls)
+        # A Block tier refuses before the mechanism is asked; otherwise the
+        # refusal is doctor's sentence.
+        if a.get("decided_by") == "enforcement" and a.get("error") != c["refused"]:
+            fail("%s: the grant's reason %r is not doctor's %r" % (cls, a.get("error"), c["refused"]))
+    if not live["fs.scope"]["available"]:
+        fail("doctor calls fs.scope unavailable here: %s" % live["fs.scope"]["refused"])
+    d = fixture("doctor")
+    rc, h, out = sb.grant('{"read":["%s"]}' % d)
+    if rc != 0 or not h:
+        fail("control: fs.scope, which doctor calls available, was not granted: %s" % out)
+
+
 def case_user():
     try:
         pwd.getpwnam("shinken-test")
@@ -303,6 +340,6 @@ def case_user():
         fail("after the revoke, the sandbox could still write %s" % d)
 
 
-{"write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+{"doctor": case_doctor, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)
