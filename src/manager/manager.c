@@ -1947,7 +1947,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
    * ones that must go. The session is held by a reference meanwhile. */
   pthread_mutex_lock(&m->mu);
   size_t idx, n_tags = 0;
-  int closed = 0; /* tunnels closed and mounts detached */
+  int closed = 0, detached = 0; /* tunnels closed, mounts detached */
   session *s = session_of_handle(m, id, &idx);
   uint64_t *tags = calloc(s ? s->n_grants + 1 : 1, sizeof *tags);
   shk_cap_class cls = s ? s->grants[idx].cls : SHK_CAP_NET_EGRESS;
@@ -1957,7 +1957,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
       g->torn_down = true;
       /* Its mounts (fs.scope) are detached now: the next open fails. */
       if (g->cls == SHK_CAP_FS_SCOPE)
-        closed += (int)shk__unlock_revoke(s->fs, g->id);
+        detached += (int)shk__unlock_revoke(s->fs, g->id);
       if (g->eg) {
         atomic_store(&g->eg->dead, true);
         if (tags)
@@ -1986,10 +1986,11 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(cls));
   shk_audit_str(&e, SHK_AUDIT_HANDLE, id);
   shk_audit_str(&e, SHK_AUDIT_OUTCOME, "revoked");
-  shk_audit_int(&e, SHK_AUDIT_COUNT, closed);
+  shk_audit_int(&e, SHK_AUDIT_COUNT, cls == SHK_CAP_FS_SCOPE ? detached : closed); /* what the revoke took */
   ev_emit(m, &e, NULL);
   session_put(m, s);
-  return json_pack("{s:b, s:s, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed);
+  return json_pack("{s:b, s:s, s:i, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed, "mounts_detached",
+                   detached);
 }
 
 static json_t *op_attenuate(shk_manager *m, json_t *req, const shk__peer *by)

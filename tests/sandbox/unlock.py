@@ -15,6 +15,12 @@ is about):
   write    a write grant on a read-only host path: the host sees the
            sandbox's write; before the grant (control) and after the revoke
            the write fails and nothing lands on the host.
+  ttl      a grant with a lifetime: its mount goes when the lifetime ends,
+           with no revoke (control: writable before).
+  open     what revoke does not take: a file the workload opened for
+           writing while the grant was live stays writable through that
+           descriptor (the host sees the later write), while a new open
+           fails (the documented limit, shown to hold as documented).
   read     a path masked with --deny: its file becomes readable after a read
            grant (control: before it, not), and is masked again on revoke.
   deny     a write grant with a deny path inside: the deny path stays masked
@@ -192,6 +198,60 @@ def case_write():
         fail("after the revoke, the read-only view of %s is not back: %r" % (d, out))
 
 
+def case_ttl():
+    d = fixture("ttl")
+    sb = Sandbox()
+    rc, _, _ = sb.cli("grant", sb.sid, "fs.scope", "--scope", '{"write":["%s"]}' % d, "--ttl", "2s")
+    if rc != 0:
+        fail("the grant with a lifetime was not given")
+    rc, _ = sb.inside("echo in > %s/in" % d)
+    if rc != 0 or not os.path.exists(d + "/in"):
+        fail("control: the path is not writable while the grant lives")
+    end = time.monotonic() + 15
+    while True:
+        rc, _ = sb.inside("echo late > %s/late" % d)
+        if rc != 0:
+            break
+        os.unlink(d + "/late")
+        if time.monotonic() > end:
+            fail("the mount outlived the grant's lifetime by more than 13 s")
+        time.sleep(0.5)
+    if os.path.exists(d + "/late"):
+        fail("a write after the expiry reached the host")
+
+
+def case_open():
+    d = fixture("open")
+    sb = Sandbox()
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc != 0 or not h:
+        fail("the write grant was not given: %s" % out)
+    # A process inside holds a descriptor open on the granted path, and
+    # writes through it each time the test drops a token.
+    rc, _ = sb.inside("(exec 3>>%s/held; while [ ! -e stop ]; do for t in tok.*; do [ -e \"$t\" ] || continue; "
+                      "echo \"$t\" >&3; rm -f \"$t\"; done; sleep 0.01; done) > /dev/null 2>&1 &" % d)
+    if rc != 0:
+        fail("could not start the holder inside")
+    open(WS + "/tok.1", "w").close()
+    end = time.monotonic() + 10
+    while "tok.1" not in (open(d + "/held").read() if os.path.exists(d + "/held") else ""):
+        if time.monotonic() > end:
+            fail("control: the holder's write did not reach the host while the grant lived")
+        time.sleep(0.02)
+    sb.cli("revoke", h)
+    rc, _ = sb.inside("echo new > %s/new" % d)
+    if rc == 0 or os.path.exists(d + "/new"):
+        fail("after the revoke, a new open could write the path")
+    open(WS + "/tok.2", "w").close()
+    end = time.monotonic() + 10
+    while "tok.2" not in open(d + "/held").read():
+        if time.monotonic() > end:
+            fail("the descriptor opened before the revoke no longer writes: the documentation says it stays "
+                 "open, and it does not")
+        time.sleep(0.02)
+    open(WS + "/stop", "w").close()
+
+
 def case_read():
     d = fixture("masked")
     sb = Sandbox(["--deny", d])
@@ -340,6 +400,6 @@ def case_user():
         fail("after the revoke, the sandbox could still write %s" % d)
 
 
-{"doctor": case_doctor, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+{"doctor": case_doctor, "ttl": case_ttl, "open": case_open, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)
