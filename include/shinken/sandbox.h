@@ -555,9 +555,13 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
                              const shk_sandbox_cover *covers, size_t n_covers,
                              shk_sandbox_unlock **out, shk_error *err);
 /* Detaches the mount (MNT_DETACH: the view underneath is back for every
- * new open; files already open stay open) and frees U, also when the
- * detach failed (T NULL: the sandbox is gone, only frees). */
-int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, shk_error *err);
+ * new open; files already open, and working directories inside, stay
+ * usable) and frees U, also when the detach failed (T NULL: the sandbox is
+ * gone, only frees). With STOP, then kills (SIGKILL) every process of the
+ * sandbox that still holds a descriptor, working directory or root on the
+ * mount, and says how many in *STOPPED. */
+int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, bool stop,
+                            unsigned *stopped, shk_error *err);
 const char *shk_sandbox_unlock_path(const shk_sandbox_unlock *u);
 /* NULL when this process can inject mounts into sandboxes; else a static
  * sentence saying what this host or user lacks. */

@@ -97,7 +97,9 @@ const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, char *
  * nothing was mounted (in buf). */
 const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope, char *buf,
                               size_t len);
-/* Detaches the mounts of HANDLE, if any; how many. */
-size_t shk__unlock_revoke(shk__fs_state *st, const char *handle);
+/* Detaches the mounts of HANDLE, if any; how many. With STOP, then kills
+ * the sandbox's processes that still hold them open (how many: *stopped,
+ * which may be NULL). */
+size_t shk__unlock_revoke(shk__fs_state *st, const char *handle, bool stop, unsigned *stopped);
 /* Detaches everything and frees ST (NULL is a no-op). */
 void shk__unlock_free(shk__fs_state *st);

@@ -692,7 +692,7 @@ static void sweep_session(shk_manager *m, session *s, int64_t now)
     g->ended = true;
     if (g->eg)
       atomic_store(&g->eg->dead, true);
-    shk__unlock_revoke(s->fs, g->id); /* an expired fs.scope grant's mounts go too */
+    shk__unlock_revoke(s->fs, g->id, false, NULL); /* an expired fs.scope grant's mounts go too */
     shk_audit_event e;
     ev_init(&e, "expire", s, NULL);
     shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
@@ -1160,7 +1160,7 @@ static json_t *grant_locked(shk_manager *m, const grant_req *q)
    * given. */
   if (ev_grant(m, q, &pa, g.id, NULL, NULL, &aerr)) {
     unprepare(eg);
-    shk__unlock_revoke(s->fs, g.id);
+    shk__unlock_revoke(s->fs, g.id, false, NULL);
     unissue(m, g.id);
     return refuse("grant: refused: %s; nothing was granted", aerr.message);
   }
@@ -1934,6 +1934,13 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   const char *id = str_or(req, "handle", NULL);
   if (!id)
     return refuse("revoke: handle is required");
+  /* "stop": also end the sandbox's processes that still hold open what an
+   * fs.scope handle mounted (a revoke alone takes the path, not a file
+   * already open). */
+  json_t *jstop = json_object_get(req, "stop");
+  if (jstop && !json_is_boolean(jstop))
+    return refuse("revoke: stop must be true or false");
+  bool stop = json_is_true(jstop);
   /* 1. Flip the bit first, holding no lock of the manager: the next use
    * fails from this moment on, whatever any session's proxy is doing. */
   if (shk_cap_revoke(m->table, id))
@@ -1947,7 +1954,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
    * ones that must go. The session is held by a reference meanwhile. */
   pthread_mutex_lock(&m->mu);
   size_t idx, n_tags = 0;
-  int closed = 0, detached = 0; /* tunnels closed, mounts detached */
+  int closed = 0, detached = 0, stopped = 0; /* tunnels closed, mounts detached, holders stopped */
   session *s = session_of_handle(m, id, &idx);
   uint64_t *tags = calloc(s ? s->n_grants + 1 : 1, sizeof *tags);
   shk_cap_class cls = s ? s->grants[idx].cls : SHK_CAP_NET_EGRESS;
@@ -1956,8 +1963,11 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
     if (!g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
       g->torn_down = true;
       /* Its mounts (fs.scope) are detached now: the next open fails. */
-      if (g->cls == SHK_CAP_FS_SCOPE)
-        detached += (int)shk__unlock_revoke(s->fs, g->id);
+      if (g->cls == SHK_CAP_FS_SCOPE) {
+        unsigned n;
+        detached += (int)shk__unlock_revoke(s->fs, g->id, stop, &n);
+        stopped += (int)n;
+      }
       if (g->eg) {
         atomic_store(&g->eg->dead, true);
         if (tags)
@@ -1989,8 +1999,8 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   shk_audit_int(&e, SHK_AUDIT_COUNT, cls == SHK_CAP_FS_SCOPE ? detached : closed); /* what the revoke took */
   ev_emit(m, &e, NULL);
   session_put(m, s);
-  return json_pack("{s:b, s:s, s:i, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed, "mounts_detached",
-                   detached);
+  return json_pack("{s:b, s:s, s:i, s:i, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed,
+                   "mounts_detached", detached, "processes_stopped", stopped);
 }
 
 static json_t *op_attenuate(shk_manager *m, json_t *req, const shk__peer *by)

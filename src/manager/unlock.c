@@ -55,15 +55,19 @@ const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, char *
   return NULL;
 }
 
-static void undo(shk__fs_state *st, fs_grant *g)
+static unsigned undo(shk__fs_state *st, fs_grant *g, bool stop)
 {
+  unsigned stopped = 0, n;
   /* Newest first: a mount nested in an earlier one of the same grant goes
    * before it. */
-  for (size_t i = g->n; i-- > 0;)
-    shk_sandbox_unlock_undo(st->target, g->mounts[i], NULL);
+  for (size_t i = g->n; i-- > 0;) {
+    shk_sandbox_unlock_undo(st->target, g->mounts[i], stop, &n, NULL);
+    stopped += n;
+  }
   free(g->mounts);
   g->mounts = NULL;
   g->n = 0;
+  return stopped;
 }
 
 /* One path of the grant, with its covers: the protections a sandbox root
@@ -147,21 +151,25 @@ const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_c
     why = mount_one(st, &g, scope->write.v[i], true, scope, &env, buf, len);
   shk_sandbox_env_free(&env);
   if (why) {
-    undo(st, &g);
+    undo(st, &g, false);
     return why;
   }
   st->grants[st->n++] = g;
   return NULL;
 }
 
-size_t shk__unlock_revoke(shk__fs_state *st, const char *handle)
+size_t shk__unlock_revoke(shk__fs_state *st, const char *handle, bool stop, unsigned *stopped)
 {
   size_t done = 0;
+  if (stopped)
+    *stopped = 0;
   for (size_t i = 0; st && i < st->n; i++) {
     if (strcmp(st->grants[i].handle, handle))
       continue;
     done = st->grants[i].n;
-    undo(st, &st->grants[i]);
+    unsigned n = undo(st, &st->grants[i], stop);
+    if (stopped)
+      *stopped += n;
     st->grants[i] = st->grants[--st->n];
     break;
   }
@@ -173,7 +181,7 @@ void shk__unlock_free(shk__fs_state *st)
   if (!st)
     return;
   for (size_t i = st->n; i-- > 0;)
-    undo(st, &st->grants[i]);
+    undo(st, &st->grants[i], false);
   free(st->grants);
   shk_sandbox_target_free(st->target);
   free(st);

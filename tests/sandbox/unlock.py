@@ -21,6 +21,10 @@ is about):
            writing while the grant was live stays writable through that
            descriptor (the host sees the later write), while a new open
            fails (the documented limit, shown to hold as documented).
+  stop     the stronger revoke (--stop): the process that holds the file
+           open is stopped, so its next write never reaches the host; the
+           sandbox's other processes (the loop that runs these steps: the
+           control) go on.
   read     a path masked with --deny: its file becomes readable after a read
            grant (control: before it, not), and is masked again on revoke.
   deny     a write grant with a deny path inside: the deny path stays masked
@@ -252,6 +256,35 @@ def case_open():
     open(WS + "/stop", "w").close()
 
 
+def case_stop():
+    d = fixture("stop")
+    sb = Sandbox()
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc != 0 or not h:
+        fail("the write grant was not given: %s" % out)
+    rc, _ = sb.inside("(exec 3>>%s/held; while :; do for t in tok.*; do [ -e \"$t\" ] || continue; "
+                      "echo \"$t\" >&3; rm -f \"$t\"; done; sleep 0.01; done) > /dev/null 2>&1 &" % d)
+    open(WS + "/tok.1", "w").close()
+    end = time.monotonic() + 10
+    while "tok.1" not in (open(d + "/held").read() if os.path.exists(d + "/held") else ""):
+        if time.monotonic() > end:
+            fail("control: the holder's write did not reach the host while the grant lived")
+        time.sleep(0.02)
+    rc, out, _ = sb.cli("revoke", h, "--stop", "--json")
+    a = json.loads(out) if out.strip() else {}
+    if rc != 0 or a.get("processes_stopped", 0) < 1:
+        fail("revoke --stop stopped no process: %r" % out)
+    open(WS + "/tok.2", "w").close()
+    time.sleep(1)
+    if "tok.2" in open(d + "/held").read():
+        fail("the holder still writes through its descriptor after revoke --stop")
+    if not os.path.exists(WS + "/tok.2"):
+        fail("something still takes the tokens after revoke --stop")
+    rc, _ = sb.inside("true")
+    if rc != 0:
+        fail("control: the sandbox's other processes did not survive revoke --stop")
+
+
 def case_read():
     d = fixture("masked")
     sb = Sandbox(["--deny", d])
@@ -400,6 +433,6 @@ def case_user():
         fail("after the revoke, the sandbox could still write %s" % d)
 
 
-{"doctor": case_doctor, "ttl": case_ttl, "open": case_open, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+{"doctor": case_doctor, "ttl": case_ttl, "open": case_open, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)

@@ -29,6 +29,7 @@
  * change on Unix. */
 #include "sandbox-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -299,7 +300,7 @@ static int text_source(const char *text)
   int f = openat(m, "file", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
   size_t len = strlen(text);
   if (f < 0 || write(f, text, len) != (ssize_t)len)
-    r = -errno ? -errno : -EIO;
+    r = f < 0 ? -errno : -EIO;
   if (f >= 0)
     close(f);
   int t = r < 0 ? -1 : (int)syscall(SYS_open_tree, m, "file", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
@@ -667,13 +668,87 @@ fail:
   return r;
 }
 
-int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, shk_error *err)
+/* The mount id of what PATH (a /proc magic link) leads to, or 0. */
+static uint64_t mnt_of(const char *path)
 {
+  struct statx stx;
+  if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+    return 0;
+  return stx.stx_mnt_id;
+}
+
+static bool holds(const char *pid, uint64_t mnt)
+{
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "/proc/%s/cwd", pid);
+  if (mnt_of(p) == mnt)
+    return true;
+  snprintf(p, sizeof p, "/proc/%s/root", pid);
+  if (mnt_of(p) == mnt)
+    return true;
+  snprintf(p, sizeof p, "/proc/%s/fd", pid);
+  DIR *d = opendir(p);
+  bool found = false;
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(p, sizeof p, "/proc/%s/fd/%s", pid, e->d_name);
+    found = mnt_of(p) == mnt;
+  }
+  if (d)
+    closedir(d);
+  return found;
+}
+
+/* Safe because it only signals processes of the sandbox T (their mount
+ * namespace is the sandbox's, checked again through a pidfd just before
+ * the signal, so a recycled pid is never hit) that hold a descriptor, a
+ * working directory or a root on the mount MNT: the workload's own
+ * processes, which the human asked to stop with the grant. */
+static unsigned stop_holders(const shk_sandbox_target *t, uint64_t mnt)
+{
+  struct stat ns;
+  if (!mnt || fstat(t->mntns, &ns) < 0)
+    return 0;
+  unsigned n = 0;
+  DIR *d = opendir("/proc");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "/proc/%s/ns/mnt", e->d_name);
+    int pidfd = (int)syscall(SYS_pidfd_open, atoi(e->d_name), 0);
+    struct stat st;
+    bool in = pidfd >= 0 && stat(p, &st) == 0 && st.st_dev == ns.st_dev && st.st_ino == ns.st_ino;
+    if (in && holds(e->d_name, mnt) && stat(p, &st) == 0 && st.st_ino == ns.st_ino &&
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+      n++;
+    if (pidfd >= 0)
+      close(pidfd);
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, bool stop, unsigned *stopped,
+                            shk_error *err)
+{
+  if (stopped)
+    *stopped = 0;
   if (!u)
     return 0;
+  struct statx stx;
+  uint64_t mnt = statx(u->tree, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID)
+               ? stx.stx_mnt_id : 0;
   int r = t ? in_child(detach_fn, t, u->tree, NULL) : 0;
   if (r < 0)
     shk__error_set(err, r, "detaching %s from the sandbox: %s", u->path, strerror(-r));
+  /* Detached first, so nothing opens it anew; then what still holds it.
+   * The mount lives on (lazily detached) while held, so its id still
+   * names it. */
+  if (t && stop && stopped)
+    *stopped = stop_holders(t, mnt);
   close(u->tree);
   if (r == 0 || !t)
     remove_points(u->path, u->points, u->dirs, u->n_points);
