@@ -411,11 +411,22 @@ def case_doctor():
         fail("control: fs.scope, which doctor calls available, was not granted: %s" % out)
 
 
+def ensure_user(name):
+    """The escape suite's test user, made the same way under the same lock
+    (tests run in parallel: one of them creates it)."""
+    import fcntl
+    with open("/var/lock/shinken-test-user.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            if subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                               "--shell", "/bin/sh", name]).returncode != 0:
+                fail("cannot create the user " + name)
+
+
 def case_user():
-    try:
-        pwd.getpwnam("shinken-test")
-    except KeyError:
-        skip("no test user shinken-test (the escape tests create it)")
+    ensure_user("shinken-test")
     d = fixture("user")
     sb = Sandbox(user="shinken-test")
     rc, _ = sb.inside("echo before > %s/before" % d)
