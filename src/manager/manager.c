@@ -1792,29 +1792,6 @@ static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
 }
 
 /* The open cards of the Ask loop (of one session, or all). */
-/* The launcher says which process its session's sandbox runs as, once
- * stage 2 reported it complete: what fs.scope grants mount into. Only the
- * sandbox of the asker's own user is taken (shk_sandbox_target_open). */
-static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
-{
-  static const char *const keys[] = { "op", "session", "pid", NULL };
-  const char *bad;
-  if (!known_keys(req, keys, &bad))
-    return refuse("sandbox_started: unknown field '%s'", bad);
-  json_t *jpid = json_object_get(req, "pid");
-  if (!json_is_integer(jpid) || json_integer_value(jpid) <= 0 || json_integer_value(jpid) > INT_MAX)
-    return refuse("sandbox_started: pid must be a positive integer");
-  char why[512];
-  pthread_mutex_lock(&m->mu);
-  session *s = find_session(m, str_or(req, "session", ""));
-  const char *no = !s ? "no such session"
-                      : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, why, sizeof why);
-  pthread_mutex_unlock(&m->mu);
-  if (no)
-    return refuse("sandbox_started: %s", no);
-  return json_pack("{s:b}", "ok", 1);
-}
-
 static json_t *op_cards(shk_manager *m, json_t *req)
 {
   static const char *const keys[] = { "op", "session", NULL };
@@ -2178,6 +2155,29 @@ static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by
   }
   free(layers);
   return ans;
+}
+
+/* The launcher says which process its session's sandbox runs as, once
+ * stage 2 reported it complete: what fs.scope grants mount into. Only the
+ * sandbox of the asker's own user is taken (shk_sandbox_target_open). */
+static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "session", "pid", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("sandbox_started: unknown field '%s'", bad);
+  json_t *jpid = json_object_get(req, "pid");
+  if (!json_is_integer(jpid) || json_integer_value(jpid) <= 0 || json_integer_value(jpid) > INT_MAX)
+    return refuse("sandbox_started: pid must be a positive integer");
+  char why[512];
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, str_or(req, "session", ""));
+  const char *no = !s ? "no such session"
+                      : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, why, sizeof why);
+  pthread_mutex_unlock(&m->mu);
+  if (no)
+    return refuse("sandbox_started: %s", no);
+  return json_pack("{s:b}", "ok", 1);
 }
 
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
