@@ -92,6 +92,7 @@ typedef struct run_session {
    * socket when there is no XDG_RUNTIME_DIR. */
   shk_cli_refusals *refusals;
   char *log, *private;
+  const shk_sandbox_paths *ceiling; /* Landlock's ceiling of live grants */
 } run_session;
 
 static void session_close(run_session *rs)
@@ -162,7 +163,11 @@ static void session_report(run_session *rs, const shk_sandbox_result *res)
 static void session_started(void *data, pid_t pid)
 {
   run_session *rs = data;
-  json_t *req = json_pack("{s:s, s:s, s:I}", "op", "sandbox_started", "session", rs->id, "pid", (json_int_t)pid);
+  json_t *ceiling = json_array();
+  for (size_t i = 0; rs->ceiling && i < rs->ceiling->n; i++)
+    json_array_append_new(ceiling, json_string(rs->ceiling->v[i]));
+  json_t *req = json_pack("{s:s, s:s, s:I, s:o}", "op", "sandbox_started", "session", rs->id, "pid",
+                          (json_int_t)pid, "ceiling", ceiling);
   shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
   char *answer = NULL;
@@ -523,6 +528,7 @@ int shk_cli_run(int argc, char **argv)
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
     shk_cli_fs_ceiling(&o); /* a session takes live grants: Landlock must allow them */
+    rs.ceiling = &o.ceiling;
     char *pc_path, *pc_dir;
     char *why = proxy_config_file(&o, &pc_path, &pc_dir);
     if (!why)

@@ -87,10 +87,12 @@ typedef struct shk__fs_state shk__fs_state;
  * sandbox; else a static sentence saying why not. */
 const char *shk__unlock_missing(void);
 /* The sandbox of the session runs as process PID (in the manager's pid
- * namespace), started for UID: *st is set (replacing nothing: a second
- * call is refused). NULL, or the sentence that says why not (static or in
- * buf). */
-const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, char *buf, size_t len);
+ * namespace), started for UID, its Landlock letting it write beneath the
+ * N_WRITABLE paths WRITABLE (its writable roots and the ceiling of live
+ * grants) and nowhere else: *st is set (replacing nothing: a second call is
+ * refused). NULL, or the sentence that says why not (static or in buf). */
+const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, const char *const *writable,
+                                size_t n_writable, char *buf, size_t len);
 /* The OS delta of an fs.scope grant: each read and write path mounted into
  * the running sandbox, with its deny paths and the sandbox's protections
  * covered inside. All or nothing. NULL, or the sentence that says why

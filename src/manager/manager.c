@@ -2162,19 +2162,35 @@ static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by
  * sandbox of the asker's own user is taken (shk_sandbox_target_open). */
 static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
 {
-  static const char *const keys[] = { "op", "session", "pid", NULL };
+  static const char *const keys[] = { "op", "session", "pid", "ceiling", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("sandbox_started: unknown field '%s'", bad);
   json_t *jpid = json_object_get(req, "pid");
   if (!json_is_integer(jpid) || json_integer_value(jpid) <= 0 || json_integer_value(jpid) > INT_MAX)
     return refuse("sandbox_started: pid must be a positive integer");
+  const char **ceiling;
+  size_t n_ceiling;
+  if (strlist(req, "ceiling", &ceiling, &n_ceiling)) {
+    free(ceiling);
+    return refuse("sandbox_started: ceiling must be an array of paths");
+  }
   char why[512];
   pthread_mutex_lock(&m->mu);
   session *s = find_session(m, str_or(req, "session", ""));
-  const char *no = !s ? "no such session"
-                      : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, why, sizeof why);
+  /* Where the sandbox's Landlock lets it write: its writable roots, as the
+   * session was opened with, and the ceiling it was started with. */
+  const char **writable = s ? calloc(s->n_roots + n_ceiling + 1, sizeof *writable) : NULL;
+  for (size_t i = 0; writable && i < s->n_roots; i++)
+    writable[i] = s->roots[i];
+  for (size_t i = 0; writable && i < n_ceiling; i++)
+    writable[s->n_roots + i] = ceiling[i];
+  const char *no = !s ? "no such session" : !writable ? "out of memory"
+                 : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, writable,
+                                       s->n_roots + n_ceiling, why, sizeof why);
   pthread_mutex_unlock(&m->mu);
+  free(writable);
+  free(ceiling);
   if (no)
     return refuse("sandbox_started: %s", no);
   return json_pack("{s:b}", "ok", 1);

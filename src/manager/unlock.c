@@ -22,6 +22,8 @@ typedef struct fs_grant {
 
 struct shk__fs_state {
   shk_sandbox_target *target;
+  char **writable;  /* where the sandbox's Landlock lets it write */
+  size_t n_writable;
   fs_grant *grants;
   size_t n, cap;
 };
@@ -38,21 +40,40 @@ const char *shk__unlock_missing(void)
   return missing;
 }
 
-const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, char *buf, size_t len)
+const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, const char *const *writable,
+                                size_t n_writable, char *buf, size_t len)
 {
   if (*st)
     return "the session's sandbox was already reported";
   shk__fs_state *s = calloc(1, sizeof *s);
-  if (!s)
+  if (!s || !(s->writable = calloc(n_writable + 1, sizeof *s->writable))) {
+    free(s);
     return "out of memory";
+  }
+  for (size_t i = 0; i < n_writable; i++)
+    if (writable[i][0] == '/' && (s->writable[s->n_writable] = strdup(writable[i])))
+      s->n_writable++;
   shk_error err;
   if (shk_sandbox_target_open(pid, uid, &s->target, &err) < 0) {
-    free(s);
+    shk__unlock_free(s);
     snprintf(buf, len, "%s", err.message);
     return buf;
   }
   *st = s;
   return NULL;
+}
+
+/* Landlock was applied once, at the sandbox's start: a write grant outside
+ * what it allowed would be mounted writable and refused at every write,
+ * a grant with no effect. It is refused instead, saying so. */
+static const char *beyond_landlock(const shk__fs_state *st, const char *path, char *buf, size_t len)
+{
+  for (size_t i = 0; i < st->n_writable; i++)
+    if (shk_path_within(path, st->writable[i]))
+      return NULL;
+  snprintf(buf, len, "the sandbox's Landlock, applied when it started, lets it write nowhere under %s (not "
+           "within the image manifest's fs.scope write paths): start a new sandbox for it", path);
+  return buf;
 }
 
 static unsigned undo(shk__fs_state *st, fs_grant *g, bool stop)
@@ -148,7 +169,8 @@ const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_c
   for (size_t i = 0; !why && i < scope->read.n; i++)
     why = mount_one(st, &g, scope->read.v[i], false, scope, &env, buf, len);
   for (size_t i = 0; !why && i < scope->write.n; i++)
-    why = mount_one(st, &g, scope->write.v[i], true, scope, &env, buf, len);
+    if (!(why = beyond_landlock(st, scope->write.v[i], buf, len)))
+      why = mount_one(st, &g, scope->write.v[i], true, scope, &env, buf, len);
   shk_sandbox_env_free(&env);
   if (why) {
     undo(st, &g, false);
@@ -183,6 +205,9 @@ void shk__unlock_free(shk__fs_state *st)
   for (size_t i = st->n; i-- > 0;)
     undo(st, &st->grants[i], false);
   free(st->grants);
+  for (size_t i = 0; i < st->n_writable; i++)
+    free(st->writable[i]);
+  free(st->writable);
   shk_sandbox_target_free(st->target);
   free(st);
 }

@@ -41,6 +41,13 @@ is about):
            running sandbox; each class it calls refused is refused, with
            that very reason, when a running session asks for it, and the one
            it calls available (fs.scope) is granted (the control).
+  ceiling  a daemon-hosted session whose `shinken run` read a manifest
+           without the path in its fs.scope write list, so its Landlock
+           was applied without it: the daemon (whose manifest has it)
+           refuses the write grant, saying Landlock would refuse every
+           write, rather than answer "granted" for a mount with no effect;
+           the control, the same with the daemon's own manifest, is
+           granted and the write lands.
   user     the write case as an unprivileged user, whose manager clones the
            host path in a user namespace of its own.
 """
@@ -103,10 +110,10 @@ done
 
 
 class Sandbox:
-    def __init__(self, extra=(), user=None):
+    def __init__(self, extra=(), user=None, daemon=None, policy_dir=None):
         env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
-               "SHINKEN_SOCKET": TMP + "/no-daemon.sock",
-               "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
+               "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
+               "SHINKEN_POLICY_DIR": policy_dir or os.environ.get("SHINKEN_POLICY_DIR", "")}
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
             if k in os.environ:
                 env[k] = os.environ[k]
@@ -119,6 +126,10 @@ class Sandbox:
             pre = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid), "--clear-groups", "--"]
         degraded = [] if user else ["--allow-degraded"]
         self.n = 0
+        # A sandbox before this one may have left its steps here.
+        for f in os.listdir(WS):
+            if re.match(r"(go|rc|out)\.", f):
+                os.unlink(os.path.join(WS, f))
         self.run = subprocess.Popen(pre + [SHINKEN, "run"] + degraded + list(extra) +
                                     ["--net", "proxy", "--verbose", "--", "sh", "-c", LOOP],
                                     cwd=WS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -130,8 +141,9 @@ class Sandbox:
             if time.monotonic() > end or self.run.poll() is not None:
                 fail("no session line: %r" % line)
             line = self.run.stderr.readline()
-        m = re.search(rb"session (\S+); grant egress with: SHINKEN_SOCKET=(\S+) ", line)
-        self.sid, self.sock = m.group(1).decode(), m.group(2).decode()
+        m = re.search(rb"session (\S+); grant egress with: (?:SHINKEN_SOCKET=(\S+) )?", line)
+        self.sid = m.group(1).decode()
+        self.sock = m.group(2).decode() if m.group(2) else daemon
         self.env = dict(env, SHINKEN_SOCKET=self.sock)
         self.pre = pre
         # The session line comes before the sandbox has started: once a
@@ -411,6 +423,47 @@ def case_doctor():
         fail("control: fs.scope, which doctor calls available, was not granted: %s" % out)
 
 
+def case_ceiling():
+    d = fixture("ceiling")
+    src = os.environ.get("SHINKEN_POLICY_DIR") or os.path.join(os.environ["SHINKEN_SRCDIR"], "policies")
+    narrow = TMP + "/policies"
+    shutil.copytree(src, narrow)
+    mpath = narrow + "/manifests/default.json"
+    m = json.load(open(mpath))
+    for c in m["capabilities"]:
+        if c["class"] == "fs.scope":
+            c["scope"]["write"] = [w for w in c["scope"]["write"] if w != "/srv"]
+    json.dump(m, open(mpath, "w"))
+    ddir = TMP + "/daemon"
+    os.mkdir(ddir, 0o700)
+    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db", "policy_dir": src,
+            "state_dir": ddir + "/state"}
+    json.dump(conf, open(ddir + "/daemon.json", "w"))
+    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    atexit.register(dmn.kill)
+    banner = dmn.stdout.readline()
+    if not banner.startswith("listening "):
+        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
+    sb = Sandbox(daemon=conf["socket"], policy_dir=narrow)
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc == 0 or h:
+        fail("a write grant beyond the sandbox's Landlock was answered granted: %s" % out)
+    if "Landlock" not in out:
+        fail("the refusal does not say why: %r" % out)
+    sb.run.kill()
+    sb.run.wait()
+    # Control: the run reads the daemon's own manifest; the same grant is
+    # given and the write lands.
+    sb = Sandbox(daemon=conf["socket"])
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc != 0 or not h:
+        fail("control: the write grant within the ceiling was not given: %s" % out)
+    rc, _ = sb.inside("echo in > %s/in" % d)
+    if rc != 0 or not os.path.exists(d + "/in"):
+        fail("control: the write did not land")
+
+
 def ensure_user(name):
     """The escape suite's test user, made the same way under the same lock
     (tests run in parallel: one of them creates it)."""
@@ -444,6 +497,6 @@ def case_user():
         fail("after the revoke, the sandbox could still write %s" % d)
 
 
-{"doctor": case_doctor, "ttl": case_ttl, "open": case_open, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+{"doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)
