@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shinken/cap.h"
 #include "shinken/common.h"
 #include "shinken/egress.h"
 #include "shinken/policy.h"
@@ -166,6 +167,12 @@ int shk_manager_rpc(int fd, const char *request, char **answer, shk_error *err);
  * why): then nothing may be turned off. */
 int shk_manager_decide_layers(const char *const *layers, size_t n_layers, bool approved,
                               shk_policy_answer *ans, shk_error *err);
+
+/* How a grant of class C reaches a running sandbox on this host, for this
+ * process as a manager: 1 with BUF naming the mechanism, 0 with BUF saying
+ * why there is none (such a grant is refused with that sentence), or
+ * -EINVAL for an unknown class. */
+int shk_manager_class_mechanism(shk_cap_class c, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 
 /* The CLI may print and exit: it has the helpers that do. */
 #include "cli/die.h"
+#include "shinken/sandbox.h"
 
 /* Exit statuses: one table for every subcommand, written out in
  * shinken(1), EXIT STATUS.
@@ -129,3 +130,7 @@ shk_cli_refusals *shk_cli_refusals_hosted(int fd, const char *session);
  * when there is one. */
 void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at);
 void shk_cli_refusals_free(shk_cli_refusals *r);
+/* The image manifest's fs.scope write ceiling, into o->ceiling (ceiling.c):
+ * what Landlock must allow for live grants to work. */
+void shk_cli_fs_ceiling(shk_sandbox_opts *o);
+

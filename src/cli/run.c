@@ -92,6 +92,7 @@ typedef struct run_session {
    * socket when there is no XDG_RUNTIME_DIR. */
   shk_cli_refusals *refusals;
   char *log, *private;
+  const shk_sandbox_paths *ceiling; /* Landlock's ceiling of live grants */
 } run_session;
 
 static void session_close(run_session *rs)
@@ -144,6 +145,29 @@ static void session_report(run_session *rs, const shk_sandbox_result *res)
                           "started", res->started, "exit_status", res->exit_status, "signal",
                           res->exit_signal ? res->exit_signal : res->launcher_signal, "enforced", on,
                           "degraded", off);
+  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  char *answer = NULL;
+  shk_error err;
+  int r = !text ? -ENOMEM
+        : rs->fd >= 0 ? shk_manager_rpc(rs->fd, text, &answer, &err)
+                      : shk_manager_call(rs->embedded, text, &answer);
+  if (r < 0)
+    answer = NULL;
+  free(answer);
+}
+
+/* The launcher's report that the sandbox is complete: the session's
+ * manager mounts fs.scope grants into it from now on. Best effort: if the
+ * manager cannot take it, such a grant is refused with the reason. */
+static void session_started(void *data, pid_t pid)
+{
+  run_session *rs = data;
+  json_t *ceiling = json_array();
+  for (size_t i = 0; rs->ceiling && i < rs->ceiling->n; i++)
+    json_array_append_new(ceiling, json_string(rs->ceiling->v[i]));
+  json_t *req = json_pack("{s:s, s:s, s:I, s:o}", "op", "sandbox_started", "session", rs->id, "pid",
+                          (json_int_t)pid, "ceiling", ceiling);
   shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
   char *answer = NULL;
@@ -503,6 +527,8 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
+    shk_cli_fs_ceiling(&o); /* a session takes live grants: Landlock must allow them */
+    rs.ceiling = &o.ceiling;
     char *pc_path, *pc_dir;
     char *why = proxy_config_file(&o, &pc_path, &pc_dir);
     if (!why)
@@ -528,7 +554,7 @@ int shk_cli_run(int argc, char **argv)
   if (shk_sandbox_prompt_new(&prompt, &e) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   bool prompt_shared = start_test_card(prompt);
-  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt };
+  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt, rs.id ? session_started : NULL, &rs };
   shk_sandbox_result res;
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   session_report(&rs, &res);

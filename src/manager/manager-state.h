@@ -92,6 +92,7 @@ typedef struct session {
   bool no_ask;
   shk__opener opener;      /* set at open, for the listing */
   shk__tally *refusals;    /* its proxy's refusals by kind; its own lock */
+  shk__fs_state *fs;       /* its running sandbox and fs.scope mounts (unlock.c), under mu */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
