@@ -92,6 +92,7 @@ typedef struct run_session {
    * socket when there is no XDG_RUNTIME_DIR. */
   shk_cli_refusals *refusals;
   char *log, *private;
+  shk_cli_run_log_info audit; /* an embedded manager's own timeline */
 } run_session;
 
 static void session_close(run_session *rs)
@@ -110,6 +111,7 @@ static void session_close(run_session *rs)
   free(rs->socket);
   free(rs->log);
   free(rs->private);
+  shk_cli_run_log_clear(&rs->audit);
   memset(rs, 0, sizeof *rs);
   rs->fd = -1;
 }
@@ -215,9 +217,13 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
       return shk__xasprintf("SHINKEN_EVENT_LOG %s: %s", log, strerror(errno));
     mc.opts.on_verdict = shk_cli_refusals_take;
     mc.opts.verdict_data = rs->refusals;
-    /* No timeline yet: a log has one writer, and concurrent runs cannot
-     * all write the user's default store. */
-    mc.opts.audit_db = NULL;
+    /* This run's own timeline (runlog.c): a log has one writer, and
+     * concurrent runs cannot all write the user's store. */
+    char *lwhy = shk_cli_run_log(&mc.opts, &rs->audit);
+    if (lwhy) {
+      shk_manager_config_clear(&mc);
+      return lwhy;
+    }
     int r = shk_manager_new(&mc.opts, &rs->embedded, &err);
     shk_manager_config_clear(&mc);
     if (r < 0)
@@ -537,7 +543,8 @@ int shk_cli_run(int argc, char **argv)
   /* The manager's end hands over the proxies' last verdicts. */
   shk_manager_free(rs.embedded);
   rs.embedded = NULL;
-  shk_cli_refusals_print(rs.refusals, rs.log);
+  shk_cli_refusals_print(rs.refusals, rs.log ? rs.log : rs.audit.path);
+  shk_cli_run_log_say(&rs.audit, o.verbose || isatty(STDERR_FILENO));
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");

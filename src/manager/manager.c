@@ -527,7 +527,8 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   if (o->audit_db) {
     shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
-                          .checkpoint_ms = o->audit_checkpoint_ms };
+                          .checkpoint_ms = o->audit_checkpoint_ms, .key_path = o->audit_key,
+                          .log_name = o->audit_log_name };
     shk_error aerr;
     if ((r = shk_audit_open(&ao, &m->audit, &aerr))) {
       shk__error_set(err, r, "the audit log: %s", aerr.message);
