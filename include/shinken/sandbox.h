@@ -444,9 +444,17 @@ int shk_sandbox_prompt_ask(shk_sandbox_prompt *p, const char *text, const char *
  * about was resolved elsewhere). */
 void shk_sandbox_prompt_cancel(shk_sandbox_prompt *p);
 
+struct shk_sandbox_result;
 typedef struct shk_sandbox_io {
   shk_sandbox_stdio stdio;
   shk_sandbox_prompt *prompt; /* NULL: no prompt is drawn */
+  /* Called once stage 2 has reported what it enforced (RES->applied; the
+   * command is being exec'd), on the launcher's thread, before any of the
+   * workload's connect() calls is answered; NULL: none. A negative return
+   * (ERR saying why) kills the sandbox: the audit timeline records the
+   * start of every sandbox that goes on running. */
+  int (*on_started)(void *data, const struct shk_sandbox_result *res, shk_error *err);
+  void *started_data;
 } shk_sandbox_io;
 
 /* What one launch did. */
@@ -471,6 +479,7 @@ typedef struct shk_sandbox_result {
                            * with, or 0 */
   bool pty;               /* the workload had a pseudo-terminal (else pipes) */
   unsigned oom_kills;     /* processes the session's memory limit killed */
+  unsigned pids_refused;  /* forks the session's pids limit refused */
 } shk_sandbox_result;
 
 /* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and

@@ -116,10 +116,8 @@ static void session_close(run_session *rs)
   rs->fd = -1;
 }
 
-/* Tells the session's manager what the sandbox enforced (stage 2's own
- * report) and how it ended, for its audit timeline. Best effort: the
- * command has already run, and its status is the run's either way. */
-static void session_report(run_session *rs, const shk_sandbox_result *res)
+/* What stage 2 reported it enforced (ON) and could not (OFF), by layer. */
+static void layers_json(const shk_sandbox_result *res, json_t **on, json_t **off)
 {
   static const struct { const char *name; size_t off; } layers[] = {
     { "seccomp", offsetof(shk_sandbox_applied, seccomp) },
@@ -132,30 +130,82 @@ static void session_report(run_session *rs, const shk_sandbox_result *res)
     { "landlock-net", offsetof(shk_sandbox_applied, landlock_net) },
     { "landlock-scope", offsetof(shk_sandbox_applied, landlock_scope) },
   };
+  *on = json_array();
+  *off = json_array();
+  if (res->applied.landlock_abi)
+    json_array_append_new(*on, json_string("landlock"));
+  else
+    json_array_append_new(*off, json_string("landlock"));
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+    json_array_append_new(*((const bool *)((const char *)&res->applied + layers[i].off)) ? *on : *off,
+                          json_string(layers[i].name));
+}
+
+static int session_send(run_session *rs, json_t *req, char **answer, shk_error *err)
+{
+  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  *answer = NULL;
+  int r = !text ? shk__error_set(err, -ENOMEM, "out of memory")
+        : rs->fd >= 0 ? shk_manager_rpc(rs->fd, text, answer, err)
+                      : shk_manager_call(rs->embedded, text, answer);
+  if (r < 0)
+    *answer = NULL;
+  return r;
+}
+
+/* The launcher's hook once stage 2 has reported (shk_sandbox_io.on_started):
+ * the session's manager records the sandbox's start with what it enforced.
+ * A start the manager cannot record stops the sandbox (its answer ok
+ * false, or no answer): the timeline has the start of every sandbox that
+ * goes on running. */
+static int session_started(void *data, const shk_sandbox_result *res, shk_error *err)
+{
+  run_session *rs = data;
+  if (!rs->id || (rs->fd < 0 && !rs->embedded))
+    return 0;
+  json_t *on, *off;
+  layers_json(res, &on, &off);
+  json_t *req = json_pack("{s:s, s:s, s:o, s:o}", "op", "sandbox_started", "session", rs->id,
+                          "enforced", on, "degraded", off);
+  char *answer;
+  int r = session_send(rs, req, &answer, err);
+  if (r < 0)
+    return r;
+  json_t *ans = json_loads(answer, 0, NULL);
+  free(answer);
+  if (!json_is_true(json_object_get(ans, "ok"))) {
+    const char *e = json_string_value(json_object_get(ans, "error"));
+    r = shk__error_set(err, -EIO, "%s", e ? e : "the manager gave no answer");
+  }
+  json_decref(ans);
+  return r;
+}
+
+/* Tells the session's manager how the sandbox ended (and what it enforced,
+ * for a manager that did not hear of its start), with the limit that acted
+ * on it, for its audit timeline. Best effort: the command has already run,
+ * and its status is the run's either way. */
+static void session_report(run_session *rs, const shk_sandbox_result *res)
+{
   if (!rs->id || (rs->fd < 0 && !rs->embedded))
     return;
-  json_t *on = json_array(), *off = json_array();
-  if (res->applied.landlock_abi)
-    json_array_append_new(on, json_string("landlock"));
-  else
-    json_array_append_new(off, json_string("landlock"));
-  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
-    json_array_append_new(*((const bool *)((const char *)&res->applied + layers[i].off)) ? on : off,
-                          json_string(layers[i].name));
+  json_t *on, *off;
+  layers_json(res, &on, &off);
   json_t *req = json_pack("{s:s, s:s, s:b, s:i, s:i, s:o, s:o}", "op", "sandbox_ran", "session", rs->id,
                           "started", res->started, "exit_status", res->exit_status, "signal",
                           res->exit_signal ? res->exit_signal : res->launcher_signal, "enforced", on,
                           "degraded", off);
-  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-  json_decref(req);
-  char *answer = NULL;
+  /* The limit that acted: the memory limit killed a process, or the pids
+   * limit refused a fork (the cgroup's own counters, read before it was
+   * removed). */
+  const char *limit = res->oom_kills ? "memory" : res->pids_refused ? "pids" : NULL;
+  if (req && limit)
+    json_object_set_new(req, "limit", json_string(limit));
+  char *answer;
   shk_error err;
-  int r = !text ? -ENOMEM
-        : rs->fd >= 0 ? shk_manager_rpc(rs->fd, text, &answer, &err)
-                      : shk_manager_call(rs->embedded, text, &answer);
-  if (r < 0)
-    answer = NULL;
-  free(answer);
+  if (session_send(rs, req, &answer, &err) == 0)
+    free(answer);
 }
 
 /* Returns NULL, or one line saying why the session could not be opened. */
@@ -534,7 +584,7 @@ int shk_cli_run(int argc, char **argv)
   if (shk_sandbox_prompt_new(&prompt, &e) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   bool prompt_shared = start_test_card(prompt);
-  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt };
+  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt, session_started, &rs };
   shk_sandbox_result res;
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   session_report(&rs, &res);

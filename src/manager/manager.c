@@ -119,6 +119,7 @@ typedef struct session {
    * human to ask) turned the Ask loop off, so what no handle covers is
    * refused at once. */
   bool no_ask;
+  bool sandbox_started;    /* under mu: a sandbox-start was recorded (sandbox_started) */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
@@ -1697,15 +1698,61 @@ void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
   pthread_mutex_unlock(&m->mu);
 }
 
-/* A launcher's account of the sandbox it ran for a session: what stage 2
- * reported it enforced and what it could not ("enforced", "degraded": lists
- * of layer names), the exit ("exit_status", "signal": a number, "limit":
- * the limit that killed it, if any), and whether it started at all. It is
- * recorded as "sandbox-start" (when it started) and "sandbox-exit". The
- * launcher learns what stage 2 applied only once the sandbox is gone, so
- * both come then; a launcher that dies first leaves the session's close
- * as the record. Nothing here grants anything, and the events are taken
- * whether or not the timeline has room (they are counted if not). */
+/* A launcher's word that stage 2 has reported the sandbox complete: what it
+ * enforced and what it could not ("enforced", "degraded": lists of layer
+ * names), recorded as "sandbox-start" while the sandbox runs. An answer of
+ * ok false (the timeline cannot take the event) tells the launcher to kill
+ * the sandbox: a sandbox that goes on running has its start recorded. */
+static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "session", "enforced", "degraded", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("sandbox_started: unknown field '%s'", bad);
+  const char **enforced = NULL, **degraded = NULL;
+  size_t ne, nd;
+  json_t *ans = NULL;
+  if (strlist(req, "enforced", &enforced, &ne) || strlist(req, "degraded", &degraded, &nd))
+    ans = refuse("sandbox_started: enforced and degraded are arrays of strings");
+  pthread_mutex_lock(&m->mu);
+  session *s = ans ? NULL : find_session(m, str_or(req, "session", NULL));
+  if (!ans && !s)
+    ans = refuse("sandbox_started: no such session");
+  if (s)
+    s->refs++;
+  pthread_mutex_unlock(&m->mu);
+  if (!ans) {
+    shk_audit_event e;
+    shk_error err;
+    ev_init(&e, "sandbox-start", s, by);
+    shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
+    shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
+    if (ev_emit(m, &e, &err) < 0) {
+      ans = refuse("sandbox_started: %s", err.message);
+    } else {
+      pthread_mutex_lock(&m->mu);
+      if (s)
+        s->sandbox_started = true;
+      pthread_mutex_unlock(&m->mu);
+      ans = json_pack("{s:b}", "ok", 1);
+    }
+  }
+  session_put(m, s);
+  free(enforced);
+  free(degraded);
+  return ans;
+}
+
+/* A launcher's account of the sandbox it ran for a session, once it is
+ * gone: the exit ("exit_status", "signal": a number, "limit": the limit
+ * that acted on it, if any: memory when it killed, pids when it refused a
+ * fork), whether it started at all, and what stage 2 reported it enforced
+ * ("enforced", "degraded"). It is recorded as "sandbox-exit", preceded by
+ * "sandbox-start" when it started and no sandbox_started recorded that
+ * (a launcher that reports only at the end). A launcher that dies first
+ * leaves the session's close as the record. Nothing here grants anything,
+ * and the events are taken whether or not the timeline has room (they are
+ * counted if not). */
 static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "session", "started", "pid", "exit_status", "signal", "limit",
@@ -1730,10 +1777,11 @@ static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
     ans = refuse("sandbox_ran: no such session");
   if (s)
     s->refs++;
+  bool recorded = s && s->sandbox_started;
   pthread_mutex_unlock(&m->mu);
   if (!ans) {
     shk_audit_event e;
-    if (json_is_true(json_object_get(req, "started"))) {
+    if (json_is_true(json_object_get(req, "started")) && !recorded) {
       ev_init(&e, "sandbox-start", s, by);
       shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
       shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
@@ -2127,6 +2175,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
     return op_cards(m, req);
   if (!strcmp(op, "sandbox_ran"))
     return op_sandbox_ran(m, req, &by);
+  if (!strcmp(op, "sandbox_started"))
+    return op_sandbox_started(m, req, &by);
   if (!strcmp(op, "subscribe")) {
     /* The stream follows on the same connection, so there must be one. */
     shk_error err;

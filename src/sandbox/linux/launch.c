@@ -262,7 +262,8 @@ static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_appl
  * bwrap is gone is dropped. Returns 0, or -errno when supervising failed
  * (the caller then kills the sandbox). */
 static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guard *g,
-                     shk__relay *relay, shk_sandbox_result *res, int *listener, const char **why)
+                     shk__relay *relay, const shk_sandbox_io *io, shk_sandbox_result *res,
+                     int *listener, const char **why)
 {
   struct pollfd fds[3 + SHK__RELAY_FDS] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 },
                                             { exited, POLLIN, 0 } };
@@ -285,6 +286,20 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
         close(diag);
       if (r < 0)
         return r;
+      /* The start is recorded before the guard answers any connect(): a
+       * sandbox whose start cannot be recorded is killed (the caller does
+       * it on this error) before it reaches anything through the proxy. */
+      if (r > 0 && io && io->on_started) {
+        static char started_why[600];
+        shk_error serr = { 0 };
+        int sr = io->on_started(io->started_data, res, &serr);
+        if (sr < 0) {
+          snprintf(started_why, sizeof started_why, "the sandbox's start cannot be recorded: %s",
+                   serr.message[0] ? serr.message : strerror(-sr));
+          *why = started_why;
+          return sr;
+        }
+      }
       fds[0].fd = -1;
       fds[1].fd = *listener;
     }
@@ -381,6 +396,25 @@ static unsigned oom_kills(const shk_sandbox_cgroup *cg)
   unsigned n = 0;
   while (f && fgets(line, sizeof line, f))
     if (sscanf(line, "oom_kill %u", &n) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return n;
+}
+
+/* How many forks the pids limit of CG refused: "max N" in pids.events
+ * (cgroup v2, and v1's pids controller); 0 when the kernel does not say. */
+static unsigned pids_refused(const shk_sandbox_cgroup *cg)
+{
+  const char *dir = cg->v1[SHK_CG1_PIDS] ? cg->v1[SHK_CG1_PIDS] : cg->path;
+  if (!dir)
+    return 0;
+  char path[PATH_MAX], line[128];
+  snprintf(path, sizeof path, "%s/pids.events", dir);
+  FILE *f = fopen(path, "re");
+  unsigned n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "max %u", &n) == 1)
       break;
   if (f)
     fclose(f);
@@ -559,7 +593,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     goto out;
   }
   const char *why = NULL;
-  if ((r = supervise(exited, sync[0], &s2, g, relay, res, &listener, &why)) < 0) {
+  if ((r = supervise(exited, sync[0], &s2, g, relay, io, res, &listener, &why)) < 0) {
     shk__error_set(err, r, "%s; the sandbox was killed", why ? why : strerror(-r));
     goto out;
   }
@@ -607,6 +641,7 @@ out:
       close(sync[i]);
   shk__guard_free(g);
   res->oom_kills = oom_kills(&cg);
+  res->pids_refused = pids_refused(&cg);
   shk_sandbox_cgroup_destroy(&cg);
   /* Every process of the sandbox died with its pid namespace. */
   shk_sandbox_plan_cleanup(&res->plan);
