@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -120,42 +121,67 @@ bool shk__audit_utf8_valid(const char *str, size_t n)
   return true;
 }
 
+/* Room for n more bytes and the NUL after them. */
+static int reserve(shk__abuf *b, size_t n)
+{
+  if (b->len + n + 1 <= b->cap)
+    return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + n + 1)
+    cap *= 2;
+  char *np = realloc(b->p, cap);
+  if (!np)
+    return -ENOMEM;
+  b->p = np;
+  b->cap = cap;
+  return 0;
+}
+
+/* The bytes a canonical string carries as they are: everything from U+0020
+ * on but '"' and '\\' (UTF-8's bytes above 0x7f included). */
+#define PLAIN(c) ((c) >= 0x20 && (c) != '"' && (c) != '\\')
+
 int shk__json_string(shk__abuf *b, const char *s, size_t n)
 {
   static const char hex[] = "0123456789abcdef";
-  int r = shk__abuf_add(b, "\"", 1);
-  size_t run = 0; /* bytes copied as they are, flushed before each escape */
-  for (size_t i = 0; i < n && r == 0; i++) {
-    unsigned char c = (unsigned char)s[i];
-    char esc[6];
-    size_t elen = 2;
-    esc[0] = '\\';
+  /* The worst case, every byte escaped as \u00xx, is reserved at once, so
+   * that the loop writes with no check: most strings (host names, ids)
+   * have nothing to escape and are one copy. */
+  if (n > (SIZE_MAX - 3) / 6 || reserve(b, 6 * n + 2) < 0)
+    return -ENOMEM;
+  char *o = b->p + b->len;
+  *o++ = '"';
+  size_t i = 0;
+  while (i < n) {
+    size_t run = i;
+    while (run < n && PLAIN((unsigned char)s[run]))
+      run++;
+    memcpy(o, s + i, run - i);
+    o += run - i;
+    if (run == n)
+      break;
+    unsigned char c = (unsigned char)s[run];
+    *o++ = '\\';
     switch (c) {
-    case '"': esc[1] = '"'; break;
-    case '\\': esc[1] = '\\'; break;
-    case '\b': esc[1] = 'b'; break;
-    case '\f': esc[1] = 'f'; break;
-    case '\n': esc[1] = 'n'; break;
-    case '\r': esc[1] = 'r'; break;
-    case '\t': esc[1] = 't'; break;
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '\b': *o++ = 'b'; break;
+    case '\f': *o++ = 'f'; break;
+    case '\n': *o++ = 'n'; break;
+    case '\r': *o++ = 'r'; break;
+    case '\t': *o++ = 't'; break;
     default:
-      if (c >= 0x20) {
-        run++;
-        continue;
-      }
-      memcpy(esc + 1, "u00", 3);
-      esc[4] = hex[c >> 4];
-      esc[5] = hex[c & 15];
-      elen = 6;
+      memcpy(o, "u00", 3);
+      o[3] = hex[c >> 4];
+      o[4] = hex[c & 15];
+      o += 5;
     }
-    r = shk__abuf_add(b, s + i - run, run);
-    run = 0;
-    if (r == 0)
-      r = shk__abuf_add(b, esc, elen);
+    i = run + 1;
   }
-  if (r == 0)
-    r = shk__abuf_add(b, s + n - run, run);
-  return r ? r : shk__abuf_add(b, "\"", 1);
+  *o++ = '"';
+  *o = '\0';
+  b->len = (size_t)(o - b->p);
+  return 0;
 }
 
 /* ------------------------------------------------------------------------
