@@ -12,6 +12,7 @@
 #include "audit/audit-internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -395,14 +396,50 @@ void shk_audit_hashed(shk_audit_event *e, const char *name, const void *value, s
 typedef struct member {
   const char *key;           /* a static name, or pkey */
   size_t klen;
+  int rank;                  /* a static name's place among them all (key_rank), or -1 */
   int tag;
   const unsigned char *v;
   size_t n;
   char pkey[64];             /* shinken.param.NAME.sha256 */
 } member;
 
+enum { ENV_NAME = 0x100, ENV_SEQ, ENV_TIME, ENV_PREV, ENV_OPERATION };
+
+/* The static key names in byte order, once: then two of them compare as
+ * two integers, and only a parameter's key (made per event) is compared
+ * byte by byte. The same name has the same rank wherever it comes from. */
+static const char *const env_keys[] = { "event.name", "seq", "time", "prev", "gen_ai.operation.name" };
+#define N_STATIC (SHK_AUDIT_FIELD_COUNT + sizeof env_keys / sizeof env_keys[0])
+static int ranks[N_STATIC];
+static pthread_once_t ranks_once = PTHREAD_ONCE_INIT;
+
+static const char *static_key(size_t i)
+{
+  return i < SHK_AUDIT_FIELD_COUNT ? fields[i].name : env_keys[i - SHK_AUDIT_FIELD_COUNT];
+}
+
+static void make_ranks(void)
+{
+  for (size_t i = 0; i < N_STATIC; i++) {
+    int r = 0;
+    for (size_t j = 0; j < N_STATIC; j++)
+      r += strcmp(static_key(j), static_key(i)) < 0;
+    /* The number of names before it: equal names have equal ranks. */
+    ranks[i] = r;
+  }
+}
+
+/* The rank of tag (a field, or ENV_*). */
+static int key_rank(int tag)
+{
+  pthread_once(&ranks_once, make_ranks);
+  return ranks[tag < SHK_AUDIT_FIELD_COUNT ? (size_t)tag : SHK_AUDIT_FIELD_COUNT + (size_t)(tag - ENV_NAME)];
+}
+
 static int member_cmp(const member *x, const member *y)
 {
+  if (x->rank >= 0 && y->rank >= 0)
+    return (x->rank > y->rank) - (x->rank < y->rank);
   size_t n = x->klen < y->klen ? x->klen : y->klen;
   int c = memcmp(x->key, y->key, n);
   return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
@@ -412,6 +449,13 @@ static void set_key(member *m, const char *key)
 {
   m->key = key;
   m->klen = strlen(key);
+  m->rank = -1;
+}
+
+static void set_static_key(member *m, int tag)
+{
+  set_key(m, tag < SHK_AUDIT_FIELD_COUNT ? fields[tag].name : env_keys[tag - ENV_NAME]);
+  m->rank = key_rank(tag);
 }
 
 /* Insertion sort of pointers: an event has a score of members, so this
@@ -426,8 +470,6 @@ static void sort_members(member **p, size_t n)
     p[j] = x;
   }
 }
-
-enum { ENV_NAME = 0x100, ENV_SEQ, ENV_TIME, ENV_PREV, ENV_OPERATION };
 
 static int add_int(shk__abuf *out, int64_t v)
 {
@@ -453,8 +495,8 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
     x->v = rec + i + 3;
     x->n = k;
     if (tag == TAG_NAME) {
-      set_key(x, "event.name");
       x->tag = ENV_NAME;
+      set_static_key(x, ENV_NAME);
       has_name = true;
     } else if (tag == TAG_PARAM) {
       const char *pname = (const char *)x->v;
@@ -466,7 +508,7 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
       x->v += pl + 1;
       x->n = 64;
     } else if (tag < SHK_AUDIT_FIELD_COUNT) {
-      set_key(x, fields[tag].name);
+      set_static_key(x, tag);
       has_tool |= tag == SHK_AUDIT_TOOL;
       has_op |= tag == SHK_AUDIT_OPERATION;
       if (fields[tag].type == 'i' && k != 8)
@@ -480,14 +522,14 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
     return -EINVAL;
   /* A tool's request is an OpenTelemetry tool execution. */
   if (has_tool && !has_op) {
-    set_key(&m[n], "gen_ai.operation.name");
+    set_static_key(&m[n], ENV_OPERATION);
     m[n++].tag = ENV_OPERATION;
   }
-  set_key(&m[n], "seq");
+  set_static_key(&m[n], ENV_SEQ);
   m[n++].tag = ENV_SEQ;
-  set_key(&m[n], "time");
+  set_static_key(&m[n], ENV_TIME);
   m[n++].tag = ENV_TIME;
-  set_key(&m[n], "prev");
+  set_static_key(&m[n], ENV_PREV);
   m[n++].tag = ENV_PREV;
   for (size_t i = 0; i < n; i++)
     sorted[i] = &m[i];
