@@ -475,10 +475,9 @@ static void print_usage_and_exit(void)
 }
 
 /* The directory of FILE, which holds what a sandbox must not change (the
- * user's configuration, the trust store), shown read-only when it exists:
- * the plan protects their default places (~/.config/shinken,
- * ~/.local/state/shinken), and this covers $XDG_CONFIG_HOME and
- * $XDG_STATE_HOME set elsewhere. */
+ * user's configuration), shown read-only when it exists: the plan protects
+ * its default place (~/.config/shinken), and this covers $XDG_CONFIG_HOME
+ * set elsewhere. */
 static void keep_read_only(shk_sandbox_opts *o, const char *file)
 {
   char dir[PATH_MAX];
@@ -536,8 +535,11 @@ int shk_cli_run(int argc, char **argv)
              "and --proxy-config need --net proxy");
   if (have_user && getenv("XDG_CONFIG_HOME"))
     keep_read_only(&o, user_cfg);
-  if (have_store && getenv("XDG_STATE_HOME"))
-    keep_read_only(&o, store);
+  /* The trust store's directory is not shown read-only like the user's
+   * configuration: it is Shinken's state directory, which the built-in
+   * protections mask whole wherever $XDG_STATE_HOME puts it (it holds the
+   * audit log's signing key and the runs' logs), and a read rule for it
+   * here would show the key to the workload. */
 
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
@@ -593,7 +595,7 @@ int shk_cli_run(int argc, char **argv)
   /* The manager's end hands over the proxies' last verdicts. */
   shk_manager_free(rs.embedded);
   rs.embedded = NULL;
-  shk_cli_refusals_print(rs.refusals, rs.log ? rs.log : rs.audit.path);
+  shk_cli_refusals_print(rs.refusals, rs.log);
   shk_cli_run_log_say(&rs.audit, o.verbose || isatty(STDERR_FILENO));
   session_close(&rs);
   if (r < 0)

@@ -15,6 +15,9 @@ daemon), judged from outside the sandbox by reading the run's own store.
   limits      a workload killed by --mem has sandbox.limit=memory on its
               exit; one that meets --pids has pids; the control run with
               room under the limits has no limit at all.
+  masked      with $XDG_STATE_HOME set, the workload reads neither the
+              user's signing key nor any log (the control: a file beside
+              the state directory is readable).
 """
 import atexit
 import base64
@@ -46,13 +49,29 @@ def fail(why):
     sys.exit(1)
 
 
-TMP = tempfile.mkdtemp(prefix="shk-audit-runs.")
+def scratch():
+    """Not under /tmp or /var/tmp, which the sandbox replaces with its own:
+    the state directory must be one the workload would see if nothing
+    masked it (the masked case's control shows it does)."""
+    base = "/var/lib/shinken-tests"
+    try:
+        os.makedirs(base, exist_ok=True)
+        os.chmod(base, 0o755)
+    except OSError:
+        base = "/var/tmp"
+    return tempfile.mkdtemp(prefix="shk-audit-runs.", dir=base)
+
+
+TMP = scratch()
 atexit.register(shutil.rmtree, TMP, True)
 WS = TMP + "/ws"
 os.mkdir(WS)
 STATE = TMP + "/state"
 RUNS = STATE + "/shinken/runs"
-ENV = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_STATE_HOME": STATE,
+os.mkdir(TMP + "/home")
+# The state directory outside the home, which the sandbox hides apart from
+# the working directory: only the protection of Shinken's state hides it.
+ENV = {"PATH": "/usr/bin:/bin", "HOME": TMP + "/home", "XDG_STATE_HOME": STATE,
        "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", ""),
        # No daemon: the session's manager is embedded in shinken run.
        "SHINKEN_SOCKET": TMP + "/no-daemon.sock"}
@@ -248,5 +267,29 @@ def case_limits():
         fail("control: a workload under the pids limit: %d, sandbox-exit %s" % (rc, ex))
 
 
-{"concurrent": case_concurrent, "start": case_start, "limits": case_limits}[CASE]()
+def case_masked():
+    # The user's key and every run's log exist once one run has gone.
+    rc, err = finish(start([], "true"))
+    key = STATE + "/shinken/audit.key"
+    if rc != 0 or not os.path.exists(key) or not logs():
+        fail("the first run left no key or log: %d %s" % (rc, err))
+    # The control: a file beside the state directory is readable inside.
+    with open(STATE + "/beside", "w") as f:
+        f.write("beside\n")
+    script = ("for f in %s %s %s %s/beside; do cat \"$f\" >> %s/seen 2>/dev/null && echo \"$f\" >> %s/read; done"
+              % (key, logs()[0], STATE + "/shinken/audit.db", STATE, WS, WS))
+    rc, err = finish(start([], script))
+    read = open(WS + "/read").read().split() if os.path.exists(WS + "/read") else []
+    if STATE + "/beside" not in read:
+        fail("control: the workload could not read a file beside the state directory (%s)" % err)
+    leaked = [f for f in read if f != STATE + "/beside"]
+    if leaked:
+        fail("the workload read Shinken's state (%s: $XDG_STATE_HOME set): %s" % (STATE, leaked))
+    seen = open(WS + "/seen").read()
+    if "PRIVATE+KEY" in seen:
+        fail("the signing key reached the workload")
+
+
+{"concurrent": case_concurrent, "start": case_start, "limits": case_limits,
+ "masked": case_masked}[CASE]()
 print("ok: " + CASE)
