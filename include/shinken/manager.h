@@ -49,6 +49,12 @@ typedef struct shk_manager_opts {
   void *verdict_data;
   unsigned audit_checkpoint_events; /* 0: the audit module's default */
   unsigned audit_checkpoint_ms;     /* 0: the audit module's default */
+  /* With audit_db: the signing key (NULL: audit.key beside audit_db), and
+   * the name of a log of its own under that key (shk_audit_opts.log_name;
+   * NULL: the key's own log). shinken run's embedded manager writes one
+   * such log per run. */
+  const char *audit_key;
+  const char *audit_log_name;
   /* The control socket this manager serves or will serve. No session may
    * have it, or its directory, inside a writable root; NULL: checked once
    * shk_manager_serve names it. */

@@ -450,14 +450,17 @@ int shk_sandbox_prompt_ask(shk_sandbox_prompt *p, const char *text, const char *
  * about was resolved elsewhere). */
 void shk_sandbox_prompt_cancel(shk_sandbox_prompt *p);
 
+struct shk_sandbox_result;
 typedef struct shk_sandbox_io {
   shk_sandbox_stdio stdio;
   shk_sandbox_prompt *prompt; /* NULL: no prompt is drawn */
-  /* Called once, on the launcher's thread, when stage 2 reported that the
-   * sandbox is complete, with the pid (in this process's pid namespace) of
-   * the process that becomes the command: what live unlocks mount into.
-   * NULL: not called. */
-  void (*on_started)(void *data, pid_t pid);
+  /* Called once stage 2 has reported what it enforced (RES->applied; the
+   * command is being exec'd) and as which process (RES->pid), on the
+   * launcher's thread, before any of the
+   * workload's connect() calls is answered; NULL: none. A negative return
+   * (ERR saying why) kills the sandbox: the audit timeline records the
+   * start of every sandbox that goes on running. */
+  int (*on_started)(void *data, const struct shk_sandbox_result *res, shk_error *err);
   void *started_data;
 } shk_sandbox_io;
 
@@ -476,6 +479,8 @@ typedef struct shk_sandbox_result {
   bool started;           /* stage 2 reported: the command was exec'd (or, with an
                            * error, it may have been before the sandbox was killed) */
   shk_sandbox_applied applied; /* what stage 2 reported, when started */
+  pid_t pid;              /* stage 2's pid in the launcher's pid namespace (what live
+                           * unlocks mount into), from its report; 0: unknown */
   int exit_status;        /* bwrap's exit status, the command's (128+N after signal
                            * N), or -1 when bwrap was killed */
   int exit_signal;        /* the signal that killed bwrap, or 0 */
@@ -483,6 +488,7 @@ typedef struct shk_sandbox_result {
                            * with, or 0 */
   bool pty;               /* the workload had a pseudo-terminal (else pipes) */
   unsigned oom_kills;     /* processes the session's memory limit killed */
+  unsigned pids_refused;  /* forks the session's pids limit refused */
 } shk_sandbox_result;
 
 /* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and

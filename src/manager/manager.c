@@ -414,7 +414,8 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   if (o->audit_db) {
     shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
-                          .checkpoint_ms = o->audit_checkpoint_ms };
+                          .checkpoint_ms = o->audit_checkpoint_ms, .key_path = o->audit_key,
+                          .log_name = o->audit_log_name };
     shk_error aerr;
     if ((r = shk_audit_open(&ao, &m->audit, &aerr))) {
       shk__error_set(err, r, "the audit log: %s", aerr.message);
@@ -1290,15 +1291,16 @@ static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
   return ans;
 }
 
-/* A launcher's account of the sandbox it ran for a session: what stage 2
- * reported it enforced and what it could not ("enforced", "degraded": lists
- * of layer names), the exit ("exit_status", "signal": a number, "limit":
- * the limit that killed it, if any), and whether it started at all. It is
- * recorded as "sandbox-start" (when it started) and "sandbox-exit". The
- * launcher learns what stage 2 applied only once the sandbox is gone, so
- * both come then; a launcher that dies first leaves the session's close
- * as the record. Nothing here grants anything, and the events are taken
- * whether or not the timeline has room (they are counted if not). */
+/* A launcher's account of the sandbox it ran for a session, once it is
+ * gone: the exit ("exit_status", "signal": a number, "limit": the limit
+ * that acted on it, if any: memory when it killed, pids when it refused a
+ * fork), whether it started at all, and what stage 2 reported it enforced
+ * ("enforced", "degraded"). It is recorded as "sandbox-exit", preceded by
+ * "sandbox-start" when it started and no sandbox_started recorded that
+ * (a launcher that reports only at the end). A launcher that dies first
+ * leaves the session's close as the record. Nothing here grants anything,
+ * and the events are taken whether or not the timeline has room (they are
+ * counted if not). */
 static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "session", "started", "pid", "exit_status", "signal", "limit",
@@ -1323,10 +1325,11 @@ static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
     ans = refuse("sandbox_ran: no such session");
   if (s)
     s->refs++;
+  bool recorded = s && s->sandbox_started;
   pthread_mutex_unlock(&m->mu);
   if (!ans) {
     shk_audit_event e;
-    if (json_is_true(json_object_get(req, "started"))) {
+    if (json_is_true(json_object_get(req, "started")) && !recorded) {
       ev_init(&e, "sandbox-start", s, by);
       shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
       shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
@@ -1705,43 +1708,75 @@ static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by
   return ans;
 }
 
-/* The launcher says which process its session's sandbox runs as, once
- * stage 2 reported it complete: what fs.scope grants mount into. Only the
- * sandbox of the asker's own user is taken (shk_sandbox_target_open). */
+/* A launcher's word that stage 2 has reported the sandbox complete: what it
+ * enforced and what it could not ("enforced", "degraded": lists of layer
+ * names), recorded as "sandbox-start" while the sandbox runs, and the
+ * process it runs as ("pid", with Landlock's "ceiling" of live grants): what
+ * fs.scope grants mount into. An answer of ok false (the timeline cannot
+ * take the event) tells the launcher to kill the sandbox: a sandbox that
+ * goes on running has its start recorded. A sandbox that live unlocks
+ * cannot reach still runs (the answer's "unlocks" says why not): its
+ * fs.scope grants are then refused with a reason, so nothing is granted
+ * that has no effect. Only the sandbox of the asker's own user is taken
+ * (shk__unlock_started). */
 static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
 {
-  static const char *const keys[] = { "op", "session", "pid", "ceiling", NULL };
+  static const char *const keys[] = { "op", "session", "enforced", "degraded", "pid", "ceiling", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("sandbox_started: unknown field '%s'", bad);
   json_t *jpid = json_object_get(req, "pid");
-  if (!json_is_integer(jpid) || json_integer_value(jpid) <= 0 || json_integer_value(jpid) > INT_MAX)
+  if (jpid && (!json_is_integer(jpid) || json_integer_value(jpid) <= 0 || json_integer_value(jpid) > INT_MAX))
     return refuse("sandbox_started: pid must be a positive integer");
-  const char **ceiling;
-  size_t n_ceiling;
-  if (strlist(req, "ceiling", &ceiling, &n_ceiling)) {
-    free(ceiling);
-    return refuse("sandbox_started: ceiling must be an array of paths");
-  }
-  char why[512];
+  const char **enforced = NULL, **degraded = NULL, **ceiling = NULL;
+  size_t ne, nd, n_ceiling = 0;
+  json_t *ans = NULL;
+  if (strlist(req, "enforced", &enforced, &ne) || strlist(req, "degraded", &degraded, &nd))
+    ans = refuse("sandbox_started: enforced and degraded are arrays of strings");
+  else if (strlist(req, "ceiling", &ceiling, &n_ceiling))
+    ans = refuse("sandbox_started: ceiling must be an array of paths");
   pthread_mutex_lock(&m->mu);
-  session *s = find_session(m, str_or(req, "session", ""));
-  /* Where the sandbox's Landlock lets it write: its writable roots, as the
-   * session was opened with, and the ceiling it was started with. */
-  const char **writable = s ? calloc(s->n_roots + n_ceiling + 1, sizeof *writable) : NULL;
-  for (size_t i = 0; writable && i < s->n_roots; i++)
-    writable[i] = s->roots[i];
-  for (size_t i = 0; writable && i < n_ceiling; i++)
-    writable[s->n_roots + i] = ceiling[i];
-  const char *no = !s ? "no such session" : !writable ? "out of memory"
-                 : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, writable,
-                                       s->n_roots + n_ceiling, why, sizeof why);
+  session *s = ans ? NULL : find_session(m, str_or(req, "session", NULL));
+  if (!ans && !s)
+    ans = refuse("sandbox_started: no such session");
+  if (s)
+    s->refs++;
   pthread_mutex_unlock(&m->mu);
-  free(writable);
+  if (!ans) {
+    shk_audit_event e;
+    shk_error err;
+    ev_init(&e, "sandbox-start", s, by);
+    shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
+    shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
+    if (ev_emit(m, &e, &err) < 0)
+      ans = refuse("sandbox_started: %s", err.message);
+  }
+  if (!ans) {
+    const char *no = NULL;
+    char why[512];
+    pthread_mutex_lock(&m->mu);
+    s->sandbox_started = true;
+    if (jpid) {
+      /* Where the sandbox's Landlock lets it write: its writable roots, as
+       * the session was opened with, and the ceiling it was started with. */
+      const char **writable = calloc(s->n_roots + n_ceiling + 1, sizeof *writable);
+      for (size_t i = 0; writable && i < s->n_roots; i++)
+        writable[i] = s->roots[i];
+      for (size_t i = 0; writable && i < n_ceiling; i++)
+        writable[s->n_roots + i] = ceiling[i];
+      no = !writable ? "out of memory"
+                     : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, writable,
+                                           s->n_roots + n_ceiling, why, sizeof why);
+      free(writable);
+    }
+    pthread_mutex_unlock(&m->mu);
+    ans = no ? json_pack("{s:b, s:s}", "ok", 1, "unlocks", no) : json_pack("{s:b}", "ok", 1);
+  }
+  session_put(m, s);
+  free(enforced);
+  free(degraded);
   free(ceiling);
-  if (no)
-    return refuse("sandbox_started: %s", no);
-  return json_pack("{s:b}", "ok", 1);
+  return ans;
 }
 
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)

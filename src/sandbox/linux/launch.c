@@ -309,14 +309,28 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
       pid_t sender = 0;
       int r = receive_report(sync, s2, &res->applied, listener, &diag, &sender, why);
       res->started = r != 0;
-      if (r > 0 && sender > 0 && io && io->on_started)
-        io->on_started(io->started_data, sender);
+      if (r > 0 && sender > 0)
+        res->pid = sender;
       if (diag >= 0 && g)
         shk__guard_attach_diag(g, diag);
       else if (diag >= 0)
         close(diag);
       if (r < 0)
         return r;
+      /* The start is recorded before the guard answers any connect(): a
+       * sandbox whose start cannot be recorded is killed (the caller does
+       * it on this error) before it reaches anything through the proxy. */
+      if (r > 0 && io && io->on_started) {
+        static char started_why[600];
+        shk_error serr = { 0 };
+        int sr = io->on_started(io->started_data, res, &serr);
+        if (sr < 0) {
+          snprintf(started_why, sizeof started_why, "the sandbox's start cannot be recorded: %s",
+                   serr.message[0] ? serr.message : strerror(-sr));
+          *why = started_why;
+          return sr;
+        }
+      }
       fds[0].fd = -1;
       fds[1].fd = *listener;
     }
@@ -419,6 +433,25 @@ static unsigned oom_kills(const shk_sandbox_cgroup *cg)
   return n;
 }
 
+/* How many forks the pids limit of CG refused: "max N" in pids.events
+ * (cgroup v2, and v1's pids controller); 0 when the kernel does not say. */
+static unsigned pids_refused(const shk_sandbox_cgroup *cg)
+{
+  const char *dir = cg->v1[SHK_CG1_PIDS] ? cg->v1[SHK_CG1_PIDS] : cg->path;
+  if (!dir)
+    return 0;
+  char path[PATH_MAX], line[128];
+  snprintf(path, sizeof path, "%s/pids.events", dir);
+  FILE *f = fopen(path, "re");
+  unsigned n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "max %u", &n) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return n;
+}
+
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_features *f, const shk_sandbox_assessment *a,
                        shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
@@ -481,8 +514,8 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     goto out;
   }
   /* The kernel attaches the sender's pid to stage 2's report: the process
-   * live unlocks mount into (io->on_started). Best effort: without it no
-   * live unlock reaches this sandbox, and a grant says so. */
+   * live unlocks mount into (res->pid, for io->on_started). Best effort:
+   * without it no live unlock reaches this sandbox, and a grant says so. */
   if (io && io->on_started)
     (void)setsockopt(sync[0], SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int));
   /* --net proxy needs the egress bridge, which lives in the binary. */
@@ -645,6 +678,7 @@ out:
       close(sync[i]);
   shk__guard_free(g);
   res->oom_kills = oom_kills(&cg);
+  res->pids_refused = pids_refused(&cg);
   shk_sandbox_cgroup_destroy(&cg);
   /* Every process of the sandbox died with its pid namespace. */
   shk_sandbox_plan_cleanup(&res->plan);
