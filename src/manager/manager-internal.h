@@ -15,6 +15,7 @@
 
 typedef struct shk__control shk__control;
 typedef struct shk__conn shk__conn;
+typedef struct shk__panel shk__panel;
 
 /* Who asked, for the timeline: a control peer as SO_PEERCRED gave it when
  * it connected, or the process that embeds the manager. */
@@ -35,6 +36,9 @@ typedef struct shk__control_limits {
 /* Handles one request arriving on `conn` (NULL when embedded). NULL only
  * when out of memory. */
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn);
+/* The same, on behalf of `by` (the panel's transport names its own peer:
+ * surface "panel"). */
+json_t *shk__manager_call_as(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *by);
 /* The same, for the request as text (an answer for text that is not JSON). */
 json_t *shk__manager_call_text(shk_manager *m, const char *text, size_t len, shk__conn *conn);
 /* Ends a session: `by` asked (NULL: the manager itself), `why` says why. */
@@ -75,3 +79,6 @@ int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uin
 void shk__manager_unsubscribe(shk_manager *m, uint64_t id);
 /* Stops the server thread and closes every connection. NULL is a no-op. */
 void shk__control_stop(shk__control *c);
+/* The Permission Panel's server (panel.c): the same, for its HTTP server. */
+void shk__manager_set_panel(shk_manager *m, shk__panel *p);
+void shk__panel_stop(shk__panel *p);

@@ -141,6 +141,7 @@ struct shk_manager {
   char *socket;             /* the control socket, resolved, or NULL */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
+  shk__panel *panel;        /* the Permission Panel's server, or NULL */
   shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
   session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
   unsigned subscribers;     /* control connections that receive the card stream */
@@ -739,6 +740,7 @@ void shk_manager_free(shk_manager *m)
 {
   if (!m)
     return;
+  shk__panel_stop(m->panel);
   shk__control_stop(m->control);
   /* Every held connection is refused, every card closed, before the
    * sessions end. */
@@ -1789,6 +1791,10 @@ static json_t *op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by)
                   "end) are required");
   if (strcmp(surface, "cli") && strcmp(surface, "harness"))
     return refuse("resolve: surface must be cli or harness");
+  /* The panel's transport names its own surface: a request that arrived
+   * through it is the panel's answer whatever it says of itself. */
+  if (!strcmp(by->surface, "panel"))
+    surface = "panel";
   a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
   shk_error err;
   if (shk_approve_resolve(m->approve, card, &a, &err))
@@ -2108,8 +2114,14 @@ static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by
 
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
 {
-  const char *op = json_is_object(req) ? str_or(req, "op", NULL) : NULL;
   shk__peer by = peer_of(m, conn);
+  return shk__manager_call_as(m, req, conn, &by);
+}
+
+json_t *shk__manager_call_as(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *peer)
+{
+  const char *op = json_is_object(req) ? str_or(req, "op", NULL) : NULL;
+  shk__peer by = *peer;
   if (!op)
     return refuse("request must be a JSON object with \"op\"");
   if (!strcmp(op, "open_session"))
@@ -2168,4 +2180,9 @@ int shk_manager_call(shk_manager *m, const char *request, char **answer)
 void shk__manager_set_control(shk_manager *m, shk__control *c)
 {
   m->control = c;
+}
+
+void shk__manager_set_panel(shk_manager *m, shk__panel *p)
+{
+  m->panel = p;
 }
