@@ -24,6 +24,7 @@ typedef struct shk__peer {
   uid_t uid;
   pid_t pid;
   const char *exe;     /* its /proc/PID/exe, or NULL when unreadable */
+  const char *user;    /* the panel's: which login answered; else NULL */
 } shk__peer;
 
 /* The control server's limits, defaults applied (shk_manager_opts). */

@@ -1795,7 +1795,8 @@ static json_t *op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by)
    * through it is the panel's answer whatever it says of itself. */
   if (!strcmp(by->surface, "panel"))
     surface = "panel";
-  a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
+  a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe,
+                             .user = by->user };
   shk_error err;
   if (shk_approve_resolve(m->approve, card, &a, &err))
     return refuse("resolve: %s", err.message);

@@ -43,6 +43,7 @@
 #include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +70,7 @@
 #define FAIL_LIMIT 5
 #define FAIL_WINDOW_MS (60LL * 1000)
 #define STATE_POLL_MS 250
-#define SSE_PING_MS 15000
+#define SSE_PING_MS 10000
 #define MAX_SSE 32
 
 static const char csp[] = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -78,11 +79,13 @@ static const char csp[] = "default-src 'none'; script-src 'self'; style-src 'sel
 typedef struct login {
   char cookie[TOKEN_HEX];
   char csrf[TOKEN_HEX];
+  char user[96];          /* who answers through it, for the record */
   int64_t expires_ms;
 } login;
 
 typedef struct sse {
   struct evhttp_request *req;
+  struct evhttp_connection *conn; /* as it was when the stream began */
   struct sse *next;
 } sse;
 
@@ -102,6 +105,8 @@ struct shk__panel {
   login logins[MAX_LOGINS];
   int64_t fail_since_ms;
   unsigned fails;
+  unsigned n_logged_in;  /* logins so far, to tell them apart in the record */
+  char user_name[64];    /* the manager's user's name */
   sse *clients;
   unsigned n_clients;
   bool subscribed;
@@ -384,6 +389,7 @@ static void route_login(shk__panel *p, struct evhttp_request *req)
     return;
   }
   slot->expires_ms = now + LOGIN_TTL_MS;
+  snprintf(slot->user, sizeof slot->user, "%s (panel login %u)", p->user_name, ++p->n_logged_in);
   char cookie[160];
   /* No Secure flag: the panel is plain HTTP on loopback, which never leaves
    * the host; SameSite=Strict and HttpOnly are what keep it in. */
@@ -393,9 +399,16 @@ static void route_login(shk__panel *p, struct evhttp_request *req)
   reply_json(req, 200, "OK", json_pack("{s:b, s:s}", "ok", 1, "csrf", slot->csrf));
 }
 
+static json_t *call_by(shk__panel *p, json_t *req, const login *l)
+{
+  shk__peer by = p->peer;
+  by.user = l ? l->user : NULL;
+  return shk__manager_call_as(p->m, req, NULL, &by);
+}
+
 static json_t *call(shk__panel *p, json_t *req)
 {
-  return shk__manager_call_as(p->m, req, NULL, &p->peer);
+  return call_by(p, req, NULL);
 }
 
 static json_t *call_op(shk__panel *p, const char *op)
@@ -433,7 +446,7 @@ static bool op_allowed(const char *op)
 }
 
 /* POST /api/call {"op": ...}: one operation of the control API. */
-static void route_call(shk__panel *p, struct evhttp_request *req)
+static void route_call(shk__panel *p, struct evhttp_request *req, const login *l)
 {
   char *text = is_json_body(req) ? body_text(req) : NULL;
   if (!text) {
@@ -456,7 +469,7 @@ static void route_call(shk__panel *p, struct evhttp_request *req)
     reply_json(req, 403, "Forbidden", a);
     return;
   }
-  json_t *ans = call(p, body);
+  json_t *ans = call_by(p, body, l);
   json_decref(body);
   reply_json(req, 200, "OK", ans);
 }
@@ -465,12 +478,15 @@ static void route_call(shk__panel *p, struct evhttp_request *req)
 
 static void sse_drop(shk__panel *p, sse *c, bool finish);
 
+/* The browser went away. evhttp has either detached the unfinished
+ * request from its connection (then it is ours to free, which ending the
+ * reply does) or frees it with the connection after this returns. */
 static void sse_close_cb(struct evhttp_connection *conn, void *arg)
 {
   shk__panel *p = arg;
   for (sse *c = p->clients; c; c = c->next)
-    if (evhttp_request_get_connection(c->req) == conn) {
-      sse_drop(p, c, false);
+    if (c->conn == conn) {
+      sse_drop(p, c, evhttp_request_get_connection(c->req) == NULL);
       return;
     }
 }
@@ -501,6 +517,8 @@ static void sub_line(void *ud, const char *line, size_t len)
   (void)w; /* an eventfd write fails only when its counter would overflow: then it is set anyway */
 }
 
+/* Forgets a stream; `finish` ends its reply too (which frees a request
+ * whose connection is gone). */
 static void sse_drop(shk__panel *p, sse *c, bool finish)
 {
   for (sse **pp = &p->clients; *pp; pp = &(*pp)->next)
@@ -510,7 +528,9 @@ static void sse_drop(shk__panel *p, sse *c, bool finish)
     }
   p->n_clients--;
   if (finish) {
-    evhttp_connection_set_closecb(evhttp_request_get_connection(c->req), NULL, NULL);
+    struct evhttp_connection *conn = evhttp_request_get_connection(c->req);
+    if (conn)
+      evhttp_connection_set_closecb(conn, NULL, NULL);
     evhttp_send_reply_end(c->req);
   }
   free(c);
@@ -521,8 +541,19 @@ static void sse_drop(shk__panel *p, sse *c, bool finish)
   }
 }
 
+/* Streams whose connection failed without telling us: let them go. */
+static void sse_sweep(shk__panel *p)
+{
+  for (sse *c = p->clients, *next; c; c = next) {
+    next = c->next;
+    if (!evhttp_request_get_connection(c->req))
+      sse_drop(p, c, true);
+  }
+}
+
 static void sse_send(shk__panel *p, const char *event, const char *data, size_t len)
 {
+  sse_sweep(p);
   for (sse *c = p->clients; c; c = c->next) {
     struct evbuffer *b = evbuffer_new();
     if (!b)
@@ -559,13 +590,14 @@ static void route_events(shk__panel *p, struct evhttp_request *req)
     p->subscribed = true;
   }
   c->req = req;
+  c->conn = evhttp_request_get_connection(req);
   c->next = p->clients;
   p->clients = c;
   p->n_clients++;
   struct evkeyvalq *h = evhttp_request_get_output_headers(req);
   evhttp_add_header(h, "Content-Type", "text/event-stream");
   evhttp_send_reply_start(req, 200, "OK");
-  evhttp_connection_set_closecb(evhttp_request_get_connection(req), sse_close_cb, p);
+  evhttp_connection_set_closecb(c->conn, sse_close_cb, p);
   static const char hello[] = "{}";
   sse_send(p, "hello", hello, sizeof hello - 1);
 }
@@ -612,6 +644,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     free(text);
   }
   if (now - p->last_ping_ms >= SSE_PING_MS) {
+    sse_sweep(p);
     for (sse *c = p->clients; c; c = c->next) {
       struct evbuffer *b = evbuffer_new();
       if (b) {
@@ -672,7 +705,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
       return;
     }
     if (!strcmp(path, "/api/call"))
-      route_call(p, req);
+      route_call(p, req, l);
     else if (!strcmp(path, "/api/logout")) {
       memset(l, 0, sizeof *l);
       reply_json(req, 200, "OK", json_pack("{s:b}", "ok", 1));
@@ -800,7 +833,13 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
   pthread_mutex_init(&p->mu, NULL);
   /* Who answers through the panel: the holder of a token only this user
    * can read, so the manager's own user, recorded as the panel surface. */
-  p->peer = (shk__peer){ "panel", shk__self_uid(), getpid(), NULL };
+  p->peer = (shk__peer){ "panel", shk__self_uid(), getpid(), NULL, NULL };
+  struct passwd pw, *pwp = NULL;
+  char pwbuf[4096];
+  if (getpwuid_r(shk__self_uid(), &pw, pwbuf, sizeof pwbuf, &pwp) == 0 && pwp)
+    snprintf(p->user_name, sizeof p->user_name, "%s", pw.pw_name);
+  else
+    snprintf(p->user_name, sizeof p->user_name, "uid %u", (unsigned)shk__self_uid());
   char addr[64];
   const char *colon = strrchr(listen, ':');
   size_t alen = (size_t)(colon - listen);
