@@ -157,9 +157,10 @@ int shk_manager_serve(shk_manager *m, const char *path, shk_error *err);
  * user's, mode 0700: -EPERM otherwise) and sets *url to it (malloc'd). A
  * token logs in once; the file then holds the next one. The page's JSON
  * API is the control API's sessions, grants, cards, grant, revoke and
- * resolve, decided and recorded as the panel's. */
-int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *login_file, char **url,
-                            shk_error *err);
+ * resolve, decided and recorded as the panel's; its Timeline reads
+ * `audit_db` (the manager's store, read-only; NULL: none). */
+int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *login_file, const char *audit_db,
+                            char **url, shk_error *err);
 /* 0 when `listen` is a loopback ADDRESS:PORT the panel may use; else
  * -EINVAL, err saying why. */
 int shk_manager_panel_listen_check(const char *listen, shk_error *err);

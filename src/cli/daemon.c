@@ -72,7 +72,7 @@ int shk_cli_daemon(int argc, char **argv)
       shk_manager_free(m);
       shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s: no directory for the panel's login file", mc.socket);
     }
-    if ((r = shk_manager_serve_panel(m, mc.opts.panel_listen, login, &panel_url, &err))) {
+    if ((r = shk_manager_serve_panel(m, mc.opts.panel_listen, login, mc.opts.audit_db, &panel_url, &err))) {
       shk_manager_free(m);
       shk__die(r == -EINVAL || r == -EPERM ? SHK_EXIT_BAD_INPUT : SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
     }

@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,6 +59,7 @@
 #include "common/common.h"
 #include "manager/manager-internal.h"
 #include "manager/panel-assets.h"
+#include "manager/panel-internal.h"
 
 #define TOKEN_BYTES 32
 #define TOKEN_HEX (TOKEN_BYTES * 2 + 1)
@@ -113,6 +115,9 @@ struct shk__panel {
   uint64_t sub_id;
   char *last_state;
   int64_t last_ping_ms;
+  char *audit_db;            /* the manager's store, or NULL */
+  shk_audit_reader *reader;  /* opened on first use */
+  uint64_t last_count;       /* events in the store at the last look */
   /* The card stream's lines, copied here by whichever thread delivers
    * them, under mu, until the panel thread sends them. */
   pthread_mutex_t mu;
@@ -477,6 +482,7 @@ static void route_call(shk__panel *p, struct evhttp_request *req, const login *l
 /* ---- live updates ---- */
 
 static void sse_drop(shk__panel *p, sse *c, bool finish);
+static shk_audit_reader *reader(shk__panel *p);
 
 /* The browser went away. evhttp has either detached the unfinished
  * request from its connection (then it is ours to free, which ending the
@@ -643,6 +649,14 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
   } else {
     free(text);
   }
+  uint64_t count;
+  shk_audit_reader *r = reader(p);
+  if (r && shk_audit_reader_count(r, &count, NULL) == 0 && count != p->last_count) {
+    p->last_count = count;
+    char n[32];
+    int len = snprintf(n, sizeof n, "{\"count\":%llu}", (unsigned long long)count);
+    sse_send(p, "timeline", n, (size_t)len);
+  }
   if (now - p->last_ping_ms >= SSE_PING_MS) {
     sse_sweep(p);
     for (sse *c = p->clients; c; c = c->next) {
@@ -655,6 +669,70 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     }
     p->last_ping_ms = now;
   }
+}
+
+/* ---- the timeline ---- */
+
+static shk_audit_reader *reader(shk__panel *p)
+{
+  if (!p->reader && p->audit_db)
+    shk_audit_reader_open(p->audit_db, &p->reader, NULL);
+  return p->reader;
+}
+
+/* A whole number from the query, or dflt. */
+static uint64_t query_num(struct evhttp_request *req, const char *key, uint64_t dflt, bool *bad)
+{
+  const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+  struct evkeyvalq kv;
+  TAILQ_INIT(&kv);
+  uint64_t v = dflt;
+  if (q && evhttp_parse_query_str(q, &kv) == 0) {
+    const char *x = evhttp_find_header(&kv, key);
+    if (x) {
+      char *end;
+      errno = 0;
+      unsigned long long n = strtoull(x, &end, 10);
+      if (errno || *end || !*x || *x == '-')
+        *bad = true;
+      else
+        v = n;
+    }
+  }
+  evhttp_clear_headers(&kv);
+  return v;
+}
+
+/* GET /api/timeline?since=SEQ, /api/proof?seq=SEQ, /api/verify. */
+static void route_timeline(shk__panel *p, struct evhttp_request *req, const char *path)
+{
+  if (!p->audit_db) {
+    refuse(req, 404, "Not Found", "this manager keeps no audit store");
+    return;
+  }
+  if (!strcmp(path, "/api/verify")) {
+    reply_json(req, 200, "OK", shk__panel_verify(p->audit_db));
+    return;
+  }
+  shk_audit_reader *r = reader(p);
+  if (!r) {
+    refuse(req, 503, "Service Unavailable", "the audit store cannot be read yet");
+    return;
+  }
+  bool bad = false;
+  if (!strcmp(path, "/api/proof")) {
+    uint64_t seq = query_num(req, "seq", UINT64_MAX, &bad);
+    if (bad || seq == UINT64_MAX)
+      refuse(req, 400, "Bad Request", "seq must be an event's sequence number");
+    else
+      reply_json(req, 200, "OK", shk__panel_proof(r, seq));
+    return;
+  }
+  uint64_t since = query_num(req, "since", 0, &bad);
+  if (bad)
+    refuse(req, 400, "Bad Request", "since must be a sequence number");
+  else
+    reply_json(req, 200, "OK", shk__panel_timeline(r, since, 200));
 }
 
 /* ---- the one entry point ---- */
@@ -737,6 +815,8 @@ static void request_cb(struct evhttp_request *req, void *arg)
     reply_json(req, 200, "OK", state(p));
   else if (!strcmp(path, "/api/events"))
     route_events(p, req);
+  else if (!strcmp(path, "/api/timeline") || !strcmp(path, "/api/proof") || !strcmp(path, "/api/verify"))
+    route_timeline(p, req, path);
   else
     refuse(req, 404, "Not Found", "no such operation");
 }
@@ -783,6 +863,9 @@ static void panel_free(shk__panel *p)
   free(p->login_file);
   free(p->pend);
   free(p->last_state);
+  if (p->reader)
+    shk_audit_reader_close(p->reader);
+  free(p->audit_db);
   free(p);
 }
 
@@ -818,8 +901,8 @@ static int check_dir(const char *file, shk_error *err)
   return 0;
 }
 
-int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *login_file, char **url,
-                            shk_error *err)
+int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *login_file, const char *audit_db,
+                            char **url, shk_error *err)
 {
   *url = NULL;
   int r = shk_manager_panel_listen_check(listen, err);
@@ -854,9 +937,10 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
   p->base = event_base_new();
   p->http = p->base ? evhttp_new(p->base) : NULL;
   p->login_file = strdup(login_file);
+  p->audit_db = audit_db ? strdup(audit_db) : NULL;
   p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   p->lines_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (!p->http || !p->login_file || p->wake_fd < 0 || p->lines_fd < 0) {
+  if (!p->http || !p->login_file || (audit_db && !p->audit_db) || p->wake_fd < 0 || p->lines_fd < 0) {
     r = shk__error_set(err, -ENOMEM, "panel: cannot set up its event loop");
     goto fail;
   }

@@ -52,7 +52,7 @@ async function login() {
 function showLogin(why) {
   $('login-why').textContent = why;
   $('login').hidden = false;
-  for (const id of ['requests', 'sessions', 'unlock']) $(id).hidden = true;
+  for (const id of ['requests', 'sessions', 'unlock', 'timeline']) $(id).hidden = true;
   setStatus('not logged in', 'down');
 }
 
@@ -203,9 +203,66 @@ async function refresh() {
   try { await refreshing; } finally { refreshing = null; }
 }
 
+// ---- the timeline ----
+
+let timeline = [];
+let chainAt = 0;
+
+function ev(e, k) { return e[k] === undefined ? '' : String(e[k]); }
+
+function renderTimeline() {
+  const fs = $('f-session').value.trim(), fc = $('f-class').value.trim(), fd = $('f-decision').value.trim();
+  const rows = timeline.slice().reverse().filter(({ event: e }) =>
+    (!fs || ev(e, 'gen_ai.conversation.id').includes(fs)) && (!fc || ev(e, 'shinken.class').includes(fc)) &&
+    (!fd || ev(e, 'shinken.decision').includes(fd) || ev(e, 'shinken.outcome').includes(fd)));
+  $('event-rows').replaceChildren(...rows.map(({ seq, event: e }) => el('tr', { 'data-seq': seq,
+    onclick: () => showEvent(seq, e) },
+    el('td', {}, seq), el('td', {}, ev(e, 'time').replace('T', ' ').replace(/\.\d+Z$/, 'Z')),
+    el('td', {}, ev(e, 'event.name')), el('td', {}, ev(e, 'gen_ai.conversation.id')),
+    el('td', {}, ev(e, 'shinken.class')), el('td', {}, ev(e, 'shinken.decision') || ev(e, 'shinken.outcome')),
+    el('td', {}, ev(e, 'shinken.human.surface')))));
+  $('n-events').textContent = timeline.length;
+}
+
+async function showEvent(seq, e) {
+  const d = $('event-detail');
+  d.hidden = false;
+  d.textContent = `event ${seq}\n` + JSON.stringify(e, null, 2);
+  const r = await fetch(`/api/proof?seq=${seq}`, { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  d.textContent += a.ok
+    ? `\n\ninclusion proof against the checkpoint of ${a.tree_size} events:\nleaf ${a.leaf_hash}\n` +
+      a.path.map((h, i) => `  ${i}: ${h}`).join('\n') + `\n\n${a.checkpoint}`
+    : `\n\nno inclusion proof yet: ${a.error || r.status}`;
+}
+
+async function refreshTimeline() {
+  const r = await fetch('/api/timeline', { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  if (!a.ok) { $('chain').textContent = a.error || 'no timeline'; return; }
+  timeline = a.events || [];
+  renderTimeline();
+  if (Date.now() - chainAt > 5000) verify();
+}
+
+async function verify() {
+  chainAt = Date.now();
+  const r = await fetch('/api/verify', { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  const c = $('chain');
+  if (!a.ok) { c.className = 'chain bad'; c.textContent = `Not verified: ${a.error || r.status}`; return; }
+  c.className = 'chain ' + (a.tampered ? 'bad' : 'good');
+  const when = new Date(a.verified_ms).toLocaleTimeString();
+  c.textContent = a.tampered
+    ? `TAMPERED: ${a.problem} (${a.problems} problem${a.problems === 1 ? '' : 's'}; checked at ${when})`
+    : `Verified at ${when}: ${a.events} events, ${a.checkpoints} signed checkpoints, the latest covering ` +
+      `${a.checked_size} events.`;
+}
+
 function listen() {
   events = new EventSource('/api/events');
   for (const t of ['hello', 'card', 'state']) events.addEventListener(t, () => refresh());
+  events.addEventListener('timeline', () => refreshTimeline());
   events.onopen = () => setStatus('live', 'live');
   events.onerror = () => setStatus('reconnecting…', 'down');
 }
@@ -229,8 +286,12 @@ setInterval(() => {
 
 window.addEventListener('DOMContentLoaded', async () => {
   if (!(await login())) return;
-  for (const id of ['requests', 'sessions', 'unlock']) $(id).hidden = false;
+  for (const id of ['requests', 'sessions', 'unlock', 'timeline']) $(id).hidden = false;
   $('unlock-form').addEventListener('submit', unlock);
+  $('verify-now').addEventListener('click', verify);
+  for (const id of ['f-session', 'f-class', 'f-decision']) $(id).addEventListener('input', renderTimeline);
+  $('filter').addEventListener('submit', (e) => e.preventDefault());
   await refresh();
+  await refreshTimeline();
   listen();
 });

@@ -49,7 +49,8 @@ async function main() {
     hosts: { 'api.test': ['127.0.0.1'], 'auto.test': ['127.0.0.1'], 'other.test': ['127.0.0.1'] } }));
   const ddir = path.join(tmp, 'd');
   const conf = { socket: path.join(ddir, 'run', 'manager.sock'), audit_db: path.join(ddir, 'audit.db'),
-                 policy_dir: path.join(SRC, 'policies'), manifest, panel: { listen: '127.0.0.1:0' } };
+                 policy_dir: path.join(SRC, 'policies'), manifest, panel: { listen: '127.0.0.1:0' },
+                 audit_checkpoint_ms: 300 };
   const d = await startDaemon(ddir, conf);
   const ctl = control(conf.socket);
   const browser = await chromium.launch({ executablePath: process.env.SHINKEN_CHROMIUM || '/usr/bin/chromium',
@@ -156,6 +157,23 @@ async function main() {
     after.sock.destroy();
     await page.locator(`[data-session="${b.session}"] tr[data-handle] .state-dead`).waitFor({ timeout: 10000 });
     chk(true, 'the page shows the grant revoked');
+    // The Timeline view: the revoke appears live, as the panel's; the chain
+    // verifies; an event opens to its inclusion proof.
+    const rev = page.locator('#event-rows tr', { hasText: 'revoke' }).filter({ hasText: 'panel' });
+    await rev.first().waitFor({ timeout: 10000 });
+    chk(true, 'the Timeline shows the revoke, by the panel, live');
+    await sleep(800); // a checkpoint covers it
+    await page.click('#verify-now');
+    await page.waitForSelector('#chain.good', { timeout: 10000 });
+    chk((await page.textContent('#chain')).includes('Verified'), 'the Timeline says the chain verified');
+    await page.fill('#f-session', b.session);
+    const shown = await page.locator('#event-rows tr').allTextContents();
+    chk(shown.length > 0 && shown.every((t) => t.includes(b.session)), `the filter keeps one session's events (${shown.length})`);
+    await rev.first().click();
+    await page.waitForFunction(() => document.getElementById('event-detail').textContent.includes('inclusion proof'),
+      null, { timeout: 10000 });
+    chk(true, 'an event opens to its fields and its inclusion proof');
+    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-timeline.png'), fullPage: true });
     chk(consoleErrors.length === 0, `no script error and no CSP violation on the page (${consoleErrors.join('; ')})`);
 
     // The timeline, from outside: each act is the panel's.
