@@ -10,6 +10,7 @@
 
 #include "shinken/approve.h"
 #include "shinken/audit.h"
+#include "shinken/cap.h"
 #include "shinken/manager.h"
 #include "shinken/policy.h"
 
@@ -80,6 +81,9 @@ int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uin
 void shk__manager_unsubscribe(shk_manager *m, uint64_t id);
 /* Stops the server thread and closes every connection. NULL is a no-op. */
 void shk__control_stop(shk__control *c);
+/* What applies a grant of class c to a running sandbox on this host, or
+ * NULL when nothing does (such a grant is refused). */
+const char *shk__manager_enforced_by(shk_cap_class c);
 /* The Permission Panel's server (panel.c): the same, for its HTTP server. */
 void shk__manager_set_panel(shk_manager *m, shk__panel *p);
 void shk__panel_stop(shk__panel *p);

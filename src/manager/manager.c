@@ -157,6 +157,11 @@ static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_NET_EGRESS] = "egress proxy, checked live on every new connection",
 };
 
+const char *shk__manager_enforced_by(shk_cap_class c)
+{
+  return (unsigned)c < SHK_CAP__COUNT ? enforced_by[c] : NULL;
+}
+
 /* NULL when the class has a mechanism here; else the sentence that says
  * it has none, in buf. */
 static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)

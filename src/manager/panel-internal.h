@@ -15,3 +15,6 @@ json_t *shk__panel_timeline(shk_audit_reader *r, uint64_t since, unsigned max);
 json_t *shk__panel_proof(shk_audit_reader *r, uint64_t seq);
 /* The whole chain verified now (shk_audit_verify), with when. */
 json_t *shk__panel_verify(const char *db);
+/* The Host view (panel-host.c): the sandbox's levels per class on this
+ * host, and the capability classes a running sandbox can be granted. */
+json_t *shk__panel_host(void);

@@ -118,6 +118,8 @@ struct shk__panel {
   char *audit_db;            /* the manager's store, or NULL */
   shk_audit_reader *reader;  /* opened on first use */
   uint64_t last_count;       /* events in the store at the last look */
+  json_t *host_view;         /* the Host view's answer, and when it was made */
+  int64_t host_at_ms;
   /* The card stream's lines, copied here by whichever thread delivers
    * them, under mu, until the panel thread sends them. */
   pthread_mutex_t mu;
@@ -735,6 +737,19 @@ static void route_timeline(shk__panel *p, struct evhttp_request *req, const char
     reply_json(req, 200, "OK", shk__panel_timeline(r, since, 200));
 }
 
+/* GET /api/host: asked afresh at most once a minute (it forks to try a
+ * user namespace, as doctor does). */
+static void route_host(shk__panel *p, struct evhttp_request *req)
+{
+  int64_t now = now_ms();
+  if (!p->host_view || now - p->host_at_ms > 60 * 1000) {
+    json_decref(p->host_view);
+    p->host_view = shk__panel_host();
+    p->host_at_ms = now;
+  }
+  reply_json(req, 200, "OK", p->host_view ? json_incref(p->host_view) : NULL);
+}
+
 /* ---- the one entry point ---- */
 
 static void request_cb(struct evhttp_request *req, void *arg)
@@ -815,6 +830,8 @@ static void request_cb(struct evhttp_request *req, void *arg)
     reply_json(req, 200, "OK", state(p));
   else if (!strcmp(path, "/api/events"))
     route_events(p, req);
+  else if (!strcmp(path, "/api/host"))
+    route_host(p, req);
   else if (!strcmp(path, "/api/timeline") || !strcmp(path, "/api/proof") || !strcmp(path, "/api/verify"))
     route_timeline(p, req, path);
   else
@@ -866,6 +883,7 @@ static void panel_free(shk__panel *p)
   if (p->reader)
     shk_audit_reader_close(p->reader);
   free(p->audit_db);
+  json_decref(p->host_view);
   free(p);
 }
 

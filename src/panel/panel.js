@@ -52,7 +52,7 @@ async function login() {
 function showLogin(why) {
   $('login-why').textContent = why;
   $('login').hidden = false;
-  for (const id of ['requests', 'sessions', 'unlock', 'timeline']) $(id).hidden = true;
+  for (const id of ['requests', 'sessions', 'unlock', 'host', 'timeline']) $(id).hidden = true;
   setStatus('not logged in', 'down');
 }
 
@@ -203,6 +203,19 @@ async function refresh() {
   try { await refreshing; } finally { refreshing = null; }
 }
 
+// ---- the host ----
+
+async function refreshHost() {
+  const r = await fetch('/api/host', { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  if (!a.ok) { $('host-sandbox').replaceChildren(el('tr', {}, el('td', { class: 'missing' }, a.error || r.status))); return; }
+  $('host-sandbox').replaceChildren(...a.sandbox.map((c) => el('tr', { 'data-class': c.class },
+    el('td', {}, c.class), el('td', { class: `level-${c.level}` }, c.level), el('td', {}, c.mechanism || '-'),
+    el('td', { class: 'missing' }, c.missing || ''))));
+  $('host-live').replaceChildren(...a.live.map((c) => el('tr', { 'data-class': c.class },
+    el('td', {}, c.class), el('td', { class: c.mechanism ? '' : 'missing' }, c.mechanism || c.missing))));
+}
+
 // ---- the timeline ----
 
 let timeline = [];
@@ -286,7 +299,7 @@ setInterval(() => {
 
 window.addEventListener('DOMContentLoaded', async () => {
   if (!(await login())) return;
-  for (const id of ['requests', 'sessions', 'unlock', 'timeline']) $(id).hidden = false;
+  for (const id of ['requests', 'sessions', 'unlock', 'host', 'timeline']) $(id).hidden = false;
   $('unlock-form').addEventListener('submit', unlock);
   $('verify-now').addEventListener('click', verify);
   for (const id of ['f-session', 'f-class', 'f-decision']) $(id).addEventListener('input', renderTimeline);
@@ -294,4 +307,5 @@ window.addEventListener('DOMContentLoaded', async () => {
   await refresh();
   await refreshTimeline();
   listen();
+  refreshHost();
 });

@@ -174,6 +174,17 @@ async function main() {
       null, { timeout: 10000 });
     chk(true, 'an event opens to its fields and its inclusion proof');
     if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-timeline.png'), fullPage: true });
+    // The Host view says what is enforced, and what a running session can
+    // be granted, plainly: a class with no mechanism says so.
+    await page.waitForSelector('#host-sandbox tr[data-class=network]', { timeout: 15000 });
+    const egressRow = await page.textContent('#host-live tr[data-class="net.egress"]');
+    const gpuRow = await page.textContent('#host-live tr[data-class="gpu"]');
+    chk(egressRow.includes('proxy') && gpuRow.includes('no enforcement point'),
+      `the Host view names the live mechanisms, and their absence (${egressRow} | ${gpuRow})`);
+    const doctor = JSON.parse(cli(d.env, 'doctor', '--json').out || '{}');
+    const net = (doctor.classes || []).find((c) => c.class === 'network') || {};
+    chk((await page.textContent('#host-sandbox tr[data-class=network]')).includes(net.level || '?'),
+      `the Host view agrees with shinken doctor (${net.level})`);
     chk(consoleErrors.length === 0, `no script error and no CSP violation on the page (${consoleErrors.join('; ')})`);
 
     // The timeline, from outside: each act is the panel's.
