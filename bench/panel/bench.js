@@ -106,15 +106,17 @@ async function main() {
       }).observe(document.getElementById('cards'), { childList: true, subtree: true });
     });
     const a = await ctl.call({ op: 'open_session', name: 'bench-a', egress: true, proxy_config: proxyConf });
-    const rendered = [], subscribed = [], clicked = [], resolved = [];
+    const rendered = [], subscribed = [], clicked = [], resolved = [], done = [];
     for (let i = 0; i < N; i++) {
       const n0 = up.accepted_at.length;
       const t0 = Date.now();
       const held = proxyConnect(a.egress_dir, 'api.test', up.port);
-      const id = await until(() => page.evaluate(() => {
-        const c = document.querySelector('.card[data-card]');
+      // A card not answered yet (a fetch begun before the last answer may
+      // draw the previous card again for a moment).
+      const id = await until(() => page.evaluate((old) => {
+        const c = [...document.querySelectorAll('.card[data-card]')].find((x) => !old.includes(x.dataset.card));
         return c ? c.dataset.card : null;
-      }));
+      }, done));
       const seen = await page.evaluate((k) => window.__seen[k], id);
       rendered.push(seen - t0);
       await until(() => sub.seen[id]);
@@ -122,12 +124,13 @@ async function main() {
       let t1;
       if (i % 2 === 0) {
         // The click, timed inside the page: from the click to the byte.
-        t1 = await page.evaluate((k) => {
+        t1 = await until(() => page.evaluate((k) => {
           const b = document.querySelector(`.card[data-card="${k}"] [data-action=once]`);
+          if (!b) return 0;
           const t = Date.now();
           b.click();
           return t;
-        }, id);
+        }, id));
       } else {
         t1 = Date.now();
         ctl.call({ op: 'resolve', card: id, resolution: 'once' });
@@ -136,6 +139,7 @@ async function main() {
       await until(() => up.accepted_at.length > n0);
       (i % 2 === 0 ? clicked : resolved).push(up.accepted_at[n0] - t1);
       r.sock.destroy();
+      done.push(id);
       await until(() => page.evaluate(() => !document.querySelector('.card[data-card]')));
     }
     report('held connection -> card rendered in the page', rendered);

@@ -185,15 +185,19 @@ function render() {
   if (sessions.some((s) => s.session === keep)) sel.value = keep;
 }
 
-let refreshing = null, again = false;
+let refreshing = null, again = false, cardEpoch = 0;
 async function refresh() {
   if (refreshing) { again = true; return refreshing; }
   refreshing = (async () => {
     do {
       again = false;
+      const e0 = cardEpoch;
       const r = await fetch('/api/state', { credentials: 'same-origin' });
       const a = await r.json().catch(() => ({}));
       if (r.status === 401) { showLogin(a.error || 'logged out'); break; }
+      // A card event came while this was asked: the answer may be older
+      // than the card drawn from it, so the next round decides.
+      if (e0 !== cardEpoch) { again = true; continue; }
       if (a.ok) {
         state = { sessions: a.sessions || [], grants: a.grants || [], cards: a.cards || [] };
         render();
@@ -274,7 +278,22 @@ async function verify() {
 
 function listen() {
   events = new EventSource('/api/events');
-  for (const t of ['hello', 'card', 'state']) events.addEventListener(t, () => refresh());
+  for (const t of ['hello', 'state']) events.addEventListener(t, () => refresh());
+  // A card event carries the card: it is drawn (or taken away) at once,
+  // and the state fetched after it makes sure nothing was missed.
+  events.addEventListener('card', (m) => {
+    cardEpoch++;
+    let o = null;
+    try { o = JSON.parse(m.data); } catch (e) { /* refresh() below redraws from the state */ }
+    if (o && o.event === 'resolved') {
+      state.cards = state.cards.filter((c) => c.id !== (o.card && o.card.id ? o.card.id : o.card));
+      render();
+    } else if (o && o.card && typeof o.card === 'object' && o.card.id) {
+      state.cards = state.cards.filter((c) => c.id !== o.card.id).concat([o.card]);
+      render();
+    }
+    refresh();
+  });
   events.addEventListener('timeline', () => refreshTimeline());
   events.onopen = () => setStatus('live', 'live');
   events.onerror = () => setStatus('reconnecting…', 'down');
