@@ -344,7 +344,11 @@ static void serve_asset(struct evhttp_request *req, const shk__panel_asset *a)
   evbuffer_free(b);
 }
 
-/* POST /api/login {"token": T}: T is the one login token now valid. */
+/* POST /api/login {"token": T}: T is the one login token now valid.
+ * Wrong tokens are rate limited; the right one is never refused for them,
+ * so that another local user who floods the port with guesses cannot
+ * lock the human out (a guess of 256 bits is hopeless anyway: the limit
+ * keeps a guessing loop from costing the manager). */
 static void route_login(shk__panel *p, struct evhttp_request *req)
 {
   int64_t now = now_ms();
@@ -352,17 +356,17 @@ static void route_login(shk__panel *p, struct evhttp_request *req)
     p->fail_since_ms = now;
     p->fails = 0;
   }
-  if (p->fails >= FAIL_LIMIT) {
-    refuse(req, 429, "Too Many Requests", "too many failed logins; wait a minute and use the URL `shinken panel` "
-                                          "prints");
-    return;
-  }
   char *text = is_json_body(req) ? body_text(req) : NULL;
   json_t *body = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
   free(text);
   const char *tok = json_string_value(json_object_get(body, "token"));
   bool ok = tok && p->token[0] && secret_eq(tok, p->token);
   json_decref(body);
+  if (!ok && p->fails >= FAIL_LIMIT) {
+    refuse(req, 429, "Too Many Requests", "too many failed logins; wait a minute and use the URL `shinken panel` "
+                                          "prints");
+    return;
+  }
   if (!ok) {
     p->fails++;
     refuse(req, 403, "Forbidden", "this login token is not valid (each one logs in once; `shinken panel` prints the "
