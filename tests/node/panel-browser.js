@@ -46,7 +46,8 @@ async function main() {
   ] }));
   const proxyConf = path.join(tmp, 'proxy.json');
   fs.writeFileSync(proxyConf, JSON.stringify({ allow_private_cidrs: ['127.0.0.1/32'],
-    hosts: { 'api.test': ['127.0.0.1'], 'auto.test': ['127.0.0.1'], 'other.test': ['127.0.0.1'] } }));
+    hosts: { 'api.test': ['127.0.0.1'], 'auto.test': ['127.0.0.1'], 'other.test': ['127.0.0.1'],
+             'key.test': ['127.0.0.1'] } }));
   const ddir = path.join(tmp, 'd');
   const conf = { socket: path.join(ddir, 'run', 'manager.sock'), audit_db: path.join(ddir, 'audit.db'),
                  policy_dir: path.join(SRC, 'policies'), manifest, panel: { listen: '127.0.0.1:0' },
@@ -126,6 +127,20 @@ async function main() {
     await card2.waitFor({ state: 'detached', timeout: 10000 });
     chk(true, 'a card answered from the CLI disappears from the page');
     chk((await held2).status === 403, 'and its held request was refused');
+
+    // The keyboard: type a reason, focus the card, press d. The agent
+    // reads the reason in its refusal; nothing reached the upstream.
+    const n1 = up.count;
+    const held3 = proxyConnect(a.egress_dir, 'key.test', up.port);
+    const card3 = page.locator('.card', { hasText: 'key.test' });
+    await card3.waitFor({ timeout: 10000 });
+    await card3.locator('[data-field=reason]').fill('use the mirror instead');
+    await card3.focus();
+    await page.keyboard.press('d');
+    const r3 = await held3;
+    await Promise.race([r3.closed, sleep(5000)]);
+    chk(r3.status === 403 && r3.rest().includes('use the mirror instead') && up.count === n1,
+      `the d key denies the focused card with the typed reason (${r3.status} ${JSON.stringify(r3.rest())})`);
 
     // Unlock: a second session, whose opener asks no human (no card: what
     // no handle covers is refused at once). Grant it egress from the form.

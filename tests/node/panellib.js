@@ -46,25 +46,28 @@ function control(sock) {
 }
 
 // CONNECT through a session's proxy socket. The promise settles when the
-// answer's head has come: {status, sock, closed (a promise)}.
+// answer's head has come: {status, head, sock, closed (a promise), rest()
+// (every byte after the head so far)}.
 function proxyConnect(edir, host, port) {
   return new Promise((res) => {
     const s = net.connect(path.join(edir, 'http.sock'));
-    let head = Buffer.alloc(0);
+    let buf = Buffer.alloc(0);
     let done = false;
+    let headLen = 0;
     const closed = new Promise((r) => s.on('close', r));
     s.on('error', () => {});
-    const onData = (d) => {
-      head = Buffer.concat([head, d]);
-      const i = head.indexOf('\r\n\r\n');
+    const rest = () => buf.subarray(headLen).toString('latin1');
+    s.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      const i = buf.indexOf('\r\n\r\n');
       if (i < 0 || done) return;
       done = true;
-      s.removeListener('data', onData);
-      const m = /^HTTP\/1\.[01] (\d+)/.exec(head.toString('latin1'));
-      res({ status: m ? Number(m[1]) : 0, head: head.toString('latin1'), sock: s, closed });
-    };
-    s.on('data', onData);
-    s.on('close', () => { if (!done) { done = true; res({ status: -1, head: '', sock: s, closed }); } });
+      headLen = i + 4;
+      const head = buf.subarray(0, headLen).toString('latin1');
+      const m = /^HTTP\/1\.[01] (\d+)/.exec(head);
+      res({ status: m ? Number(m[1]) : 0, head, sock: s, closed, rest });
+    });
+    s.on('close', () => { if (!done) { done = true; res({ status: -1, head: '', sock: s, closed, rest }); } });
     s.write(`CONNECT ${host}:${port} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
   });
 }
