@@ -305,10 +305,26 @@ async function unlock(ev) {
   const out = $('unlock-result');
   const a = await call({ op: 'grant', session: $('unlock-session').value, class: 'net.egress',
                          scope: { domains: [$('unlock-host').value.trim()], ports: [port] } });
-  out.className = 'result ' + (a.ok ? 'good' : 'bad');
-  out.textContent = a.ok ? `Granted: handle ${a.handle}` : (a.decision === 'ask'
-    ? `The policy asks a human for this: pending request ${a.pending}` : a.error || 'refused');
+  showGrant(out, a);
   refresh();
+}
+
+// A grant's answer; one the policy answered "ask" waits for a human, and
+// the person at the panel is one: approving it here is recorded as theirs.
+function showGrant(out, a) {
+  out.className = 'result ' + (a.ok ? 'good' : a.decision === 'ask' ? '' : 'bad');
+  if (a.ok) { out.textContent = `Granted: handle ${a.handle}`; return; }
+  if (a.decision !== 'ask') { out.textContent = a.error || 'refused'; return; }
+  const answer = async (resolution) => {
+    const r = await call({ op: 'resolve', pending: a.pending, resolution });
+    if (resolution === 'approve') showGrant(out, r);
+    else { out.className = 'result bad'; out.textContent = r.ok ? 'Denied.' : r.error || 'refused'; }
+    refresh();
+  };
+  out.replaceChildren(`The policy asks a human for this (${a.reason || a.policy || 'tier Ask'}). `,
+    el('button', { class: 'approve', 'data-action': 'approve-pending', onclick: () => answer('approve') }, 'Approve'),
+    ' ',
+    el('button', { class: 'deny', 'data-action': 'deny-pending', onclick: () => answer('deny') }, 'Deny'));
 }
 
 setInterval(() => {

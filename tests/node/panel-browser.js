@@ -100,6 +100,13 @@ async function main() {
     const card = page.locator('.card', { hasText: 'api.test' });
     await card.waitFor({ timeout: 10000 });
     timings.card_shown_ms = Date.now() - t0;
+    // A page opened after the card was raised shows it too.
+    const late = await browser.newContext();
+    const lp = await late.newPage();
+    await lp.goto(cli(d.env, 'panel', '--config', d.file).out.trim());
+    const lateCard = lp.locator('.card', { hasText: 'api.test' });
+    await lateCard.waitFor({ timeout: 10000 });
+    chk(true, 'a page opened after the card was raised shows it');
     const text = await card.textContent();
     chk(text.includes(`api.test on port ${up.port}`) && text.includes('agent-a') && text.includes('tier ask'),
       `the card says who wants what, and why it asks (${text})`);
@@ -115,6 +122,9 @@ async function main() {
     r.sock.destroy();
     await card.waitFor({ state: 'detached', timeout: 10000 });
     chk(true, 'the answered card leaves the page');
+    await lateCard.waitFor({ state: 'detached', timeout: 10000 });
+    chk(true, 'and every other page');
+    await late.close();
 
     // A card answered elsewhere (the CLI) leaves the page too.
     const held2 = proxyConnect(a.egress_dir, 'other.test', up.port);
@@ -157,6 +167,19 @@ async function main() {
     await page.waitForSelector('#unlock-result.good', { timeout: 10000 });
     const t = await proxyConnect(b.egress_dir, 'auto.test', up.port);
     chk(t.status === 200 && await echoes(t.sock), `after the unlock agent-b's next request succeeds (${t.status})`);
+
+    // An unlock the policy answers "ask" (api.test is at Ask) waits for a
+    // human: the person at the panel approves it there, and it works.
+    const askBefore = await proxyConnect(b.egress_dir, 'api.test', up.port);
+    chk(askBefore.status === 403, `control: agent-b cannot reach api.test before (${askBefore.status})`);
+    askBefore.sock.destroy();
+    await page.fill('#unlock-host', 'api.test');
+    await page.click('#unlock-go');
+    await page.click('#unlock-result [data-action=approve-pending]', { timeout: 10000 });
+    await page.waitForSelector('#unlock-result.good', { timeout: 10000 });
+    const askAfter = await proxyConnect(b.egress_dir, 'api.test', up.port);
+    chk(askAfter.status === 200 && await echoes(askAfter.sock), `an Ask-tier unlock approved in the panel works (${askAfter.status})`);
+    askAfter.sock.destroy();
 
     // Revoke in one click: the open tunnel closes, the next use fails.
     const row = page.locator(`[data-session="${b.session}"] tr[data-handle]`, { hasText: 'auto.test' });
