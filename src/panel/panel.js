@@ -118,7 +118,10 @@ function renderCard(c) {
   const timer = el('span', { class: 'meta countdown' },
     c.paused ? 'paused' : `times out in ${left(c.expires_ms)}`);
   if (!c.paused) timer.dataset.expires = c.expires_ms;
-  const reason = el('input', { placeholder: 'reason the agent reads (for deny)', 'data-field': 'reason' });
+  // What was typed survives the card being drawn again.
+  const reason = el('input', { placeholder: 'reason the agent reads (for deny)', 'data-field': 'reason',
+    oninput: () => { reasons[c.id] = reason.value; } });
+  reason.value = reasons[c.id] || '';
   box.append(el('div', { class: 'actions' },
     el('button', { class: 'approve', 'data-action': 'once', onclick: () => answerCard(c, 'once') }, 'Approve once'),
     el('button', { class: 'approve', 'data-action': 'session', onclick: () => answerCard(c, 'session') },
@@ -167,12 +170,25 @@ function renderSession(s) {
   return box;
 }
 
+const reasons = {};
+let drawnCards = '';
+
 function render() {
   const cards = (state.cards || []).slice().sort((a, b) => b.raised_ms - a.raised_ms);
-  const focused = document.activeElement && document.activeElement.dataset
-    ? document.activeElement.dataset.card : null;
-  $('cards').replaceChildren(...cards.map(renderCard));
-  if (focused) { const f = document.querySelector(`[data-card="${CSS.escape(focused)}"]`); if (f) f.focus(); }
+  // The cards are drawn again only when they changed, so that a person's
+  // focus and half-typed reason stay where they are.
+  const key = JSON.stringify(cards);
+  if (key !== drawnCards) {
+    drawnCards = key;
+    const active = document.activeElement;
+    const box = active && active.closest ? active.closest('[data-card]') : null;
+    const focused = box ? box.dataset.card : null;
+    const field = active && active.dataset ? active.dataset.field : null;
+    $('cards').replaceChildren(...cards.map(renderCard));
+    const f = focused ? document.querySelector(`[data-card="${CSS.escape(focused)}"]`) : null;
+    if (f) (field ? f.querySelector(`[data-field="${field}"]`) || f : f).focus();
+    for (const id of Object.keys(reasons)) if (!cards.some((c) => c.id === id)) delete reasons[id];
+  }
   $('n-cards').textContent = cards.length;
   $('no-cards').hidden = cards.length > 0;
   const sessions = state.sessions || [];

@@ -236,7 +236,10 @@ async function main() {
   } finally {
     await browser.close();
     ctl.close();
+    const exited = new Promise((r) => d.p.on('exit', (code, sig) => r(code === null ? sig : code)));
     d.p.kill('SIGTERM');
+    const code = await Promise.race([exited, sleep(20000).then(() => 'no exit in 20 s')]);
+    chk(code === 0, `the daemon ends cleanly (${code})`);
     up.srv.close();
   }
   console.log(`timings ${JSON.stringify(timings)}`);
