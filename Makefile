@@ -29,7 +29,7 @@ check: deps
 
 bench: build
 	@failed=""; \
-	for b in cedar run egress cap; do \
+	for b in cedar run egress cap panel; do \
 	  echo "== bench/$$b"; \
 	  SHINKEN=$(CURDIR)/$(SHINKEN) SHINKEN_POLICY_DIR=$${SHINKEN_POLICY_DIR:-$(POLICY_DIR)} sh bench/$$b/run.sh $(CURDIR)/$(SHINKEN) || \
 	    { echo "== bench/$$b did not finish (above)"; failed="$$failed $$b"; }; \

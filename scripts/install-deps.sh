@@ -11,14 +11,16 @@ PKGS="meson ninja-build gcc clang libclang-rt-14-dev pkg-config make
 bubblewrap libseccomp-dev libevent-dev libssl-dev libjansson-dev
 libsqlite3-dev libcmocka-dev scdoc zlib1g-dev libc6-dev python3 curl wget git
 iproute2 procps util-linux passwd ca-certificates time openssl shellcheck binutils
-cvc5 zsh"
+cvc5 zsh chromium"
 
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-# Node and npm run the official Cedar engine in the tests. The machine may
-# already carry a newer Node than Debian's; only install Debian's when none is there.
+# chromium: the Permission Panel's browser tests drive it headless through
+# playwright-core (tests/node). Node and npm run the official Cedar engine
+# in the tests. The machine may already carry a newer Node than Debian's;
+# only install Debian's when none is there.
 command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 

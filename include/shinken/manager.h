@@ -84,6 +84,10 @@ typedef struct shk_manager_opts {
                                * are recorded, so that a wider one is refused
                                * (shk_policy_source.state_dir); NULL: none */
   bool accept_widening;       /* the operator accepts a wider tier */
+  /* The Permission Panel's address ("127.0.0.1:PORT" or "[::1]:PORT"; port
+   * 0 picks a free one): its embedder serves it with
+   * shk_manager_serve_panel. NULL: no panel. */
+  const char *panel_listen;
 } shk_manager_opts;
 
 /* The manager's configuration file (JSON), every key optional and an
@@ -93,7 +97,8 @@ typedef struct shk_manager_opts {
  * "max_pending", "pending_timeout_ms", "card_timeout_ms", "batch_window_ms",
  * "control_max_clients",
  * "control_max_clients_per_uid", "control_idle_ms", "control_max_output",
- * "control_fd_reserve" (the fields above). The policy directory comes from
+ * "control_fd_reserve" (the fields above). "panel": {"listen": ADDRESS},
+ * where ADDRESS must be a loopback one (panel_listen). The policy directory comes from
  * the file, else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/
  * shinken/policies); never from the source tree. Other defaults: the
  * directory's manifests/default.json, the audit store
@@ -151,6 +156,24 @@ int shk_manager_call(shk_manager *m, const char *request, char **answer);
  * or others, or when the socket would lie inside a writable root of an open
  * session; -EADDRINUSE when a manager already serves there. */
 int shk_manager_serve(shk_manager *m, const char *path, shk_error *err);
+
+/* Serves the Permission Panel (shinken-panel(1)): HTTP on `listen`, which
+ * must be a loopback address (anything else is refused, -EINVAL), on a
+ * background thread, until shk_manager_free. It writes the login URL with
+ * a one-time token to `login_file` (0600; its directory must be this
+ * user's, mode 0700: -EPERM otherwise) and sets *url to it (malloc'd). A
+ * token logs in once; the file then holds the next one. The page's JSON
+ * API is the control API's sessions, grants, cards, grant, revoke and
+ * resolve, decided and recorded as the panel's; its Timeline reads
+ * `audit_db` (the manager's store, read-only; NULL: none). */
+int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *login_file, const char *audit_db,
+                            char **url, shk_error *err);
+/* 0 when `listen` is a loopback ADDRESS:PORT the panel may use; else
+ * -EINVAL, err saying why. */
+int shk_manager_panel_listen_check(const char *listen, shk_error *err);
+/* The panel's login file for the control socket at `socket`: beside it, in
+ * the same 0700 directory. 0, -EINVAL or -ENAMETOOLONG. */
+int shk_manager_panel_login_path(const char *socket, char *buf, size_t len);
 
 /* The control socket's default path: $SHINKEN_SOCKET, else
  * $XDG_RUNTIME_DIR/shinken/manager.sock, else /run/shinken/manager.sock. */

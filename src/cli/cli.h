@@ -54,6 +54,7 @@ int shk_cli_stage2(int argc, char **argv);
 int shk_cli_doctor(int argc, char **argv);
 int shk_cli_proxy(int argc, char **argv);
 int shk_cli_daemon(int argc, char **argv);
+int shk_cli_panel(int argc, char **argv);
 int shk_cli_sessions(int argc, char **argv);
 int shk_cli_grant(int argc, char **argv);
 int shk_cli_grants(int argc, char **argv);

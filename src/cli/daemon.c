@@ -68,7 +68,22 @@ int shk_cli_daemon(int argc, char **argv)
     shk__die(r == -EPERM ? SHK_EXIT_BAD_INPUT : SHK_EXIT_UNAVAILABLE, "daemon: %s%s%s", err.message,
              hint ? "; " : "", hint ? hint : "");
   }
+  char *panel_url = NULL;
+  if (mc.opts.panel_listen) {
+    char login[4096];
+    if (shk_manager_panel_login_path(mc.socket, login, sizeof login)) {
+      shk_manager_free(m);
+      shk__die(SHK_EXIT_BAD_INPUT, "daemon: %s: no directory for the panel's login file", mc.socket);
+    }
+    if ((r = shk_manager_serve_panel(m, mc.opts.panel_listen, login, mc.opts.audit_db, &panel_url, &err))) {
+      shk_manager_free(m);
+      shk__die(r == -EINVAL || r == -EPERM ? SHK_EXIT_BAD_INPUT : SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
+    }
+  }
   printf("listening %s\naudit log %s\n", mc.socket, mc.opts.audit_db);
+  if (panel_url)
+    printf("panel %s\n", panel_url);
+  free(panel_url);
   fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);

@@ -40,6 +40,12 @@ static const struct usage {
     "\n"
     "  --config FILE       JSON: policy_dir, manifest, session_policy, standing, event_log, socket\n"
     "  --accept-widening   accept a project or session tier wider than the one recorded" },
+  { "panel",
+    "usage: shinken panel [--config FILE] [--open]\n"
+    "The Permission Panel's login URL, with its one-time token (shinken-panel(1)).\n"
+    "\n"
+    "  --config FILE   the manager's configuration (where its socket, and so the URL, is)\n"
+    "  --open          open the URL with xdg-open instead of printing it" },
   { "sessions",
     "usage: shinken sessions [--json]\n"
     "The manager's sessions: who opened each (pid, user, working directory,\n"

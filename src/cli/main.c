@@ -21,6 +21,7 @@ static const struct subcommand commands[] = {
   { "cedar", shk_cli_cedar, "the Cedar engine: authorize, validate, format, conformance", true },
   { "proxy", shk_cli_proxy, "the egress proxy, standalone", false },
   { "daemon", shk_cli_daemon, "the capability manager", false },
+  { "panel", shk_cli_panel, "print the Permission Panel's login URL", false },
   { "sessions", shk_cli_sessions, "list the manager's sessions", false },
   { "grant", shk_cli_grant, "grant a capability to a session", false },
   { "grants", shk_cli_grants, "list live grants", false },

@@ -340,7 +340,12 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
                   "end) are required");
   if (strcmp(surface, "cli") && strcmp(surface, "harness"))
     return refuse("resolve: surface must be cli or harness");
-  a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
+  /* The panel's transport names its own surface: a request that arrived
+   * through it is the panel's answer whatever it says of itself. */
+  if (!strcmp(by->surface, "panel"))
+    surface = "panel";
+  a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe,
+                             .user = by->user };
   shk_error err;
   if (shk_approve_resolve(m->approve, card, &a, &err))
     return refuse("resolve: %s", err.message);

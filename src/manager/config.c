@@ -18,6 +18,7 @@
 
 typedef struct priv {
   char *policy_dir, *manifest, *session_policy, *standing, *socket, *exec_path, *state_dir, *audit_db;
+  char *panel_listen;
 } priv;
 
 void shk_manager_config_clear(shk_manager_config *c)
@@ -32,6 +33,7 @@ void shk_manager_config_clear(shk_manager_config *c)
     free(p->exec_path);
     free(p->state_dir);
     free(p->audit_db);
+    free(p->panel_listen);
     free(p);
   }
   memset(c, 0, sizeof *c);
@@ -71,6 +73,31 @@ static void set_int(shk_manager_opts *o, const int_key *k, long long v)
     *(size_t *)(void *)slot = (size_t)v;
 }
 
+/* "panel": {"listen": ADDRESS}: a loopback address only, checked here so
+ * that a configuration that would expose the panel is refused before
+ * anything starts. */
+static int read_panel(const char *path, json_t *v, priv *p, shk_error *err)
+{
+  const char *key;
+  json_t *x;
+  if (!json_is_object(v))
+    return shk__error_set(err, -EINVAL, "%s: 'panel' must be an object, such as {\"listen\": \"127.0.0.1:0\"}", path);
+  json_object_foreach(v, key, x) {
+    if (strcmp(key, "listen"))
+      return shk__error_set(err, -EINVAL, "%s: unknown key 'panel.%s'", path, key);
+  }
+  const char *listen = json_string_value(json_object_get(v, "listen"));
+  if (!listen || !*listen)
+    return shk__error_set(err, -EINVAL, "%s: 'panel.listen' must be an address, such as \"127.0.0.1:0\"", path);
+  shk_error lerr;
+  if (shk_manager_panel_listen_check(listen, &lerr))
+    return shk__error_set(err, -EINVAL, "%s: %s", path, lerr.message);
+  free(p->panel_listen);
+  if (!(p->panel_listen = strdup(listen)))
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  return 0;
+}
+
 static int read_config(const char *path, priv *p, shk_manager_opts *o, shk_error *err)
 {
   json_error_t jerr;
@@ -84,6 +111,11 @@ static int read_config(const char *path, priv *p, shk_manager_opts *o, shk_error
   json_t *v;
   int r = 0;
   json_object_foreach(root, key, v) {
+    if (!strcmp(key, "panel")) {
+      if ((r = read_panel(path, v, p, err)))
+        break;
+      continue;
+    }
     char **slot = !strcmp(key, "policy_dir") ? &p->policy_dir
                 : !strcmp(key, "manifest") ? &p->manifest
                 : !strcmp(key, "session_policy") ? &p->session_policy
@@ -168,6 +200,7 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, shk_error *
   c->opts.state_dir = p->state_dir;
   c->opts.audit_db = p->audit_db;
   c->opts.socket = p->socket;
+  c->opts.panel_listen = p->panel_listen;
   c->socket = p->socket;
   return 0;
 }

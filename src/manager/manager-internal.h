@@ -16,6 +16,7 @@
 
 typedef struct shk__control shk__control;
 typedef struct shk__conn shk__conn;
+typedef struct shk__panel shk__panel;
 
 /* Who asked, for the timeline: a control peer as SO_PEERCRED gave it when
  * it connected, or the process that embeds the manager. */
@@ -24,6 +25,7 @@ typedef struct shk__peer {
   uid_t uid;
   pid_t pid;
   const char *exe;     /* its /proc/PID/exe, or NULL when unreadable */
+  const char *user;    /* the panel's: which login answered; else NULL */
 } shk__peer;
 
 /* The control server's limits, defaults applied (shk_manager_opts). */
@@ -36,6 +38,9 @@ typedef struct shk__control_limits {
 /* Handles one request arriving on `conn` (NULL when embedded). NULL only
  * when out of memory. */
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn);
+/* The same, on behalf of `by` (the panel's transport names its own peer:
+ * surface "panel"). */
+json_t *shk__manager_call_as(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *by);
 /* The same, for the request as text (an answer for text that is not JSON). */
 json_t *shk__manager_call_text(shk_manager *m, const char *text, size_t len, shk__conn *conn);
 /* Ends a session: `by` asked (NULL: the manager itself), `why` says why. */
@@ -105,3 +110,7 @@ const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_c
 size_t shk__unlock_revoke(shk__fs_state *st, const char *handle, bool stop, unsigned *stopped);
 /* Detaches everything and frees ST (NULL is a no-op). */
 void shk__unlock_free(shk__fs_state *st);
+
+/* The Permission Panel's server (panel.c): the same, for its HTTP server. */
+void shk__manager_set_panel(shk_manager *m, shk__panel *p);
+void shk__panel_stop(shk__panel *p);

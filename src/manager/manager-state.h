@@ -116,6 +116,7 @@ struct shk_manager {
   char *socket;             /* the control socket, resolved, or NULL */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
+  shk__panel *panel;        /* the Permission Panel's server, or NULL */
   shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
   session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
   unsigned subscribers;     /* control connections that receive the card stream */

@@ -622,6 +622,7 @@ void shk_manager_free(shk_manager *m)
 {
   if (!m)
     return;
+  shk__panel_stop(m->panel);
   shk__control_stop(m->control);
   /* Every held connection is refused, every card closed, before the
    * sessions end. */
@@ -1781,8 +1782,14 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
 
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
 {
-  const char *op = json_is_object(req) ? str_or(req, "op", NULL) : NULL;
   shk__peer by = peer_of(m, conn);
+  return shk__manager_call_as(m, req, conn, &by);
+}
+
+json_t *shk__manager_call_as(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *peer)
+{
+  const char *op = json_is_object(req) ? str_or(req, "op", NULL) : NULL;
+  shk__peer by = *peer;
   if (!op)
     return refuse("request must be a JSON object with \"op\"");
   if (!strcmp(op, "open_session"))
@@ -1845,4 +1852,9 @@ int shk_manager_call(shk_manager *m, const char *request, char **answer)
 void shk__manager_set_control(shk_manager *m, shk__control *c)
 {
   m->control = c;
+}
+
+void shk__manager_set_panel(shk_manager *m, shk__panel *p)
+{
+  m->panel = p;
 }

@@ -849,6 +849,28 @@ static void socket_placement(void **state)
 
 /* ---- the configuration's keys ---- */
 
+/* The panel listens on loopback only: every other address, and anything
+ * that is not ADDRESS:PORT, is refused. */
+static void panel_listen(void **state)
+{
+  (void)state;
+  static const char *const good[] = { "127.0.0.1:0", "127.0.0.1:8080", "127.9.8.7:65535", "[::1]:0" };
+  static const char *const bad[] = { "0.0.0.0:0", "192.168.1.2:80", "[::]:0", "[::ffff:127.0.0.1]:0",
+                                     "localhost:0", "127.0.0.1", "127.0.0.1:", ":80", "127.0.0.1:65536",
+                                     "127.0.0.1:-1", "127.0.0.1:+1", "127.0.0.1:8x", "128.0.0.1:80", "" };
+  shk_error e;
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+    if (shk_manager_panel_listen_check(good[i], &e))
+      fail_msg("%s refused: %s", good[i], e.message);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (shk_manager_panel_listen_check(bad[i], &e) != -EINVAL || !strstr(e.message, "panel listen"))
+      fail_msg("%s accepted", bad[i]);
+  char buf[64];
+  assert_int_equal(shk_manager_panel_login_path("/run/u/shinken/manager.sock", buf, sizeof buf), 0);
+  assert_string_equal(buf, "/run/u/shinken/panel-login");
+  assert_int_equal(shk_manager_panel_login_path("manager.sock", buf, sizeof buf), -EINVAL);
+}
+
 static void config_keys(void **state)
 {
   (void)state;
@@ -872,6 +894,10 @@ static void config_keys(void **state)
     { "{\"audit_db\":\"\"}", -EINVAL, "expected a non-empty string for 'audit_db'" },
     { "{\"audit_db\":5}", -EINVAL, "expected a non-empty string for 'audit_db'" },
     { "{\"max_pendings\":5}", -EINVAL, "unknown key 'max_pendings'" },
+    { "{\"panel\":{\"listen\":\"0.0.0.0:0\"}}", -EINVAL, "loopback address only" },
+    { "{\"panel\":{\"listen\":\"127.0.0.1:0\",\"open\":true}}", -EINVAL, "unknown key 'panel.open'" },
+    { "{\"panel\":\"127.0.0.1:0\"}", -EINVAL, "'panel' must be an object" },
+    { "{\"panel\":{}}", -EINVAL, "'panel.listen' must be an address" },
   };
   char path[4300];
   snprintf(path, sizeof path, "%s/keys.json", tmpdir);
@@ -1072,6 +1098,7 @@ int main(void)
     cmocka_unit_test(limits_and_time),
     cmocka_unit_test(socket_placement),
     cmocka_unit_test(config_keys),
+    cmocka_unit_test(panel_listen),
     cmocka_unit_test(layers),
     cmocka_unit_test(allows_host),
     cmocka_unit_test(tally_bounds),

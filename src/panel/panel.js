@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Permission Panel's page. Everything it shows comes from the manager's
+// JSON API on this origin; everything it writes into the page goes through
+// textContent, never through markup, so a scope or a reason an agent chose
+// cannot become script.
+'use strict';
+
+let csrf = null;
+let state = { sessions: [], grants: [], cards: [] };
+let events = null;
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return e;
+}
+
+function setStatus(text, cls) {
+  const s = $('status');
+  s.textContent = text;
+  s.className = 'status ' + (cls || '');
+}
+
+async function login() {
+  const token = location.hash.slice(1);
+  // The token leaves the address bar at once: it is spent by this login.
+  if (token) history.replaceState(null, '', '/');
+  if (token) {
+    const r = await fetch('/api/login', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ token }), credentials: 'same-origin',
+    });
+    const a = await r.json().catch(() => ({}));
+    if (r.ok && a.ok) { csrf = a.csrf; return true; }
+    showLogin(a.error || `login refused (${r.status})`);
+    return false;
+  }
+  const r = await fetch('/api/session', { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  if (r.ok && a.ok) { csrf = a.csrf; return true; }
+  showLogin(a.error || 'not logged in');
+  return false;
+}
+
+function showLogin(why) {
+  $('login-why').textContent = why;
+  $('login').hidden = false;
+  for (const id of ['requests', 'sessions', 'unlock', 'host', 'timeline']) $(id).hidden = true;
+  setStatus('not logged in', 'down');
+}
+
+async function call(req) {
+  const r = await fetch('/api/call', {
+    method: 'POST', credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf },
+    body: JSON.stringify(req),
+  });
+  const a = await r.json().catch(() => ({ ok: false, error: `answer ${r.status}` }));
+  if (r.status === 401) showLogin(a.error || 'logged out');
+  return a;
+}
+
+function scopeText(cls, scope) {
+  if (!scope) return '';
+  if (cls === 'net.egress') {
+    const hosts = (scope.domains || []).concat(scope.cidrs || []).join(', ') || 'any host';
+    const ports = (scope.ports || []).join(', ') || 'any port';
+    return `${hosts} on port ${ports}`;
+  }
+  return JSON.stringify(scope);
+}
+
+function left(ms) {
+  const s = Math.max(0, Math.round((ms - Date.now()) / 1000));
+  return s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
+}
+
+async function answerCard(card, resolution, reason) {
+  const req = { op: 'resolve', card: card.id, resolution };
+  if (reason) req.reason = reason;
+  const a = await call(req);
+  if (!a.ok) alert(a.error || 'the manager refused the answer');
+  refresh();
+}
+
+function renderCard(c) {
+  const box = el('div', { class: 'card', tabindex: '0', 'data-card': c.id });
+  const sess = c.session || {};
+  if (c.kind === 'breaker') {
+    box.append(el('div', { class: 'what' }, `Session ${sess.name} is frozen`),
+      el('div', { class: 'meta' }, c.reason || ''));
+    const acts = el('div', { class: 'actions' },
+      el('button', { class: 'approve', 'data-action': 'resume', onclick: () => answerCard(c, 'resume') }, 'Resume'),
+      el('button', { class: 'deny', 'data-action': 'end', onclick: () => answerCard(c, 'end') }, 'End the session'));
+    box.append(acts);
+    return box;
+  }
+  const what = c.class === 'net.egress' ? `connect to ${scopeText(c.class, c.scope)}`
+                                        : `${c.class} ${scopeText(c.class, c.scope)}`;
+  box.append(el('div', { class: 'what' }, `${sess.label || sess.name} wants to ${what}`));
+  const flags = [];
+  if (c.provenance === 'external') flags.push('built from external data');
+  if (c.ingested_external) flags.push('has read external content');
+  if (c.touched_sensitive) flags.push('has touched sensitive data');
+  box.append(el('div', { class: 'meta' },
+    `session ${sess.name}` + (sess.command ? ` · ${sess.command}` : '') + (sess.cwd ? ` · in ${sess.cwd}` : '') +
+    (c.agent ? ` · agent ${c.agent}` : '') + (c.model ? ` · model ${c.model}` : '')));
+  box.append(el('div', { class: 'meta' },
+    `tier ${c.tier}` + (c.rule ? ` by ${c.rule}` : '') + (c.why ? `: ${c.why}` : '') +
+    ` · ${c.attempts} attempt${c.attempts === 1 ? '' : 's'}` + (flags.length ? ` · ${flags.join(', ')}` : '')));
+  const timer = el('span', { class: 'meta countdown' },
+    c.paused ? 'paused' : `times out in ${left(c.expires_ms)}`);
+  if (!c.paused) timer.dataset.expires = c.expires_ms;
+  // What was typed survives the card being drawn again.
+  const reason = el('input', { placeholder: 'reason the agent reads (for deny)', 'data-field': 'reason',
+    oninput: () => { reasons[c.id] = reason.value; } });
+  reason.value = reasons[c.id] || '';
+  box.append(el('div', { class: 'actions' },
+    el('button', { class: 'approve', 'data-action': 'once', onclick: () => answerCard(c, 'once') }, 'Approve once'),
+    el('button', { class: 'approve', 'data-action': 'session', onclick: () => answerCard(c, 'session') },
+      'Approve for the session'),
+    el('button', { class: 'deny', 'data-action': 'deny', onclick: () => answerCard(c, 'deny', reason.value) }, 'Deny'),
+    reason,
+    el('button', { 'data-action': 'cancel', onclick: () => answerCard(c, 'cancel') }, 'Cancel'),
+    timer));
+  box.addEventListener('keydown', (ev) => {
+    if (ev.target !== box) return;
+    const k = { a: 'once', s: 'session', c: 'cancel' }[ev.key];
+    if (k) answerCard(c, k);
+    else if (ev.key === 'd') answerCard(c, 'deny', reason.value);
+  });
+  return box;
+}
+
+function renderSession(s) {
+  const grants = state.grants.filter((g) => g.session === s.session);
+  const box = el('div', { class: 'session', 'data-session': s.session });
+  box.append(el('div', { class: 'title' }, s.session),
+    el('div', { class: 'meta hint' }, `trust tier ${s.trust_tier}` + (s.model ? ` · model ${s.model}` : '') +
+      ` · ${s.egress ? 'egress through the proxy' : 'no network'} · ${s.pending} pending`));
+  if (!grants.length) {
+    box.append(el('div', { class: 'hint' }, 'No grants.'));
+    return box;
+  }
+  const t = el('table', {}, el('tr', {}, el('th', {}, 'class'), el('th', {}, 'scope'), el('th', {}, 'lifecycle'),
+    el('th', {}, 'expires'), el('th', {}, 'state'), el('th', {}, '')));
+  for (const g of grants) {
+    const row = el('tr', { 'data-handle': g.handle },
+      el('td', {}, g.class), el('td', {}, scopeText(g.class, g.scope)), el('td', {}, g.lifecycle),
+      el('td', {}, g.expires_ms ? new Date(g.expires_ms).toLocaleTimeString() : 'with the session'),
+      el('td', { class: g.live ? 'state-live' : 'state-dead' }, g.live ? 'live' : 'revoked or ended'));
+    const cell = el('td', {});
+    if (g.live)
+      cell.append(el('button', { class: 'revoke', 'data-action': 'revoke', onclick: async () => {
+        const a = await call({ op: 'revoke', handle: g.handle });
+        if (!a.ok) alert(a.error || 'the manager refused the revoke');
+        refresh();
+      } }, 'Revoke'));
+    row.append(cell);
+    t.append(row);
+  }
+  box.append(t);
+  return box;
+}
+
+const reasons = {};
+let drawnCards = '';
+
+function render() {
+  const cards = (state.cards || []).slice().sort((a, b) => b.raised_ms - a.raised_ms);
+  // The cards are drawn again only when they changed, so that a person's
+  // focus and half-typed reason stay where they are.
+  const key = JSON.stringify(cards);
+  if (key !== drawnCards) {
+    drawnCards = key;
+    const active = document.activeElement;
+    const box = active && active.closest ? active.closest('[data-card]') : null;
+    const focused = box ? box.dataset.card : null;
+    const field = active && active.dataset ? active.dataset.field : null;
+    $('cards').replaceChildren(...cards.map(renderCard));
+    const f = focused ? document.querySelector(`[data-card="${CSS.escape(focused)}"]`) : null;
+    if (f) (field ? f.querySelector(`[data-field="${field}"]`) || f : f).focus();
+    for (const id of Object.keys(reasons)) if (!cards.some((c) => c.id === id)) delete reasons[id];
+  }
+  $('n-cards').textContent = cards.length;
+  $('no-cards').hidden = cards.length > 0;
+  const sessions = state.sessions || [];
+  $('session-list').replaceChildren(...sessions.map(renderSession));
+  $('n-sessions').textContent = sessions.length;
+  $('no-sessions').hidden = sessions.length > 0;
+  const sel = $('unlock-session');
+  const keep = sel.value;
+  sel.replaceChildren(...sessions.map((s) => el('option', { value: s.session }, s.session)));
+  if (sessions.some((s) => s.session === keep)) sel.value = keep;
+}
+
+let refreshing = null, again = false, cardEpoch = 0;
+async function refresh() {
+  if (refreshing) { again = true; return refreshing; }
+  refreshing = (async () => {
+    do {
+      again = false;
+      const e0 = cardEpoch;
+      const r = await fetch('/api/state', { credentials: 'same-origin' });
+      const a = await r.json().catch(() => ({}));
+      if (r.status === 401) { showLogin(a.error || 'logged out'); break; }
+      // A card event came while this was asked: the answer may be older
+      // than the card drawn from it, so the next round decides.
+      if (e0 !== cardEpoch) { again = true; continue; }
+      if (a.ok) {
+        state = { sessions: a.sessions || [], grants: a.grants || [], cards: a.cards || [] };
+        render();
+      }
+    } while (again);
+  })();
+  try { await refreshing; } finally { refreshing = null; }
+}
+
+// ---- the host ----
+
+async function refreshHost() {
+  const r = await fetch('/api/host', { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  if (!a.ok) { $('host-sandbox').replaceChildren(el('tr', {}, el('td', { class: 'missing' }, a.error || r.status))); return; }
+  $('host-sandbox').replaceChildren(...a.sandbox.map((c) => el('tr', { 'data-class': c.class },
+    el('td', {}, c.class), el('td', { class: `level-${c.level}` }, c.level), el('td', {}, c.mechanism || '-'),
+    el('td', { class: 'missing' }, c.missing || ''))));
+  $('host-live').replaceChildren(...a.live.map((c) => el('tr', { 'data-class': c.class },
+    el('td', {}, c.class), el('td', { class: c.mechanism ? '' : 'missing' }, c.mechanism || c.missing))));
+}
+
+// ---- the timeline ----
+
+let timeline = [];
+let chainAt = 0;
+
+function ev(e, k) { return e[k] === undefined ? '' : String(e[k]); }
+
+function renderTimeline() {
+  const fs = $('f-session').value.trim(), fc = $('f-class').value.trim(), fd = $('f-decision').value.trim();
+  const rows = timeline.slice().reverse().filter(({ event: e }) =>
+    (!fs || ev(e, 'gen_ai.conversation.id').includes(fs)) && (!fc || ev(e, 'shinken.class').includes(fc)) &&
+    (!fd || ev(e, 'shinken.decision').includes(fd) || ev(e, 'shinken.outcome').includes(fd)));
+  $('event-rows').replaceChildren(...rows.map(({ seq, event: e }) => el('tr', { 'data-seq': seq,
+    onclick: () => showEvent(seq, e) },
+    el('td', {}, seq), el('td', {}, ev(e, 'time').replace('T', ' ').replace(/\.\d+Z$/, 'Z')),
+    el('td', {}, ev(e, 'event.name')), el('td', {}, ev(e, 'gen_ai.conversation.id')),
+    el('td', {}, ev(e, 'shinken.class')), el('td', {}, ev(e, 'shinken.decision') || ev(e, 'shinken.outcome')),
+    el('td', {}, ev(e, 'shinken.human.surface')))));
+  $('n-events').textContent = timeline.length;
+}
+
+async function showEvent(seq, e) {
+  const d = $('event-detail');
+  d.hidden = false;
+  d.textContent = `event ${seq}\n` + JSON.stringify(e, null, 2);
+  const r = await fetch(`/api/proof?seq=${seq}`, { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  d.textContent += a.ok
+    ? `\n\ninclusion proof against the checkpoint of ${a.tree_size} events:\nleaf ${a.leaf_hash}\n` +
+      a.path.map((h, i) => `  ${i}: ${h}`).join('\n') + `\n\n${a.checkpoint}`
+    : `\n\nno inclusion proof yet: ${a.error || r.status}`;
+}
+
+async function refreshTimeline() {
+  const r = await fetch('/api/timeline', { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  if (!a.ok) { $('chain').textContent = a.error || 'no timeline'; return; }
+  timeline = a.events || [];
+  renderTimeline();
+  if (Date.now() - chainAt > 5000) verify();
+}
+
+async function verify() {
+  chainAt = Date.now();
+  const r = await fetch('/api/verify', { credentials: 'same-origin' });
+  const a = await r.json().catch(() => ({}));
+  const c = $('chain');
+  if (!a.ok) { c.className = 'chain bad'; c.textContent = `Not verified: ${a.error || r.status}`; return; }
+  c.className = 'chain ' + (a.tampered ? 'bad' : 'good');
+  const when = new Date(a.verified_ms).toLocaleTimeString();
+  c.textContent = a.tampered
+    ? `TAMPERED: ${a.problem} (${a.problems} problem${a.problems === 1 ? '' : 's'}; checked at ${when})`
+    : `Verified at ${when}: ${a.events} events, ${a.checkpoints} signed checkpoints, the latest covering ` +
+      `${a.checked_size} events.`;
+}
+
+function listen() {
+  events = new EventSource('/api/events');
+  for (const t of ['hello', 'state']) events.addEventListener(t, () => refresh());
+  // A card event carries the card: it is drawn (or taken away) at once,
+  // and the state fetched after it makes sure nothing was missed.
+  events.addEventListener('card', (m) => {
+    cardEpoch++;
+    let o = null;
+    try { o = JSON.parse(m.data); } catch (e) { /* refresh() below redraws from the state */ }
+    if (o && o.event === 'resolved') {
+      state.cards = state.cards.filter((c) => c.id !== (o.card && o.card.id ? o.card.id : o.card));
+      render();
+    } else if (o && o.card && typeof o.card === 'object' && o.card.id) {
+      state.cards = state.cards.filter((c) => c.id !== o.card.id).concat([o.card]);
+      render();
+    }
+    refresh();
+  });
+  events.addEventListener('timeline', () => refreshTimeline());
+  events.onopen = () => setStatus('live', 'live');
+  events.onerror = () => setStatus('reconnecting…', 'down');
+}
+
+async function unlock(ev) {
+  ev.preventDefault();
+  const port = Number($('unlock-port').value);
+  const out = $('unlock-result');
+  const a = await call({ op: 'grant', session: $('unlock-session').value, class: 'net.egress',
+                         scope: { domains: [$('unlock-host').value.trim()], ports: [port] } });
+  showGrant(out, a);
+  refresh();
+}
+
+// A grant's answer; one the policy answered "ask" waits for a human, and
+// the person at the panel is one: approving it here is recorded as theirs.
+function showGrant(out, a) {
+  out.className = 'result ' + (a.ok ? 'good' : a.decision === 'ask' ? '' : 'bad');
+  if (a.ok) { out.textContent = `Granted: handle ${a.handle}`; return; }
+  if (a.decision !== 'ask') { out.textContent = a.error || 'refused'; return; }
+  const answer = async (resolution) => {
+    const r = await call({ op: 'resolve', pending: a.pending, resolution });
+    if (resolution === 'approve') showGrant(out, r);
+    else { out.className = 'result bad'; out.textContent = r.ok ? 'Denied.' : r.error || 'refused'; }
+    refresh();
+  };
+  out.replaceChildren(`The policy asks a human for this (${a.reason || a.policy || 'tier Ask'}). `,
+    el('button', { class: 'approve', 'data-action': 'approve-pending', onclick: () => answer('approve') }, 'Approve'),
+    ' ',
+    el('button', { class: 'deny', 'data-action': 'deny-pending', onclick: () => answer('deny') }, 'Deny'));
+}
+
+setInterval(() => {
+  for (const t of document.querySelectorAll('.countdown[data-expires]'))
+    t.textContent = `times out in ${left(Number(t.dataset.expires))}`;
+}, 1000);
+
+window.addEventListener('DOMContentLoaded', async () => {
+  if (!(await login())) return;
+  for (const id of ['requests', 'sessions', 'unlock', 'host', 'timeline']) $(id).hidden = false;
+  $('unlock-form').addEventListener('submit', unlock);
+  $('verify-now').addEventListener('click', verify);
+  for (const id of ['f-session', 'f-class', 'f-decision']) $(id).addEventListener('input', renderTimeline);
+  $('filter').addEventListener('submit', (e) => e.preventDefault());
+  await refresh();
+  await refreshTimeline();
+  listen();
+  refreshHost();
+});
