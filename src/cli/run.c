@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,10 +204,14 @@ static void session_report(run_session *rs, const shk_sandbox_result *res)
     return;
   json_t *on, *off;
   layers_json(res, &on, &off);
-  json_t *req = json_pack("{s:s, s:s, s:b, s:i, s:i, s:o, s:o}", "op", "sandbox_ran", "session", rs->id,
-                          "started", res->started, "exit_status", res->exit_status, "signal",
-                          res->exit_signal ? res->exit_signal : res->launcher_signal, "enforced", on,
-                          "degraded", off);
+  /* exit_status -1: the launcher killed bwrap (a failure to supervise it,
+   * or a start that could not be recorded), which is a SIGKILL. */
+  int sig = res->exit_signal ? res->exit_signal : res->launcher_signal ? res->launcher_signal
+          : res->exit_status == -1 ? SIGKILL : 0;
+  json_t *req = json_pack("{s:s, s:s, s:b, s:i, s:o, s:o}", "op", "sandbox_ran", "session", rs->id,
+                          "started", res->started, "signal", sig, "enforced", on, "degraded", off);
+  if (req && res->exit_status >= 0)
+    json_object_set_new(req, "exit_status", json_integer(res->exit_status));
   /* The limit that acted: the memory limit killed a process, or the pids
    * limit refused a fork (the cgroup's own counters, read before it was
    * removed). */

@@ -1339,8 +1339,11 @@ static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
     ev_init(&e, "sandbox-exit", s, by);
     if (st)
       shk_audit_int(&e, SHK_AUDIT_EXIT_CODE, json_integer_value(st));
-    if (sig && json_integer_value(sig))
-      shk_audit_str(&e, SHK_AUDIT_SIGNAL, sigabbrev_np((int)json_integer_value(sig)));
+    char signame[32];
+    const char *abbrev = sig && json_integer_value(sig) ? sigabbrev_np((int)json_integer_value(sig)) : NULL;
+    /* The signal's name as docs/audit.md gives it: SIGKILL, ... */
+    snprintf(signame, sizeof signame, "SIG%s", abbrev ? abbrev : "");
+    shk_audit_str(&e, SHK_AUDIT_SIGNAL, abbrev ? signame : NULL);
     shk_audit_str(&e, SHK_AUDIT_LIMIT, str_or(req, "limit", NULL));
     shk_audit_str(&e, SHK_AUDIT_OUTCOME, json_is_true(json_object_get(req, "started")) ? "exited" : "not-started");
     ev_emit(m, &e, NULL);
@@ -1749,7 +1752,11 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
     ev_init(&e, "sandbox-start", s, by);
     shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
     shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
-    if (ev_emit(m, &e, &err) < 0)
+    /* The test point stands for a timeline that cannot take the event
+     * (its queue full, its disk gone). */
+    if ((fault("sandbox-start-record")
+           ? shk__error_set(&err, -EBUSY, "the audit log cannot record it (its queue is full)")
+           : ev_emit(m, &e, &err)) < 0)
       ans = refuse("sandbox_started: %s", err.message);
   }
   if (!ans) {

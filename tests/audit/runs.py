@@ -18,6 +18,9 @@ daemon), judged from outside the sandbox by reading the run's own store.
   masked      with $XDG_STATE_HOME set, the workload reads neither the
               user's signing key nor any log (the control: a file beside
               the state directory is readable).
+  unrecorded  (test builds) a sandbox whose start the timeline cannot
+              take is killed before the workload does anything lasting
+              (the control: the same run with the timeline working).
 """
 import atexit
 import base64
@@ -290,6 +293,32 @@ def case_masked():
         fail("the signing key reached the workload")
 
 
+def case_unrecorded():
+    # A start the timeline cannot take stops the sandbox: the workload,
+    # which waits a moment and then leaves a file on the host, leaves none.
+    # The fault point (test builds) makes the manager's record of the
+    # start fail as a full queue would.
+    if len(sys.argv) < 3 or sys.argv[2] != "faults":
+        skip("this build has no fault injection (meson option fault_injection)")
+    script = "sleep 1; touch %s/ran" % WS
+    ENV["SHINKEN_FAULT"] = "sandbox-start-record"
+    rc, err = finish(start([], script))
+    del ENV["SHINKEN_FAULT"]
+    if os.path.exists(WS + "/ran"):
+        fail("the workload went on running although its start was not recorded")
+    if rc == 0 or "start cannot be recorded" not in err:
+        fail("the run did not fail saying why: %d %s" % (rc, err))
+    # The launcher's account at the end still says what ran, and how it
+    # ended: killed.
+    ex = named(events(logs()[0]), "sandbox-exit")
+    if len(ex) != 1 or ex[0].get("shinken.sandbox.signal") != "SIGKILL":
+        fail("the log does not say the sandbox was killed: %s" % ex)
+    # The control: the same run with the timeline working leaves the file.
+    rc, err = finish(start([], script))
+    if rc != 0 or not os.path.exists(WS + "/ran"):
+        fail("control: the workload did not run to its end: %d %s" % (rc, err))
+
+
 {"concurrent": case_concurrent, "start": case_start, "limits": case_limits,
- "masked": case_masked}[CASE]()
+ "masked": case_masked, "unrecorded": case_unrecorded}[CASE]()
 print("ok: " + CASE)
