@@ -305,6 +305,16 @@ void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
   pthread_mutex_unlock(&m->mu);
 }
 
+int shk_manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err)
+{
+  return shk__manager_subscribe(m, fn, ud, id, err);
+}
+
+void shk_manager_unsubscribe(shk_manager *m, uint64_t id)
+{
+  shk__manager_unsubscribe(m, id);
+}
+
 /* The open cards of the Ask loop (of one session, or all). */
 json_t *shk__ask_op_cards(shk_manager *m, json_t *req)
 {
@@ -322,7 +332,8 @@ json_t *shk__ask_op_cards(shk_manager *m, json_t *req)
 
 /* A human's answer to a card: {"card": ID, "resolution": once | session |
  * pattern | deny | cancel | takeover | resume | end, "reason", "pattern",
- * "surface": "cli" (default) or "harness"}. Who answered is the peer the
+ * "surface": "cli" (default), "harness", or "inline" from the embedding
+ * process}. Who answered is the peer the
  * control socket names (its uid, pid and program), never what the request
  * says of itself; the approve module records it and releases the held
  * connections (ask_release) before this returns or soon after. */
@@ -338,8 +349,17 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
   if (!card || shk_approve_how_parse(res, &a.how))
     return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
                   "end) are required");
-  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
-    return refuse("resolve: surface must be cli or harness");
+  /* "inline" is the terminal of the `shinken run` that embeds this
+   * manager, and only that process may say so: a control-socket peer is
+   * whatever program connected, and its answer is recorded as the CLI's or
+   * a harness's with its own uid, pid and program. Why that is safe: the
+   * surface changes only how the answer is labelled, never whether it is
+   * taken, and the sandboxed workload can make neither kind of call (it
+   * reaches neither this process's memory nor the control socket). */
+  bool embedded = !strcmp(by->surface, "embedded");
+  if (strcmp(surface, "cli") && strcmp(surface, "harness") && (!embedded || strcmp(surface, "inline")))
+    return refuse(embedded ? "resolve: surface must be cli, harness or inline"
+                           : "resolve: surface must be cli or harness");
   a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
   shk_error err;
   if (shk_approve_resolve(m->approve, card, &a, &err))
