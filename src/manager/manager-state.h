@@ -92,6 +92,17 @@ typedef struct session {
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
 
+/* The Ask loop's issuer (ask.c): the connections an Auto or Notify tier
+ * admits with no human are held until its thread has issued their handle,
+ * so that the proxy thread never takes the registry lock. */
+typedef struct shk__ask_issuer {
+  pthread_mutex_t mu;       /* guards the queue and stop; never held while calling out */
+  pthread_cond_t cv;
+  struct held *head, *tail;
+  bool ready, started, stop;
+  pthread_t thread;
+} shk__ask_issuer;
+
 struct shk_manager {
   pthread_mutex_t mu;       /* the registry; the data plane never takes it */
   shk_policy *policy;
@@ -111,6 +122,7 @@ struct shk_manager {
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
   shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
+  shk__ask_issuer issuer;   /* the Ask loop's Auto and Notify issuance */
   session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
   unsigned subscribers;     /* control connections that receive the card stream */
   /* An embedder's copy of every proxy verdict (shk_manager_opts). */
