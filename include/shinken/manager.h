@@ -150,6 +150,16 @@ int shk_manager_call(shk_manager *m, const char *request, char **answer);
 int shk_manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err);
 void shk_manager_unsubscribe(shk_manager *m, uint64_t id);
 
+/* An embedder's freezer for one of its sessions (shinken run: the sandbox
+ * it launched), for the Ask loop's take over and breakers: fn(ud, true)
+ * stops every process of the session, fn(ud, false) continues them; 0 or a
+ * negative errno. It runs with the Ask loop's lock held, so it must not
+ * call into the manager. fn NULL removes it. A session without one cannot
+ * be taken over, and its breaker ends it instead of freezing it. 0, or
+ * -ENOMEM. */
+typedef int (*shk_manager_freeze_fn)(void *ud, bool stop);
+int shk_manager_set_freezer(shk_manager *m, const char *session, shk_manager_freeze_fn fn, void *ud);
+
 /* Serves the control API on a unix socket at `path` (created 0600; its
  * directory 0700, or an existing directory of this user that no one else
  * may write) on a background thread with an event loop. A connection that

@@ -56,6 +56,7 @@ struct shk_cli_ask {
   ask_card *cards;         /* the session's open cards, oldest first */
   char shown[SHK_APPROVE_ID_HEX]; /* the card on the screen, or "" */
   bool gone;               /* it left while it shows: withdraw it */
+  char *ended;             /* why the Ask loop ended the session, or NULL */
   bool stop;
   /* The withdrawer: a cancel that comes before the prompt thread's ask
    * has begun is lost, so a card that left keeps being withdrawn until the
@@ -150,10 +151,19 @@ static void on_line(void *ud, const char *line, size_t len)
       card_gone(a, json_string_value(card));
   } else if (!strcmp(kind, "ended")) {
     const char *sname = json_string_value(json_object_get(ev, "session"));
-    while (sname && !strcmp(sname, a->sid) && a->cards) {
+    bool mine = sname && !strcmp(sname, a->sid);
+    while (mine && a->cards) {
       char id[SHK_APPROVE_ID_HEX];
       snprintf(id, sizeof id, "%s", a->cards->id);
       card_gone(a, id);
+    }
+    /* The Ask loop ended the session (its breaker: a human said end, or
+     * nobody answered): its grants are gone, and so must its processes
+     * be, stopped or not. */
+    if (mine && !a->ended) {
+      const char *why = json_string_value(json_object_get(ev, "reason"));
+      a->ended = shk__xstrdup(why ? why : "the Ask loop ended it");
+      (void)shk_sandbox_signal_launched(SHK_SANDBOX_KILL, NULL, NULL);
     }
   }
   pthread_mutex_unlock(&a->mu);
@@ -295,6 +305,15 @@ static void *prompt_thread(void *arg)
   return NULL;
 }
 
+/* The Ask loop's freezer for the run's session (take over, breakers):
+ * every process of the sandbox this process launched. Called with the
+ * Ask loop's lock held; it only scans /proc and sends signals. */
+static int freeze_sandbox(void *ud, bool stop)
+{
+  (void)ud;
+  return shk_sandbox_signal_launched(stop ? SHK_SANDBOX_STOP : SHK_SANDBOX_CONTINUE, NULL, NULL);
+}
+
 shk_cli_ask *shk_cli_ask_start(shk_manager *m, const char *sid, shk_sandbox_prompt *prompt, const char *hint)
 {
   shk_cli_ask *a = calloc(1, sizeof *a);
@@ -317,6 +336,8 @@ shk_cli_ask *shk_cli_ask_start(shk_manager *m, const char *sid, shk_sandbox_prom
     shk_cli_ask_stop(a);
     return NULL;
   }
+  /* Without it a breaker ends the session instead of freezing it. */
+  (void)shk_manager_set_freezer(m, sid, freeze_sandbox, NULL);
   return a;
 }
 
@@ -325,8 +346,10 @@ void shk_cli_ask_stop(shk_cli_ask *a)
   if (!a)
     return;
   /* After this, on_line is not running and is never called again. */
-  if (a->subscribed)
+  if (a->subscribed) {
     shk_manager_unsubscribe(a->m, a->sub);
+    shk_manager_set_freezer(a->m, a->sid, NULL, NULL);
+  }
   pthread_mutex_lock(&a->mu);
   a->stop = true;
   pthread_cond_broadcast(&a->cv);
@@ -339,6 +362,9 @@ void shk_cli_ask_stop(shk_cli_ask *a)
     n = c->next;
     card_free(c);
   }
+  if (a->ended)
+    shk__warn("the session was ended: %s", a->ended);
+  free(a->ended);
   pthread_cond_destroy(&a->cv);
   pthread_mutex_destroy(&a->mu);
   free(a->sid);

@@ -269,17 +269,83 @@ static void *issuer_main(void *arg)
   return NULL;
 }
 
+/* ---- freezers: take over and breakers ---- */
+
+typedef struct shk__ask_freezer {
+  struct shk__ask_freezer *next;
+  shk_manager_freeze_fn fn;
+  void *ud;
+  char session[64];
+} shk__ask_freezer;
+
+int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_fn fn, void *ud)
+{
+  shk__ask_issuer *is = &m->issuer;
+  shk__ask_freezer *add = NULL;
+  if (fn && !(add = calloc(1, sizeof *add)))
+    return -ENOMEM;
+  pthread_mutex_lock(&is->fz_mu);
+  for (shk__ask_freezer **pp = &is->freezers; *pp;)
+    if (!strcmp((*pp)->session, sid)) {
+      shk__ask_freezer *f = *pp;
+      *pp = f->next;
+      free(f);
+    } else {
+      pp = &(*pp)->next;
+    }
+  if (add) {
+    add->fn = fn;
+    add->ud = ud;
+    snprintf(add->session, sizeof add->session, "%s", sid);
+    add->next = is->freezers;
+    is->freezers = add;
+  }
+  pthread_mutex_unlock(&is->fz_mu);
+  return 0;
+}
+
+/* The approve module's freeze and thaw, with its lock held: only fz_mu is
+ * taken here (never mu, which is taken before the module's lock elsewhere),
+ * and the embedder's freezer calls nothing back. -ENOSYS for a session
+ * whose embedder gave no freezer (a daemon's session: the processes are
+ * another program's), so take over is refused and a breaker ends it. */
+static int ask_freeze_as(shk_manager *m, const char *sid, bool stop)
+{
+  shk__ask_issuer *is = &m->issuer;
+  int r = -ENOSYS;
+  pthread_mutex_lock(&is->fz_mu);
+  for (shk__ask_freezer *f = is->freezers; f; f = f->next)
+    if (!strcmp(f->session, sid)) {
+      r = f->fn(f->ud, stop);
+      break;
+    }
+  pthread_mutex_unlock(&is->fz_mu);
+  return r;
+}
+
+static int ask_freeze(void *ud, const char *sid)
+{
+  return ask_freeze_as(ud, sid, true);
+}
+
+static int ask_thaw(void *ud, const char *sid)
+{
+  return ask_freeze_as(ud, sid, false);
+}
+
 int shk__ask_start(shk_manager *m, const shk_manager_opts *o, shk_error *err)
 {
+  shk__ask_issuer *is = &m->issuer;
+  pthread_mutex_init(&is->mu, NULL);
+  pthread_mutex_init(&is->fz_mu, NULL);
+  pthread_cond_init(&is->cv, NULL);
+  is->ready = true;
   shk_approve_opts apo = { .timeout_ms = o->card_timeout_ms, .batch_window_ms = o->batch_window_ms,
-                           .timer_thread = true, .on_event = shk__ask_event, .end = shk__ask_end, .ud = m };
+                           .timer_thread = true, .on_event = shk__ask_event, .end = shk__ask_end,
+                           .freeze = ask_freeze, .thaw = ask_thaw, .ud = m };
   int r = shk_approve_new(&apo, &m->approve, err);
   if (r)
     return r;
-  shk__ask_issuer *is = &m->issuer;
-  pthread_mutex_init(&is->mu, NULL);
-  pthread_cond_init(&is->cv, NULL);
-  is->ready = true;
   if ((r = pthread_create(&is->thread, NULL, issuer_main, m)))
     return shk__error_set(err, -r, "a thread for the Ask loop: %s", strerror(r));
   is->started = true;
@@ -303,11 +369,16 @@ void shk__ask_stop(shk_manager *m)
 void shk__ask_free(shk_manager *m)
 {
   shk__ask_stop(m);
+  shk_approve_free(m->approve);
   if (m->issuer.ready) {
+    for (shk__ask_freezer *f = m->issuer.freezers, *n; f; f = n) {
+      n = f->next;
+      free(f);
+    }
     pthread_cond_destroy(&m->issuer.cv);
+    pthread_mutex_destroy(&m->issuer.fz_mu);
     pthread_mutex_destroy(&m->issuer.mu);
   }
-  shk_approve_free(m->approve);
 }
 
 /* The egress hook's answer for what no live handle covers. Proxy thread:
@@ -397,8 +468,8 @@ shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req
  * cards. Each is first taken back from its card (shk_approve_withdraw),
  * so that it is released exactly once; one whose release is already on
  * its way is left to it. The module's lock is taken under mu here, which
- * is safe because the module never calls back with its lock held (this
- * manager gives it no freezer). */
+ * is safe because the module calls back with its lock held only into
+ * freeze and thaw (ask_freeze_as), which never take mu. */
 void shk__ask_release_covered(session *s, egrant *eg)
 {
   for (;;) {

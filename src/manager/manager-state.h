@@ -101,6 +101,11 @@ typedef struct shk__ask_issuer {
   struct held *head, *tail;
   bool ready, started, stop;
   pthread_t thread;
+  /* The embedders' freezers, by session (shk_manager_set_freezer). fz_mu
+   * is taken inside the approve module's lock (its freeze and thaw) and
+   * nothing is called with it held but the freezer itself. */
+  pthread_mutex_t fz_mu;
+  struct shk__ask_freezer *freezers;
 } shk__ask_issuer;
 
 struct shk_manager {

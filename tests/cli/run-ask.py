@@ -234,6 +234,58 @@ def open_cards(env, sid):
     return json.loads(out).get("cards", []) if rc == 0 else None
 
 
+def sandbox_procs(root):
+    """{pid: state} of root's descendants in another PID namespace (the
+    sandbox's processes), read from /proc outside it."""
+    own = os.stat("/proc/self/ns/pid").st_ino
+    procs = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            ns = os.stat("/proc/%s/ns/pid" % d).st_ino
+        except OSError:
+            continue
+        procs[int(d)] = (int(rest[1]), rest[0], ns)
+    mine, changed = set(), True
+    while changed:
+        changed = False
+        for pid, (ppid, _, _) in procs.items():
+            if pid not in mine and (ppid == root or ppid in mine):
+                mine.add(pid)
+                changed = True
+    return {p: procs[p][1] for p in mine if procs[p][2] != own and procs[p][1] not in "ZX"}
+
+
+def breaker(run, env, ws, P, answer):
+    """Three denials in a row trip the breaker: the session is frozen (every
+    process of the sandbox stopped, seen from /proc) and a breaker card
+    asks to resume or end it; ANSWER is the key."""
+    script = ("for h in d1 d2 d3; do curl -sS --max-time 60 -o /dev/null -w \"%%{http_code}\\n\" "
+              "http://$h.test:%d/; echo RC-$h=$?; done; sleep 0.3; echo AFTER-BREAKER" % P)
+    t = Terminal(run + ["--", "sh", "-c", script], env, ws)
+    t.expect(b"grant egress with: ", "breaker: the session line")
+    for i, h in enumerate(("d1", "d2", "d3")):
+        t.expect(CARD, "breaker: the card for %s" % h)
+        if i == 0:
+            before = sandbox_procs(t.proc.pid)
+            ok(before and not all(s == "T" for s in before.values()),
+               "breaker control: before the breaker, the sandbox's processes run (%s)" % before)
+        time.sleep(0.6)
+        t.send(b"d")
+    t.expect(b"[r] resume", "the breaker card")
+    frozen = sandbox_procs(t.proc.pid)
+    ok(frozen and all(s == "T" for s in frozen.values()),
+       "breaker: after three denials every process of the sandbox is stopped (%s)" % frozen)
+    time.sleep(1.0)
+    ok(b"AFTER-BREAKER" not in t.seen, "breaker: the workload does not go on while frozen")
+    time.sleep(0.3)
+    t.send(answer)
+    return t
+
+
 def main():
     if not shutil.which("curl"):
         skip("no curl")
@@ -378,6 +430,18 @@ def main():
     ok("hello ctl.test" in out, "control: run outside the sandbox, the attacker does resolve the card")
     t.expect(b"ALL-DONE", "the end of the script")
     ok(t.wait("shinken run") == 0, "shinken run exits with the command's status")
+    t.close()
+
+    # Breakers: resume continues the frozen session; end kills it.
+    t = breaker(run, env, ws, P, b"r")
+    t.expect(b"AFTER-BREAKER", "breaker: the workload goes on after resume")
+    ok(t.wait("shinken run after resume") == 0, "breaker: after resume the command ends normally")
+    t.close()
+    t = breaker(run, env, ws, P, b"e")
+    rc = t.wait("shinken run after end")
+    ok(rc != 0 and b"AFTER-BREAKER" not in t.seen and b"the session was ended" in t.seen,
+       "breaker: end kills the sandbox, and shinken run says why (%d)" % rc)
+    t.close()
 
 
 if __name__ == "__main__":
