@@ -646,3 +646,28 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
     return refuse("resolve: %s", err.message);
   return json_pack("{s:b, s:s, s:s}", "ok", 1, "card", card, "resolution", shk_approve_how_name(a.how));
 }
+
+/* A human takes over a session or gives it back: {"op": "takeover" |
+ * "resume", "session": ID, "surface": "cli" (default) or "harness"}. Take
+ * over freezes every process of the session (its embedder's freezer) and
+ * stops its cards' countdowns; resume continues them. Recorded, like a
+ * card's answer, with the control peer's uid, pid and program. */
+json_t *shk__ask_op_session(shk_manager *m, json_t *req, const shk__peer *by, bool takeover)
+{
+  const char *what = takeover ? "takeover" : "resume";
+  static const char *const keys[] = { "op", "session", "surface", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("%s: unknown field '%s'", what, bad);
+  const char *sid = str_or(req, "session", NULL), *surface = str_or(req, "surface", "cli");
+  if (!sid)
+    return refuse("%s: session (an id) is required", what);
+  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
+    return refuse("%s: surface must be cli or harness", what);
+  shk_approve_who who = { .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
+  shk_error err;
+  int r = takeover ? shk_approve_takeover(m->approve, sid, &who, &err) : shk_approve_resume(m->approve, sid, &who, &err);
+  if (r)
+    return refuse("%s: %s", what, err.message);
+  return json_pack("{s:b, s:s, s:b}", "ok", 1, "session", sid, "frozen", takeover);
+}

@@ -28,3 +28,5 @@ void shk__ask_end(void *ud, const char *session_name, const char *why);
 /* The control operations "cards" and "resolve" (with a card). */
 json_t *shk__ask_op_cards(shk_manager *m, json_t *req);
 json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by);
+/* The control operations "takeover" and "resume" (of a session). */
+json_t *shk__ask_op_session(shk_manager *m, json_t *req, const shk__peer *by, bool takeover);

@@ -1608,6 +1608,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
     return json_object_get(req, "card") ? shk__ask_op_resolve_card(m, req, &by) : op_resolve(m, req, &by);
   if (!strcmp(op, "cards"))
     return shk__ask_op_cards(m, req);
+  if (!strcmp(op, "takeover") || !strcmp(op, "resume"))
+    return shk__ask_op_session(m, req, &by, !strcmp(op, "takeover"));
   if (!strcmp(op, "sandbox_ran"))
     return op_sandbox_ran(m, req, &by);
   if (!strcmp(op, "subscribe")) {

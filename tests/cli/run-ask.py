@@ -432,6 +432,25 @@ def main():
     ok(t.wait("shinken run") == 0, "shinken run exits with the command's status")
     t.close()
 
+    # Take over from the CLI: every process stopped until resume.
+    t = Terminal(run + ["--", "sh", "-c", "sleep 2; echo AFTER-TAKEOVER"], env, ws)
+    banner = t.expect(b"grant egress with: ", "takeover: the session line")
+    sid = re.search(rb"session (\S+);", banner).group(1).decode()
+    cenv = dict(env, SHINKEN_SOCKET=re.match(rb"SHINKEN_SOCKET=(\S+)", t.seen).group(1).decode())
+    before = sandbox_procs(t.proc.pid)
+    ok(before and not all(s == "T" for s in before.values()), "takeover control: the sandbox runs (%s)" % before)
+    rc, out, _ = cli(cenv, "takeover", sid)
+    frozen = sandbox_procs(t.proc.pid)
+    ok(rc == 0 and frozen and all(s == "T" for s in frozen.values()),
+       "takeover: every process of the sandbox is stopped (%s)" % frozen)
+    t.read_for(2.5)
+    ok(b"AFTER-TAKEOVER" not in t.seen, "takeover: the workload does not go on")
+    rc, out, _ = cli(cenv, "resume", sid)
+    ok(rc == 0, "resume is answered")
+    t.expect(b"AFTER-TAKEOVER", "the workload after resume")
+    ok(t.wait("shinken run after resume") == 0, "resume: the command ends normally")
+    t.close()
+
     # Breakers: resume continues the frozen session; end kills it.
     t = breaker(run, env, ws, P, b"r")
     t.expect(b"AFTER-BREAKER", "breaker: the workload goes on after resume")

@@ -151,6 +151,10 @@ def main():
         s.close()
         chk(st == 403 and time.monotonic() - t0 < 2 and ctl.call(op="cards", session=b.get("session")).get("cards") == [],
             f"ask false: Ask is refused at once, no card ({st})")
+        # Take over needs the session's freezer, which only the embedder
+        # of a sandbox has: a daemon's session is refused, saying so.
+        rc, out, err, _ = d.cli("takeover", sid)
+        chk(rc != 0 and "freez" in err, f"takeover of a daemon's session is refused with the reason ({rc} {err})")
         sub.close()
         ctl.close()
     finally:
