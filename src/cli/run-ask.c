@@ -37,8 +37,14 @@
 #include "common/common.h"
 #include "shinken/approve.h"
 
+/* How long a Notify notice stays on the terminal. */
+#define NOTICE_MS 10000
+
+/* A card's id, or for a notice the handle's. */
+#define ITEM_ID 96
+
 typedef struct ask_card {
-  char id[SHK_APPROVE_ID_HEX];
+  char id[ITEM_ID];
   json_t *card;           /* the card as the last "raised" or "updated" line gave it */
   bool asked;             /* drawn once already: not drawn again */
   struct ask_card *next;  /* raised after it */
@@ -54,7 +60,7 @@ struct shk_cli_ask {
   pthread_mutex_t mu;      /* guards what follows */
   pthread_cond_t cv;
   ask_card *cards;         /* the session's open cards, oldest first */
-  char shown[SHK_APPROVE_ID_HEX]; /* the card on the screen, or "" */
+  char shown[ITEM_ID];     /* the card on the screen, or "" */
   bool gone;               /* it left while it shows: withdraw it */
   char *ended;             /* why the Ask loop ended the session, or NULL */
   bool stop;
@@ -97,7 +103,7 @@ static void card_put(shk_cli_ask *a, json_t *card)
   json_t *session = json_object_get(card, "session");
   const char *sname = json_string_value(json_object_get(session, "name"));
   const char *state = json_string_value(json_object_get(card, "state"));
-  if (!id || strlen(id) >= SHK_APPROVE_ID_HEX || !sname || strcmp(sname, a->sid) || !state ||
+  if (!id || strlen(id) >= ITEM_ID || !sname || strcmp(sname, a->sid) || !state ||
       strcmp(state, "pending"))
     return;
   ask_card **pp = card_find(a, id);
@@ -112,6 +118,27 @@ static void card_put(shk_cli_ask *a, json_t *card)
   snprintf(c->id, sizeof c->id, "%s", id);
   c->card = json_incref(card);
   *pp = c;
+  pthread_cond_broadcast(&a->cv);
+}
+
+/* Caller holds mu. A Notify grant of this session: shown like a card that
+ * offers to revoke it, and that goes by itself after NOTICE_MS. */
+static void notice_put(shk_cli_ask *a, json_t *ev)
+{
+  const char *handle = json_string_value(json_object_get(ev, "handle"));
+  const char *sname = json_string_value(json_object_get(ev, "session"));
+  if (!handle || strlen(handle) >= ITEM_ID || !sname || strcmp(sname, a->sid) || *card_find(a, handle))
+    return;
+  ask_card *c = calloc(1, sizeof *c);
+  json_t *copy = json_deep_copy(ev);
+  if (!c || !copy || json_object_set_new(copy, "kind", json_string("notice"))) {
+    free(c);
+    json_decref(copy);
+    return; /* the grant stands; approvals -f and the timeline still say it */
+  }
+  snprintf(c->id, sizeof c->id, "%s", handle);
+  c->card = copy;
+  *card_find(a, handle) = c;
   pthread_cond_broadcast(&a->cv);
 }
 
@@ -146,6 +173,8 @@ static void on_line(void *ud, const char *line, size_t len)
   } else if (!strcmp(kind, "raised") || !strcmp(kind, "updated") || !strcmp(kind, "breaker")) {
     if (json_is_object(card))
       card_put(a, card);
+  } else if (!strcmp(kind, "notice")) {
+    notice_put(a, ev);
   } else if (!strcmp(kind, "resolved")) {
     if (json_is_string(card))
       card_gone(a, json_string_value(card));
@@ -153,7 +182,7 @@ static void on_line(void *ud, const char *line, size_t len)
     const char *sname = json_string_value(json_object_get(ev, "session"));
     bool mine = sname && !strcmp(sname, a->sid);
     while (mine && a->cards) {
-      char id[SHK_APPROVE_ID_HEX];
+      char id[ITEM_ID];
       snprintf(id, sizeof id, "%s", a->cards->id);
       card_gone(a, id);
     }
@@ -193,6 +222,13 @@ static char *card_text(json_t *card, int64_t left_ms, const char **keys)
 {
   const char *kind = json_string_value(json_object_get(card, "kind"));
   long secs = (long)((left_ms + 999) / 1000);
+  if (kind && !strcmp(kind, "notice")) {
+    shk_autofree char *what = card_what(card);
+    *keys = "rk";
+    return shk__xasprintf("shinken: granted with no human (tier notify): %s\n"
+                          "  [r] revoke it   [k] keep it (this goes in %ld s)",
+                          what, secs);
+  }
   if (kind && !strcmp(kind, "breaker")) {
     const char *why = json_string_value(json_object_get(card, "reason"));
     *keys = "re";
@@ -249,6 +285,17 @@ static void *withdrawer_thread(void *arg)
   return NULL;
 }
 
+/* Revokes the handle a notice named, as the embedding process. */
+static void revoke_handle(shk_cli_ask *a, const char *handle)
+{
+  json_t *req = json_pack("{s:s, s:s}", "op", "revoke", "handle", handle);
+  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  char *ans = NULL;
+  if (text && shk_manager_call(a->m, text, &ans) == 0)
+    free(ans);
+}
+
 static void *prompt_thread(void *arg)
 {
   shk_cli_ask *a = arg;
@@ -264,25 +311,32 @@ static void *prompt_thread(void *arg)
       continue;
     }
     c->asked = true;
-    char id[SHK_APPROVE_ID_HEX];
+    char id[ITEM_ID];
     snprintf(id, sizeof id, "%s", c->id);
     snprintf(a->shown, sizeof a->shown, "%s", id);
     a->gone = false;
     json_t *card = json_incref(c->card);
     pthread_mutex_unlock(&a->mu);
 
-    json_t *exp = json_object_get(card, "expires_ms");
-    int64_t left = json_is_integer(exp) ? json_integer_value(exp) - wall_ms() : 0;
     const char *kind = json_string_value(json_object_get(card, "kind"));
-    bool breaker = kind && !strcmp(kind, "breaker");
+    bool breaker = kind && !strcmp(kind, "breaker"), notice = kind && !strcmp(kind, "notice");
+    json_t *exp = notice ? NULL : json_object_get(card, "expires_ms");
+    int64_t left = notice ? NOTICE_MS : json_is_integer(exp) ? json_integer_value(exp) - wall_ms() : 0;
     const char *keys = NULL;
     shk_autofree char *text = card_text(card, left > 0 ? left : 0, &keys);
     json_decref(card);
     /* A paused card (its session taken over) has no deadline: it waits for
      * the key. Otherwise the prompt goes when the card times out. */
-    int r = json_is_integer(exp) && left <= 0 ? -ETIMEDOUT
-          : shk_sandbox_prompt_ask(a->prompt, text, keys, json_is_integer(exp) ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0);
-    if (r == 'o')
+    bool timed = notice || json_is_integer(exp);
+    int r = timed && left <= 0 ? -ETIMEDOUT
+          : shk_sandbox_prompt_ask(a->prompt, text, keys, timed ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0);
+    if (notice) {
+      if (r == 'r')
+        revoke_handle(a, id);
+      pthread_mutex_lock(&a->mu);
+      card_gone(a, id);
+      pthread_mutex_unlock(&a->mu);
+    } else if (r == 'o')
       answer(a, id, "once");
     else if (r == 's')
       answer(a, id, "session");

@@ -432,6 +432,36 @@ def main():
     ok(t.wait("shinken run") == 0, "shinken run exits with the command's status")
     t.close()
 
+    # Notify: the grant goes through with no human, and the terminal shows
+    # a notice that revokes it with one key. The policy is the shipped one
+    # with notify.test put at Notify.
+    pol = tmp + "/policies"
+    shutil.copytree(os.environ["SHINKEN_POLICY_DIR"], pol)
+    with open(pol + "/manifests/default.json") as f:
+        man = json.load(f)
+    man["capabilities"].insert(0, {"class": "net.egress", "tier": "Notify", "scope": {"domains": ["notify.test"]}})
+    with open(pol + "/manifests/default.json", "w") as f:
+        json.dump(man, f)
+    script = (get("notify.test", "n1") + "while [ ! -e go ]; do sleep 0.05; done; " + get("notify.test", "n2"))
+    t = Terminal(run + ["--resolve", "notify.test:127.0.0.1", "--", "sh", "-c", script],
+                 dict(env, SHINKEN_POLICY_DIR=pol), ws)
+    shown = plain(t.expect(b"[r] revoke it", "the notice for notify.test"))
+    ok("notify.test:%d" % P in shown and "approve once" not in shown,
+       "notify: a notice, not a card, names the grant")
+    ok(up.count("notify.test") == 1, "notify: the request went through with no human")
+    time.sleep(0.6)
+    t.send(b"r")
+    out = plain(t.expect(b"RC-n1=", "the first notify.test"))
+    ok("hello notify.test" in out, "notify: the first request got the upstream's bytes")
+    t.read_for(0.5)
+    open(ws + "/go", "w").close()
+    out = plain(t.expect(b"RC-n2=", "the second notify.test"))
+    ok("403" in out and "revoked" in out and up.count("notify.test") == 1,
+       "notify: after [r] the grant is revoked and the next request refused")
+    ok(t.wait("shinken run with a notice") == 0, "notify: the command ends normally")
+    t.close()
+    os.unlink(ws + "/go")
+
     # Take over from the CLI: every process stopped until resume.
     t = Terminal(run + ["--", "sh", "-c", "sleep 2; echo AFTER-TAKEOVER"], env, ws)
     banner = t.expect(b"grant egress with: ", "takeover: the session line")
