@@ -321,13 +321,13 @@ static void *prompt_thread(void *arg)
     const char *kind = json_string_value(json_object_get(card, "kind"));
     bool breaker = kind && !strcmp(kind, "breaker"), notice = kind && !strcmp(kind, "notice");
     json_t *exp = notice ? NULL : json_object_get(card, "expires_ms");
-    int64_t left = notice ? NOTICE_MS : json_is_integer(exp) ? json_integer_value(exp) - wall_ms() : 0;
-    const char *keys = NULL;
-    shk_autofree char *text = card_text(card, left > 0 ? left : 0, &keys);
-    json_decref(card);
     /* A paused card (its session taken over) has no deadline: it waits for
      * the key. Otherwise the prompt goes when the card times out. */
     bool timed = notice || json_is_integer(exp);
+    int64_t left = notice ? NOTICE_MS : timed ? json_integer_value(exp) - wall_ms() : 0;
+    const char *keys = NULL;
+    shk_autofree char *text = card_text(card, left > 0 ? left : 0, &keys);
+    json_decref(card); /* nothing of it is read after this */
     int r = timed && left <= 0 ? -ETIMEDOUT
           : shk_sandbox_prompt_ask(a->prompt, text, keys, timed ? (int)(left < INT32_MAX ? left : INT32_MAX) : 0);
     if (notice) {
