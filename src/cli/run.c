@@ -541,6 +541,9 @@ int shk_cli_run(int argc, char **argv)
   bool prompt_shared = start_test_card(prompt);
   shk_autofree char *hint = rs.socket ? shk__xasprintf("SHINKEN_SOCKET=%s shinken approve", rs.socket) : NULL;
   shk_cli_ask *inline_ask = rs.inline_prompt ? shk_cli_ask_start(rs.embedded, rs.id, prompt, hint) : NULL;
+  if (rs.inline_prompt && !inline_ask)
+    shk__warn("warning: approval cards cannot be drawn on this terminal (no memory or thread for them); they wait for "
+              "%s CARD", hint ? hint : "shinken approve");
   shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt };
   shk_sandbox_result res;
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
