@@ -16,6 +16,9 @@
  * shown as '?'), so a host name cannot carry an escape sequence onto the
  * screen. The answer goes to the manager in this process, as the
  * embedding process's call with surface "inline"; no socket is involved.
+ * With a `shinken daemon` the same cards come on a control connection of
+ * this process's, and the answers go on the control socket, which the
+ * sandbox cannot reach either.
  *
  * Threads. The manager delivers the card stream on whichever thread is
  * delivering (shk_manager_subscribe): the callback only parses the line,
@@ -31,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/common.h"
@@ -51,7 +56,11 @@ typedef struct ask_card {
 } ask_card;
 
 struct shk_cli_ask {
-  shk_manager *m;
+  shk_manager *m;          /* the embedded manager, or NULL: a daemon at `socket` */
+  char *socket;
+  int sub_fd;              /* a daemon's card stream, or -1 */
+  pthread_t reader;
+  bool reader_started;
   shk_sandbox_prompt *prompt;
   char *sid, *hint;
   uint64_t sub;
@@ -249,9 +258,28 @@ static char *card_text(json_t *card, int64_t left_ms, const char **keys)
                         (long long)attempts, attempts == 1 ? "" : "s", secs);
 }
 
-/* Answers card ID with RESOLUTION, as the embedding process (surface
- * "inline"). A card resolved meanwhile by someone else is refused by the
- * manager: nothing to do then. */
+/* One request to the manager: the embedded one, or the daemon on a
+ * connection of its own (the subscribed one carries the stream). The
+ * answer does not matter: a card resolved meanwhile by someone else is
+ * refused, and there is nothing to do then. */
+static void call(shk_cli_ask *a, const char *text)
+{
+  char *ans = NULL;
+  if (a->m) {
+    if (shk_manager_call(a->m, text, &ans) == 0)
+      free(ans);
+    return;
+  }
+  int fd = shk_manager_connect(a->socket);
+  shk_error err;
+  if (fd >= 0 && shk_manager_rpc(fd, text, &ans, &err) == 0)
+    free(ans);
+  if (fd >= 0)
+    close(fd);
+}
+
+/* Answers card ID with RESOLUTION, as the terminal of this run (surface
+ * "inline"). */
 static void answer(shk_cli_ask *a, const char *id, const char *resolution)
 {
   json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "card", id, "resolution", resolution,
@@ -260,9 +288,8 @@ static void answer(shk_cli_ask *a, const char *id, const char *resolution)
     json_object_set_new(req, "reason", json_string("denied at the terminal of shinken run"));
   shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
-  char *ans = NULL;
-  if (text && shk_manager_call(a->m, text, &ans) == 0)
-    free(ans);
+  if (text)
+    call(a, text);
 }
 
 /* Withdraws the card on the screen that has left (or every prompt, once
@@ -291,9 +318,8 @@ static void revoke_handle(shk_cli_ask *a, const char *handle)
   json_t *req = json_pack("{s:s, s:s}", "op", "revoke", "handle", handle);
   shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
-  char *ans = NULL;
-  if (text && shk_manager_call(a->m, text, &ans) == 0)
-    free(ans);
+  if (text)
+    call(a, text);
 }
 
 static void *prompt_thread(void *arg)
@@ -368,12 +394,67 @@ static int freeze_sandbox(void *ud, bool stop)
   return shk_sandbox_signal_launched(stop ? SHK_SANDBOX_STOP : SHK_SANDBOX_CONTINUE, NULL, NULL);
 }
 
+static shk_cli_ask *ask_start_on(shk_manager *m, const char *path, const char *sid,
+                                 shk_sandbox_prompt *prompt, const char *hint);
+
+/* A daemon's card stream, line by line, until the connection ends. */
+static void *reader_thread(void *arg)
+{
+  shk_cli_ask *a = arg;
+  FILE *in = fdopen(dup(a->sub_fd), "re");
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  while (in && (n = getline(&line, &cap, in)) > 0)
+    on_line(a, line, (size_t)n);
+  free(line);
+  if (in)
+    fclose(in);
+  return NULL;
+}
+
+/* Subscribes to the daemon at a->socket: the first line is the answer. */
+static bool subscribe_remote(shk_cli_ask *a)
+{
+  a->sub_fd = shk_manager_connect(a->socket);
+  if (a->sub_fd < 0)
+    return false;
+  static const char req[] = "{\"op\":\"subscribe\"}\n";
+  char first[256];
+  size_t got = 0;
+  if (write(a->sub_fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1))
+    return false;
+  /* Byte by byte up to the newline: what follows is the stream, read by
+   * the reader thread. */
+  while (got < sizeof first - 1 && read(a->sub_fd, first + got, 1) == 1 && first[got] != '\n')
+    got++;
+  first[got] = '\0';
+  json_t *ans = json_loads(first, 0, NULL);
+  bool ok = json_is_true(json_object_get(ans, "subscribed"));
+  json_decref(ans);
+  return ok && pthread_create(&a->reader, NULL, reader_thread, a) == 0 && (a->reader_started = true);
+}
+
+shk_cli_ask *shk_cli_ask_start_daemon(const char *path, const char *sid, shk_sandbox_prompt *prompt,
+                                      const char *hint)
+{
+  return ask_start_on(NULL, path, sid, prompt, hint);
+}
+
 shk_cli_ask *shk_cli_ask_start(shk_manager *m, const char *sid, shk_sandbox_prompt *prompt, const char *hint)
+{
+  return ask_start_on(m, NULL, sid, prompt, hint);
+}
+
+static shk_cli_ask *ask_start_on(shk_manager *m, const char *path, const char *sid,
+                                 shk_sandbox_prompt *prompt, const char *hint)
 {
   shk_cli_ask *a = calloc(1, sizeof *a);
   if (!a)
     return NULL;
   a->m = m;
+  a->socket = path ? shk__xstrdup(path) : NULL;
+  a->sub_fd = -1;
   a->prompt = prompt;
   a->sid = shk__xstrdup(sid);
   a->hint = hint ? shk__xstrdup(hint) : NULL;
@@ -384,14 +465,17 @@ shk_cli_ask *shk_cli_ask_start(shk_manager *m, const char *sid, shk_sandbox_prom
     a->started = true;
   if (a->started && pthread_create(&a->withdrawer, NULL, withdrawer_thread, a) == 0)
     a->withdrawer_started = true;
-  if (a->withdrawer_started && shk_manager_subscribe(m, on_line, a, &a->sub, &err) == 0)
+  if (a->withdrawer_started && (m ? shk_manager_subscribe(m, on_line, a, &a->sub, &err) == 0 : subscribe_remote(a)))
     a->subscribed = true;
   if (!a->subscribed) {
     shk_cli_ask_stop(a);
     return NULL;
   }
-  /* Without it a breaker ends the session instead of freezing it. */
-  (void)shk_manager_set_freezer(m, sid, freeze_sandbox, NULL);
+  /* Without it a breaker ends the session instead of freezing it. A
+   * daemon cannot reach this process's freezer (yet): its breaker ends
+   * the session, and the "ended" line kills the sandbox here. */
+  if (m)
+    (void)shk_manager_set_freezer(m, sid, freeze_sandbox, NULL);
   return a;
 }
 
@@ -400,10 +484,16 @@ void shk_cli_ask_stop(shk_cli_ask *a)
   if (!a)
     return;
   /* After this, on_line is not running and is never called again. */
-  if (a->subscribed) {
+  if (a->subscribed && a->m) {
     shk_manager_unsubscribe(a->m, a->sub);
     shk_manager_set_freezer(a->m, a->sid, NULL, NULL);
   }
+  if (a->sub_fd >= 0)
+    shutdown(a->sub_fd, SHUT_RDWR);
+  if (a->reader_started)
+    pthread_join(a->reader, NULL);
+  if (a->sub_fd >= 0)
+    close(a->sub_fd);
   pthread_mutex_lock(&a->mu);
   a->stop = true;
   pthread_cond_broadcast(&a->cv);
@@ -423,5 +513,6 @@ void shk_cli_ask_stop(shk_cli_ask *a)
   pthread_mutex_destroy(&a->mu);
   free(a->sid);
   free(a->hint);
+  free(a->socket);
   free(a);
 }

@@ -16,6 +16,11 @@ typedef struct shk_cli_ask shk_cli_ask;
  * when it could not start (then no card is drawn: each waits its timeout,
  * and the CLI can still answer it). */
 shk_cli_ask *shk_cli_ask_start(shk_manager *m, const char *sid, shk_sandbox_prompt *prompt, const char *hint);
+/* The same for a session of the `shinken daemon` at PATH: its card
+ * stream comes on a control connection of its own, and the answers go on
+ * fresh ones. */
+shk_cli_ask *shk_cli_ask_start_daemon(const char *path, const char *sid, shk_sandbox_prompt *prompt,
+                                      const char *hint);
 /* Stops drawing (a prompt on the screen is withdrawn) and frees; before M
  * and PROMPT go. NULL is a no-op. */
 void shk_cli_ask_stop(shk_cli_ask *a);

@@ -197,9 +197,10 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
   /* A daemon's cards reach the humans who use it (shinken approvals, a
    * harness's subscriber), so what no handle covers is held for them. An
    * embedded manager's reach the caller's terminal when the run owns one
-   * (the inline prompt, run-ask.c). Without a terminal nobody would see a
-   * card: its proxy refuses at once, and the summary says how to grant. */
-  rs->inline_prompt = rs->fd < 0 && interactive();
+   * (the inline prompt, run-ask.c), and so do a daemon's cards of this
+   * session. Without a terminal an embedded manager's cards would reach
+   * nobody: its proxy refuses at once, and the summary says how to grant. */
+  rs->inline_prompt = interactive();
   if (rs->fd < 0 && !rs->inline_prompt)
     json_object_set_new(req, "ask", json_false());
   shk_autofree char *text = json_dumps(req, JSON_COMPACT);
@@ -539,8 +540,11 @@ int shk_cli_run(int argc, char **argv)
   if (shk_sandbox_prompt_new(&prompt, &e) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   bool prompt_shared = start_test_card(prompt);
-  shk_autofree char *hint = rs.socket ? shk__xasprintf("SHINKEN_SOCKET=%s shinken approve", rs.socket) : NULL;
-  shk_cli_ask *inline_ask = rs.inline_prompt ? shk_cli_ask_start(rs.embedded, rs.id, prompt, hint) : NULL;
+  shk_autofree char *hint = rs.socket ? shk__xasprintf("SHINKEN_SOCKET=%s shinken approve", rs.socket)
+                                       : rs.fd >= 0 ? shk__xstrdup("shinken approve") : NULL;
+  shk_cli_ask *inline_ask = !rs.inline_prompt ? NULL
+                          : rs.embedded ? shk_cli_ask_start(rs.embedded, rs.id, prompt, hint)
+                                        : shk_cli_ask_start_daemon(shk_manager_socket_path(), rs.id, prompt, hint);
   if (rs.inline_prompt && !inline_ask)
     shk__warn("warning: approval cards cannot be drawn on this terminal (no memory or thread for them); they wait for "
               "%s CARD", hint ? hint : "shinken approve");

@@ -629,14 +629,17 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
   if (!card || shk_approve_how_parse(res, &a.how))
     return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
                   "end) are required");
-  /* "inline" is the terminal of the `shinken run` that embeds this
-   * manager, and only that process may say so: a control-socket peer is
-   * whatever program connected, and its answer is recorded as the CLI's or
-   * a harness's with its own uid, pid and program. Why that is safe: the
-   * surface changes only how the answer is labelled, never whether it is
-   * taken, and the sandboxed workload can make neither kind of call (it
-   * reaches neither this process's memory nor the control socket). */
-  bool embedded = !strcmp(by->surface, "embedded");
+  /* "inline" is the terminal of a `shinken run`: the one that embeds this
+   * manager, or a control peer running this manager's own program (a run
+   * attached to this daemon). Any other peer is whatever program
+   * connected, and its answer is recorded as the CLI's or a harness's.
+   * Why that is safe: the surface changes only how the answer is
+   * labelled, never whether it is taken (the peer's uid, pid and program
+   * are recorded either way), and the sandboxed workload can make neither
+   * kind of call (it reaches neither this process's memory nor the control
+   * socket). */
+  bool embedded = !strcmp(by->surface, "embedded") ||
+                  (by->exe && m->self_exe[0] && !strcmp(by->exe, m->self_exe));
   if (strcmp(surface, "cli") && strcmp(surface, "harness") && (!embedded || strcmp(surface, "inline")))
     return refuse(embedded ? "resolve: surface must be cli, harness or inline"
                            : "resolve: surface must be cli or harness");

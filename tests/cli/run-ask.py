@@ -448,6 +448,11 @@ def main():
     shown = plain(t.expect(b"[r] revoke it", "the notice for notify.test"))
     ok("notify.test:%d" % P in shown and "approve once" not in shown,
        "notify: a notice, not a card, names the grant")
+    # The notice comes once the handle is issued; the request reaches the
+    # upstream on the proxy's loop meanwhile.
+    end = time.monotonic() + 10
+    while up.count("notify.test") == 0 and time.monotonic() < end:
+        time.sleep(0.05)
     ok(up.count("notify.test") == 1, "notify: the request went through with no human")
     time.sleep(0.6)
     t.send(b"r")
@@ -461,6 +466,30 @@ def main():
     ok(t.wait("shinken run with a notice") == 0, "notify: the command ends normally")
     t.close()
     os.unlink(ws + "/go")
+
+    # A run attached to a `shinken daemon`: the daemon holds the request,
+    # and its card of this session is drawn on this terminal all the same;
+    # the daemon's timeline says the terminal answered.
+    sys.path.insert(0, os.path.join(os.environ["SHINKEN_SRCDIR"], "tests", "e2e"))
+    from mgrlib import Daemon, wait_event
+    d = Daemon(tmp, "daemon")
+    atexit.register(d.stop)
+    script = get("daemon.test", "d1")
+    t = Terminal(run + ["--resolve", "daemon.test:127.0.0.1", "--", "sh", "-c", script],
+                 dict(env, SHINKEN_SOCKET=d.sock), ws)
+    shown = plain(t.expect(CARD, "the daemon's card for daemon.test"))
+    ok("daemon.test:%d" % P in shown and up.count("daemon.test") == 0,
+       "daemon: the request is held and its card drawn on the run's terminal")
+    time.sleep(0.6)
+    t.send(b"o")
+    out = plain(t.expect(b"RC-d1=", "curl through the daemon"))
+    ok("hello daemon.test" in out and up.count("daemon.test") == 1, "daemon: approve once let it through")
+    ev = wait_event(d.db, lambda e: e["event.name"] == "card-resolved" and e.get("shinken.outcome") == "approved-once")
+    ok(ev is not None and ev.get("shinken.human.surface") == "inline" and ev.get("process.pid") == t.proc.pid,
+       "daemon: the timeline records the run's terminal as who answered (%s)" % ev)
+    ok(t.wait("shinken run with a daemon") == 0, "daemon: the command ends normally")
+    t.close()
+    d.stop()
 
     # Take over from the CLI: every process stopped until resume.
     t = Terminal(run + ["--", "sh", "-c", "sleep 2; echo AFTER-TAKEOVER"], env, ws)
