@@ -144,7 +144,8 @@ int shk_manager_call(shk_manager *m, const char *request, char **answer);
  * manager (hand the line to a thread of your own). An embedder answers a
  * card with shk_manager_call: {"op": "resolve", "card": ID, "resolution":
  * ..., "surface": "inline"}; "inline" is taken only from the embedding
- * process, never from a control-socket peer. After shk_manager_unsubscribe
+ * process, or from a control-socket peer that runs this manager's own
+ * program (a `shinken run` attached to a daemon). After shk_manager_unsubscribe
  * returns, fn is not running and is never called again. 0, or -ENOMEM
  * (err). */
 int shk_manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err);
