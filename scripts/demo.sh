@@ -14,9 +14,19 @@ ex=$root/policies/examples
 
 # Part 1: shinken run, the main job. An "agent" command tries what a
 # prompt-injected agent would try; each attempt is judged here, outside.
+# The run gets a home of the demo's own, with a key in ~/.ssh and a
+# ~/.bashrc, so that each refusal is of something that is there (an agent
+# that lists a masked ~/.ssh sees an empty directory; reading the key is
+# the attempt that counts) and the demo never touches the caller's own.
 work=$(mktemp -d /var/tmp/shinken-demo.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cd "$work"
+chmod 0755 "$work"
+mkdir -p "$work/home/.ssh" "$work/project"
+chmod 0700 "$work/home/.ssh"
+echo "demo private key $$" >"$work/home/.ssh/id_ed25519"
+echo "# the demo's ~/.bashrc" >"$work/home/.bashrc"
+cp "$work/home/.bashrc" "$work/bashrc.before"
+cd "$work/project"
 echo "== shinken doctor: what this host enforces"
 "$shinken" doctor | sed -n '/^class/,$p' | sed 's/^/    /'
 # As root, root's own files stay readable inside (the doctor says so), so
@@ -24,19 +34,26 @@ echo "== shinken doctor: what this host enforces"
 degraded=""
 [ "$(id -u)" = 0 ] && degraded=--allow-degraded
 echo
-echo "== shinken run $degraded -- bash agent.sh   (in $work)"
+echo "== shinken run $degraded -- bash agent.sh   (in $work/project, HOME=$work/home)"
 cat >agent.sh <<'AGENT'
 try() { if sh -c "$2" >/dev/null 2>&1; then echo "    $1: DONE"; else echo "    $1: refused"; fi; }
 try "write a file in the workspace          " 'echo ok > result.txt'
 try "append to ~/.bashrc                     " 'echo evil >> "$HOME/.bashrc"'
-try "read ~/.ssh                             " 'ls "$HOME/.ssh"'
+try "read ~/.ssh/id_ed25519                  " 'grep -q "demo private key" "$HOME/.ssh/id_ed25519"'
 try "write /etc/passwd                       " 'echo x >> /etc/passwd'
 try "open a TCP connection (no grant)        " 'exec 3<>/dev/tcp/127.0.0.1/22'
 try "signal a process outside (pid $HOST_PID)    " 'kill -0 "$HOST_PID"'
 AGENT
 
-HOST_PID=$$ "$shinken" run $degraded -- bash agent.sh 2>&1 | grep -v "^shinken: degraded" || true
+status=0
+HOME="$work/home" HOST_PID=$$ "$shinken" run $degraded -- bash agent.sh >"$work/run.out" 2>&1 || status=$?
+grep -v "^shinken: degraded" "$work/run.out" || true
+# A run that did not run is a broken demo, not a result.
+[ "$status" = 0 ] || { echo "demo: shinken run failed (status $status)" >&2; exit 1; }
+# Judged outside: what the agent did, and that what it was refused is there.
 [ -f result.txt ] && echo "    (outside: result.txt is in the workspace)"
+cmp -s "$work/home/.bashrc" "$work/bashrc.before" && echo "    (outside: ~/.bashrc is as it was)"
+grep -q "demo private key" "$work/home/.ssh/id_ed25519" && echo "    (outside: the key it could not read is there)"
 echo
 
 echo "== Cedar: Shinken decides what an agent may use. Session s-2026-11-30-01, agent 'coder',"

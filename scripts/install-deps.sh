@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs every Debian package the build and the tests need, and the npm
 # packages the tests use. It is idempotent and prints nothing when everything
-# is already present. Run as root on Debian 12.
+# is already present. Run on Debian 12: as root, or as a user, who is told
+# which packages to install (or who installs them through sudo, when sudo
+# needs no password).
 set -eu
 
 PKGS="meson ninja-build gcc clang libclang-rt-14-dev pkg-config make
 bubblewrap libseccomp-dev libevent-dev libssl-dev libjansson-dev
 libsqlite3-dev libcmocka-dev scdoc zlib1g-dev libc6-dev python3 curl wget git
 iproute2 procps util-linux passwd ca-certificates time openssl shellcheck binutils
-cvc5"
+cvc5 zsh"
 
 missing=""
 for p in $PKGS; do
@@ -21,11 +23,23 @@ command -v node >/dev/null 2>&1 || missing="$missing nodejs"
 command -v npm >/dev/null 2>&1 || missing="$missing npm"
 
 if [ -n "$missing" ]; then
+  as_root=""
+  if [ "$(id -u)" != 0 ]; then
+    # apt-get would fail with a lock error that does not say what is
+    # missing: say it, and how to install it.
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+      as_root="sudo -n env DEBIAN_FRONTEND=noninteractive"
+    else
+      echo "install-deps: missing packages:$missing" >&2
+      echo "install-deps: install them as root: apt-get install --no-install-recommends$missing" >&2
+      exit 1
+    fi
+  fi
   echo "install-deps: installing$missing"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
+  $as_root apt-get update -qq >/dev/null
   # shellcheck disable=SC2086
-  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  $as_root apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -32,11 +32,17 @@ if [ -z "${SHINKEN:-}" ]; then
 fi
 bwrap=$(command -v bwrap) || { echo "run.sh: bwrap is needed" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-chmod 755 "$tmp"
+tmp=$(mktemp -d) home=$(mktemp -d)
+trap 'rm -rf "$tmp" "$home"' EXIT
+chmod 755 "$tmp" "$home"
 cc -O2 -o "$tmp/startup" "$root/bench/run/startup.c"
 cd "$tmp"
+# The commands may run as another user, who cannot read the caller's home
+# (root's is 0700, and shinken run refuses a configuration it cannot read):
+# both run with an empty home of their own, outside the working directory.
+export HOME="$home"
+# --allow-degraded asks the admin policy: the source tree's, unless given.
+export SHINKEN_POLICY_DIR="${SHINKEN_POLICY_DIR:-$root/policies}"
 peer="$bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent --new-session"
 
 # bench UID GID [SHINKEN-OPTIONS...] ::: PEER-OPTIONS: each shinken (and the

@@ -80,8 +80,7 @@ static json_t *call(const char *what, json_t *req)
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
   if (fd < 0)
-    shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); start one with 'shinken daemon'", what, path,
-             strerror(-fd));
+    shk_cli_die_no_manager(what, path, -fd);
   char *answer;
   shk_error err;
   int r = shk_manager_rpc(fd, text, &answer, &err);
@@ -148,8 +147,7 @@ static int follow(const char *session, bool as_json)
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
   if (fd < 0)
-    shk__die(SHK_EXIT_UNAVAILABLE, "approvals: no manager at %s (%s); start one with 'shinken daemon'", path,
-             strerror(-fd));
+    shk_cli_die_no_manager("approvals", path, -fd);
   static const char req[] = "{\"op\":\"subscribe\"}\n";
   if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1))
     shk__die(SHK_EXIT_UNAVAILABLE, "approvals: the manager at %s: %s", path, strerror(errno));

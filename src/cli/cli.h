@@ -98,6 +98,21 @@ bool shk_cli_wants_help(int argc, char **argv);
 /* "shinken: CMD: MESSAGE (see 'shinken CMD --help')" and exit 64. */
 SHK_NORETURN SHK_PRINTF(2, 3) void shk_cli_usage_error(const char *cmd, const char *fmt, ...);
 
+/* ---- advice (advice.c) ---- */
+
+/* "WHAT: no manager at PATH ..." for a connection that failed with ERR (a
+ * positive errno), saying the next step that is right for this user (a
+ * manager of another user's is not one to start again), and exit 4. */
+SHK_NORETURN void shk_cli_die_no_manager(const char *what, const char *path, int err);
+/* For a user (not root) with neither SHINKEN_SOCKET nor XDG_RUNTIME_DIR,
+ * whose manager's default place is root's: what to do instead, as a
+ * sentence; NULL otherwise. */
+const char *shk_cli_socket_hint(void);
+/* One line on stderr for a manager's answer ANS that holds a decision
+ * other than granted (it waits for a human, or it was refused), in terms of
+ * the next step: who can approve it and how, or why no approval can. */
+void shk_cli_say_decision(const char *what, const struct json_t *ans);
+
 /* ---- the refusals of a session (refusals.c) ---- */
 
 /* Counts the refusals among the verdicts an embedded manager hands over
@@ -108,6 +123,10 @@ typedef struct shk_cli_refusals shk_cli_refusals;
 struct shk_egress_verdict_info;
 shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log);
 int shk_cli_refusals_take(void *data, const struct shk_egress_verdict_info *v);
+/* The refusals a daemon counted for SESSION, its connection FD still open
+ * (the session ends when it closes), for the same summary; NULL when the
+ * daemon does not answer. */
+shk_cli_refusals *shk_cli_refusals_hosted(int fd, const char *session);
 /* One line per kind of refusal on stderr, and KEPT_AT, the log's path,
  * when there is one. */
 void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at);

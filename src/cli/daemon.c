@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -63,7 +64,9 @@ int shk_cli_daemon(int argc, char **argv)
     shk_manager_free(m);
     /* A place the configuration names that may not hold the socket is bad
      * input; a socket that cannot be made is unavailable. */
-    shk__die(r == -EPERM ? SHK_EXIT_BAD_INPUT : SHK_EXIT_UNAVAILABLE, "daemon: %s", err.message);
+    const char *hint = r == -EACCES ? shk_cli_socket_hint() : NULL;
+    shk__die(r == -EPERM ? SHK_EXIT_BAD_INPUT : SHK_EXIT_UNAVAILABLE, "daemon: %s%s%s", err.message,
+             hint ? "; " : "", hint ? hint : "");
   }
   printf("listening %s\naudit log %s\n", mc.socket, mc.opts.audit_db);
   fflush(stdout);

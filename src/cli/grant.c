@@ -12,11 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/common.h"
-#include "shinken/cap.h"
 #include "shinken/manager.h"
 
 /* "500ms", "30s", "5m", "2h", "1d" -> milliseconds. */
@@ -51,6 +51,31 @@ static void print_grant_line(json_t *g)
   free(scope);
 }
 
+/* One line per session, under a header: enough to tell two apart (who
+ * opened it, where, with what command, and when), then its state. */
+static void print_sessions(json_t *list)
+{
+  if (!json_array_size(list))
+    return;
+  printf("%-20s %-8s %-10s %-19s %-8s %-6s %-6s %-24s %s\n", "SESSION", "PID", "USER", "STARTED", "TRUST",
+         "GRANTS", "EGRESS", "CWD", "COMMAND");
+  size_t i;
+  json_t *s;
+  json_array_foreach(list, i, s) {
+    char started[32] = "-";
+    json_int_t ms = json_integer_value(json_object_get(s, "started_ms"));
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms > 0 && localtime_r(&t, &tm))
+      strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S", &tm);
+    const char *cwd = str(s, "cwd"), *cmd = str(s, "command");
+    printf("%-20s %-8lld %-10s %-19s %-8s %-6lld %-6s %-24s %s\n", str(s, "session"),
+           (long long)json_integer_value(json_object_get(s, "pid")), str(s, "user"), started,
+           str(s, "trust_tier"), (long long)json_integer_value(json_object_get(s, "grants")),
+           json_is_true(json_object_get(s, "egress")) ? "proxy" : "none", *cwd ? cwd : "-", *cmd ? cmd : "-");
+  }
+}
+
 /* Sends `req` (stolen) on `fd` and returns the answer; dies with one line
  * when there is none. */
 static json_t *rpc(const char *what, int fd, json_t *req)
@@ -78,11 +103,10 @@ static int connect_or_die(const char *what, json_t *req)
 {
   const char *path = shk_manager_socket_path();
   int fd = shk_manager_connect(path);
-  if (fd < 0)
+  if (fd < 0) {
     json_decref(req);
-  if (fd < 0)
-    shk__die(SHK_EXIT_UNAVAILABLE, "%s: no manager at %s (%s); start one with 'shinken daemon'", what,
-             path, strerror(-fd));
+    shk_cli_die_no_manager(what, path, -fd);
+  }
   return fd;
 }
 
@@ -108,11 +132,8 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
     char *text = json_dumps(ans, JSON_COMPACT);
     puts(text ? text : "{}");
     free(text);
-  } else if (!ok && !strcmp(str(ans, "decision"), "ask")) {
-    fprintf(stderr, "shinken: %s waits for a human: pending request %s: %s\n", what, str(ans, "pending"),
-            str(ans, "error"));
   } else if (!ok && json_object_get(ans, "decision")) {
-    fprintf(stderr, "shinken: %s refused: %s\n", what, str(ans, "error"));
+    shk_cli_say_decision(what, ans);
   } else if (!ok) {
     /* The manager's sentence already names the operation. */
     const char *e = str(ans, "error");
@@ -132,12 +153,7 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
     json_t *g;
     json_array_foreach(json_object_get(ans, "grants"), i, g) print_grant_line(g);
   } else if (!strcmp(what, "sessions")) {
-    size_t i;
-    json_t *s;
-    json_array_foreach(json_object_get(ans, "sessions"), i, s)
-      printf("%s  trust %s  grants %lld  egress %s\n", str(s, "session"), str(s, "trust_tier"),
-             (long long)json_integer_value(json_object_get(s, "grants")),
-             json_is_true(json_object_get(s, "egress")) ? "proxy" : "none");
+    print_sessions(json_object_get(ans, "sessions"));
   } else if (!strcmp(what, "revoke")) {
     printf("revoked %s (%lld open tunnels closed)\n", str(ans, "handle"),
            (long long)json_integer_value(json_object_get(ans, "tunnels_closed")));
@@ -154,19 +170,14 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
  * with it, or it is empty: the answer then says it is unknown), else the one id that
  * begins with it, asked of the manager with OP ("sessions" or "grants",
  * whose answer lists FIELD in LIST). Two or more are one sentence and bad
- * input (REQ, the request, freed first). The answer is malloc'd; *ENTRY
- * (when ENTRY is not NULL) is the manager's entry of the id found (a new
- * reference), or NULL when it knows none. */
+ * input (REQ, the request, freed first). The answer is malloc'd. */
 static char *unique_id(const char *what, int fd, const char *op, const char *list, const char *field,
-                       const char *given, json_t *req, json_t **entry)
+                       const char *given, json_t *req)
 {
-  if (entry)
-    *entry = NULL;
   if (!*given)
     return shk__xstrdup(given);
   json_t *ans = rpc(what, fd, json_pack("{s:s}", "op", op));
   const char *found = NULL, *other = NULL;
-  json_t *found_e = NULL;
   size_t i;
   json_t *e;
   json_array_foreach(json_object_get(ans, list), i, e) {
@@ -175,16 +186,13 @@ static char *unique_id(const char *what, int fd, const char *op, const char *lis
       continue;
     if (!strcmp(id, given)) {
       found = id;
-      found_e = e;
       other = NULL;
       break;
     }
-    if (found && strcmp(found, id)) {
+    if (found && strcmp(found, id))
       other = id;
-    } else {
+    else
       found = id;
-      found_e = e;
-    }
   }
   if (other) {
     char msg[512];
@@ -194,49 +202,28 @@ static char *unique_id(const char *what, int fd, const char *op, const char *lis
     shk__die(SHK_EXIT_BAD_INPUT, "%s: %s", what, msg);
   }
   char *id = shk__xstrdup(found ? found : given);
-  if (entry && found_e)
-    *entry = json_incref(found_e);
   json_decref(ans);
   return id;
 }
 
-/* Sends `req` (stolen) and prints the answer. The manager answers two
- * requests without complaint that are mistakes all the same, so they are
- * caught here, from what it lists: the handles of a session it has never
- * heard of (an empty list, as of a session with none), and the revoke of
- * a handle already revoked (a no-op). */
+/* Sends `req` (stolen) and prints the answer. The manager refuses, with
+ * its own sentence, what would otherwise be a silent mistake (the handles
+ * of a session it never heard of, a second revoke, a scope that grants
+ * nothing), so every client of its socket gets the same answer. */
 static int call(const char *what, json_t *req, bool as_json)
 {
   int fd = connect_or_die(what, req);
   /* The session or handle the request names may be a prefix of one. */
   const char *key = json_object_get(req, "handle") ? "handle" : json_object_get(req, "session") ? "session" : NULL;
-  json_t *entry = NULL;
   if (key) {
     bool handle = !strcmp(key, "handle");
     char *id = unique_id(what, fd, handle ? "grants" : "sessions", handle ? "grants" : "sessions", key,
-                         json_string_value(json_object_get(req, key)), req, &entry);
+                         json_string_value(json_object_get(req, key)), req);
     json_object_set_new(req, key, json_string(id));
     free(id);
   }
-  bool revoked = !strcmp(what, "revoke") && entry && !json_is_true(json_object_get(entry, "live"));
-  bool unknown = !strcmp(what, "grants") && key && !entry;
-  char *name = unknown ? shk__xstrdup(str(req, "session")) : NULL;
-  json_decref(entry);
-  if (revoked) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "handle %s was already revoked", str(req, "handle"));
-    json_decref(req);
-    shk__die(SHK_EXIT_BAD_INPUT, "revoke: %s", msg);
-  }
   json_t *ans = rpc(what, fd, req);
   close(fd);
-  /* A session that is gone may still have handles listed; one with none,
-   * unknown to the manager, was never there. */
-  if (unknown && json_is_true(json_object_get(ans, "ok")) && !json_array_size(json_object_get(ans, "grants"))) {
-    json_decref(ans);
-    shk__die(SHK_EXIT_BAD_INPUT, "grants: no session '%s' (see 'shinken sessions')", name);
-  }
-  free(name);
   return print_answer(what, ans, as_json);
 }
 
@@ -305,25 +292,6 @@ static json_t *scope_arg(const char *cmd, const char *text)
   return s;
 }
 
-/* Whether a grant of class CLS_NAME with the scope TEXT grants nothing:
- * the class's empty scope covers it ({}, or ports without domains or CIDRs
- * to reach). The manager would carry such a grant out, recording a handle
- * that can do nothing, so the CLI refuses it with a sentence. A class or
- * scope that does not parse is left to the manager, whose sentence names
- * the field. */
-static bool grants_nothing(const char *cls_name, const char *text, bool *net)
-{
-  shk_cap_class cls;
-  shk_cap_scope scope = { 0 }, none = { 0 };
-  if (shk_cap_class_parse(cls_name, &cls) || shk_cap_scope_parse(cls, text, &scope, NULL))
-    return false;
-  none.cls = cls;
-  *net = cls == SHK_CAP_NET_EGRESS;
-  bool nothing = shk_cap_scope_subset(&scope, &none, NULL);
-  shk_cap_scope_clear(&scope);
-  return nothing;
-}
-
 static const char allowed_grant[] = { OPT_SCOPE, OPT_TTL, OPT_ONCE, OPT_JSON, OPT_EXTERNAL, OPT_APPROVE, 0 };
 static const char allowed_att[] = { OPT_SCOPE, OPT_TTL, OPT_JSON, 0 };
 static const char allowed_json[] = { OPT_JSON, 0 };
@@ -345,19 +313,9 @@ int shk_cli_grant(int argc, char **argv)
   if (a.ttl > 0)
     json_object_set_new(req, "ttl_ms", json_integer(a.ttl));
   int fd = connect_or_die("grant", req);
-  json_t *known;
-  char *sid = unique_id("grant", fd, "sessions", "sessions", "session", a.pos[0], req, &known);
+  char *sid = unique_id("grant", fd, "sessions", "sessions", "session", a.pos[0], req);
   json_object_set_new(req, "session", json_string(sid));
   free(sid);
-  /* Of a session the manager does not know, its answer says so first. */
-  bool net = false;
-  if (known && grants_nothing(a.pos[1], a.scope, &net)) {
-    json_decref(known);
-    json_decref(req);
-    shk__die(SHK_EXIT_BAD_INPUT, "grant: the scope %s grants nothing for %s%s", a.scope, a.pos[1],
-             net ? " (it needs domains or cidrs to reach)" : "");
-  }
-  json_decref(known);
   json_t *ans = rpc("grant", fd, req);
   if (a.approve && !strcmp(str(ans, "decision"), "ask")) {
     json_t *res = json_pack("{s:s, s:s, s:s}", "op", "resolve", "pending", str(ans, "pending"), "resolution",

@@ -42,7 +42,8 @@ static const struct usage {
     "  --accept-widening   accept a project or session tier wider than the one recorded" },
   { "sessions",
     "usage: shinken sessions [--json]\n"
-    "The manager's sessions.\n"
+    "The manager's sessions: who opened each (pid, user, working directory,\n"
+    "command), when, its trust tier, grants and egress.\n"
     "\n"
     "  --json   print the manager's answer as one JSON object" },
   { "grant",

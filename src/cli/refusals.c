@@ -4,9 +4,13 @@
  * (shk_manager_opts.on_verdict); they are said live with --verbose, and
  * summed up once the command is gone, one line per destination and reason,
  * on shinken's own stderr (never the workload's). With SHINKEN_EVENT_LOG
- * every verdict is also kept there, one JSON line each. */
+ * every verdict is also kept there, one JSON line each. A session a daemon
+ * hosts is summed up from the daemon's count (op refusals), asked for
+ * before the session ends. */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 #include "cli/cli.h"
 #include "common/common.h"
 #include "shinken/egress.h"
+#include "shinken/manager.h"
 
 struct kind {
   char *why;    /* the sentence in parentheses */
@@ -28,6 +33,8 @@ struct kind {
 struct shk_cli_refusals {
   int log;            /* SHINKEN_EVENT_LOG, or -1 */
   bool live;
+  bool hosted;        /* counted by a daemon, whose timeline keeps every verdict */
+  unsigned others;    /* refusals a daemon counted past the kinds it keeps */
   pthread_mutex_t lock; /* the proxies' threads hand verdicts over */
   char *session;
   struct kind *kinds;
@@ -45,12 +52,21 @@ static char *why_of(const char *reason, const char *rule)
     return shk__xasprintf("forbidden by the rule '%s'", rule);
   if (!strcmp(reason, "policy-deny") || !strcmp(reason, "held-denied"))
     return shk__xasprintf("denied");
+  if (!strcmp(reason, "held-abandoned"))
+    return shk__xasprintf("held for a human's answer, and the client gave up waiting");
   if (!strcmp(reason, "policy-deny-cidr"))
     return shk__xasprintf("an address range the administrator blocks");
   if (!strncmp(reason, "ip-", 3))
     return shk__xasprintf("a non-public address; --allow-cidr opens a range");
+  if (!strcmp(reason, "session-close") || !strcmp(reason, "session-closed"))
+    return shk__xasprintf("the session had ended");
+  if (!strcmp(reason, "session-held-limit"))
+    return shk__xasprintf("the session's limit of requests waiting for a human");
   if (!strncmp(reason, "session-", 8))
     return shk__xasprintf("the session's limit of open connections");
+  if (!strncmp(reason, "chunk-", 6) || !strncmp(reason, "socks5-", 7) || !strncmp(reason, "http-", 5))
+    return shk__xasprintf("a request the proxy could not read as %s (%s)",
+                          !strncmp(reason, "socks5-", 7) ? "SOCKS5" : "HTTP", reason);
   if (!strncmp(reason, "connect-", 8) || !strncmp(reason, "dns-", 4) || strstr(reason, "timeout"))
     return NULL;
   return shk__xasprintf("the proxy refused the request: %s", reason);
@@ -75,7 +91,12 @@ static void advice(const struct shk_cli_refusals *r, const struct kind *k, FILE 
   if (k->host && !strcmp(k->why, "not granted"))
     fprintf(out, "; 'shinken grant %s net.egress --scope '{\"domains\":[\"%s\"]}'' or approve when asked",
             r->session, k->host);
+  else if (k->host && !strncmp(k->why, "held", 4))
+    fprintf(out, "; 'shinken approvals' shows what waits, or 'shinken grant %s net.egress --scope "
+                 "'{\"domains\":[\"%s\"]}'' grants it ahead", r->session, k->host);
 }
+
+static void count(struct shk_cli_refusals *r, const shk_egress_verdict_info *v, unsigned n);
 
 /* Safe on a proxy's thread: it only counts under the lock, and writes the
  * kept line and the live line with one write each; it never calls back into
@@ -91,11 +112,18 @@ int shk_cli_refusals_take(void *data, const shk_egress_verdict_info *v)
     }
     free(line);
   }
+  count(r, v, 1);
+  pthread_mutex_unlock(&r->lock);
+  return 0;
+}
+
+/* Caller holds the lock. Counts N refusals like V (a verdict of any kind:
+ * only Shinken's own refusals count). */
+static void count(struct shk_cli_refusals *r, const shk_egress_verdict_info *v, unsigned n)
+{
   char *why = v->decision && v->reason && !strcmp(v->decision, "deny") ? why_of(v->reason, v->rule) : NULL;
-  if (!why) {
-    pthread_mutex_unlock(&r->lock);
-    return 0;
-  }
+  if (!why)
+    return;
   if (!r->session && v->session)
     r->session = shk__xstrdup(v->session);
   const char *noun;
@@ -115,14 +143,12 @@ int shk_cli_refusals_take(void *data, const shk_egress_verdict_info *v)
     k = &r->kinds[r->n++];
     *k = (struct kind){ why, noun, what, v->host ? shk__xstrdup(v->host) : NULL, 0 };
   }
-  k->n++;
+  k->n += n;
   if (r->live) {
     fprintf(stderr, "shinken: refused a %s%s (%s", k->noun, k->what, k->why);
     advice(r, k, stderr);
     fputs(")\n", stderr);
   }
-  pthread_mutex_unlock(&r->lock);
-  return 0;
 }
 
 shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log)
@@ -134,6 +160,47 @@ shk_cli_refusals *shk_cli_refusals_new(bool live, const char *log)
   r->log = fd;
   r->live = live;
   pthread_mutex_init(&r->lock, NULL);
+  return r;
+}
+
+shk_cli_refusals *shk_cli_refusals_hosted(int fd, const char *session)
+{
+  json_t *req = json_pack("{s:s, s:s}", "op", "refusals", "session", session);
+  char *text = req ? json_dumps(req, JSON_COMPACT) : NULL, *answer = NULL;
+  json_decref(req);
+  shk_error err;
+  int rc = text ? shk_manager_rpc(fd, text, &answer, &err) : -ENOMEM;
+  free(text);
+  json_t *ans = rc == 0 ? json_loads(answer, 0, NULL) : NULL;
+  free(answer);
+  json_t *list = json_object_get(ans, "refusals");
+  if (!json_is_true(json_object_get(ans, "ok")) || !json_is_array(list)) {
+    json_decref(ans);
+    return NULL;
+  }
+  struct shk_cli_refusals *r = shk_cli_refusals_new(false, NULL);
+  r->hosted = true;
+  size_t i;
+  json_t *e;
+  json_array_foreach(list, i, e) {
+    json_int_t n = json_integer_value(json_object_get(e, "count"));
+    const char *proto = json_string_value(json_object_get(e, "proto"));
+    if (n <= 0 || n > UINT32_MAX)
+      continue;
+    if (!proto) {
+      r->others += (unsigned)n;
+      continue;
+    }
+    json_int_t port = json_integer_value(json_object_get(e, "port"));
+    shk_egress_verdict_info v = {
+      .session = session, .proto = !strcmp(proto, "dns") ? SHK_EGRESS_DNS : SHK_EGRESS_CONNECT,
+      .host = json_string_value(json_object_get(e, "host")), .port = port > 0 && port < 65536 ? (uint16_t)port : 0,
+      .decision = "deny", .reason = json_string_value(json_object_get(e, "reason")),
+      .rule = json_string_value(json_object_get(e, "rule")),
+    };
+    count(r, &v, (unsigned)n);
+  }
+  json_decref(ans);
   return r;
 }
 
@@ -149,8 +216,13 @@ void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at)
     advice(r, k, stderr);
     fputs(")\n", stderr);
   }
-  if (r->n) {
-    if (kept_at)
+  if (r->others)
+    fprintf(stderr, "shinken: refused %u more requests of other kinds\n", r->others);
+  if (r->n || r->others) {
+    if (r->hosted)
+      fputs("shinken: every connection of this session is on the manager's audit timeline "
+            "(shinken audit tail)\n", stderr);
+    else if (kept_at)
       fprintf(stderr, "shinken: every connection of this session is logged in %s\n", kept_at);
     else
       fputs("shinken: SHINKEN_EVENT_LOG=FILE keeps a line for every connection\n", stderr);

@@ -553,6 +553,10 @@ int shk_cli_run(int argc, char **argv)
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   session_report(&rs, &res);
   shk_cli_ask_stop(inline_ask);
+  /* A daemon's session is summed up from the daemon's count, while the
+   * connection (and so the session) is still open. */
+  if (rs.fd >= 0 && rs.id && !rs.refusals)
+    rs.refusals = shk_cli_refusals_hosted(rs.fd, rs.id);
   if (!prompt_shared)
     shk_sandbox_prompt_free(prompt);
   /* The manager's end hands over the proxies' last verdicts. */

@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -412,6 +413,47 @@ int shk_egress_bridge_start(const char *dir)
   return r;
 }
 
+/* NAME set to its value, a space and WORDS; to WORDS alone when it is
+ * unset or empty. */
+static int append_words(const char *name, const char *words)
+{
+  const char *old = getenv(name);
+  if (!old || !*old)
+    return setenv(name, words, 1) < 0 ? -errno : 0;
+  size_t n = strlen(old) + 1 + strlen(words) + 1;
+  char *v = malloc(n);
+  if (!v)
+    return -ENOMEM;
+  snprintf(v, n, "%s %s", old, words);
+  int r = setenv(name, v, 1) < 0 ? -errno : 0;
+  free(v);
+  return r;
+}
+
+/* One more entry of git's configuration from the environment
+ * (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_<i>, GIT_CONFIG_VALUE_<i>), after the
+ * caller's own: git takes the last value of a key, so this one wins, and
+ * the caller's other entries stay. A count git itself would reject (not a
+ * number) is replaced, since git would then refuse to run at all. */
+static int add_git_config(const char *key, const char *value)
+{
+  const char *c = getenv("GIT_CONFIG_COUNT");
+  char *end = NULL;
+  errno = 0;
+  long n = c && *c ? strtol(c, &end, 10) : 0;
+  if (!c || !*c || errno || *end || n < 0 || n > 100000)
+    n = 0;
+  char name[64], count[32];
+  snprintf(name, sizeof name, "GIT_CONFIG_KEY_%ld", n);
+  if (setenv(name, key, 1) < 0)
+    return -errno;
+  snprintf(name, sizeof name, "GIT_CONFIG_VALUE_%ld", n);
+  if (setenv(name, value, 1) < 0)
+    return -errno;
+  snprintf(count, sizeof count, "%ld", n + 1);
+  return setenv("GIT_CONFIG_COUNT", count, 1) < 0 ? -errno : 0;
+}
+
 int shk_egress_apply_env(void)
 {
   static const char http[] = "http://127.0.0.1:3128", socks[] = "socks5h://127.0.0.1:1080",
@@ -431,13 +473,8 @@ int shk_egress_apply_env(void)
     { "YARN_HTTP_PROXY", http }, { "YARN_HTTPS_PROXY", http },
     /* pip */
     { "PIP_PROXY", http },
-    /* git: http.proxy through the environment's config, for every remote */
-    { "GIT_CONFIG_COUNT", "1" }, { "GIT_CONFIG_KEY_0", "http.proxy" },
-    { "GIT_CONFIG_VALUE_0", http },
     /* cargo */
     { "CARGO_HTTP_PROXY", http },
-    /* Java, Gradle, Maven */
-    { "JAVA_TOOL_OPTIONS", java }, { "GRADLE_OPTS", java }, { "MAVEN_OPTS", java },
     /* Node's built-in fetch and http honour the variables only with this */
     { "NODE_USE_ENV_PROXY", "1" },
     /* gRPC */
@@ -452,5 +489,13 @@ int shk_egress_apply_env(void)
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
     if (setenv(vars[i][0], vars[i][1], 1) < 0)
       return -errno;
-  return 0;
+  /* Java, Gradle, Maven: after the caller's own options (a heap size, an
+   * agent), which they keep; a later -D wins, so the proxy's do. */
+  static const char *const java_vars[] = { "JAVA_TOOL_OPTIONS", "GRADLE_OPTS", "MAVEN_OPTS" };
+  for (size_t i = 0; i < sizeof java_vars / sizeof java_vars[0]; i++) {
+    int r = append_words(java_vars[i], java);
+    if (r < 0)
+      return r;
+  }
+  return add_git_config("http.proxy", http);
 }

@@ -18,6 +18,8 @@
 
 #include "common/common.h"
 #include "manager/manager-internal.h"
+#include "manager/opener.h"
+#include "manager/tally.h"
 #include "shinken/approve.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
@@ -88,6 +90,8 @@ typedef struct session {
    * human to ask) turned the Ask loop off, so what no handle covers is
    * refused at once. */
   bool no_ask;
+  shk__opener opener;      /* set at open, for the listing */
+  shk__tally *refusals;    /* its proxy's refusals by kind; its own lock */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;

@@ -448,6 +448,7 @@ static void session_destroy(session *s)
     free(s->roots[i]);
   free(s->roots);
   free(s->grants);
+  shk__tally_free(s->refusals);
   pthread_cond_destroy(&s->held_cv);
   pthread_mutex_destroy(&s->held_mu);
   free(s);
@@ -711,6 +712,7 @@ static int egress_verdict(void *data, const shk_egress_verdict_info *v)
   shk_audit_str(&e, SHK_AUDIT_REASON, v->reason);
   shk_audit_str(&e, SHK_AUDIT_RULE, v->rule);
   int r = ev_emit(s->m, &e, NULL);
+  shk__tally_add(s->refusals, v);
   if (s->m->on_verdict)
     s->m->on_verdict(s->m->verdict_data, v);
   return r;
@@ -1072,6 +1074,11 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
   snprintf(s->trust_tier, sizeof s->trust_tier, "%s", tier);
   snprintf(s->model, sizeof s->model, "%s", str_or(req, "model", ""));
   s->expires_ms = now_ms() + (ttl ? ttl : 24LL * 3600 * 1000);
+  shk__opener_take(&s->opener, by, now_ms());
+  if (!(s->refusals = shk__tally_new())) {
+    session_destroy(s);
+    return refuse("open_session: out of memory");
+  }
   char why[PATH_MAX * 2 + 256];
   json_t *ans = NULL;
   if ((bad = take_roots(s, req, why, sizeof why))) {
@@ -1158,16 +1165,30 @@ static json_t *op_sessions(shk_manager *m)
 {
   json_t *a = json_array();
   pthread_mutex_lock(&m->mu);
-  for (session *s = m->sessions; s && a; s = s->next)
-    if (json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:I}", "session", s->id, "trust_tier",
-                                           s->trust_tier, "model", s->model, "expires_ms",
-                                           (json_int_t)s->expires_ms, "grants", (json_int_t)s->n_grants,
-                                           "egress", s->egress != NULL, "pending", (json_int_t)s->n_pending))) {
+  for (session *s = m->sessions; s && a; s = s->next) {
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:I}", "session", s->id, "trust_tier", s->trust_tier,
+                          "model", s->model, "expires_ms", (json_int_t)s->expires_ms, "grants",
+                          (json_int_t)s->n_grants, "egress", s->egress != NULL, "pending", (json_int_t)s->n_pending);
+    if (!o || shk__opener_add_json(&s->opener, o) || json_array_append_new(a, o)) {
       json_decref(a);
       a = NULL;
     }
+  }
   pthread_mutex_unlock(&m->mu);
   return a ? json_pack("{s:b, s:o}", "ok", 1, "sessions", a) : refuse("sessions: out of memory");
+}
+
+/* Whether SCOPE grants nothing: the class's empty scope already covers it
+ * ({}, or ports without domains or CIDRs to reach), by the subset rule
+ * attenuation uses. install.privileged is the exception: its scope is one
+ * choice, and the empty one is the narrower choice ("pkg", installing
+ * packages), which grants something. */
+static bool grants_nothing(const shk_cap_scope *scope)
+{
+  if (scope->cls == SHK_CAP_INSTALL_PRIVILEGED)
+    return false;
+  shk_cap_scope none = { .cls = scope->cls };
+  return shk_cap_scope_subset(scope, &none, NULL);
 }
 
 static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
@@ -1209,6 +1230,14 @@ static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
   q.s = find_session(m, sid);
   if (!q.s) {
     ans = refuse("grant: no such session: %s", sid ? sid : "(none)");
+  } else if (grants_nothing(&scope)) {
+    /* Bad input, not a decision: such a grant would record a handle that
+     * can do nothing, and its holder would believe it had been given
+     * something. Said after the session, so an unknown one is said first. */
+    char *text = jscope ? json_dumps(jscope, JSON_COMPACT) : NULL;
+    ans = refuse("grant: the scope %s grants nothing for %s%s", text ? text : "{}", cname,
+                 cls == SHK_CAP_NET_EGRESS ? " (it needs domains or cidrs to reach)" : "");
+    free(text);
   } else {
     sweep_session(m, q.s, now_ms());
     /* A request built from external data shows the session took it in. */
@@ -1358,6 +1387,12 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   const char *id = str_or(req, "handle", NULL);
   if (!id)
     return refuse("revoke: handle is required");
+  /* A second revoke would change nothing; saying so keeps a client from
+   * believing it just cut off something still live. (Two revokes at once
+   * may both pass here: both then flip a bit already flipped.) */
+  shk_cap_lifecycle known;
+  if (!shk_cap_lifecycle_of(m->table, id, &known) && shk_cap_is_revoked(m->table, id))
+    return refuse("revoke: handle %s was already revoked", id);
   /* 1. Flip the bit first, holding no lock of the manager: the next use
    * fails from this moment on, whatever any session's proxy is doing. */
   if (shk_cap_revoke(m->table, id))
@@ -1506,8 +1541,35 @@ static void list_one(const shk_cap_info *info, void *ud)
 static json_t *op_grants(shk_manager *m, json_t *req)
 {
   list_ctx c = { json_array(), now_ms(), m->table };
-  shk_cap_foreach(m->table, str_or(req, "session", NULL), list_one, &c);
+  const char *sid = str_or(req, "session", NULL);
+  shk_cap_foreach(m->table, sid, list_one, &c);
+  /* A session that has ended may still have handles listed; one the
+   * manager neither hosts nor has handles of was never there, and an empty
+   * list would say it had none. */
+  if (sid && c.arr && !json_array_size(c.arr)) {
+    pthread_mutex_lock(&m->mu);
+    bool open = find_session(m, sid) != NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!open) {
+      json_decref(c.arr);
+      return refuse("grants: no session '%s' (see 'shinken sessions')", sid);
+    }
+  }
   return c.arr ? json_pack("{s:b, s:o}", "ok", 1, "grants", c.arr) : refuse("grants: out of memory");
+}
+
+/* The refusals of an open session's proxy, by kind: what the process that
+ * started it says at its end. Read-only, like the grants listing. */
+static json_t *op_refusals(shk_manager *m, json_t *req)
+{
+  const char *sid = str_or(req, "session", NULL);
+  pthread_mutex_lock(&m->mu);
+  session *s = find_session(m, sid);
+  json_t *list = s ? shk__tally_json(s->refusals) : NULL;
+  pthread_mutex_unlock(&m->mu);
+  if (!s)
+    return refuse("refusals: no open session '%s'", sid ? sid : "");
+  return list ? json_pack("{s:b, s:o}", "ok", 1, "refusals", list) : refuse("refusals: out of memory");
 }
 
 /* What a session has been exposed to, as its runtime reports it; exposure
@@ -1623,6 +1685,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
   }
   if (!strcmp(op, "grants"))
     return op_grants(m, req);
+  if (!strcmp(op, "refusals"))
+    return op_refusals(m, req);
   if (!strcmp(op, "revoke"))
     return op_revoke(m, req, &by);
   if (!strcmp(op, "attenuate"))

@@ -216,6 +216,30 @@ def case_mem_kill():
         fail("control: a run under the limit (status %d) said: %r" % (rc, err))
 
 
+def case_proxy_env():
+    # The caller's own JAVA_TOOL_OPTIONS and git configuration survive
+    # --net proxy: the proxy's settings are added after them.
+    mine = {"JAVA_TOOL_OPTIONS": "-Xmx64m", "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.name",
+            "GIT_CONFIG_VALUE_0": "Caller Name"}
+    script = ('echo "java=$JAVA_TOOL_OPTIONS"; echo "count=$GIT_CONFIG_COUNT"; '
+              'echo "name=$(git config --get user.name)"; echo "proxy=$(git config --get http.proxy)"')
+    java = "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128"
+    rc, out, err = run(["--net", "proxy"], script, mine)
+    if rc != 0 or ("java=-Xmx64m " not in out) or java not in out:
+        fail("the caller's JAVA_TOOL_OPTIONS was not kept with the proxy's after it: %r" % out)
+    if "count=2\n" not in out or "name=Caller Name\n" not in out or "proxy=http://127.0.0.1:3128\n" not in out:
+        fail("the caller's git configuration was not kept beside the proxy's: %r" % out)
+    # Control: without --net proxy the caller's values arrive as they are
+    # (so the additions above are the proxy's), and without values of the
+    # caller's the proxy's stand alone.
+    rc, out, err = run([], script, mine)
+    if "java=-Xmx64m\n" not in out or "count=1\n" not in out or "proxy=\n" not in out:
+        fail("control: without --net proxy the caller's values changed: %r" % out)
+    rc, out, err = run(["--net", "proxy"], script)
+    if ("java=%s" % java) not in out or "count=1\n" not in out or "proxy=http://127.0.0.1:3128\n" not in out:
+        fail("control: the proxy's settings alone are not as before: %r" % out)
+
+
 {"summary": case_summary, "verbose": case_verbose, "session": case_session,
- "mem-kill": case_mem_kill}[CASE]()
+ "mem-kill": case_mem_kill, "proxy-env": case_proxy_env}[CASE]()
 print("ok: " + CASE)

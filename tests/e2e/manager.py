@@ -376,7 +376,7 @@ def main():
               and a.get("policy") == "project-manifest-tiers" and "manifest entry 1" in a.get("error", ""),
               f"Ask tier without approval waits for a human (rc {rc}, {out!r})")
         rc, out, err = cli("grant", sid, "net.egress", "--scope", '{"domains":["api.test"]}', env=env)
-        check(rc == 2 and "waits for a human" in err and err.count("\n") == 1, f"the CLI says it waits ({err!r})")
+        check(rc == 2 and "needs a human's approval" in err and err.count("\n") == 1, f"the CLI says it waits ({err!r})")
         s0, code, _ = connect_via(edir, "api.test", port)
         s0.close()
         check(code == 403, f"a pending request grants nothing (got {code})")

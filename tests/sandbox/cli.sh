@@ -377,6 +377,42 @@ case $CASE in
     sr -- "$PROBE" unix-thread "$ws/thread.sock"
     [ $rc = 0 ] || fail "connect() from a thread failed inside (status $rc)"
     grep -q '^connected from a thread$' "$scratch/stdout" || fail "the probe did not connect from a thread" ;;
+  mount-churn)
+    # A host whose mounts change while sandboxes start (bubblewrap#650): in
+    # a mount namespace of the test's own, a fixture binds and unmounts a
+    # directory without pause. The control shows bwrap alone failing to
+    # start there; shinken run, whose bwrap sets up in a private copy, must
+    # start every time.
+    [ "$(id -u)" = 0 ] || skip "needs root: the test churns mounts in a mount namespace of its own"
+    mkdir -p "$scratch/churn/a" "$scratch/churn/b"
+    cat >"$scratch/churn.sh" <<'EOS'
+mount --make-rshared / || exit 3
+"$PROBE" host-churn "$1/a" "$1/b" &
+churn=$!
+tries=0 control=0
+while [ $tries -lt 3000 ] && [ $control = 0 ]; do
+  tries=$((tries + 1))
+  $AS bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all -- /bin/true 2>>"$1/control.err" || control=$tries
+done
+failed=0
+i=0
+while [ $i -lt 400 ]; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  $AS "$SHINKEN" run $ALLOW -- /bin/true 2>>"$1/run.err" || failed=$((failed + 1))
+done
+kill $churn
+echo "$control $tries $failed"
+EOS
+    res=$(PROBE=$PROBE AS=$AS ALLOW=$ALLOW SHINKEN=$SHINKEN unshare -m --propagation private sh "$scratch/churn.sh" "$scratch/churn")
+    echo "control failure at try, tries, shinken run failures: $res" >&2
+    read -r control tries failed <<EOS
+$res
+EOS
+    [ -n "$failed" ] || fail "the churn script did not finish: $res"
+    [ "$control" = 0 ] && skip "bwrap alone started $tries times without failing here: the race cannot be shown"
+    echo "control ok: bwrap alone failed at try $control: $(head -1 "$scratch/churn/control.err")" >&2
+    [ "$failed" = 0 ] || fail "shinken run failed to start $failed times of 400: $(sort "$scratch/churn/run.err" | uniq -c | head -3)" ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 echo "ok: $CASE"

@@ -269,6 +269,28 @@ case $CASE in
   kill) setup() { holder; }; args() { echo kill "$HPID"; }; effect() { holder_effect; } ;;
   tiocsti)
     setup() { WRAP="$PROBE host-pty $fx/log --"; }; args() { echo tiocsti; }; effect() { logged; } ;;
+  tty-reopen)
+    # The caller's terminal reopened through /proc/self/fd/N and the
+    # ancestors' /proc/PID/fd/N: its window size, echo and input are judged
+    # by the host side of that terminal.
+    setup() { WRAP="$PROBE host-pty $fx/log --"; }; args() { echo tty-reopen; }; effect() { logged; } ;;
+  egress-cross)
+    # Another session B, running as the same user, whose egress sockets lie
+    # in this run's writable root: B's proxy logs every request it judges,
+    # and must see none from here.
+    HOST=shk-cross-$$.test
+    setup() {
+      mkdir -p "$ws/rt" "$out/b"; own "$ws/rt" "$out/b"
+      # shellcheck disable=SC2016 # the inner shell expands its own arguments
+      bg "$WHO" sh -c 'cd "$1" && shift && exec "$@"' sh "$out/b" env XDG_RUNTIME_DIR="$ws/rt" \
+        SHINKEN_EVENT_LOG="$fx/b-events" "$SHINKEN" run $ALLOW --net proxy -- sleep 60
+      i=0
+      while ! SOCK=$(ls "$ws"/rt/shinken-egress-*/http.sock 2>/dev/null); do
+        i=$((i + 1)); [ $i -gt 400 ] && fail "session B did not start"; sleep 0.05
+      done
+    }
+    args() { echo egress-cross "$SOCK" "$HOST"; }
+    effect() { [ -s "$fx/b-events" ] && grep -q "$HOST" "$fx/b-events" && echo "session B's proxy judged a request from here"; } ;;
   write) setup() { SNAP=$out; snap_take; }; args() { echo write "$out/sentinel"; }; effect() { snap_effect; } ;;
   symlink)
     setup() {
@@ -409,10 +431,6 @@ case $CASE in
     # The host's /dev/shm, a classic channel between sandboxes and out.
     setup() {
       [ -n "${shm:-}" ] && rm -rf "$shm"
-  for ns in ${netns:-}; do
-    p=$(ip netns pids "$ns" 2>/dev/null); [ -n "$p" ] && kill -KILL $p 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
       shm=$(mktemp -d /dev/shm/shk-escape.XXXXXX) || fail "mktemp in /dev/shm"
       printf 'sentinel\n' >"$shm/sentinel"; own "$shm"; SNAP=$shm; snap_take
     }
@@ -578,6 +596,40 @@ case $CASE in
       done
       [ -n "$hit" ] && echo "the host's git would run core.fsmonitor = shk-escaped in:$hit"
     } ;;
+  git-wide)
+    # A writable root with more directories than the search for
+    # repositories checks (SHK_SANDBOX_SCAN_MAX, 100,000): shinken run must
+    # refuse to start rather than leave a repository in it unprotected. The
+    # tree is a tmpfs of the test's own, built once for both phases.
+    wide=$scratch/wide
+    if ! { mkdir -p "$wide" && mount -t tmpfs -o size=256M,nr_inodes=400000 shk-wide "$wide"; }; then
+      fail "tmpfs for the wide tree"
+    fi
+    restore="umount -l '$wide'"
+    (cd "$wide" && seq -f 'w%03g' 0 100 | xargs mkdir && for w in w*; do (cd "$w" && seq -f 'd%04g' 0 999 | xargs mkdir) || exit 1; done) ||
+      fail "the wide tree"
+    setup() {
+      rm -rf "$wide/repo"
+      if ! { git init -q "$wide/repo" && printf '#!/bin/sh\nexit 0\n' >"$wide/repo/.git/hooks/pre-commit"; }; then
+        fail "git init"
+      fi
+      chown -R "$uid:$gid" "$wide"; RUN_OPTS="--write $wide"; SNAP="$wide/repo"; snap_take
+      REFUSE="too many to search for git repositories"
+    }
+    args() { echo git "$wide/repo"; }; effect() { snap_effect; } ;;
+  git-unlisted)
+    # A repository beneath a directory the caller owns but cannot list
+    # (mode 0311): the command reaches it by name, or makes the directory
+    # readable. shinken run must refuse to start; a root caller lists it
+    # anyway, so there the repository is found and protected.
+    setup() {
+      if ! { git init -q "$ws/x/repo" && printf '#!/bin/sh\nexit 0\n' >"$ws/x/repo/.git/hooks/pre-commit"; }; then
+        fail "git init"
+      fi
+      own "$ws"; chmod 311 "$ws/x"; SNAP="$ws/x/repo"; snap_take
+      [ "$WHO" = user ] && REFUSE="cannot be listed"
+    }
+    args() { echo git "$ws/x/repo"; }; effect() { snap_effect; } ;;
   git-budget)
     # A tree grown to outrun a bounded search: 3,000 directories sorted
     # before a repository, and a repository 300 directories deep.
@@ -672,6 +724,15 @@ if [ "$CASE" = root-secret ] && [ "$WHO" = root ]; then
   [ $rc = 125 ] || fail "as root without --allow-degraded, shinken run did not refuse (status $rc)"
   [ "$(wc -l <"$scratch/probe.err")" = 1 ] || fail "the refusal is not exactly one line"
   grep -qF "the caller is root" "$scratch/probe.err" || fail "the refusal does not name root: $(cat "$scratch/probe.err")"
+  if what=$(effect); then fail "ESCAPE ($CASE as $WHO) although shinken run refused: $what"; fi
+  grep -q '^attempted ' "$scratch/probe.out" && fail "the probe ran although shinken run refused"
+  echo "refused: $CASE as $WHO"
+  exit 0
+fi
+if [ -n "${REFUSE:-}" ]; then
+  # shinken run must refuse to start, saying why, and nothing may run.
+  [ $rc = 125 ] || fail "shinken run did not refuse to start (status $rc)"
+  grep -qF "$REFUSE" "$scratch/probe.err" || fail "the refusal does not say '$REFUSE': $(cat "$scratch/probe.err")"
   if what=$(effect); then fail "ESCAPE ($CASE as $WHO) although shinken run refused: $what"; fi
   grep -q '^attempted ' "$scratch/probe.out" && fail "the probe ran although shinken run refused"
   echo "refused: $CASE as $WHO"

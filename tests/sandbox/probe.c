@@ -47,6 +47,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -689,6 +690,119 @@ static int probe_tiocsti(int argc, char **argv)
         err = errno;
     note("ioctl(0, TIOCSTI) after TIOCSCTTY", err, 1);
   }
+  return verdict();
+}
+
+/* Opens PATH again for reading and writing (a terminal the probe does not
+ * hold, reached through a /proc magic link) and, when it is a terminal,
+ * changes its window size to 33x77, its settings (no echo) and pushes
+ * "SHKINJ" into its input: the host side of the caller's pseudo-terminal
+ * reports which of these reached it. */
+static void try_tty(const char *path)
+{
+  char route[128];
+  int fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  snprintf(route, sizeof route, "reopen %s", path);
+  if (fd < 0) {
+    note(route, errno, 0);
+    return;
+  }
+  if (!isatty(fd)) {
+    close(fd);
+    return;
+  }
+  note(route, 0, 0);
+  struct winsize ws = { .ws_row = 33, .ws_col = 77 };
+  snprintf(route, sizeof route, "TIOCSWINSZ 33x77 through %s", path);
+  note(route, ioctl(fd, TIOCSWINSZ, &ws) < 0 ? errno : 0, 0);
+  struct termios tio;
+  if (tcgetattr(fd, &tio) == 0) {
+    tio.c_lflag &= ~(tcflag_t)ECHO;
+    snprintf(route, sizeof route, "tcsetattr -echo through %s", path);
+    note(route, tcsetattr(fd, TCSANOW, &tio) < 0 ? errno : 0, 0);
+  }
+  static const char inject[] = "SHKINJ\n";
+  int err = 0;
+  for (const char *c = inject; *c && !err; c++)
+    if (ioctl(fd, TIOCSTI, c) < 0)
+      err = errno;
+  snprintf(route, sizeof route, "TIOCSTI through %s", path);
+  note(route, err, 0);
+  close(fd);
+}
+
+/* The caller's terminal reached again through /proc: the probe's own
+ * descriptors 0 to 2 reopened by path, and those of every ancestor it can
+ * see (its parent, bwrap's pid 1 inside, shinken run outside). Whether the
+ * caller's terminal changed is judged outside (host-pty). */
+static int probe_tty_reopen(int argc, char **argv)
+{
+  (void)argv;
+  if (argc != 0)
+    die("usage: tty-reopen");
+  char path[64];
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "/proc/self/fd/%d", i);
+    try_tty(path);
+  }
+  int n = 0;
+  for (pid_t p = getppid(); p > 0 && n < 16; n++) {
+    for (int i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)p, i);
+      try_tty(path);
+    }
+    char stat_path[64], line[256];
+    snprintf(stat_path, sizeof stat_path, "/proc/%d/status", (int)p);
+    FILE *f = fopen(stat_path, "re");
+    pid_t up = 0;
+    while (f && fgets(line, sizeof line, f))
+      if (sscanf(line, "PPid: %d", &up) == 1)
+        break;
+    if (f)
+      fclose(f);
+    p = up;
+  }
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "/proc/1/fd/%d", i);
+    try_tty(path);
+  }
+  return verdict();
+}
+
+/* Connects to another session's egress socket (its HTTP proxy) and asks
+ * it for a tunnel to HOST:443: that session's proxy, outside, would judge
+ * and log the request as its own session's. */
+static int probe_egress_cross(int argc, char **argv)
+{
+  if (argc != 2)
+    die("usage: egress-cross SOCKET HOST");
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  if (strlen(argv[0]) >= sizeof sun.sun_path)
+    die("path too long");
+  strcpy(sun.sun_path, argv[0]);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    note("socket(AF_UNIX)", errno, 0);
+    return verdict();
+  }
+  if (connect(s, (struct sockaddr *)&sun, sizeof sun) < 0) {
+    note("connect to the other session's egress socket", errno, 1);
+    close(s);
+    return verdict();
+  }
+  note("connect to the other session's egress socket", 0, 1);
+  char req[512];
+  int n = snprintf(req, sizeof req, "CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n", argv[1],
+                   argv[1]);
+  (void)!send(s, req, (size_t)n, MSG_NOSIGNAL);
+  struct pollfd p = { s, POLLIN, 0 };
+  char ans[256] = "";
+  if (poll(&p, 1, 5000) > 0) {
+    ssize_t got = recv(s, ans, sizeof ans - 1, 0);
+    ans[got > 0 ? got : 0] = '\0';
+  }
+  printf("the other session's proxy answered: %.40s\n", ans);
+  close(s);
   return verdict();
 }
 
@@ -1760,9 +1874,26 @@ static int host_hold(int argc, char **argv)
   return 0;
 }
 
+/* host-churn FROM TO: binds FROM onto TO and unmounts it again, over and
+ * over until killed: a host whose mount table changes all the time (network
+ * namespaces made and deleted, containers started). Run by the tests only
+ * in a mount namespace of their own. */
+static int host_churn(int argc, char **argv)
+{
+  if (argc != 2)
+    die("usage: host-churn FROM TO");
+  if (mount(argv[0], argv[1], NULL, MS_BIND, NULL) < 0)
+    die("bind %s on %s: %s", argv[0], argv[1], strerror(errno));
+  for (;;) {
+    umount2(argv[1], 0);
+    mount(argv[0], argv[1], NULL, MS_BIND, NULL);
+  }
+}
+
 /* host-pty LOG -- CMD...: runs CMD with a new pseudo-terminal as its
  * controlling terminal and standard streams, copies its output to ours, and
- * after it exits logs to LOG any input that was pushed into the terminal. */
+ * after it exits logs to LOG any input that was pushed into the terminal,
+ * and a change of its window size or of its echo. */
 static int host_pty(int argc, char **argv)
 {
   if (argc < 3 || strcmp(argv[1], "--"))
@@ -1787,6 +1918,10 @@ static int host_pty(int argc, char **argv)
     execvp(argv[2], argv + 2);
     die("exec %s: %s", argv[2], strerror(errno));
   }
+  struct winsize ws0 = { 0 }, ws1 = { 0 };
+  struct termios tio0;
+  bool have_tio = tcgetattr(slave, &tio0) == 0;
+  ioctl(slave, TIOCGWINSZ, &ws0);
   int st = 0;
   for (;;) {
     struct pollfd p = { .fd = master, .events = POLLIN };
@@ -1799,6 +1934,24 @@ static int host_pty(int argc, char **argv)
     if (waitpid(pid, &st, WNOHANG) == pid)
       break;
   }
+  /* What the command wrote last may still be on its way through the
+   * terminal (the kernel hands it to this side asynchronously, later under
+   * load): copy until the terminal has been quiet for half a second, so
+   * that the driver sees the probe's whole report. */
+  for (;;) {
+    struct pollfd p = { .fd = master, .events = POLLIN };
+    char buf[4096];
+    ssize_t n = poll(&p, 1, 500) > 0 ? read(master, buf, sizeof buf) : 0;
+    if (n <= 0)
+      break;
+    (void)!write(1, buf, (size_t)n);
+  }
+  /* The terminal's own state, which only a process holding it can change. */
+  if (ioctl(slave, TIOCGWINSZ, &ws1) == 0 && (ws1.ws_row != ws0.ws_row || ws1.ws_col != ws0.ws_col))
+    log_line(argv[0], "the terminal's window size changed");
+  struct termios tio1;
+  if (have_tio && tcgetattr(slave, &tio1) == 0 && (tio0.c_lflag & ECHO) && !(tio1.c_lflag & ECHO))
+    log_line(argv[0], "the terminal's echo was turned off");
   /* What was injected is queued as input on the terminal: read it from our
    * own descriptor of the slave side. */
   if (tcgetattr(slave, &tio) == 0) {
@@ -2233,6 +2386,8 @@ static const struct entry entries[] = {
   { "vmread", probe_vmread },
   { "kill", probe_kill },
   { "tiocsti", probe_tiocsti },
+  { "tty-reopen", probe_tty_reopen },
+  { "egress-cross", probe_egress_cross },
   { "write", probe_write },
   { "symlink", probe_symlink },
   { "hardlink", probe_hardlink },
@@ -2269,6 +2424,7 @@ static const struct entry entries[] = {
   { "host-listen", host_listen },
   { "host-hold", host_hold },
   { "host-pty", host_pty },
+  { "host-churn", host_churn },
   { "host-keys", host_keys },
   { "host-ipc", host_ipc },
   { "host-fd", host_fd },

@@ -27,6 +27,7 @@
 
 #include "audit/audit-internal.h"
 #include "manager/manager-internal.h"
+#include "manager/tally.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
 #include "shinken/manager.h"
@@ -394,6 +395,8 @@ static void bad_calls(void **state)
     { "{\"op\":\"resolve\",\"pending\":\"00\",\"resolution\":\"approve\",\"by\":\"me\"}", "unknown field" },
     { "{\"op\":\"open_session\",\"trust_tier\":\"root\"}", "trust_tier" },
     { "{\"op\":\"revoke\",\"handle\":\"00\"}", "no such handle" },
+    { "{\"op\":\"grants\",\"session\":\"none\"}", "no session 'none'" },
+    { "{\"op\":\"refusals\",\"session\":\"none\"}", "no open session 'none'" },
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     json_t *a = call(mgr, "%s", cases[i].req);
@@ -401,6 +404,50 @@ static void bad_calls(void **state)
       fail_msg("case %zu: %s: %s", i, cases[i].req, json_dumps(a, 0));
     json_decref(a);
   }
+  /* Against a session: a scope that grants nothing and a second revoke are
+   * refused as bad input (no decision), each beside its control. */
+  char *sid = open_session("standard");
+  size_t before = n_grants(sid);
+  json_t *a = call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":"
+                        "{\"ports\":[443]}}", sid);
+  assert_false(json_is_true(json_object_get(a, "ok")));
+  assert_null(json_object_get(a, "decision"));
+  assert_non_null(strstr(str(a, "error"), "grants nothing"));
+  json_decref(a);
+  assert_int_equal(n_grants(sid), before);
+  a = call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"net.egress\",\"scope\":" REG "}", sid);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  char *h = strdup(str(a, "handle"));
+  json_decref(a);
+  a = call(mgr, "{\"op\":\"revoke\",\"handle\":\"%s\"}", h);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  json_decref(a);
+  a = call(mgr, "{\"op\":\"revoke\",\"handle\":\"%s\"}", h);
+  assert_false(json_is_true(json_object_get(a, "ok")));
+  assert_non_null(strstr(str(a, "error"), "was already revoked"));
+  json_decref(a);
+  /* The session's listing names its opener: this process. */
+  a = call(mgr, "{\"op\":\"sessions\"}");
+  size_t i;
+  json_t *e;
+  bool seen = false;
+  json_array_foreach(json_object_get(a, "sessions"), i, e) if (!strcmp(str(e, "session"), sid)) {
+    seen = true;
+    assert_int_equal(json_integer_value(json_object_get(e, "pid")), getpid());
+    assert_int_equal(json_integer_value(json_object_get(e, "uid")), getuid());
+    assert_true(json_integer_value(json_object_get(e, "started_ms")) > 0);
+    assert_non_null(strstr(str(e, "command"), "test-manager"));
+  }
+  assert_true(seen);
+  json_decref(a);
+  /* An open session's refusals: none yet, an empty list. */
+  a = call(mgr, "{\"op\":\"refusals\",\"session\":\"%s\"}", sid);
+  assert_true(json_is_true(json_object_get(a, "ok")));
+  assert_int_equal(json_array_size(json_object_get(a, "refusals")), 0);
+  json_decref(a);
+  free(h);
+  close_session(sid);
+  free(sid);
 }
 
 /* ---- where the policy comes from ---- */
@@ -964,6 +1011,50 @@ static int teardown(void **state)
   return system(cmd) == 0 ? 0 : -1;
 }
 
+/* ---- a session's refusals by kind ---- */
+
+/* Only refusals count; the same kind twice is one entry of two; past 64
+ * kinds the rest are one entry with only a count, so a workload that makes
+ * every refusal new costs a bounded amount. */
+static void tally_bounds(void **state)
+{
+  (void)state;
+  shk__tally *t = shk__tally_new();
+  assert_non_null(t);
+  shk_egress_verdict_info v = { .proto = SHK_EGRESS_CONNECT, .host = "a.test", .port = 443, .decision = "allow",
+                                .reason = "policy-allow" };
+  shk__tally_add(t, &v);
+  json_t *a = shk__tally_json(t);
+  assert_int_equal(json_array_size(a), 0);
+  json_decref(a);
+  v.decision = "deny";
+  v.reason = "policy-no-match";
+  shk__tally_add(t, &v);
+  shk__tally_add(t, &v);
+  a = shk__tally_json(t);
+  assert_int_equal(json_array_size(a), 1);
+  json_t *e = json_array_get(a, 0);
+  assert_int_equal(json_integer_value(json_object_get(e, "count")), 2);
+  assert_string_equal(str(e, "host"), "a.test");
+  assert_string_equal(str(e, "proto"), "connect");
+  assert_int_equal(json_integer_value(json_object_get(e, "port")), 443);
+  json_decref(a);
+  char host[32];
+  for (int i = 0; i < 100; i++) {
+    snprintf(host, sizeof host, "h%d.test", i);
+    v.host = host;
+    shk__tally_add(t, &v);
+  }
+  a = shk__tally_json(t);
+  /* 64 kinds kept (a.test and 63 others), then one entry for the other 37. */
+  assert_int_equal(json_array_size(a), 65);
+  e = json_array_get(a, 64);
+  assert_null(json_object_get(e, "host"));
+  assert_int_equal(json_integer_value(json_object_get(e, "count")), 37);
+  json_decref(a);
+  shk__tally_free(t);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -982,6 +1073,7 @@ int main(void)
     cmocka_unit_test(config_keys),
     cmocka_unit_test(layers),
     cmocka_unit_test(allows_host),
+    cmocka_unit_test(tally_bounds),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

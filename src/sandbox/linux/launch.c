@@ -18,6 +18,7 @@
 #include <string.h>
 #include <linux/close_range.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -52,6 +53,7 @@ static void forward(int sig)
 typedef struct child_args {
   int parent;      /* the launcher's pidfd */
   bool mapped;     /* in a user namespace of its own: map the caller */
+  bool newns;      /* in a mount namespace of its own: make it private */
   uid_t uid;
   gid_t gid;
   const shk_sandbox_cgroup *cg;
@@ -127,6 +129,21 @@ static int child_main(void *arg)
     a->what = "mapping the caller in bwrap's user namespace";
     _exit(125);
   }
+  /* bwrap copies this mount namespace and then, for each mount beneath a
+   * bind it makes (the read-only /), remounts it read-only from a list it
+   * read a moment before. A host mount that goes away in between (a
+   * network namespace deleted under /run/netns, a container's overlay)
+   * still propagated into bwrap's copy and made that remount fail, so the
+   * sandbox refused to start. Here the launcher's own copy is made private
+   * first: the host's later mounts and unmounts stop at it, and bwrap works
+   * on a view that holds still. Safe because it only stops propagation
+   * into the sandbox (a private namespace shares nothing back); the
+   * sandbox's view is the host's mounts as they were when it started. */
+  if (a->newns && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+    a->err = -errno;
+    a->what = "making the sandbox's mount namespace private";
+    _exit(125);
+  }
   if (a->cg->path && (r = shk_sandbox_cgroup_join(a->cg)) < 0) {
     a->err = r;
     a->what = "joining the session cgroup";
@@ -190,17 +207,20 @@ static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *e
   }
   int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
   a->mapped = false;
+  a->newns = true;
   pid_t pid = -1;
   if (env->root) {
-    pid = clone(child_main, stack + STACK, flags | CLONE_NEWPID, a);
+    pid = clone(child_main, stack + STACK, flags | CLONE_NEWPID | CLONE_NEWNS, a);
   } else if (!f->bwrap_setuid && f->userns && !f->apparmor_userns) {
     a->mapped = true;
-    pid = clone(child_main, stack + STACK, flags | CLONE_NEWUSER | CLONE_NEWPID, a);
+    pid = clone(child_main, stack + STACK, flags | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS, a);
     if (pid < 0)
       a->mapped = false;
   }
-  if (pid < 0)
+  if (pid < 0) {
+    a->newns = false;
     pid = clone(child_main, stack + STACK, flags, a);
+  }
   int e = errno;
   free(stack);
   if (pid < 0) {

@@ -580,13 +580,30 @@ static int scan(repos *rs, const char *root)
     if (++b->scanned > SHK_SANDBOX_SCAN_MAX) {
       r = shk__error_set(b->err, -E2BIG, "the writable roots hold more than %d directories "
                          "(outside node_modules), too many to search for git repositories, "
-                         "whose hooks and configuration must be protected; nothing was run "
+                         "whose hooks and configuration must be protected "
                          "(work in a smaller directory, or --write less)", SHK_SANDBOX_SCAN_MAX);
       break;
     }
     DIR *d = opendir(dir);
-    if (!d)
-      continue;
+    if (!d && (errno == ENOENT || errno == ENOTDIR))
+      continue; /* gone since its parent was read: nothing to protect */
+    if (!d) {
+      /* A directory that cannot be listed may still hold a repository the
+       * command reaches by name (search permission is enough), and one the
+       * caller owns the command can make readable: either way a repository
+       * in it would go unprotected. Safe to skip only when the caller can
+       * neither enter it nor change its mode, so that nothing below it is
+       * reachable from inside. */
+      int e = errno;
+      struct stat st;
+      bool owned = stat(dir, &st) == 0 && st.st_uid == b->env->uid;
+      if (!owned && access(dir, X_OK) != 0)
+        continue;
+      r = shk__error_set(b->err, -e, "%.200s: a directory in a writable root that cannot be "
+                         "listed (%s), so the git repositories it may hold cannot be protected "
+                         "(make it readable, or --write less)", dir, strerror(e));
+      break;
+    }
     size_t first = queue.n;
     bool git = false, head = false, objects = false, refs = false;
     for (struct dirent *e; r == 0 && (e = readdir(d));) {
