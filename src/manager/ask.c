@@ -417,8 +417,12 @@ shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req
     return SHK_EGRESS_NONE;
   }
   /* Auto and Notify need no human: a handle is issued (off this thread)
-   * and the connection goes on. The opener's "ask": false turns off only
-   * the asking. */
+   * and the connection goes on. Why that is safe: this answer only decides
+   * that the connection waits for the issuer; the issuer puts the request
+   * to the one decision again under the registry lock (grant_locked), and
+   * only what it grants, with its event recorded first, lets the
+   * connection through. The opener's "ask": false turns off only the
+   * asking. */
   bool by_tier = pa.verdict == SHK_POLICY_ALLOW &&
                  (pa.tier == SHK_POLICY_TIER_AUTO || pa.tier == SHK_POLICY_TIER_NOTIFY);
   bool ask = pa.verdict == SHK_POLICY_ASK && !s->no_ask;
