@@ -48,6 +48,13 @@ static double now(void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static double cpu_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static void event(shk_audit_event *e, unsigned long i)
 {
   char session[32], handle[32];
@@ -191,7 +198,7 @@ static int capacity(const char *dir, bool fsync)
   shk_error err;
   if (shk_audit_open(&o, &a, &err) < 0)
     die("open", err.message);
-  double total = 0;
+  double total = 0, cpu = 0;
   unsigned long n = 0, round_n = 0;
   for (int round = 0; round < 3; round++) {
     shk__audit_pause(a, true);
@@ -202,11 +209,15 @@ static int capacity(const char *dir, bool fsync)
       if (shk_audit_emit(a, &e, &err) == -EBUSY)
         break;
     }
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     shk__audit_pause(a, false);
     if (shk_audit_flush(a, false, &err) < 0)
       die("flush", err.message);
     total += now() - t0;
+    /* The producer sleeps in the flush: the process's CPU time is the
+     * writer's (and SQLite's system calls), whatever else the machine
+     * runs, so this figure moves less with the load than the rate. */
+    cpu += cpu_now() - c0;
     n += k;
     round_n = k;
   }
@@ -218,6 +229,8 @@ static int capacity(const char *dir, bool fsync)
   printf("writer (%-8s)  %10.0f events/s   floor %10.0f events/s   ratio %.2f   (%lu events in "
          "batches of %lu)\n", fsync ? "fsync" : "no fsync", n / total, n / tf, total / tf, n,
          round_n);
+  printf("  writer CPU       %10.2f us per event (%.0f events per CPU second; wall/CPU %.2f)\n",
+         cpu / n * 1e6, n / cpu, total / cpu);
   return 0;
 }
 

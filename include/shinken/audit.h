@@ -126,6 +126,13 @@ typedef struct shk_audit_opts {
   bool no_fsync;               /* commit without fsync (SQLite synchronous=NORMAL):
                                 * a process crash still loses nothing committed,
                                 * a power loss may lose the last commits */
+  /* A log of its own signed by a key that signs other logs too (the
+   * user's key: key_path, else audit.key beside db_path), such as one
+   * `shinken run`'s: NAME is [a-z0-9-]{1,64}, new for every log, and the
+   * log's origin is the key's name, "/run/" and NAME. The key must exist
+   * (shk_audit_ensure_key). NULL: the key's own log, whose origin is the
+   * key's name. */
+  const char *log_name;
 } shk_audit_opts;
 
 /* The default store: $XDG_STATE_HOME/shinken/audit.db (or
@@ -133,6 +140,21 @@ typedef struct shk_audit_opts {
  * system manager. Returns 0, or -ENOENT when no home is known, -EINVAL
  * when len is too small. */
 int shk_audit_default_path(bool system, char *buf, size_t len, shk_error *err);
+
+/* The directory of the per-run logs: "runs" beside the store DB_PATH
+ * (NULL: the default store, so $XDG_STATE_HOME/shinken/runs or
+ * ~/.local/state/shinken/runs). */
+int shk_audit_runs_dir(const char *db_path, char *buf, size_t len, shk_error *err);
+
+/* A new log name for one run ([a-z0-9-]: its UTC start, the pid and random
+ * digits, so that names sort by time and never repeat). */
+int shk_audit_run_name(char *buf, size_t len, shk_error *err);
+
+/* Makes sure the signing key beside DB_PATH (the user's log) exists, so
+ * that named logs can be signed with it: when neither the key nor the log
+ * exists, the log is created (with its key, as shk_audit_open does) and
+ * closed again. 0, or the errno of shk_audit_open. */
+int shk_audit_ensure_key(const char *db_path, shk_error *err);
 
 /* Opens (or creates, with its directory 0700 and a new signing key 0600)
  * the log and starts its writer, which records an "audit-start" event. A

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "shinken/approve.h"
+#include "shinken/cap.h"
 #include "shinken/common.h"
 #include "shinken/egress.h"
 #include "shinken/policy.h"
@@ -49,6 +50,12 @@ typedef struct shk_manager_opts {
   void *verdict_data;
   unsigned audit_checkpoint_events; /* 0: the audit module's default */
   unsigned audit_checkpoint_ms;     /* 0: the audit module's default */
+  /* With audit_db: the signing key (NULL: audit.key beside audit_db), and
+   * the name of a log of its own under that key (shk_audit_opts.log_name;
+   * NULL: the key's own log). shinken run's embedded manager writes one
+   * such log per run. */
+  const char *audit_key;
+  const char *audit_log_name;
   /* The control socket this manager serves or will serve. No session may
    * have it, or its directory, inside a writable root; NULL: checked once
    * shk_manager_serve names it. */
@@ -193,6 +200,12 @@ int shk_manager_rpc(int fd, const char *request, char **answer, shk_error *err);
  * why): then nothing may be turned off. */
 int shk_manager_decide_layers(const char *const *layers, size_t n_layers, bool approved,
                               shk_policy_answer *ans, shk_error *err);
+
+/* How a grant of class C reaches a running sandbox on this host, for this
+ * process as a manager: 1 with BUF naming the mechanism, 0 with BUF saying
+ * why there is none (such a grant is refused with that sentence), or
+ * -EINVAL for an unknown class. */
+int shk_manager_class_mechanism(shk_cap_class c, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

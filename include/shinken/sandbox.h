@@ -69,6 +69,12 @@ typedef struct shk_sandbox_opts {
   uint64_t tmpfs_size; /* bytes each private tmpfs (/tmp, /var/tmp, /dev/shm, /run)
                         * may hold; SHK_SANDBOX_TMPFS_SIZE unless asked */
   shk_sandbox_paths env; /* --env NAME: variables passed although they would be removed */
+  /* Not an option: what live grants could ever make writable (the image
+   * manifest's fs.scope ceiling). Landlock cannot be widened once applied,
+   * so stage 2 lets these be written as far as Landlock goes, and the
+   * mounts (read-only until a grant puts a writable one there) carry what
+   * is granted now. Empty: Landlock allows the writable roots alone. */
+  shk_sandbox_paths ceiling;
   char *hostname;     /* the sandbox's host name; NULL: "shinken" */
   char *machine_id;   /* its /etc/machine-id (32 hex digits); NULL: a new one per run */
   char *report;       /* NULL: no report */
@@ -456,9 +462,18 @@ typedef enum shk_sandbox_signal {
 } shk_sandbox_signal;
 int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_error *err);
 
+struct shk_sandbox_result;
 typedef struct shk_sandbox_io {
   shk_sandbox_stdio stdio;
   shk_sandbox_prompt *prompt; /* NULL: no prompt is drawn */
+  /* Called once stage 2 has reported what it enforced (RES->applied; the
+   * command is being exec'd) and as which process (RES->pid), on the
+   * launcher's thread, before any of the
+   * workload's connect() calls is answered; NULL: none. A negative return
+   * (ERR saying why) kills the sandbox: the audit timeline records the
+   * start of every sandbox that goes on running. */
+  int (*on_started)(void *data, const struct shk_sandbox_result *res, shk_error *err);
+  void *started_data;
 } shk_sandbox_io;
 
 /* What one launch did. */
@@ -476,6 +491,8 @@ typedef struct shk_sandbox_result {
   bool started;           /* stage 2 reported: the command was exec'd (or, with an
                            * error, it may have been before the sandbox was killed) */
   shk_sandbox_applied applied; /* what stage 2 reported, when started */
+  pid_t pid;              /* stage 2's pid in the launcher's pid namespace (what live
+                           * unlocks mount into), from its report; 0: unknown */
   int exit_status;        /* bwrap's exit status, the command's (128+N after signal
                            * N), or -1 when bwrap was killed */
   int exit_signal;        /* the signal that killed bwrap, or 0 */
@@ -483,6 +500,7 @@ typedef struct shk_sandbox_result {
                            * with, or 0 */
   bool pty;               /* the workload had a pseudo-terminal (else pipes) */
   unsigned oom_kills;     /* processes the session's memory limit killed */
+  unsigned pids_refused;  /* forks the session's pids limit refused */
 } shk_sandbox_result;
 
 /* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and
@@ -513,6 +531,67 @@ void shk_sandbox_result_free(shk_sandbox_result *res);
  * same object is what a sandbox's audit event carries. 0 or -ENOMEM. */
 int shk_sandbox_report(const shk_sandbox_opts *o, const shk_sandbox_assessment *a,
                        const shk_sandbox_result *res, char **json, shk_error *err);
+
+/* ---- live unlocks: a host path granted to a running sandbox ---- */
+
+/* The namespaces of a running sandbox, held open (they outlive the
+ * process they were found through). */
+typedef struct shk_sandbox_target shk_sandbox_target;
+
+/* Opens the sandbox that process PID runs in, for a grant asked by FOR_UID
+ * (0: anyone's): -EPERM when PID is not in a mount namespace of its own or
+ * its sandbox is another user's, -ESRCH, -ENOMEM. */
+int shk_sandbox_target_open(pid_t pid, uid_t for_uid, shk_sandbox_target **out, shk_error *err);
+void shk_sandbox_target_free(shk_sandbox_target *t);
+
+/* A path inside a granted tree that stays protected. */
+typedef enum shk_sandbox_cover_kind {
+  SHK_SANDBOX_COVER_MASK, /* hidden: an empty read-only tmpfs, or /dev/null */
+  SHK_SANDBOX_COVER_RO,   /* read-only (it must exist) */
+  SHK_SANDBOX_COVER_PIN,  /* bound onto itself: cannot be renamed or removed */
+  SHK_SANDBOX_COVER_TEXT, /* a read-only file holding `text` */
+} shk_sandbox_cover_kind;
+typedef struct shk_sandbox_cover {
+  const char *path; /* absolute, beneath the granted path */
+  shk_sandbox_cover_kind kind;
+  bool dir;         /* MASK of a missing path: a directory (else a file) */
+  /* Missing on the host, in a writable grant, where the workload could
+   * create it: its mount point is made on the host (as a fresh sandbox's
+   * are) and removed again, if still empty, when the mount goes. */
+  bool create;
+  const char *text; /* TEXT: what the file shows */
+} shk_sandbox_cover;
+
+/* One mount attached to a running sandbox. */
+typedef struct shk_sandbox_unlock shk_sandbox_unlock;
+
+/* Makes the host's PATH (absolute; no symlink on the way) appear at PATH
+ * inside the sandbox T, writable when WRITE (else read-only), nosuid and
+ * nodev, on top of what was there, with COVERS applied inside it before
+ * it is visible. On failure nothing was mounted. */
+int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
+                             const shk_sandbox_cover *covers, size_t n_covers,
+                             shk_sandbox_unlock **out, shk_error *err);
+/* Detaches the mount (MNT_DETACH: the view underneath is back for every
+ * new open; files already open, and working directories inside, stay
+ * usable) and frees U, also when the detach failed (T NULL: the sandbox is
+ * gone, only frees). With STOP, then kills (SIGKILL) every process of the
+ * sandbox that still holds a descriptor, working directory or root on the
+ * mount, and says how many in *STOPPED. */
+int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, bool stop,
+                            unsigned *stopped, shk_error *err);
+const char *shk_sandbox_unlock_path(const shk_sandbox_unlock *u);
+/* NULL when this process can inject mounts into sandboxes; else a static
+ * sentence saying what this host or user lacks. */
+const char *shk_sandbox_unlock_missing(void);
+
+/* The protections shk_sandbox_plan_build gives a root at PATH (deny
+ * rules, read-only git metadata, pins) beneath it, as covers for a grant
+ * of PATH (malloc'd array, paths into *PLAN, which the caller frees with
+ * shk_sandbox_plan_free). -EPERM (err) when PATH itself is denied. */
+int shk_sandbox_unlock_covers(const char *path, bool write, const shk_sandbox_env *env,
+                              shk_sandbox_plan *plan, shk_sandbox_cover **covers, size_t *n,
+                              shk_error *err);
 
 /* ---- stage 2 (inside the sandbox) ---- */
 

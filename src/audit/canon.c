@@ -12,8 +12,10 @@
 #include "audit/audit-internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -120,42 +122,67 @@ bool shk__audit_utf8_valid(const char *str, size_t n)
   return true;
 }
 
+/* Room for n more bytes and the NUL after them. */
+static int reserve(shk__abuf *b, size_t n)
+{
+  if (b->len + n + 1 <= b->cap)
+    return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + n + 1)
+    cap *= 2;
+  char *np = realloc(b->p, cap);
+  if (!np)
+    return -ENOMEM;
+  b->p = np;
+  b->cap = cap;
+  return 0;
+}
+
+/* The bytes a canonical string carries as they are: everything from U+0020
+ * on but '"' and '\\' (UTF-8's bytes above 0x7f included). */
+#define PLAIN(c) ((c) >= 0x20 && (c) != '"' && (c) != '\\')
+
 int shk__json_string(shk__abuf *b, const char *s, size_t n)
 {
   static const char hex[] = "0123456789abcdef";
-  int r = shk__abuf_add(b, "\"", 1);
-  size_t run = 0; /* bytes copied as they are, flushed before each escape */
-  for (size_t i = 0; i < n && r == 0; i++) {
-    unsigned char c = (unsigned char)s[i];
-    char esc[6];
-    size_t elen = 2;
-    esc[0] = '\\';
+  /* The worst case, every byte escaped as \u00xx, is reserved at once, so
+   * that the loop writes with no check: most strings (host names, ids)
+   * have nothing to escape and are one copy. */
+  if (n > (SIZE_MAX - 3) / 6 || reserve(b, 6 * n + 2) < 0)
+    return -ENOMEM;
+  char *o = b->p + b->len;
+  *o++ = '"';
+  size_t i = 0;
+  while (i < n) {
+    size_t run = i;
+    while (run < n && PLAIN((unsigned char)s[run]))
+      run++;
+    memcpy(o, s + i, run - i);
+    o += run - i;
+    if (run == n)
+      break;
+    unsigned char c = (unsigned char)s[run];
+    *o++ = '\\';
     switch (c) {
-    case '"': esc[1] = '"'; break;
-    case '\\': esc[1] = '\\'; break;
-    case '\b': esc[1] = 'b'; break;
-    case '\f': esc[1] = 'f'; break;
-    case '\n': esc[1] = 'n'; break;
-    case '\r': esc[1] = 'r'; break;
-    case '\t': esc[1] = 't'; break;
+    case '"': *o++ = '"'; break;
+    case '\\': *o++ = '\\'; break;
+    case '\b': *o++ = 'b'; break;
+    case '\f': *o++ = 'f'; break;
+    case '\n': *o++ = 'n'; break;
+    case '\r': *o++ = 'r'; break;
+    case '\t': *o++ = 't'; break;
     default:
-      if (c >= 0x20) {
-        run++;
-        continue;
-      }
-      memcpy(esc + 1, "u00", 3);
-      esc[4] = hex[c >> 4];
-      esc[5] = hex[c & 15];
-      elen = 6;
+      memcpy(o, "u00", 3);
+      o[3] = hex[c >> 4];
+      o[4] = hex[c & 15];
+      o += 5;
     }
-    r = shk__abuf_add(b, s + i - run, run);
-    run = 0;
-    if (r == 0)
-      r = shk__abuf_add(b, esc, elen);
+    i = run + 1;
   }
-  if (r == 0)
-    r = shk__abuf_add(b, s + n - run, run);
-  return r ? r : shk__abuf_add(b, "\"", 1);
+  *o++ = '"';
+  *o = '\0';
+  b->len = (size_t)(o - b->p);
+  return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -369,14 +396,50 @@ void shk_audit_hashed(shk_audit_event *e, const char *name, const void *value, s
 typedef struct member {
   const char *key;           /* a static name, or pkey */
   size_t klen;
+  int rank;                  /* a static name's place among them all (key_rank), or -1 */
   int tag;
   const unsigned char *v;
   size_t n;
   char pkey[64];             /* shinken.param.NAME.sha256 */
 } member;
 
+enum { ENV_NAME = 0x100, ENV_SEQ, ENV_TIME, ENV_PREV, ENV_OPERATION };
+
+/* The static key names in byte order, once: then two of them compare as
+ * two integers, and only a parameter's key (made per event) is compared
+ * byte by byte. The same name has the same rank wherever it comes from. */
+static const char *const env_keys[] = { "event.name", "seq", "time", "prev", "gen_ai.operation.name" };
+#define N_STATIC (SHK_AUDIT_FIELD_COUNT + sizeof env_keys / sizeof env_keys[0])
+static int ranks[N_STATIC];
+static pthread_once_t ranks_once = PTHREAD_ONCE_INIT;
+
+static const char *static_key(size_t i)
+{
+  return i < SHK_AUDIT_FIELD_COUNT ? fields[i].name : env_keys[i - SHK_AUDIT_FIELD_COUNT];
+}
+
+static void make_ranks(void)
+{
+  for (size_t i = 0; i < N_STATIC; i++) {
+    int r = 0;
+    for (size_t j = 0; j < N_STATIC; j++)
+      r += strcmp(static_key(j), static_key(i)) < 0;
+    /* The number of names before it: equal names have equal ranks. */
+    ranks[i] = r;
+  }
+}
+
+/* The rank of tag (a field, or ENV_*). */
+static int key_rank(int tag)
+{
+  pthread_once(&ranks_once, make_ranks);
+  return ranks[tag < SHK_AUDIT_FIELD_COUNT ? (size_t)tag : SHK_AUDIT_FIELD_COUNT + (size_t)(tag - ENV_NAME)];
+}
+
 static int member_cmp(const member *x, const member *y)
 {
+  if (x->rank >= 0 && y->rank >= 0)
+    return (x->rank > y->rank) - (x->rank < y->rank);
   size_t n = x->klen < y->klen ? x->klen : y->klen;
   int c = memcmp(x->key, y->key, n);
   return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
@@ -386,6 +449,13 @@ static void set_key(member *m, const char *key)
 {
   m->key = key;
   m->klen = strlen(key);
+  m->rank = -1;
+}
+
+static void set_static_key(member *m, int tag)
+{
+  set_key(m, tag < SHK_AUDIT_FIELD_COUNT ? fields[tag].name : env_keys[tag - ENV_NAME]);
+  m->rank = key_rank(tag);
 }
 
 /* Insertion sort of pointers: an event has a score of members, so this
@@ -400,8 +470,6 @@ static void sort_members(member **p, size_t n)
     p[j] = x;
   }
 }
-
-enum { ENV_NAME = 0x100, ENV_SEQ, ENV_TIME, ENV_PREV, ENV_OPERATION };
 
 static int add_int(shk__abuf *out, int64_t v)
 {
@@ -427,8 +495,8 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
     x->v = rec + i + 3;
     x->n = k;
     if (tag == TAG_NAME) {
-      set_key(x, "event.name");
       x->tag = ENV_NAME;
+      set_static_key(x, ENV_NAME);
       has_name = true;
     } else if (tag == TAG_PARAM) {
       const char *pname = (const char *)x->v;
@@ -440,7 +508,7 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
       x->v += pl + 1;
       x->n = 64;
     } else if (tag < SHK_AUDIT_FIELD_COUNT) {
-      set_key(x, fields[tag].name);
+      set_static_key(x, tag);
       has_tool |= tag == SHK_AUDIT_TOOL;
       has_op |= tag == SHK_AUDIT_OPERATION;
       if (fields[tag].type == 'i' && k != 8)
@@ -454,14 +522,14 @@ int shk__audit_serialize(const unsigned char *rec, size_t len, int64_t time_ns, 
     return -EINVAL;
   /* A tool's request is an OpenTelemetry tool execution. */
   if (has_tool && !has_op) {
-    set_key(&m[n], "gen_ai.operation.name");
+    set_static_key(&m[n], ENV_OPERATION);
     m[n++].tag = ENV_OPERATION;
   }
-  set_key(&m[n], "seq");
+  set_static_key(&m[n], ENV_SEQ);
   m[n++].tag = ENV_SEQ;
-  set_key(&m[n], "time");
+  set_static_key(&m[n], ENV_TIME);
   m[n++].tag = ENV_TIME;
-  set_key(&m[n], "prev");
+  set_static_key(&m[n], ENV_PREV);
   m[n++].tag = ENV_PREV;
   for (size_t i = 0; i < n; i++)
     sorted[i] = &m[i];

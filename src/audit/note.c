@@ -245,7 +245,13 @@ int shk__note_key_save(const char *path, const shk__note_key *k, shk_error *err)
   char *text = NULL;
   if (format_key(k, true, &text) < 0)
     return -ENOMEM;
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  /* Written whole under a name of its own, then linked into place: a
+   * reader (another run waiting for the user's key) never sees a key file
+   * half written, and link() fails like O_EXCL when the key exists. */
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.new.%d", path, (int)getpid());
+  unlink(tmp);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   int r = 0;
   if (fd < 0) {
     r = shk__error_set(err, -errno, "cannot create the signing key %s: %s", path,
@@ -256,8 +262,10 @@ int shk__note_key_save(const char *path, const shk__note_key *k, shk_error *err)
     if (write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 || fsync(fd) < 0)
       r = shk__error_set(err, -EIO, "cannot write the signing key %s: %s", path, strerror(errno));
     close(fd);
-    if (r < 0)
-      unlink(path);
+    if (r == 0 && link(tmp, path) < 0)
+      r = shk__error_set(err, -errno, "cannot create the signing key %s: %s", path,
+                         strerror(errno));
+    unlink(tmp);
   }
   explicit_bzero(text, strlen(text));
   free(text);

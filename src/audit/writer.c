@@ -28,6 +28,12 @@
 
 #define WRAP 0xffffffffu
 #define HDR 16 /* u32 length, u32 unused, i64 time */
+/* Group commit: once an event is queued the writer lingers up to LINGER_US
+ * for more (or until a quarter of the queue is used, a flush or the close
+ * asks), so that a trickle of events (a proxy's verdicts, one request at a
+ * time) costs one transaction and one fsync per window instead of one per
+ * event, and the producers' threads are not woken for every event. */
+#define LINGER_US 2000
 
 struct shk_audit {
   /* The queue, under mu. head and tail count bytes since open. */
@@ -42,6 +48,8 @@ struct shk_audit {
   uint64_t pending_refused;
   bool stop, want_checkpoint;
   bool paused;             /* tests only: the writer takes nothing */
+  bool idle;               /* the writer waits for a first event: wake it */
+  unsigned flushers;       /* callers of shk_audit_flush waiting: no lingering */
   int failed;              /* sticky: the writer's error */
   char failure[512];
   _Atomic uint64_t refused;
@@ -122,7 +130,13 @@ int shk_audit_emit(shk_audit *a, const shk_audit_event *e, shk_error *err)
   memcpy(a->ring + pos + 8, &e->time_ns, 8);
   memcpy(a->ring + pos + HDR, e->buf, e->len);
   a->tail += need;
-  pthread_cond_signal(&a->wake);
+  /* The writer is woken when it waits for a first event, or when the
+   * queue fills past what its lingering is for; otherwise it comes for
+   * the events at the end of its window. */
+  if (a->idle || a->tail - a->head >= a->cap / 4) {
+    a->idle = false;
+    pthread_cond_signal(&a->wake);
+  }
   pthread_mutex_unlock(&a->mu);
   return 0;
 }
@@ -146,9 +160,11 @@ int shk_audit_flush(shk_audit *a, bool checkpoint, shk_error *err)
   uint64_t target = a->tail;
   if (checkpoint)
     a->want_checkpoint = true;
+  a->flushers++;
   pthread_cond_signal(&a->wake);
   while (!a->failed && (a->committed < target || (checkpoint && a->signed_upto < target)))
     pthread_cond_wait(&a->done, &a->mu);
+  a->flushers--;
   int r = a->failed ? shk__error_set(err, -EIO, "the audit log cannot be written: %s", a->failure)
                     : 0;
   pthread_mutex_unlock(&a->mu);
@@ -234,6 +250,7 @@ static void *writer(void *arg)
     while ((a->paused && !a->stop) ||
            (a->head == a->tail && !a->stop && !(a->want_checkpoint && a->since_cp > 0) &&
             !(a->since_cp > 0 && now_ms() - a->last_cp_ms >= a->cp_ms))) {
+      a->idle = true;
       if (a->since_cp > 0 && !a->paused) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -247,6 +264,20 @@ static void *writer(void *arg)
         pthread_cond_timedwait(&a->wake, &a->mu, &ts);
       } else {
         pthread_cond_wait(&a->wake, &a->mu);
+      }
+      a->idle = false;
+    }
+    /* Group commit (LINGER_US): more events may come within the window. */
+    if (!a->stop && !a->paused && !a->flushers && !a->want_checkpoint && a->head != a->tail) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += LINGER_US * 1000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      while (!a->stop && !a->flushers && !a->want_checkpoint && a->tail - a->head < a->cap / 4 &&
+             pthread_cond_timedwait(&a->wake, &a->mu, &ts) == 0) {
       }
     }
     uint64_t from = a->head, to = a->tail, refused = a->pending_refused;
@@ -391,8 +422,73 @@ static int load_tree(shk_audit *a, shk_error *err)
   return r;
 }
 
+/* The origin a log named NAME has under the key K: the key's name, "/run/"
+ * and NAME (shk_audit_opts.log_name). */
+static int named_origin(const shk__note_key *k, const char *name, char *out, size_t len,
+                        shk_error *err)
+{
+  size_t n = strlen(name);
+  if (!n || n > 64 || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") != n)
+    return shk__error_set(err, -EINVAL, "the log name '%s' is not [a-z0-9-]{1,64}", name);
+  int w = snprintf(out, len, "%s/run/%s", k->name, name);
+  if (w < 0 || (size_t)w >= len || !shk__note_name_ok(out, (size_t)w))
+    return shk__error_set(err, -EINVAL, "the log name '%s' makes too long an origin", name);
+  return 0;
+}
+
+static int write_meta(shk_audit *a, const char *origin, const char *vkey, shk_error *err)
+{
+  sqlite3_stmt *st = NULL;
+  int r = exec(a, "BEGIN", err);
+  if (r == 0 && sqlite3_prepare_v2(a->db, "INSERT INTO meta(key, value) VALUES ('format', "
+                                          "'shinken-audit-1'), ('origin', ?), ('key', ?)",
+                                   -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, origin, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, vkey, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE)
+      r = shk__error_set(err, -EIO, "cannot create the audit log: %s", sqlite3_errmsg(a->db));
+  } else if (r == 0) {
+    r = shk__error_set(err, -EIO, "cannot create the audit log: %s", sqlite3_errmsg(a->db));
+  }
+  sqlite3_finalize(st);
+  if (r == 0)
+    r = exec(a, "COMMIT", err);
+  return r;
+}
+
+/* A named log (one `shinken run`'s) under a key that signs other logs too:
+ * the key must exist already, and the log's origin is its own. A new log
+ * under an existing key is safe here, unlike for the key's own log: its
+ * checkpoints carry an origin no other log has (the name is new for every
+ * log), and a checkpoint verifies only against a log of the same origin,
+ * so no checkpoint of it can contradict another log's. */
+static int setup_named(shk_audit *a, const shk_audit_opts *o, const char *key_path,
+                       shk_error *err)
+{
+  char *origin = NULL, *vkey = NULL, *mine = NULL;
+  int r = shk__note_key_load(key_path, &a->key, err);
+  if (r == 0)
+    r = named_origin(&a->key, o->log_name, a->origin, sizeof a->origin, err);
+  if (r == 0 && shk__note_key_verifier(&a->key, &mine) < 0)
+    r = -ENOMEM;
+  if (r == 0 && (r = shk__audit_meta_get(a->db, "origin", &origin, err)) == -ENOENT)
+    r = write_meta(a, a->origin, mine, err);
+  else if (r == 0 && strcmp(origin, a->origin))
+    r = shk__error_set(err, -EIO, "the log %s is '%s', not '%s'", o->db_path, origin, a->origin);
+  else if (r == 0 && (r = shk__audit_meta_get(a->db, "key", &vkey, err)) == 0 && strcmp(vkey, mine))
+    r = shk__error_set(err, -EIO, "the signing key %s is not this log's key (%s)", key_path, vkey);
+  else if (r == 0)
+    r = load_tree(a, err);
+  free(origin);
+  free(vkey);
+  free(mine);
+  return r;
+}
+
 static int setup_log(shk_audit *a, const shk_audit_opts *o, const char *key_path, shk_error *err)
 {
+  if (o->log_name)
+    return setup_named(a, o, key_path, err);
   char *origin = NULL, *vkey = NULL;
   int r = shk__audit_meta_get(a->db, "origin", &origin, err);
   if (r == -ENOENT) {
@@ -419,21 +515,7 @@ static int setup_log(shk_audit *a, const shk_audit_opts *o, const char *key_path
       return r;
     if (shk__note_key_verifier(&a->key, &vkey) < 0)
       return -ENOMEM;
-    sqlite3_stmt *st = NULL;
-    r = exec(a, "BEGIN", err);
-    if (r == 0 && sqlite3_prepare_v2(a->db, "INSERT INTO meta(key, value) VALUES ('format', "
-                                            "'shinken-audit-1'), ('origin', ?), ('key', ?)",
-                                     -1, &st, NULL) == SQLITE_OK) {
-      sqlite3_bind_text(st, 1, a->key.name, -1, SQLITE_STATIC);
-      sqlite3_bind_text(st, 2, vkey, -1, SQLITE_STATIC);
-      if (sqlite3_step(st) != SQLITE_DONE)
-        r = shk__error_set(err, -EIO, "cannot create the audit log: %s", sqlite3_errmsg(a->db));
-    } else if (r == 0) {
-      r = shk__error_set(err, -EIO, "cannot create the audit log: %s", sqlite3_errmsg(a->db));
-    }
-    sqlite3_finalize(st);
-    if (r == 0)
-      r = exec(a, "COMMIT", err);
+    r = write_meta(a, a->key.name, vkey, err);
     free(vkey);
     snprintf(a->origin, sizeof a->origin, "%s", a->key.name);
     return r;

@@ -4,6 +4,7 @@
  * prints. Exit status (src/cli/cli.h): 0 done (verify: verified), 3 verify
  * found the log tampered, 1 bad input or a store that cannot be read, 64 a
  * usage error. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -19,10 +20,10 @@
 enum { EXIT_OK = SHK_EXIT_OK, EXIT_BAD = SHK_EXIT_BAD_INPUT, EXIT_TAMPERED = SHK_EXIT_CHECK };
 
 typedef struct args {
-  const char *db, *key, *key_file, *checkpoint, *session, *format, *since, *pos;
+  const char *db, *key, *key_file, *checkpoint, *session, *format, *since, *pos, *run;
   bool follow, json, system, lines_set;
   long lines;
-  char dbbuf[4096];
+  char dbbuf[4096], runbuf[8300], keybuf[4096];
 } args;
 
 static SHK_NORETURN void bad_usage(const char *what, const char *arg)
@@ -47,6 +48,7 @@ static void parse(int argc, char **argv, args *a)
                        : !strcmp(o, "--session")    ? &a->session
                        : !strcmp(o, "--format")     ? &a->format
                        : !strcmp(o, "--since")      ? &a->since
+                       : !strcmp(o, "--run")        ? &a->run
                                                     : NULL;
     if (dst) {
       if (i + 1 >= argc)
@@ -77,6 +79,157 @@ static void parse(int argc, char **argv, args *a)
       shk__die(EXIT_BAD, "audit: %s", err.message);
     a->db = a->dbbuf;
   }
+}
+
+/* ------------------------------------------------------------------------
+ * The logs of shinken run (runs/NAME.db beside the user's log, signed with
+ * the user's key: src/cli/runlog.c)
+ */
+
+/* The session a run's log records (its first gen_ai.conversation.id), or
+ * "" when none. */
+typedef struct run_facts {
+  char session[128], started[40];
+  uint64_t events, refused;
+} run_facts;
+
+static int run_fact(void *data, uint64_t seq, const char *entry, size_t len, const unsigned char leaf[32])
+{
+  (void)leaf;
+  run_facts *f = data;
+  json_t *o = json_loadb(entry, len, 0, NULL);
+  const char *sid = json_string_value(json_object_get(o, "gen_ai.conversation.id"));
+  const char *name = json_string_value(json_object_get(o, "event.name"));
+  const char *dec = json_string_value(json_object_get(o, "shinken.decision"));
+  if (seq == 0)
+    snprintf(f->started, sizeof f->started, "%.19sZ", json_string_value(json_object_get(o, "time")) ?: "?");
+  if (sid && !f->session[0])
+    snprintf(f->session, sizeof f->session, "%s", sid);
+  if (name && !strcmp(name, "proxy-verdict") && dec && strcmp(dec, "allow"))
+    f->refused++;
+  f->events = seq + 1;
+  json_decref(o);
+  return 0;
+}
+
+static bool run_read(const char *path, run_facts *f)
+{
+  memset(f, 0, sizeof *f);
+  shk_audit_reader *r;
+  shk_error err;
+  if (shk_audit_reader_open(path, &r, &err) < 0)
+    return false;
+  int rc = shk_audit_reader_scan(r, 0, run_fact, f, &err);
+  shk_audit_reader_close(r);
+  return rc == 0;
+}
+
+static int names_cmp(const void *x, const void *y)
+{
+  return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The runs' log names (NAME of runs/NAME.db), sorted (by start time, as
+ * the names begin with it); *n of them, malloc'd. */
+static char **run_names(const char *dir, size_t *n)
+{
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d)
+    return NULL;
+  char **v = NULL;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    size_t len = strlen(de->d_name);
+    if (len <= 3 || strcmp(de->d_name + len - 3, ".db") || de->d_name[0] == '.')
+      continue;
+    char **nv = realloc(v, (*n + 1) * sizeof *v);
+    if (!nv)
+      break;
+    v = nv;
+    v[(*n)++] = shk__xasprintf("%.*s", (int)(len - 3), de->d_name);
+  }
+  closedir(d);
+  if (*n)
+    qsort(v, *n, sizeof *v, names_cmp);
+  return v;
+}
+
+static void free_names(char **v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+}
+
+/* --run RUN: the log of one run, named by its log name or by (a unique
+ * prefix of) the session it records; the key is the user's (audit.key
+ * beside the user's log) unless --key or --key-file says otherwise. */
+static void select_run(args *a)
+{
+  char dir[4096];
+  shk_error err;
+  if (shk_audit_runs_dir(a->db, dir, sizeof dir, &err) < 0)
+    shk__die(EXIT_BAD, "audit: %s", err.message);
+  size_t n;
+  char **names = run_names(dir, &n);
+  const char *hit = NULL;
+  unsigned hits = 0;
+  for (size_t i = 0; i < n && !hit; i++)
+    if (!strcmp(names[i], a->run))
+      hit = names[i], hits = 1;
+  size_t plen = strlen(a->run);
+  for (size_t i = 0; i < n && !hit; i++) {
+    run_facts f;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.db", dir, names[i]);
+    if (run_read(path, &f) && f.session[0] && !strncmp(f.session, a->run, plen) && hits++ == 0)
+      hit = names[i];
+    if (hits > 1)
+      break;
+  }
+  if (hits > 1)
+    shk__die(EXIT_BAD, "audit: --run %s names more than one run's log (see shinken audit runs)", a->run);
+  if (!hit)
+    shk__die(EXIT_BAD, "audit: --run %s: no run's log of that name or session in %s (see shinken audit "
+             "runs)", a->run, dir);
+  snprintf(a->runbuf, sizeof a->runbuf, "%s/%s.db", dir, hit);
+  free_names(names, n);
+  if (!a->key && !a->key_file) {
+    const char *slash = strrchr(a->db, '/');
+    snprintf(a->keybuf, sizeof a->keybuf, "%.*s/audit.key", slash ? (int)(slash - a->db) : 1,
+             slash ? a->db : ".");
+    a->key_file = a->keybuf;
+  }
+  a->db = a->runbuf;
+}
+
+static int cmd_runs(const args *a)
+{
+  char dir[4096];
+  shk_error err;
+  if (shk_audit_runs_dir(a->db, dir, sizeof dir, &err) < 0)
+    shk__die(EXIT_BAD, "audit: %s", err.message);
+  size_t n;
+  char **names = run_names(dir, &n);
+  if (!n) {
+    printf("no run's log in %s\n", dir);
+    return EXIT_OK;
+  }
+  printf("%-36s %-20s %-24s %8s %8s\n", "RUN", "STARTED", "SESSION", "EVENTS", "REFUSED");
+  for (size_t i = 0; i < n; i++) {
+    run_facts f;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.db", dir, names[i]);
+    if (!run_read(path, &f)) {
+      printf("%-36s (cannot be read)\n", names[i]);
+      continue;
+    }
+    printf("%-36s %-20s %-24s %8" PRIu64 " %8" PRIu64 "\n", names[i], f.started,
+           f.session[0] ? f.session : "-", f.events, f.refused);
+  }
+  free_names(names, n);
+  return EXIT_OK;
 }
 
 static uint64_t parse_seq(const char *s)
@@ -456,12 +609,16 @@ static int cmd_export(const args *a)
 int shk_cli_audit(int argc, char **argv)
 {
   if (argc < 2)
-    bad_usage("which command? (verify, prove, key, tail, show, export)", NULL);
+    bad_usage("which command? (verify, prove, key, tail, show, export, runs)", NULL);
   if (shk_cli_wants_help(argc, argv))
     return shk_cli_print_usage("audit");
   args a = { 0 };
   parse(argc, argv, &a);
   const char *c = argv[1];
+  if (!strcmp(c, "runs"))
+    return cmd_runs(&a);
+  if (a.run)
+    select_run(&a);
   if (!strcmp(c, "verify"))
     return cmd_verify(&a);
   if (!strcmp(c, "prove"))

@@ -8,6 +8,7 @@
 
 /* The CLI may print and exit: it has the helpers that do. */
 #include "cli/die.h"
+#include "shinken/sandbox.h"
 
 /* Exit statuses: one table for every subcommand, written out in
  * shinken(1), EXIT STATUS.
@@ -113,6 +114,24 @@ const char *shk_cli_socket_hint(void);
  * the next step: who can approve it and how, or why no approval can. */
 void shk_cli_say_decision(const char *what, const struct json_t *ans);
 
+/* ---- the timeline of shinken run's embedded manager (runlog.c) ---- */
+
+/* The log of one run: its store, its name and the user's key. */
+typedef struct shk_cli_run_log_info {
+  char *path, *name, *key;
+} shk_cli_run_log_info;
+
+/* Points O (an embedded manager's options, audit_db the user's log or
+ * NULL) at a new log of this run's own beside it, signed with the user's
+ * key; with no audit_db, keeps none. Returns NULL, or one line saying why
+ * the log cannot be kept. */
+struct shk_manager_opts;
+char *shk_cli_run_log(struct shk_manager_opts *o, shk_cli_run_log_info *info);
+/* One line on stderr saying where the run's events are and how many (when
+ * SAY). */
+void shk_cli_run_log_say(const shk_cli_run_log_info *info, bool say);
+void shk_cli_run_log_clear(shk_cli_run_log_info *info);
+
 /* ---- the refusals of a session (refusals.c) ---- */
 
 /* Counts the refusals among the verdicts an embedded manager hands over
@@ -131,3 +150,7 @@ shk_cli_refusals *shk_cli_refusals_hosted(int fd, const char *session);
  * when there is one. */
 void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at);
 void shk_cli_refusals_free(shk_cli_refusals *r);
+/* The image manifest's fs.scope write ceiling, into o->ceiling (ceiling.c):
+ * what Landlock must allow for live grants to work. */
+void shk_cli_fs_ceiling(shk_sandbox_opts *o);
+

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
+#include "shinken/cap.h"
 #include "shinken/manager.h"
 #include "shinken/sandbox.h"
 
@@ -125,6 +126,29 @@ static void check_manager(manager_check *mc)
   shk_manager_free(m);
 }
 
+/* The classes a grant may unlock in a running sandbox, and what the
+ * manager (this process, as an embedded one would be) has for each: the
+ * same answer the grant gets (shk_manager_class_mechanism). */
+static const shk_cap_class live_classes[] = { SHK_CAP_FS_SCOPE, SHK_CAP_PERSISTENCE, SHK_CAP_INSTALL_PRIVILEGED,
+                                              SHK_CAP_GPU, SHK_CAP_PERIPHERAL };
+#define N_LIVE (sizeof live_classes / sizeof live_classes[0])
+
+/* Whether this host has a device of the class at all (a GPU or a
+ * peripheral): said beside the reason, so "nothing to grant here" is not
+ * mistaken for a missing mechanism alone. */
+static const char *no_device(shk_cap_class c)
+{
+  static const char *const gpu[] = { "/dev/nvidiactl", "/dev/nvidia0", "/dev/dri", "/dev/kfd", NULL };
+  static const char *const peri[] = { "/dev/video0", "/dev/snd", "/dev/bus/usb", NULL };
+  const char *const *v = c == SHK_CAP_GPU ? gpu : c == SHK_CAP_PERIPHERAL ? peri : NULL;
+  if (!v)
+    return NULL;
+  for (; *v; v++)
+    if (access(*v, F_OK) == 0)
+      return NULL;
+  return "no device of this class on this host";
+}
+
 int shk_cli_doctor(int argc, char **argv)
 {
   bool json = false;
@@ -154,7 +178,18 @@ int shk_cli_doctor(int argc, char **argv)
   const shk_sandbox_class *c = a.classes;
   bool can_run = !a.fatal[0] && a.ngaps == 0;
 
+  char live_why[N_LIVE][512];
+  int live_ok[N_LIVE];
+  for (size_t i = 0; i < N_LIVE; i++)
+    live_ok[i] = shk_manager_class_mechanism(live_classes[i], live_why[i], sizeof live_why[i]) == 1;
+
   if (json) {
+    json_t *live = json_array();
+    for (size_t i = 0; i < N_LIVE; i++)
+      json_array_append_new(live, json_pack("{s:s, s:b, s:s?, s:s?, s:s?}", "class",
+          shk_cap_class_name(live_classes[i]), "available", live_ok[i],
+          "mechanism", live_ok[i] ? live_why[i] : NULL, "refused", live_ok[i] ? NULL : live_why[i],
+          "devices", no_device(live_classes[i])));
     json_t *classes = json_array();
     for (int i = 0; i < SHK_SANDBOX_CLASS_N; i++)
       json_array_append_new(classes, json_pack("{s:s, s:s, s:s?, s:s?}", "class", c[i].name,
@@ -201,6 +236,7 @@ int shk_cli_doctor(int argc, char **argv)
         "detail", mc.detail,
         "egress", "session", mc.egress, "detail", mc.egress_detail,
         "analysis", "solver", "cvc5", "available", solver != NULL, "version", solver);
+    json_object_set_new(root, "live_unlocks", live);
     char *s = json_dumps(root, JSON_INDENT(2));
     puts(s);
     free(s);
@@ -227,6 +263,12 @@ int shk_cli_doctor(int argc, char **argv)
       if (c[i].missing[0])
         printf("%smissing: %s", c[i].mechanism[0] ? "; " : "", c[i].missing);
       putchar('\n');
+    }
+    printf("\n%-18s  %s\n", "live unlock", "how a grant reaches a running sandbox");
+    for (size_t i = 0; i < N_LIVE; i++) {
+      const char *nd = no_device(live_classes[i]);
+      printf("%-18s  %s%s%s%s\n", shk_cap_class_name(live_classes[i]), live_ok[i] ? "" : "refused: ",
+             live_ok[i] ? live_why[i] : live_why[i], nd ? "; " : "", nd ? nd : "");
     }
     if (can_run)
       printf("\nshinken run: starts with its defaults%s\n",

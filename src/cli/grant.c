@@ -155,8 +155,13 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
   } else if (!strcmp(what, "sessions")) {
     print_sessions(json_object_get(ans, "sessions"));
   } else if (!strcmp(what, "revoke")) {
-    printf("revoked %s (%lld open tunnels closed)\n", str(ans, "handle"),
-           (long long)json_integer_value(json_object_get(ans, "tunnels_closed")));
+    long long mounts = json_integer_value(json_object_get(ans, "mounts_detached"));
+    if (mounts)
+      printf("revoked %s (%lld mounts detached, %lld processes holding them stopped)\n", str(ans, "handle"),
+             mounts, (long long)json_integer_value(json_object_get(ans, "processes_stopped")));
+    else
+      printf("revoked %s (%lld open tunnels closed)\n", str(ans, "handle"),
+             (long long)json_integer_value(json_object_get(ans, "tunnels_closed")));
   } else {
     printf("%s\n", str(ans, "handle"));
   }
@@ -227,7 +232,7 @@ static int call(const char *what, json_t *req, bool as_json)
   return print_answer(what, ans, as_json);
 }
 
-enum { OPT_SCOPE = 1, OPT_TTL, OPT_ONCE, OPT_JSON, OPT_EXTERNAL, OPT_APPROVE };
+enum { OPT_SCOPE = 1, OPT_TTL, OPT_ONCE, OPT_JSON, OPT_EXTERNAL, OPT_APPROVE, OPT_STOP };
 
 static const struct option options[] = {
   { "scope", required_argument, NULL, OPT_SCOPE },
@@ -236,13 +241,14 @@ static const struct option options[] = {
   { "json", no_argument, NULL, OPT_JSON },
   { "external", no_argument, NULL, OPT_EXTERNAL },
   { "approve", no_argument, NULL, OPT_APPROVE },
+  { "stop", no_argument, NULL, OPT_STOP },
   { NULL, 0, NULL, 0 },
 };
 
 typedef struct args {
   const char *scope;
   long long ttl;
-  bool once, json, external, approve;
+  bool once, json, external, approve, stop;
   char **pos;
   int n_pos;
 } args;
@@ -270,6 +276,7 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
     case OPT_JSON: a.json = true; break;
     case OPT_EXTERNAL: a.external = true; break;
     case OPT_APPROVE: a.approve = true; break;
+    case OPT_STOP: a.stop = true; break;
     default: break;
     }
   }
@@ -295,6 +302,7 @@ static json_t *scope_arg(const char *cmd, const char *text)
 static const char allowed_grant[] = { OPT_SCOPE, OPT_TTL, OPT_ONCE, OPT_JSON, OPT_EXTERNAL, OPT_APPROVE, 0 };
 static const char allowed_att[] = { OPT_SCOPE, OPT_TTL, OPT_JSON, 0 };
 static const char allowed_json[] = { OPT_JSON, 0 };
+static const char allowed_revoke[] = { OPT_JSON, OPT_STOP, 0 };
 
 /* --approve: the person at this terminal is the human channel. The grant
  * goes to the manager as any other; when the policy answers "ask", the
@@ -342,8 +350,8 @@ int shk_cli_attenuate(int argc, char **argv)
 
 int shk_cli_revoke(int argc, char **argv)
 {
-  args a = parse("revoke", argc, argv, allowed_json, 1, 0, "shinken revoke HANDLE [--json]");
-  return call("revoke", json_pack("{s:s, s:s}", "op", "revoke", "handle", a.pos[0]), a.json);
+  args a = parse("revoke", argc, argv, allowed_revoke, 1, 0, "shinken revoke HANDLE [--stop] [--json]");
+  return call("revoke", json_pack("{s:s, s:s, s:b}", "op", "revoke", "handle", a.pos[0], "stop", a.stop), a.json);
 }
 
 int shk_cli_grants(int argc, char **argv)

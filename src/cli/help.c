@@ -116,8 +116,11 @@ static const struct usage {
     "       shinken audit tail [--db FILE] [-f] [-n N] [--session S] [--json]\n"
     "       shinken audit show [--db FILE] SEQ\n"
     "       shinken audit export [--db FILE] --format otlp-json|jsonl [--since TIME]\n"
+    "       shinken audit runs [--db FILE]\n"
     "The signed authority timeline (shinken-audit(1)). The log is --db FILE, or\n"
     "$XDG_STATE_HOME/shinken/audit.db (--system: /var/lib/shinken/audit.db).\n"
+    "Every command but runs takes --run RUN: the log of one shinken run (its\n"
+    "name, or its session's id or a unique prefix), signed with the same key.\n"
     "\n"
     "Exit status: 0 done (verify: verified), 3 the log was tampered with, 1 bad input." },
   { "cedar",

@@ -94,6 +94,8 @@ typedef struct run_session {
   shk_cli_refusals *refusals;
   char *log, *private;
   bool inline_prompt;    /* the embedded manager's cards are drawn on the caller's terminal */
+  const shk_sandbox_paths *ceiling; /* Landlock's ceiling of live grants */
+  shk_cli_run_log_info audit; /* an embedded manager's own timeline */
 } run_session;
 
 /* Whether the launch will relay a terminal (relay.c's test), and so can
@@ -119,14 +121,13 @@ static void session_close(run_session *rs)
   free(rs->socket);
   free(rs->log);
   free(rs->private);
+  shk_cli_run_log_clear(&rs->audit);
   memset(rs, 0, sizeof *rs);
   rs->fd = -1;
 }
 
-/* Tells the session's manager what the sandbox enforced (stage 2's own
- * report) and how it ended, for its audit timeline. Best effort: the
- * command has already run, and its status is the run's either way. */
-static void session_report(run_session *rs, const shk_sandbox_result *res)
+/* What stage 2 reported it enforced (ON) and could not (OFF), by layer. */
+static void layers_json(const shk_sandbox_result *res, json_t **on, json_t **off)
 {
   static const struct { const char *name; size_t off; } layers[] = {
     { "seccomp", offsetof(shk_sandbox_applied, seccomp) },
@@ -139,30 +140,92 @@ static void session_report(run_session *rs, const shk_sandbox_result *res)
     { "landlock-net", offsetof(shk_sandbox_applied, landlock_net) },
     { "landlock-scope", offsetof(shk_sandbox_applied, landlock_scope) },
   };
+  *on = json_array();
+  *off = json_array();
+  if (res->applied.landlock_abi)
+    json_array_append_new(*on, json_string("landlock"));
+  else
+    json_array_append_new(*off, json_string("landlock"));
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+    json_array_append_new(*((const bool *)((const char *)&res->applied + layers[i].off)) ? *on : *off,
+                          json_string(layers[i].name));
+}
+
+static int session_send(run_session *rs, json_t *req, char **answer, shk_error *err)
+{
+  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  *answer = NULL;
+  int r = !text ? shk__error_set(err, -ENOMEM, "out of memory")
+        : rs->fd >= 0 ? shk_manager_rpc(rs->fd, text, answer, err)
+                      : shk_manager_call(rs->embedded, text, answer);
+  if (r < 0)
+    *answer = NULL;
+  return r;
+}
+
+/* The launcher's hook once stage 2 has reported (shk_sandbox_io.on_started):
+ * the session's manager records the sandbox's start with what it enforced,
+ * and from now on mounts fs.scope grants into the process it names.
+ * A start the manager cannot record stops the sandbox (its answer ok
+ * false, or no answer): the timeline has the start of every sandbox that
+ * goes on running. */
+static int session_started(void *data, const shk_sandbox_result *res, shk_error *err)
+{
+  run_session *rs = data;
+  if (!rs->id || (rs->fd < 0 && !rs->embedded))
+    return 0;
+  json_t *on, *off;
+  layers_json(res, &on, &off);
+  json_t *req = json_pack("{s:s, s:s, s:o, s:o}", "op", "sandbox_started", "session", rs->id,
+                          "enforced", on, "degraded", off);
+  /* The process live unlocks mount into, and what Landlock lets them
+   * write: without a pid the manager refuses fs.scope grants, saying why. */
+  if (req && res->pid > 0) {
+    json_t *ceiling = json_array();
+    for (size_t i = 0; rs->ceiling && i < rs->ceiling->n; i++)
+      json_array_append_new(ceiling, json_string(rs->ceiling->v[i]));
+    json_object_set_new(req, "pid", json_integer(res->pid));
+    json_object_set_new(req, "ceiling", ceiling);
+  }
+  char *answer;
+  int r = session_send(rs, req, &answer, err);
+  if (r < 0)
+    return r;
+  json_t *ans = json_loads(answer, 0, NULL);
+  free(answer);
+  if (!json_is_true(json_object_get(ans, "ok"))) {
+    const char *e = json_string_value(json_object_get(ans, "error"));
+    r = shk__error_set(err, -EIO, "%s", e ? e : "the manager gave no answer");
+  }
+  json_decref(ans);
+  return r;
+}
+
+/* Tells the session's manager how the sandbox ended (and what it enforced,
+ * for a manager that did not hear of its start), with the limit that acted
+ * on it, for its audit timeline. Best effort: the command has already run,
+ * and its status is the run's either way. */
+static void session_report(run_session *rs, const shk_sandbox_result *res)
+{
   if (!rs->id || (rs->fd < 0 && !rs->embedded))
     return;
-  json_t *on = json_array(), *off = json_array();
-  if (res->applied.landlock_abi)
-    json_array_append_new(on, json_string("landlock"));
-  else
-    json_array_append_new(off, json_string("landlock"));
-  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
-    json_array_append_new(*((const bool *)((const char *)&res->applied + layers[i].off)) ? on : off,
-                          json_string(layers[i].name));
+  json_t *on, *off;
+  layers_json(res, &on, &off);
   json_t *req = json_pack("{s:s, s:s, s:b, s:i, s:i, s:o, s:o}", "op", "sandbox_ran", "session", rs->id,
                           "started", res->started, "exit_status", res->exit_status, "signal",
                           res->exit_signal ? res->exit_signal : res->launcher_signal, "enforced", on,
                           "degraded", off);
-  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-  json_decref(req);
-  char *answer = NULL;
+  /* The limit that acted: the memory limit killed a process, or the pids
+   * limit refused a fork (the cgroup's own counters, read before it was
+   * removed). */
+  const char *limit = res->oom_kills ? "memory" : res->pids_refused ? "pids" : NULL;
+  if (req && limit)
+    json_object_set_new(req, "limit", json_string(limit));
+  char *answer;
   shk_error err;
-  int r = !text ? -ENOMEM
-        : rs->fd >= 0 ? shk_manager_rpc(rs->fd, text, &answer, &err)
-                      : shk_manager_call(rs->embedded, text, &answer);
-  if (r < 0)
-    answer = NULL;
-  free(answer);
+  if (session_send(rs, req, &answer, &err) == 0)
+    free(answer);
 }
 
 /* Returns NULL, or one line saying why the session could not be opened. */
@@ -227,9 +290,13 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
       return shk__xasprintf("SHINKEN_EVENT_LOG %s: %s", log, strerror(errno));
     mc.opts.on_verdict = shk_cli_refusals_take;
     mc.opts.verdict_data = rs->refusals;
-    /* No timeline yet: a log has one writer, and concurrent runs cannot
-     * all write the user's default store. */
-    mc.opts.audit_db = NULL;
+    /* This run's own timeline (runlog.c): a log has one writer, and
+     * concurrent runs cannot all write the user's store. */
+    char *lwhy = shk_cli_run_log(&mc.opts, &rs->audit);
+    if (lwhy) {
+      shk_manager_config_clear(&mc);
+      return lwhy;
+    }
     int r = shk_manager_new(&mc.opts, &rs->embedded, &err);
     shk_manager_config_clear(&mc);
     if (r < 0)
@@ -431,10 +498,9 @@ static void print_usage_and_exit(void)
 }
 
 /* The directory of FILE, which holds what a sandbox must not change (the
- * user's configuration, the trust store), shown read-only when it exists:
- * the plan protects their default places (~/.config/shinken,
- * ~/.local/state/shinken), and this covers $XDG_CONFIG_HOME and
- * $XDG_STATE_HOME set elsewhere. */
+ * user's configuration), shown read-only when it exists: the plan protects
+ * its default place (~/.config/shinken), and this covers $XDG_CONFIG_HOME
+ * set elsewhere. */
 static void keep_read_only(shk_sandbox_opts *o, const char *file)
 {
   char dir[PATH_MAX];
@@ -492,8 +558,11 @@ int shk_cli_run(int argc, char **argv)
              "and --proxy-config need --net proxy");
   if (have_user && getenv("XDG_CONFIG_HOME"))
     keep_read_only(&o, user_cfg);
-  if (have_store && getenv("XDG_STATE_HOME"))
-    keep_read_only(&o, store);
+  /* The trust store's directory is not shown read-only like the user's
+   * configuration: it is Shinken's state directory, which the built-in
+   * protections mask whole wherever $XDG_STATE_HOME puts it (it holds the
+   * audit log's signing key and the runs' logs), and a read rule for it
+   * here would show the key to the workload. */
 
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
@@ -515,6 +584,8 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   run_session rs = { .fd = -1 };
   if (o.net == SHK_NET_PROXY) {
+    shk_cli_fs_ceiling(&o); /* a session takes live grants: Landlock must allow them */
+    rs.ceiling = &o.ceiling;
     char *pc_path, *pc_dir;
     char *why = proxy_config_file(&o, &pc_path, &pc_dir);
     if (!why)
@@ -548,7 +619,7 @@ int shk_cli_run(int argc, char **argv)
   if (rs.inline_prompt && !inline_ask)
     shk__warn("warning: approval cards cannot be drawn on this terminal (no memory or thread for them); they wait for "
               "%s CARD", hint ? hint : "shinken approve");
-  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt };
+  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt, session_started, &rs };
   shk_sandbox_result res;
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   session_report(&rs, &res);
@@ -563,6 +634,7 @@ int shk_cli_run(int argc, char **argv)
   shk_manager_free(rs.embedded);
   rs.embedded = NULL;
   shk_cli_refusals_print(rs.refusals, rs.log);
+  shk_cli_run_log_say(&rs.audit, o.verbose || isatty(STDERR_FILENO));
   session_close(&rs);
   if (r < 0)
     shk__die(RUN_FAIL, "run: %s%s", e.message, res.started ? "" : "; nothing was run");

@@ -10,6 +10,7 @@
 
 #include "shinken/approve.h"
 #include "shinken/audit.h"
+#include "shinken/cap.h"
 #include "shinken/manager.h"
 #include "shinken/policy.h"
 
@@ -75,3 +76,32 @@ int shk__manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uin
 void shk__manager_unsubscribe(shk_manager *m, uint64_t id);
 /* Stops the server thread and closes every connection. NULL is a no-op. */
 void shk__control_stop(shk__control *c);
+
+/* ---- live unlocks of the filesystem (unlock.c) ---- */
+
+/* A session's running sandbox, and the mounts its fs.scope grants put
+ * there. */
+typedef struct shk__fs_state shk__fs_state;
+
+/* NULL when this host and process can inject mounts into a running
+ * sandbox; else a static sentence saying why not. */
+const char *shk__unlock_missing(void);
+/* The sandbox of the session runs as process PID (in the manager's pid
+ * namespace), started for UID, its Landlock letting it write beneath the
+ * N_WRITABLE paths WRITABLE (its writable roots and the ceiling of live
+ * grants) and nowhere else: *st is set (replacing nothing: a second call is
+ * refused). NULL, or the sentence that says why not (static or in buf). */
+const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, const char *const *writable,
+                                size_t n_writable, char *buf, size_t len);
+/* The OS delta of an fs.scope grant: each read and write path mounted into
+ * the running sandbox, with its deny paths and the sandbox's protections
+ * covered inside. All or nothing. NULL, or the sentence that says why
+ * nothing was mounted (in buf). */
+const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope, char *buf,
+                              size_t len);
+/* Detaches the mounts of HANDLE, if any; how many. With STOP, then kills
+ * the sandbox's processes that still hold them open (how many: *stopped,
+ * which may be NULL). */
+size_t shk__unlock_revoke(shk__fs_state *st, const char *handle, bool stop, unsigned *stopped);
+/* Detaches everything and frees ST (NULL is a no-op). */
+void shk__unlock_free(shk__fs_state *st);

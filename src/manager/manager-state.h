@@ -90,8 +90,10 @@ typedef struct session {
    * human to ask) turned the Ask loop off, so what no handle covers is
    * refused at once. */
   bool no_ask;
+  bool sandbox_started;    /* under mu: a sandbox-start was recorded (sandbox_started) */
   shk__opener opener;      /* set at open, for the listing */
   shk__tally *refusals;    /* its proxy's refusals by kind; its own lock */
+  shk__fs_state *fs;       /* its running sandbox and fs.scope mounts (unlock.c), under mu */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;

@@ -62,16 +62,43 @@
  * "granted" with no effect; a live unlock for a class fills in its entry. */
 static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_NET_EGRESS] = "egress proxy, checked live on every new connection",
+  [SHK_CAP_FS_SCOPE] = "a mount injected into the running sandbox (read-only for read), detached on revoke",
+};
+
+/* Why a class has no mechanism in this build: said with every refusal, so
+ * a grant is never "recorded and does nothing". */
+static const char *const not_built[SHK_CAP__COUNT] = {
+  [SHK_CAP_CLIPBOARD] = "this version has no clipboard surface to broker it through",
+  [SHK_CAP_GPU] = "this version does not yet mount device nodes into a running sandbox nor open the "
+                  "device controller for them",
+  [SHK_CAP_INSTALL_PRIVILEGED] = "this version has no sudo shim nor overlay of the system directories "
+                                 "to run a privileged install in",
+  [SHK_CAP_PERSISTENCE] = "this version keeps no overlay per image to persist into",
+  [SHK_CAP_CREDENTIALS] = "this version has no credential broker in the egress proxy",
+  [SHK_CAP_PERIPHERAL] = "this version does not yet mount device nodes into a running sandbox nor open "
+                         "the device controller for them",
 };
 
 /* NULL when the class has a mechanism here; else the sentence that says
  * it has none, in buf. */
 static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
 {
-  if (enforced_by[c])
+  const char *missing = c == SHK_CAP_FS_SCOPE ? shk__unlock_missing() : not_built[c];
+  if (enforced_by[c] && !missing)
     return NULL;
-  snprintf(buf, len, "no enforcement point on this host for %s", shk_cap_class_name(c));
+  snprintf(buf, len, "no enforcement point on this host for %s%s%s", shk_cap_class_name(c),
+           missing ? ": " : "", missing ? missing : "");
   return buf;
+}
+
+int shk_manager_class_mechanism(shk_cap_class c, char *buf, size_t len)
+{
+  if ((unsigned)c >= SHK_CAP__COUNT)
+    return -EINVAL;
+  if (no_mechanism(c, buf, len))
+    return 0;
+  snprintf(buf, len, "%s", enforced_by[c]);
+  return 1;
 }
 
 #if SHK_FAULT_INJECTION
@@ -384,7 +411,8 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   if (o->audit_db) {
     shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
-                          .checkpoint_ms = o->audit_checkpoint_ms };
+                          .checkpoint_ms = o->audit_checkpoint_ms, .key_path = o->audit_key,
+                          .log_name = o->audit_log_name };
     shk_error aerr;
     if ((r = shk_audit_open(&ao, &m->audit, &aerr))) {
       shk__error_set(err, r, "the audit log: %s", aerr.message);
@@ -449,6 +477,7 @@ static void session_destroy(session *s)
   free(s->roots);
   free(s->grants);
   shk__tally_free(s->refusals);
+  shk__unlock_free(s->fs);
   pthread_cond_destroy(&s->held_cv);
   pthread_mutex_destroy(&s->held_mu);
   free(s);
@@ -513,6 +542,7 @@ static void sweep_session(shk_manager *m, session *s, int64_t now)
     g->ended = true;
     if (g->eg)
       atomic_store(&g->eg->dead, true);
+    shk__unlock_revoke(s->fs, g->id, false, NULL); /* an expired fs.scope grant's mounts go too */
     shk_audit_event e;
     ev_init(&e, "expire", s, NULL);
     shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
@@ -939,6 +969,12 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
                         : scope->cls == SHK_CAP_NET_EGRESS && !s->egress ? "the session has no egress proxy" : NULL;
   if (!delta_err && prepare_grant(s, &g, scope, q->once, &eg))
     delta_err = "out of memory";
+  /* An fs.scope grant's delta is its mounts in the running sandbox, made
+   * now (all or nothing) and taken away again if a later step fails. */
+  char fs_why[PATH_MAX + 256];
+  if (!delta_err && scope->cls == SHK_CAP_FS_SCOPE)
+    delta_err = q->once ? "a mount cannot be used once: grant fs.scope for the session or with a ttl"
+                        : shk__unlock_grant(s->fs, g.id, scope, fs_why, sizeof fs_why);
   if (delta_err) {
     unissue(m, g.id);
     snprintf(why, sizeof why, "the OS delta failed (%s); nothing was granted", delta_err);
@@ -950,6 +986,7 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
    * given. */
   if (ev_grant(m, q, &pa, g.id, NULL, NULL, &aerr)) {
     unprepare(eg);
+    shk__unlock_revoke(s->fs, g.id, false, NULL);
     unissue(m, g.id);
     return refuse("grant: refused: %s; nothing was granted", aerr.message);
   }
@@ -1251,15 +1288,16 @@ static json_t *op_grant(shk_manager *m, json_t *req, const shk__peer *by)
   return ans;
 }
 
-/* A launcher's account of the sandbox it ran for a session: what stage 2
- * reported it enforced and what it could not ("enforced", "degraded": lists
- * of layer names), the exit ("exit_status", "signal": a number, "limit":
- * the limit that killed it, if any), and whether it started at all. It is
- * recorded as "sandbox-start" (when it started) and "sandbox-exit". The
- * launcher learns what stage 2 applied only once the sandbox is gone, so
- * both come then; a launcher that dies first leaves the session's close
- * as the record. Nothing here grants anything, and the events are taken
- * whether or not the timeline has room (they are counted if not). */
+/* A launcher's account of the sandbox it ran for a session, once it is
+ * gone: the exit ("exit_status", "signal": a number, "limit": the limit
+ * that acted on it, if any: memory when it killed, pids when it refused a
+ * fork), whether it started at all, and what stage 2 reported it enforced
+ * ("enforced", "degraded"). It is recorded as "sandbox-exit", preceded by
+ * "sandbox-start" when it started and no sandbox_started recorded that
+ * (a launcher that reports only at the end). A launcher that dies first
+ * leaves the session's close as the record. Nothing here grants anything,
+ * and the events are taken whether or not the timeline has room (they are
+ * counted if not). */
 static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "session", "started", "pid", "exit_status", "signal", "limit",
@@ -1284,10 +1322,11 @@ static json_t *op_sandbox_ran(shk_manager *m, json_t *req, const shk__peer *by)
     ans = refuse("sandbox_ran: no such session");
   if (s)
     s->refs++;
+  bool recorded = s && s->sandbox_started;
   pthread_mutex_unlock(&m->mu);
   if (!ans) {
     shk_audit_event e;
-    if (json_is_true(json_object_get(req, "started"))) {
+    if (json_is_true(json_object_get(req, "started")) && !recorded) {
       ev_init(&e, "sandbox-start", s, by);
       shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
       shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
@@ -1387,6 +1426,13 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   const char *id = str_or(req, "handle", NULL);
   if (!id)
     return refuse("revoke: handle is required");
+  /* "stop": also end the sandbox's processes that still hold open what an
+   * fs.scope handle mounted (a revoke alone takes the path, not a file
+   * already open). */
+  json_t *jstop = json_object_get(req, "stop");
+  if (jstop && !json_is_boolean(jstop))
+    return refuse("revoke: stop must be true or false");
+  bool stop = json_is_true(jstop);
   /* A second revoke would change nothing; saying so keeps a client from
    * believing it just cut off something still live. (Two revokes at once
    * may both pass here: both then flip a bit already flipped.) */
@@ -1406,6 +1452,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
    * ones that must go. The session is held by a reference meanwhile. */
   pthread_mutex_lock(&m->mu);
   size_t idx, n_tags = 0;
+  int closed = 0, detached = 0, stopped = 0; /* tunnels closed, mounts detached, holders stopped */
   session *s = session_of_handle(m, id, &idx);
   uint64_t *tags = calloc(s ? s->n_grants + 1 : 1, sizeof *tags);
   shk_cap_class cls = s ? s->grants[idx].cls : SHK_CAP_NET_EGRESS;
@@ -1413,6 +1460,12 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
     grant *g = &s->grants[i];
     if (!g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
       g->torn_down = true;
+      /* Its mounts (fs.scope) are detached now: the next open fails. */
+      if (g->cls == SHK_CAP_FS_SCOPE) {
+        unsigned n;
+        detached += (int)shk__unlock_revoke(s->fs, g->id, stop, &n);
+        stopped += (int)n;
+      }
       if (g->eg) {
         atomic_store(&g->eg->dead, true);
         if (tags)
@@ -1428,7 +1481,6 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
    * session's proxy loop and returns at once (the count is of the tunnels
    * open at the call); the hook refuses the tag from step 1 on, so nothing
    * it admitted is left open. */
-  int closed = 0;
   for (size_t i = 0; eg && (i < n_tags || (!tags && i == 0)); i++) {
     int c = shk_egress_session_close_tunnels(eg, tags ? tags[i] : 0);
     if (c > 0)
@@ -1442,10 +1494,11 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(cls));
   shk_audit_str(&e, SHK_AUDIT_HANDLE, id);
   shk_audit_str(&e, SHK_AUDIT_OUTCOME, "revoked");
-  shk_audit_int(&e, SHK_AUDIT_COUNT, closed);
+  shk_audit_int(&e, SHK_AUDIT_COUNT, cls == SHK_CAP_FS_SCOPE ? detached : closed); /* what the revoke took */
   ev_emit(m, &e, NULL);
   session_put(m, s);
-  return json_pack("{s:b, s:s, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed);
+  return json_pack("{s:b, s:s, s:i, s:i, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed,
+                   "mounts_detached", detached, "processes_stopped", stopped);
 }
 
 static json_t *op_attenuate(shk_manager *m, json_t *req, const shk__peer *by)
@@ -1652,6 +1705,77 @@ static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by
   return ans;
 }
 
+/* A launcher's word that stage 2 has reported the sandbox complete: what it
+ * enforced and what it could not ("enforced", "degraded": lists of layer
+ * names), recorded as "sandbox-start" while the sandbox runs, and the
+ * process it runs as ("pid", with Landlock's "ceiling" of live grants): what
+ * fs.scope grants mount into. An answer of ok false (the timeline cannot
+ * take the event) tells the launcher to kill the sandbox: a sandbox that
+ * goes on running has its start recorded. A sandbox that live unlocks
+ * cannot reach still runs (the answer's "unlocks" says why not): its
+ * fs.scope grants are then refused with a reason, so nothing is granted
+ * that has no effect. Only the sandbox of the asker's own user is taken
+ * (shk__unlock_started). */
+static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
+{
+  static const char *const keys[] = { "op", "session", "enforced", "degraded", "pid", "ceiling", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("sandbox_started: unknown field '%s'", bad);
+  json_t *jpid = json_object_get(req, "pid");
+  if (jpid && (!json_is_integer(jpid) || json_integer_value(jpid) <= 0 || json_integer_value(jpid) > INT_MAX))
+    return refuse("sandbox_started: pid must be a positive integer");
+  const char **enforced = NULL, **degraded = NULL, **ceiling = NULL;
+  size_t ne, nd, n_ceiling = 0;
+  json_t *ans = NULL;
+  if (strlist(req, "enforced", &enforced, &ne) || strlist(req, "degraded", &degraded, &nd))
+    ans = refuse("sandbox_started: enforced and degraded are arrays of strings");
+  else if (strlist(req, "ceiling", &ceiling, &n_ceiling))
+    ans = refuse("sandbox_started: ceiling must be an array of paths");
+  pthread_mutex_lock(&m->mu);
+  session *s = ans ? NULL : find_session(m, str_or(req, "session", NULL));
+  if (!ans && !s)
+    ans = refuse("sandbox_started: no such session");
+  if (s)
+    s->refs++;
+  pthread_mutex_unlock(&m->mu);
+  if (!ans) {
+    shk_audit_event e;
+    shk_error err;
+    ev_init(&e, "sandbox-start", s, by);
+    shk_audit_strv(&e, SHK_AUDIT_ENFORCED, enforced);
+    shk_audit_strv(&e, SHK_AUDIT_DEGRADED, degraded);
+    if (ev_emit(m, &e, &err) < 0)
+      ans = refuse("sandbox_started: %s", err.message);
+  }
+  if (!ans) {
+    const char *no = NULL;
+    char why[512];
+    pthread_mutex_lock(&m->mu);
+    s->sandbox_started = true;
+    if (jpid) {
+      /* Where the sandbox's Landlock lets it write: its writable roots, as
+       * the session was opened with, and the ceiling it was started with. */
+      const char **writable = calloc(s->n_roots + n_ceiling + 1, sizeof *writable);
+      for (size_t i = 0; writable && i < s->n_roots; i++)
+        writable[i] = s->roots[i];
+      for (size_t i = 0; writable && i < n_ceiling; i++)
+        writable[s->n_roots + i] = ceiling[i];
+      no = !writable ? "out of memory"
+                     : shk__unlock_started(&s->fs, (pid_t)json_integer_value(jpid), by->uid, writable,
+                                           s->n_roots + n_ceiling, why, sizeof why);
+      free(writable);
+    }
+    pthread_mutex_unlock(&m->mu);
+    ans = no ? json_pack("{s:b, s:s}", "ok", 1, "unlocks", no) : json_pack("{s:b}", "ok", 1);
+  }
+  session_put(m, s);
+  free(enforced);
+  free(degraded);
+  free(ceiling);
+  return ans;
+}
+
 json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
 {
   const char *op = json_is_object(req) ? str_or(req, "op", NULL) : NULL;
@@ -1674,6 +1798,8 @@ json_t *shk__manager_call(shk_manager *m, json_t *req, shk__conn *conn)
     return shk__ask_op_session(m, req, &by, !strcmp(op, "takeover"));
   if (!strcmp(op, "sandbox_ran"))
     return op_sandbox_ran(m, req, &by);
+  if (!strcmp(op, "sandbox_started"))
+    return op_sandbox_started(m, req, &by);
   if (!strcmp(op, "subscribe")) {
     /* The stream follows on the same connection, so there must be one. */
     shk_error err;

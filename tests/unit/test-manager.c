@@ -178,9 +178,10 @@ static const struct gcase {
     "admin-install-low-trust", NULL, NULL },
   { "standard", "peripheral", "{\"camera\":true}", "first-party", NULL, "refused", "policy", "admin-block-tier",
     "Block", NULL },
-  /* Allowed or askable, but nothing on this host could apply it. */
+  /* Allowed or askable, but nothing on this host could apply it (fs.scope:
+   * the session runs no sandbox to mount into). */
   { "standard", "fs.scope", "{\"write\":[\"/work/x\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
-    "no enforcement point on this host for fs.scope" },
+    "no running sandbox" },
   { "standard", "gpu", "{\"device_ids\":[\"0\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
     "no enforcement point on this host for gpu" },
   { "standard", "clipboard", "{\"paste_in\":true}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
@@ -349,7 +350,7 @@ static void standing_grants(void **state)
   assert_string_equal(str(g, "lifecycle"), "standing");
   assert_string_equal(str(g, "class"), "net.egress");
   json_decref(a);
-  assert_true(events_with("\"shinken.reason\":\"no enforcement point on this host for install.privileged\"") >= 1);
+  assert_true(events_with("\"shinken.reason\":\"no enforcement point on this host for install.privileged: ") >= 1);
   int forbids = events_with("admin-install-low-trust");
   char *low = open_session("low");
   assert_int_equal(events_with("admin-install-low-trust"), forbids + 1);

@@ -256,6 +256,14 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
     else if (rule->access == SHK_ACCESS_READ && p->read_restricted)
       r = add(&ro, rule->path);
   }
+  /* The ceiling of live grants (shk_sandbox_opts.ceiling): Landlock is
+   * applied once and can never be widened, so it must already allow what a
+   * later grant may make writable. Safe because the mount namespace keeps
+   * these read-only (the view of "/") until a grant attaches a writable
+   * mount, and a revoke detaches it again; Landlock still refuses writes
+   * everywhere outside the ceiling. */
+  for (size_t i = 0; l->ceiling && i < l->ceiling->n && r == 0; i++)
+    r = add(&rw, l->ceiling->v[i]);
   if (r == 0)
     r = add(&rw, "/tmp");
   if (r == 0 && var_tmp)

@@ -243,24 +243,32 @@ static pid_t start_bwrap(const shk_sandbox_features *f, const shk_sandbox_env *e
  * came but is malformed, says less, or lost its descriptors: stage 2 was
  * then about to exec the command, which the caller kills with the sandbox. */
 static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_applied *applied,
-                          int *listener, int *diag, const char **why)
+                          int *listener, int *diag, pid_t *sender, const char **why)
 {
   shk__stage2_report rep;
   struct iovec iov = { &rep, sizeof rep };
   union {
     struct cmsghdr h;
-    char buf[CMSG_SPACE(2 * sizeof(int))];
+    char buf[CMSG_SPACE(2 * sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
   } u;
   struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf };
   ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-    int fds[2] = { -1, -1 };
-    size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    memcpy(fds, CMSG_DATA(c), (nfd < 2 ? nfd : 2) * sizeof(int));
-    *listener = fds[0];
-    *diag = fds[1];
+  for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int fds[2] = { -1, -1 };
+      size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      memcpy(fds, CMSG_DATA(c), (nfd < 2 ? nfd : 2) * sizeof(int));
+      *listener = fds[0];
+      *diag = fds[1];
+    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+               c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+      /* The kernel's account of the sender (SO_PASSCRED), its pid seen
+       * from this pid namespace: stage 2, about to become the command. */
+      struct ucred uc;
+      memcpy(&uc, CMSG_DATA(c), sizeof uc);
+      *sender = uc.pid;
+    }
   }
   if (n <= 0)
     return 0;
@@ -282,7 +290,8 @@ static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_appl
  * bwrap is gone is dropped. Returns 0, or -errno when supervising failed
  * (the caller then kills the sandbox). */
 static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guard *g,
-                     shk__relay *relay, shk_sandbox_result *res, int *listener, const char **why)
+                     shk__relay *relay, const shk_sandbox_io *io, shk_sandbox_result *res, int *listener,
+                     const char **why)
 {
   struct pollfd fds[3 + SHK__RELAY_FDS] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 },
                                             { exited, POLLIN, 0 } };
@@ -297,14 +306,31 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
     }
     if (fds[0].revents) {
       int diag = -1;
-      int r = receive_report(sync, s2, &res->applied, listener, &diag, why);
+      pid_t sender = 0;
+      int r = receive_report(sync, s2, &res->applied, listener, &diag, &sender, why);
       res->started = r != 0;
+      if (r > 0 && sender > 0)
+        res->pid = sender;
       if (diag >= 0 && g)
         shk__guard_attach_diag(g, diag);
       else if (diag >= 0)
         close(diag);
       if (r < 0)
         return r;
+      /* The start is recorded before the guard answers any connect(): a
+       * sandbox whose start cannot be recorded is killed (the caller does
+       * it on this error) before it reaches anything through the proxy. */
+      if (r > 0 && io && io->on_started) {
+        static char started_why[600];
+        shk_error serr = { 0 };
+        int sr = io->on_started(io->started_data, res, &serr);
+        if (sr < 0) {
+          snprintf(started_why, sizeof started_why, "the sandbox's start cannot be recorded: %s",
+                   serr.message[0] ? serr.message : strerror(-sr));
+          *why = started_why;
+          return sr;
+        }
+      }
       fds[0].fd = -1;
       fds[1].fd = *listener;
     }
@@ -407,6 +433,25 @@ static unsigned oom_kills(const shk_sandbox_cgroup *cg)
   return n;
 }
 
+/* How many forks the pids limit of CG refused: "max N" in pids.events
+ * (cgroup v2, and v1's pids controller); 0 when the kernel does not say. */
+static unsigned pids_refused(const shk_sandbox_cgroup *cg)
+{
+  const char *dir = cg->v1[SHK_CG1_PIDS] ? cg->v1[SHK_CG1_PIDS] : cg->path;
+  if (!dir)
+    return 0;
+  char path[PATH_MAX], line[128];
+  snprintf(path, sizeof path, "%s/pids.events", dir);
+  FILE *f = fopen(path, "re");
+  unsigned n = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "max %u", &n) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return n;
+}
+
 int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
                        const shk_sandbox_features *f, const shk_sandbox_assessment *a,
                        shk_sandbox_plan *plan, const shk_sandbox_egress *eg,
@@ -468,6 +513,11 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     r = shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
     goto out;
   }
+  /* The kernel attaches the sender's pid to stage 2's report: the process
+   * live unlocks mount into (res->pid, for io->on_started). Best effort:
+   * without it no live unlock reaches this sandbox, and a grant says so. */
+  if (io && io->on_started)
+    (void)setsockopt(sync[0], SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int));
   /* --net proxy needs the egress bridge, which lives in the binary. */
   if (o->net != SHK_NET_PROXY && (exe = stage2_memfd()) >= 0 && above_stderr(&exe) < 0)
     exe = -1;
@@ -522,6 +572,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .map_uid = map_uid,
     .map_gid = map_gid,
     .landlock = a->landlock_abi > 0,
+    .ceiling = &o->ceiling,
     .seccomp = a->seccomp,
     .guard = a->guard,
     .sync_fd = sync[1],
@@ -579,7 +630,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     goto out;
   }
   const char *why = NULL;
-  if ((r = supervise(exited, sync[0], &s2, g, relay, res, &listener, &why)) < 0) {
+  if ((r = supervise(exited, sync[0], &s2, g, relay, io, res, &listener, &why)) < 0) {
     shk__error_set(err, r, "%s; the sandbox was killed", why ? why : strerror(-r));
     goto out;
   }
@@ -627,6 +678,7 @@ out:
       close(sync[i]);
   shk__guard_free(g);
   res->oom_kills = oom_kills(&cg);
+  res->pids_refused = pids_refused(&cg);
   shk_sandbox_cgroup_destroy(&cg);
   /* Every process of the sandbox died with its pid namespace. */
   shk_sandbox_plan_cleanup(&res->plan);

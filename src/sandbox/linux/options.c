@@ -64,6 +64,7 @@ void shk_sandbox_opts_free(shk_sandbox_opts *o)
   paths_free(&o->allow_cidrs);
   paths_free(&o->resolve);
   paths_free(&o->env);
+  paths_free(&o->ceiling);
   free(o->hostname);
   free(o->machine_id);
   free(o->report);

@@ -37,6 +37,7 @@ typedef struct shk__bwrap_opts {
                            * controlling terminal of the workload's session */
   char *const *command;
   size_t ncommand;
+  const shk_sandbox_paths *ceiling; /* Landlock's write ceiling for live grants, or NULL */
 } shk__bwrap_opts;
 
 /* A rule of the options (--write, --read, --deny ARG, PATH its resolved

@@ -1,0 +1,790 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Live unlocks of the filesystem: a host path granted to a RUNNING sandbox
+ * appears at the same path inside it, and goes away again on revoke.
+ *
+ * Everything happens outside the sandbox, in the process that holds the
+ * grant (the capability manager):
+ *   1. The host path is opened with openat2(RESOLVE_NO_SYMLINKS |
+ *      RESOLVE_NO_MAGICLINKS) in the manager's own view, once: no symlink on
+ *      the way, wherever it came from (a writable root is shared with the
+ *      sandbox, which could plant one), so the mount is of the path named.
+ *   2. Its mount is cloned (open_tree OPEN_TREE_CLONE | AT_RECURSIVE) into a
+ *      detached tree nobody else can reach, made nosuid and nodev, and
+ *      read-only for a read grant (mount_setattr, recursively).
+ *   3. The paths that must stay hidden or read-only inside the tree (the
+ *      grant's deny list and the protections the sandbox's plan gives a
+ *      root there: git metadata, credentials) are mounted over IN THE
+ *      DETACHED TREE, before it is visible anywhere: no moment exists in
+ *      which the sandbox could open them.
+ *   4. A forked helper enters the sandbox's user namespace (the one that
+ *      owns its mount namespace) and mount namespace, opens the target path
+ *      from the sandbox's root with RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS
+ *      (a symlink the sandbox planted there is refused, not followed), and
+ *      attaches the tree there with move_mount, on top of whatever was there
+ *      (the read-only view or the mask).
+ * Revoke: a helper enters the same namespaces and detaches exactly that
+ * mount (the manager keeps its descriptor), with MNT_DETACH: the view
+ * underneath (read-only, or masked) is back for every new open at once.
+ * Files the workload opened meanwhile stay open, as with any permission
+ * change on Unix. */
+#include "sandbox-internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/mount.h>
+#include <linux/nsfs.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "shinken/sandbox.h"
+
+#ifndef MOUNT_ATTR_SIZE_VER0
+struct mount_attr {
+  __u64 attr_set, attr_clr, propagation, userns_fd;
+};
+#define MOUNT_ATTR_SIZE_VER0 32
+#endif
+
+struct shk_sandbox_target {
+  int userns; /* the user namespace that owns the sandbox's mount namespace */
+  int mntns;  /* the sandbox's mount namespace */
+  int root;   /* the sandbox's root directory (O_PATH) */
+};
+
+struct shk_sandbox_unlock {
+  int tree; /* the attached mount: detached again on revoke */
+  char *path;
+  char **points; /* mount points that may have been made for covers */
+  bool *dirs;
+  size_t n_points;
+};
+
+static int open_how(int dirfd, const char *path, int flags, unsigned long long resolve)
+{
+  struct open_how how = { .flags = (unsigned long long)(flags | O_CLOEXEC), .resolve = resolve };
+  int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+  return fd < 0 ? -errno : fd;
+}
+
+static bool same_file(int fd, const char *path)
+{
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+void shk_sandbox_target_free(shk_sandbox_target *t)
+{
+  if (!t)
+    return;
+  if (t->userns >= 0)
+    close(t->userns);
+  if (t->mntns >= 0)
+    close(t->mntns);
+  if (t->root >= 0)
+    close(t->root);
+  free(t);
+}
+
+/* Safe because it only opens descriptors of namespaces the process PID is
+ * in, and refuses any that could be this process's own (mounting there
+ * would change the host's view, not a sandbox's) or that belong to another
+ * user than FOR_UID (root may name any): the manager mounts only into a
+ * sandbox started by the one who asks. The pidfd, opened first and checked
+ * last, makes sure all of them came from one process that is still alive,
+ * not from a process that took over a recycled pid in between. */
+int shk_sandbox_target_open(pid_t pid, uid_t for_uid, shk_sandbox_target **out, shk_error *err)
+{
+  *out = NULL;
+  if (pid <= 0)
+    return shk__error_set(err, -EINVAL, "the sandbox's process id must be positive");
+  shk_sandbox_target *t = malloc(sizeof *t);
+  if (!t)
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  *t = (shk_sandbox_target){ -1, -1, -1 };
+  int r = 0;
+  int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  char p[64];
+  if (pidfd < 0) {
+    r = shk__error_set(err, -errno, "process %d: %s", (int)pid, strerror(errno));
+    goto out;
+  }
+  snprintf(p, sizeof p, "/proc/%d/ns/mnt", (int)pid);
+  if ((t->mntns = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+    r = shk__error_set(err, -errno, "%s: %s", p, strerror(errno));
+    goto out;
+  }
+  snprintf(p, sizeof p, "/proc/%d/root", (int)pid);
+  if ((t->root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+    r = shk__error_set(err, -errno, "%s: %s", p, strerror(errno));
+    goto out;
+  }
+  if ((t->userns = ioctl(t->mntns, NS_GET_USERNS)) < 0) {
+    r = shk__error_set(err, -errno, "the owner of process %d's mount namespace: %s", (int)pid, strerror(errno));
+    goto out;
+  }
+  fcntl(t->userns, F_SETFD, FD_CLOEXEC);
+  if (same_file(t->mntns, "/proc/self/ns/mnt") || same_file(t->userns, "/proc/self/ns/user")) {
+    r = shk__error_set(err, -EPERM, "process %d is not in a sandbox of its own: its mount namespace is this "
+                       "process's", (int)pid);
+    goto out;
+  }
+  uid_t owner;
+  if (ioctl(t->userns, NS_GET_OWNER_UID, &owner) < 0) {
+    r = shk__error_set(err, -errno, "the owner of process %d's user namespace: %s", (int)pid, strerror(errno));
+    goto out;
+  }
+  if (for_uid != 0 && owner != for_uid) {
+    r = shk__error_set(err, -EPERM, "process %d's sandbox belongs to uid %u, not to uid %u", (int)pid,
+                       (unsigned)owner, (unsigned)for_uid);
+    goto out;
+  }
+  if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
+    r = shk__error_set(err, -ESRCH, "process %d ended while its sandbox was being looked up", (int)pid);
+    goto out;
+  }
+out:
+  if (pidfd >= 0)
+    close(pidfd);
+  if (r < 0)
+    shk_sandbox_target_free(t);
+  else
+    *out = t;
+  return r;
+}
+
+/* In a forked child of a possibly threaded process: system calls only,
+ * then _exit. Enters the sandbox's namespaces; 0 or -errno. */
+static int enter(const shk_sandbox_target *t)
+{
+  if (setns(t->userns, CLONE_NEWUSER) < 0 || setns(t->mntns, CLONE_NEWNS) < 0)
+    return -errno;
+  return 0;
+}
+
+static int attach_child(const shk_sandbox_target *t, int tree, const char *path)
+{
+  int r = enter(t);
+  if (r < 0)
+    return r;
+  /* The target is looked up from the sandbox's root, with no symlink
+   * followed: the sandbox may have replaced a path it can write with a
+   * link, and the mount must land at the path granted or nowhere. */
+  int fd = open_how(t->root, path, O_PATH, RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  if (fd < 0)
+    return fd;
+  if (syscall(SYS_move_mount, tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    return -errno;
+  return 0;
+}
+
+static int detach_child(const shk_sandbox_target *t, int tree)
+{
+  /* The mount is named through this process's descriptor in the host's
+   * /proc, opened before leaving the host's mount namespace (the sandbox's
+   * /proc does not list this process). */
+  int fds = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fds < 0)
+    return -errno;
+  int r = enter(t);
+  if (r < 0)
+    return r;
+  char name[16];
+  snprintf(name, sizeof name, "%d", tree);
+  if (fchdir(fds) < 0 || umount2(name, MNT_DETACH) < 0)
+    return -errno;
+  return 0;
+}
+
+/* Runs FN in a forked child and returns what it returned. The child is
+ * single-threaded, as setns() into a user namespace needs. */
+static int in_child(int (*fn)(const shk_sandbox_target *, int, const char *), const shk_sandbox_target *t,
+                    int tree, const char *path)
+{
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) < 0)
+    return -errno;
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = -errno;
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return e;
+  }
+  if (pid == 0) {
+    close(pipefd[0]);
+    int r = fn(t, tree, path);
+    ssize_t w = write(pipefd[1], &r, sizeof r);
+    _exit(w == (ssize_t)sizeof r ? 0 : 1);
+  }
+  close(pipefd[1]);
+  int r = -EIO;
+  ssize_t n;
+  while ((n = read(pipefd[0], &r, sizeof r)) < 0 && errno == EINTR)
+    ;
+  if (n != (ssize_t)sizeof r)
+    r = -EIO;
+  close(pipefd[0]);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  return r;
+}
+
+static int attach_fn(const shk_sandbox_target *t, int tree, const char *path)
+{
+  return attach_child(t, tree, path);
+}
+
+static int detach_fn(const shk_sandbox_target *t, int tree, const char *path)
+{
+  (void)path;
+  return detach_child(t, tree);
+}
+
+/* A read-only, empty tmpfs, or /dev/null, for a mask. */
+static int mask_source(bool dir)
+{
+  if (!dir) {
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, "/dev/null", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+  }
+  int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return -errno;
+  int m = -1;
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "mode", "0", 0) == 0 &&
+      syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "4k", 0) == 0 &&
+      syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+    m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+                     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  int e = -errno;
+  close(fs);
+  return m < 0 ? e : m;
+}
+
+static int set_attr(int tree, uint64_t set)
+{
+  struct mount_attr a = { .attr_set = set };
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &a, MOUNT_ATTR_SIZE_VER0) < 0)
+    return -errno;
+  return 0;
+}
+
+/* A read-only file holding TEXT, from a small tmpfs of its own. */
+static int text_source(const char *text)
+{
+  int fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return -errno;
+  int m = -1, r = 0;
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "size", "4k", 0) < 0 ||
+      syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0 ||
+      (m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0)
+    r = -errno;
+  close(fs);
+  if (r < 0)
+    return r;
+  int f = openat(m, "file", O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+  size_t len = strlen(text);
+  if (f < 0 || write(f, text, len) != (ssize_t)len)
+    r = f < 0 ? -errno : -EIO;
+  if (f >= 0)
+    close(f);
+  int t = r < 0 ? -1 : (int)syscall(SYS_open_tree, m, "file", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (!r && t < 0)
+    r = -errno;
+  close(m);
+  if (!r && (r = set_attr(t, MOUNT_ATTR_RDONLY)) < 0)
+    close(t);
+  return r < 0 ? r : t;
+}
+
+/* Makes the mount point of a cover that is missing: REL beneath TREE, its
+ * parent reached with no symlink and not left. */
+static int make_point(int tree, const char *rel, bool dir)
+{
+  char parent[PATH_MAX];
+  const char *slash = strrchr(rel, '/');
+  int pfd;
+  if (slash) {
+    if ((size_t)(slash - rel) >= sizeof parent)
+      return -ENAMETOOLONG;
+    memcpy(parent, rel, (size_t)(slash - rel));
+    parent[slash - rel] = 0;
+    pfd = open_how(tree, parent, O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  } else {
+    pfd = dup(tree);
+    if (pfd < 0)
+      pfd = -errno;
+  }
+  if (pfd < 0)
+    return pfd;
+  const char *name = slash ? slash + 1 : rel;
+  int r = 0;
+  if (dir) {
+    if (mkdirat(pfd, name, 0755) < 0)
+      r = -errno;
+  } else {
+    int f = openat(pfd, name, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f < 0)
+      r = -errno;
+    else
+      close(f);
+  }
+  close(pfd);
+  return r;
+}
+
+/* Covers one protected path inside the detached TREE (rooted at ROOT on
+ * the host): its path is beneath ROOT. */
+static int cover(int tree, const char *root, const shk_sandbox_cover *c, shk_error *err)
+{
+  const char *rel = c->path + strlen(root);
+  while (*rel == '/')
+    rel++;
+  /* Beneath the tree and through no symlink: a link planted inside a
+   * writable tree must not move the mask elsewhere (a link at the path
+   * itself is opened as the link, and masked where it is). */
+  const unsigned long long how = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int at = open_how(tree, rel, O_PATH | O_NOFOLLOW, how);
+  bool dir = c->dir || c->kind == SHK_SANDBOX_COVER_RO || c->kind == SHK_SANDBOX_COVER_PIN;
+  if (at == -ENOENT && c->create) {
+    /* The workload could create it through the writable grant: it gets a
+     * mount point now, as in a fresh sandbox. */
+    int r = make_point(tree, rel, c->kind == SHK_SANDBOX_COVER_MASK ? c->dir : c->kind != SHK_SANDBOX_COVER_TEXT && dir);
+    at = r < 0 && r != -EEXIST ? r : open_how(tree, rel, O_PATH | O_NOFOLLOW, how);
+  }
+  if (at == -ENOENT && !c->create && c->kind != SHK_SANDBOX_COVER_RO && c->kind != SHK_SANDBOX_COVER_PIN)
+    return 0; /* nothing there, and the grant cannot make it */
+  if (at < 0)
+    return shk__error_set(err, at, "%s, which must stay protected inside the grant: %s", c->path, strerror(-at));
+  struct stat st;
+  int src = -1, r = 0;
+  if (fstat(at, &st) < 0) {
+    r = -errno;
+  } else if (c->kind == SHK_SANDBOX_COVER_MASK || S_ISLNK(st.st_mode)) {
+    src = mask_source(S_ISDIR(st.st_mode));
+  } else if (c->kind == SHK_SANDBOX_COVER_TEXT) {
+    src = S_ISDIR(st.st_mode) ? mask_source(true) : text_source(c->text ? c->text : "");
+  } else {
+    /* Read-only, or pinned (bound onto itself so it cannot be renamed
+     * away): a clone of the path itself. */
+    src = (int)syscall(SYS_open_tree, at, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    if (src < 0)
+      src = -errno;
+    else if (c->kind == SHK_SANDBOX_COVER_RO)
+      r = set_attr(src, MOUNT_ATTR_RDONLY);
+  }
+  if (src < 0 && !r)
+    r = src;
+  if (!r && syscall(SYS_move_mount, src, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    r = -errno;
+  if (src >= 0)
+    close(src);
+  close(at);
+  if (r < 0)
+    return shk__error_set(err, r, "%s, which must stay protected inside the grant, could not be covered "
+                          "before the mount (%s); nothing was mounted", c->path, strerror(-r));
+  return 0;
+}
+
+/* After the mount is gone: removes the mount points made for covers of
+ * missing paths, when they are still empty (as shk_sandbox_plan_cleanup
+ * does for a fresh sandbox's), newest first. */
+static void remove_points(const char *root, char **points, const bool *dirs, size_t n)
+{
+  int rfd = open_how(AT_FDCWD, root, O_PATH | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  for (size_t i = n; rfd >= 0 && i-- > 0;) {
+    const char *rel = points[i] + strlen(root);
+    while (*rel == '/')
+      rel++;
+    int fd = open_how(rfd, rel, O_PATH | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    struct stat st;
+    if (fd < 0)
+      continue;
+    bool empty_file = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 && !dirs[i];
+    close(fd);
+    /* unlinkat needs the parent: the path is resolved once more, beneath
+     * the root and with no symlink, by the same rules. */
+    char parent[PATH_MAX];
+    const char *slash = strrchr(rel, '/');
+    int pfd = rfd;
+    if (slash && (size_t)(slash - rel) < sizeof parent) {
+      memcpy(parent, rel, (size_t)(slash - rel));
+      parent[slash - rel] = 0;
+      pfd = open_how(rfd, parent, O_PATH | O_DIRECTORY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    } else if (slash) {
+      continue;
+    }
+    if (pfd < 0)
+      continue;
+    /* O_PATH descriptors cannot be unlinked from; reopen the parent. */
+    int dfd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      if (dirs[i])
+        unlinkat(dfd, slash ? slash + 1 : rel, AT_REMOVEDIR); /* fails unless empty */
+      else if (empty_file)
+        unlinkat(dfd, slash ? slash + 1 : rel, 0);
+      close(dfd);
+    }
+    if (pfd != rfd)
+      close(pfd);
+  }
+  if (rfd >= 0)
+    close(rfd);
+}
+
+/* Builds the detached tree of PATH with its covers, in this process's
+ * mount namespace. 0 with *tree, or -errno with err. */
+static int build_tree(const char *path, bool write, const shk_sandbox_cover *covers, size_t n_covers,
+                      int *tree_out, shk_error *err)
+{
+  int src = open_how(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  if (src == -ELOOP)
+    return shk__error_set(err, src, "%s leads through a symbolic link: grant the path it resolves to", path);
+  if (src < 0)
+    return shk__error_set(err, src, "%s: %s", path, strerror(-src));
+  int tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+  int r = tree < 0 ? -errno : 0;
+  close(src);
+  if (r < 0)
+    return shk__error_set(err, r, "cloning the mount of %s: %s", path, strerror(-r));
+  if ((r = set_attr(tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (write ? 0 : MOUNT_ATTR_RDONLY))) < 0) {
+    shk__error_set(err, r, "making the mount of %s %s: %s", path, write ? "nosuid" : "read-only",
+                   strerror(-r));
+    close(tree);
+    return r;
+  }
+  for (size_t i = 0; i < n_covers; i++)
+    if ((r = cover(tree, path, &covers[i], err)) < 0) {
+      close(tree);
+      return r;
+    }
+  *tree_out = tree;
+  return 0;
+}
+
+/* What the child that built a tree says, with the tree's descriptor. */
+typedef struct built {
+  int r;
+  char message[sizeof(((shk_error *)0)->message)];
+} built;
+
+/* Writes "ID ID 1" (this process's own id only) to /proc/self/FILE. */
+static int map_self(const char *file, unsigned id)
+{
+  char p[32], line[48];
+  snprintf(p, sizeof p, "/proc/self/%s", file);
+  int n = snprintf(line, sizeof line, "%u %u 1\n", id, id);
+  int fd = open(p, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  int r = write(fd, line, (size_t)n) == n ? 0 : -errno;
+  close(fd);
+  return r;
+}
+
+/* Safe because the child holds nothing more than the caller: a new user
+ * namespace maps only the caller's own ids, and the mount namespace it
+ * comes with is a private copy of the caller's view, so what it clones from
+ * there is exactly what the caller may see, with the host's locks on it
+ * (a read-only or nosuid mount of the host stays so: the kernel locks the
+ * flags of mounts copied into a less privileged namespace). Only the tree's
+ * descriptor leaves the child. */
+static int build_tree_userns(const char *path, bool writable, const shk_sandbox_cover *covers,
+                             size_t n_covers, int *tree_out, shk_error *err)
+{
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    return shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
+  uid_t uid = geteuid();
+  gid_t gid = getegid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = -errno;
+    close(sv[0]);
+    close(sv[1]);
+    return shk__error_set(err, e, "fork: %s", strerror(-e));
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    built b = { 0 };
+    shk_error cerr = { 0 };
+    int tree = -1, fd;
+    b.r = unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0 ? -errno : 0;
+    if (b.r == 0 && (fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC)) >= 0) {
+      if (write(fd, "deny", 4) != 4)
+        b.r = -errno;
+      close(fd);
+    }
+    if (b.r == 0)
+      b.r = map_self("uid_map", uid);
+    if (b.r == 0)
+      b.r = map_self("gid_map", gid);
+    if (b.r < 0)
+      shk__error_set(&cerr, b.r, "a user namespace to clone %s in: %s", path, strerror(-b.r));
+    else
+      b.r = build_tree(path, writable, covers, n_covers, &tree, &cerr);
+    memcpy(b.message, cerr.message, sizeof b.message);
+    struct iovec iov = { &b, sizeof b };
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (tree >= 0) {
+      mh.msg_control = u.buf;
+      mh.msg_controllen = sizeof u.buf;
+      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(c), &tree, sizeof tree);
+    }
+    _exit(sendmsg(sv[1], &mh, MSG_NOSIGNAL) == (ssize_t)sizeof b ? 0 : 1);
+  }
+  close(sv[1]);
+  built b = { .r = -EIO };
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct iovec iov = { &b, sizeof b };
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+  ssize_t n;
+  while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+    ;
+  int tree = -1;
+  struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+    memcpy(&tree, CMSG_DATA(c), sizeof tree);
+  close(sv[0]);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+  if (n != (ssize_t)sizeof b)
+    b.r = -EIO, snprintf(b.message, sizeof b.message, "the helper that clones %s ended without an answer", path);
+  if (b.r == 0 && tree < 0)
+    b.r = -EIO, snprintf(b.message, sizeof b.message, "the helper that clones %s sent no mount", path);
+  if (b.r < 0) {
+    if (tree >= 0)
+      close(tree);
+    b.message[sizeof b.message - 1] = 0;
+    return shk__error_set(err, b.r, "%s", b.message);
+  }
+  *tree_out = tree;
+  return 0;
+}
+
+/* A grant that failed leaves no mount point behind. */
+static void drop_points(const char *path, const shk_sandbox_cover *covers, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (covers[i].create) {
+      char *one = (char *)covers[i].path;
+      bool dir = covers[i].kind == SHK_SANDBOX_COVER_MASK && covers[i].dir;
+      remove_points(path, &one, &dir, 1);
+    }
+}
+
+/* Safe because the tree is built and checked while detached (only this
+ * process holds it), its protected paths covered before it is attached,
+ * and any failure closes it: a grant either appears whole, with its
+ * protections, or not at all. A manager that may not clone mounts of its
+ * own mount namespace (an unprivileged user's) builds the tree in a user
+ * namespace of its own (build_tree_userns). */
+int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
+                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                             shk_error *err)
+{
+  *out = NULL;
+  if (!path || path[0] != '/')
+    return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", path ? path : "");
+  int tree = -1;
+  int r = build_tree(path, write, covers, n_covers, &tree, err);
+  if (r == -EPERM)
+    r = build_tree_userns(path, write, covers, n_covers, &tree, err);
+  if (r < 0) {
+    drop_points(path, covers, n_covers);
+    return r;
+  }
+  if ((r = in_child(attach_fn, t, tree, path)) < 0) {
+    if (r == -ELOOP)
+      shk__error_set(err, r, "%s inside the sandbox leads through a symbolic link; nothing was mounted", path);
+    else if (r == -ENOENT)
+      shk__error_set(err, r, "%s is not in the sandbox's view (a directory above it is masked or not "
+                     "bound); grant the directory that is", path);
+    else
+      shk__error_set(err, r, "mounting %s into the sandbox: %s", path, strerror(-r));
+    goto fail;
+  }
+  shk_sandbox_unlock *u = calloc(1, sizeof *u);
+  char *copy = strdup(path);
+  size_t np = 0;
+  for (size_t i = 0; i < n_covers; i++)
+    np += covers[i].create;
+  char **points = calloc(np + 1, sizeof *points);
+  bool *dirs = calloc(np + 1, sizeof *dirs);
+  bool nomem = !u || !copy || !points || !dirs;
+  for (size_t i = 0, j = 0; !nomem && i < n_covers; i++)
+    if (covers[i].create) {
+      dirs[j] = covers[i].kind == SHK_SANDBOX_COVER_MASK && covers[i].dir;
+      nomem = !(points[j++] = strdup(covers[i].path));
+    }
+  if (nomem) {
+    for (size_t i = 0; points && i < np; i++)
+      free(points[i]);
+    free(points);
+    free(dirs);
+    free(u);
+    free(copy);
+    /* Attached but not recordable: take it away again. */
+    in_child(detach_fn, t, tree, NULL);
+    r = shk__error_set(err, -ENOMEM, "out of memory");
+    goto fail;
+  }
+  u->tree = tree;
+  u->path = copy;
+  u->points = points;
+  u->dirs = dirs;
+  u->n_points = np;
+  *out = u;
+  return 0;
+fail:
+  close(tree);
+  drop_points(path, covers, n_covers);
+  return r;
+}
+
+/* The mount id of what PATH (a /proc magic link) leads to, or 0. */
+static uint64_t mnt_of(const char *path)
+{
+  struct statx stx;
+  if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+    return 0;
+  return stx.stx_mnt_id;
+}
+
+static bool holds(const char *pid, uint64_t mnt)
+{
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "/proc/%s/cwd", pid);
+  if (mnt_of(p) == mnt)
+    return true;
+  snprintf(p, sizeof p, "/proc/%s/root", pid);
+  if (mnt_of(p) == mnt)
+    return true;
+  snprintf(p, sizeof p, "/proc/%s/fd", pid);
+  DIR *d = opendir(p);
+  bool found = false;
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(p, sizeof p, "/proc/%s/fd/%s", pid, e->d_name);
+    found = mnt_of(p) == mnt;
+  }
+  if (d)
+    closedir(d);
+  return found;
+}
+
+/* Safe because it only signals processes of the sandbox T (their mount
+ * namespace is the sandbox's, checked again through a pidfd just before
+ * the signal, so a recycled pid is never hit) that hold a descriptor, a
+ * working directory or a root on the mount MNT: the workload's own
+ * processes, which the human asked to stop with the grant. */
+static unsigned stop_holders(const shk_sandbox_target *t, uint64_t mnt)
+{
+  struct stat ns;
+  if (!mnt || fstat(t->mntns, &ns) < 0)
+    return 0;
+  unsigned n = 0;
+  DIR *d = opendir("/proc");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "/proc/%s/ns/mnt", e->d_name);
+    int pidfd = (int)syscall(SYS_pidfd_open, atoi(e->d_name), 0);
+    struct stat st;
+    bool in = pidfd >= 0 && stat(p, &st) == 0 && st.st_dev == ns.st_dev && st.st_ino == ns.st_ino;
+    if (in && holds(e->d_name, mnt) && stat(p, &st) == 0 && st.st_ino == ns.st_ino &&
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) == 0)
+      n++;
+    if (pidfd >= 0)
+      close(pidfd);
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, bool stop, unsigned *stopped,
+                            shk_error *err)
+{
+  if (stopped)
+    *stopped = 0;
+  if (!u)
+    return 0;
+  struct statx stx;
+  uint64_t mnt = statx(u->tree, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID)
+               ? stx.stx_mnt_id : 0;
+  int r = t ? in_child(detach_fn, t, u->tree, NULL) : 0;
+  if (r < 0)
+    shk__error_set(err, r, "detaching %s from the sandbox: %s", u->path, strerror(-r));
+  /* Detached first, so nothing opens it anew; then what still holds it.
+   * The mount lives on (lazily detached) while held, so its id still
+   * names it. */
+  if (t && stop && stopped)
+    *stopped = stop_holders(t, mnt);
+  close(u->tree);
+  if (r == 0 || !t)
+    remove_points(u->path, u->points, u->dirs, u->n_points);
+  for (size_t i = 0; i < u->n_points; i++)
+    free(u->points[i]);
+  free(u->points);
+  free(u->dirs);
+  free(u->path);
+  free(u);
+  return r;
+}
+
+const char *shk_sandbox_unlock_path(const shk_sandbox_unlock *u)
+{
+  return u ? u->path : NULL;
+}
+
+/* The probe: does this process have what the mechanism needs (open_tree,
+ * mount_setattr, move_mount; the right to clone a mount of its own mount
+ * namespace, or a user namespace of its own to clone it in)? NULL, or a
+ * static sentence saying what is missing. */
+const char *shk_sandbox_unlock_missing(void)
+{
+  shk_error err;
+  int tree = -1;
+  int r = build_tree("/", false, NULL, 0, &tree, &err);
+  if (r == -EPERM)
+    r = build_tree_userns("/", false, NULL, 0, &tree, &err);
+  if (tree >= 0)
+    close(tree);
+  if (r == -ENOSYS)
+    return "the kernel lacks the mount API live unlocks use (open_tree, Linux 5.2; mount_setattr, 5.12)";
+  if (r == -EPERM || r == -EACCES)
+    return "this user may neither clone mounts of the host's mount namespace nor create a user namespace "
+           "to clone them in";
+  if (r < 0)
+    return "cloning a mount of / failed";
+  return NULL;
+}
