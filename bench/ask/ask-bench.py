@@ -8,7 +8,11 @@
            connection reaches the upstream (target p99 < 5 ms);
   peer:    in the same run, a CONNECT to a destination a live handle covers
            is sent -> it reaches the upstream (the proxy's own path, with no
-           human in it), so release / peer says what the Ask loop adds.
+           human in it), so release / peer says what the Ask loop adds;
+  auto:    a CONNECT to a new destination the manifest puts at Auto is sent
+           -> it reaches the upstream (held, a handle issued on the
+           manager's issuer thread, resumed), so auto / peer says what
+           issuing with no human costs.
 
 usage: ask-bench.py SHINKEN SRCDIR [ITERATIONS]"""
 import json
@@ -71,9 +75,15 @@ def stats(name, v):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="shk-bench-ask-")
-    d = Daemon(tmp, "d")
+    with open(os.path.join(SRC, "policies", "manifests", "default.json")) as f:
+        manifest = json.load(f)
+    manifest["capabilities"].insert(0, {"class": "net.egress", "tier": "Auto", "scope": {"domains": ["**.auto.test"]}})
+    with open(os.path.join(tmp, "manifest.json"), "w") as f:
+        json.dump(manifest, f)
+    d = Daemon(tmp, "d", config={"manifest": os.path.join(tmp, "manifest.json")})
     up = Upstream()
-    cfg = proxy_config(tmp, "ask.test", "peer.test")
+    autos = [f"h{i}.auto.test" for i in range(N)]
+    cfg = proxy_config(tmp, "ask.test", "peer.test", *autos)
     ctl, sub, res = Control(d.sock), Control(d.sock), Control(d.sock)
     a = ctl.call(op="open_session", name="bench", egress=True, proxy_config=cfg)
     sid, edir = a["session"], a["egress_dir"]
@@ -81,7 +91,7 @@ def main():
     if g.get("decision") == "ask":
         ctl.call(op="resolve", pending=g["pending"], resolution="approve")
     sub.call(op="subscribe")
-    raise_t, release_t, peer_t = [], [], []
+    raise_t, release_t, peer_t, auto_t = [], [], [], []
     arrived = 0
     for i in range(N):
         # The peer: a destination a live handle covers.
@@ -111,10 +121,19 @@ def main():
         # Its "resolved" line.
         while json.loads(sub.f.readline()).get("event") != "resolved":
             pass
+        # Auto: a new destination, a handle with no human.
+        t0 = time.monotonic()
+        s = connect(edir, autos[i], up.port)
+        arrived += 1
+        t1 = up.wait(arrived)
+        auto_t.append(t1 - t0)
+        s.close()
     print(f"ask loop, {N} iterations (the machine may be shared: compare ratios)")
     _, r99 = stats("raise", raise_t)
     p50, p99 = stats("release", release_t)
     q50, q99 = stats("peer", peer_t)
+    a50, a99 = stats("auto", auto_t)
+    print(f"auto/peer: p50 {a50 / q50:.2f}x p99 {a99 / q99:.2f}x")
     print(f"release/peer: p50 {p50 / q50:.2f}x p99 {p99 / q99:.2f}x; targets: raise p99 < 20 ms "
           f"({'met' if r99 < 20 else 'missed'}), release p99 < 5 ms ({'met' if p99 < 5 else 'missed'})")
     for c in (ctl, sub, res):

@@ -135,6 +135,8 @@ typedef enum shk_approve_event_kind {
   SHK_APPROVE_EV_FROZEN,    /* a session was frozen by a human (take over) */
   SHK_APPROVE_EV_RESUMED,   /* a frozen session was resumed */
   SHK_APPROVE_EV_ENDED,     /* the module ended a session (breaker) */
+  SHK_APPROVE_EV_NOTICE,    /* a Notify-tier grant was issued with no human:
+                             * the human is told, and may revoke it */
 } shk_approve_event_kind;
 
 /* "raised", "reviewing", ... as in the JSON lines. */
@@ -298,6 +300,25 @@ int shk_approve_raise(shk_approve *ap, const shk_approve_request *rq,
  * not held (never raised, already released, or being released: then its
  * release comes, or has come, as usual). */
 int shk_approve_withdraw(shk_approve *ap, void *attempt);
+
+/* ---- notices ---- */
+
+/* A grant the manager issued with no human because its tier is Notify. */
+typedef struct shk_approve_notice {
+  const char *session;   /* an open session's name */
+  const char *cls;
+  const char *scope;     /* JSON object as text */
+  const char *handle;    /* the handle issued: what a revoke names */
+  const char *rule;      /* the deciding rule; may be NULL */
+  const char *why;       /* the decision's one line; may be NULL */
+} shk_approve_notice;
+
+/* Tells every human surface (a "notice" line to the subscribers, with
+ * "handle" and the command that revokes it) and on_event. Nothing is held
+ * and nothing waits: the grant already stands. 0, -EINVAL (a missing
+ * field, a scope that is not a JSON object), -ENOENT (no such session),
+ * -ENOMEM. */
+int shk_approve_notify(shk_approve *ap, const shk_approve_notice *n, shk_error *err);
 
 /* ---- resolving ---- */
 

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shinken/approve.h"
 #include "shinken/cap.h"
 #include "shinken/common.h"
 #include "shinken/egress.h"
@@ -145,6 +146,32 @@ void shk_manager_free(shk_manager *m);
  * session's end, which always happen. Calls made here (not on the socket)
  * are recorded as the embedding process's. */
 int shk_manager_call(shk_manager *m, const char *request, char **answer);
+
+/* The stream of the Ask loop's card events, for an embedder that shows
+ * cards to its user (the inline prompt of `shinken run`): one JSON object
+ * per line, as shk_approve_subscribe gives them (a "raised" line for each
+ * open card first). While any subscriber is there, the manager counts a
+ * human surface as connected (a breaker freezes rather than ends). fn runs
+ * on whichever thread delivers: it must be short and must not call into the
+ * manager (hand the line to a thread of your own). An embedder answers a
+ * card with shk_manager_call: {"op": "resolve", "card": ID, "resolution":
+ * ..., "surface": "inline"}; "inline" is taken only from the embedding
+ * process, or from a control-socket peer that runs this manager's own
+ * program (a `shinken run` attached to a daemon). After shk_manager_unsubscribe
+ * returns, fn is not running and is never called again. 0, or -ENOMEM
+ * (err). */
+int shk_manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err);
+void shk_manager_unsubscribe(shk_manager *m, uint64_t id);
+
+/* An embedder's freezer for one of its sessions (shinken run: the sandbox
+ * it launched), for the Ask loop's take over and breakers: fn(ud, true)
+ * stops every process of the session, fn(ud, false) continues them; 0 or a
+ * negative errno. It runs with the Ask loop's lock held, so it must not
+ * call into the manager. fn NULL removes it. A session without one cannot
+ * be taken over, and its breaker ends it instead of freezing it. 0, or
+ * -ENOMEM. */
+typedef int (*shk_manager_freeze_fn)(void *ud, bool stop);
+int shk_manager_set_freezer(shk_manager *m, const char *session, shk_manager_freeze_fn fn, void *ud);
 
 /* Serves the control API on a unix socket at `path` (created 0600; its
  * directory 0700, or an existing directory of this user that no one else

@@ -450,6 +450,18 @@ int shk_sandbox_prompt_ask(shk_sandbox_prompt *p, const char *text, const char *
  * about was resolved elsewhere). */
 void shk_sandbox_prompt_cancel(shk_sandbox_prompt *p);
 
+/* Stops, continues or kills every process of the sandboxes this process
+ * launched: its descendants in another PID namespace. Stopping repeats
+ * until none is left running. *COUNT (may be NULL) gets how many were
+ * signalled. 0, or a negative errno (err): then the caller must not count
+ * them as stopped. Any thread. */
+typedef enum shk_sandbox_signal {
+  SHK_SANDBOX_STOP,
+  SHK_SANDBOX_CONTINUE,
+  SHK_SANDBOX_KILL,
+} shk_sandbox_signal;
+int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_error *err);
+
 struct shk_sandbox_result;
 typedef struct shk_sandbox_io {
   shk_sandbox_stdio stdio;

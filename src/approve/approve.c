@@ -853,6 +853,45 @@ out:
   return r;
 }
 
+int shk_approve_notify(shk_approve *ap, const shk_approve_notice *n, shk_error *err)
+{
+  if (!n || !n->session || !n->cls || !n->scope || !n->handle)
+    return shk__error_set(err, -EINVAL, "a notice needs a session, a class, a scope and a handle");
+  json_t *scope_v = json_loads(n->scope, 0, NULL);
+  if (!json_is_object(scope_v)) {
+    json_decref(scope_v);
+    return shk__error_set(err, -EINVAL, "the notice's scope is not a JSON object");
+  }
+  pthread_mutex_lock(&ap->mu);
+  shk__session *s = find_session(ap, n->session);
+  int r = 0;
+  if (!s) {
+    r = shk__error_set(err, -ENOENT, "no such session: %s", n->session);
+  } else {
+    shk__event *e = shk__approve_event(ap, SHK_APPROVE_EV_NOTICE, NULL, s, true);
+    if (e && e->root) {
+      char revoke[SHK_APPROVE_ID_HEX + 64];
+      snprintf(revoke, sizeof revoke, "shinken revoke %s", n->handle);
+      bool ok = !json_object_set_new(e->root, "class", json_string(n->cls)) &&
+                !json_object_set_new(e->root, "scope", json_incref(scope_v)) &&
+                !json_object_set_new(e->root, "tier", json_string("notify")) &&
+                !json_object_set_new(e->root, "handle", json_string(n->handle)) &&
+                !json_object_set_new(e->root, "revoke", json_string(revoke)) &&
+                (!n->rule || !json_object_set_new(e->root, "rule", json_string(n->rule))) &&
+                (!n->why || !json_object_set_new(e->root, "reason", json_string(n->why)));
+      if (!ok) {
+        json_decref(e->root);
+        e->root = NULL; /* queueing it counts it as lost */
+      }
+    }
+    queue_event(ap, e);
+  }
+  shk__approve_drain(ap);
+  pthread_mutex_unlock(&ap->mu);
+  json_decref(scope_v);
+  return r;
+}
+
 typedef int (*session_op)(shk_approve *, shk__session *, const shk_approve_who *, shk_error *);
 
 static int by_session(shk_approve *ap, const char *name, const shk_approve_who *who, session_op op,

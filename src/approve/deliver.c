@@ -26,7 +26,7 @@
 #define SHOWN_HELD 16
 
 static const char *const ev_names[] = { "raised", "reviewing", "reviewed", "updated", "resolved",
-                                        "refused", "breaker", "frozen", "resumed", "ended" };
+                                        "refused", "breaker", "frozen", "resumed", "ended", "notice" };
 
 const char *shk_approve_event_name(shk_approve_event_kind k)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The Ask loop's commands: approvals (the open cards), approve, deny,
- * cancel. Each sends one request to the running manager on its control
+ * cancel, and takeover and resume of a session. Each sends one request to the running manager on its control
  * socket, which records this process (its uid, pid and program, from
  * SO_PEERCRED) as the human who answered; --json prints the answer object.
  * Exit status: the table of src/cli/cli.h, as the control commands of
@@ -176,6 +176,12 @@ static int follow(const char *session, bool as_json)
       fputs(line, stdout);
     else if (json_is_object(card))
       print_card(card);
+    else if (!strcmp(str(o, "event"), "notice")) {
+      char *scope = json_dumps(json_object_get(o, "scope"), JSON_COMPACT);
+      printf("%s  notice  %s %s granted with no human (tier notify); undo with: %s\n", str(o, "session"),
+             str(o, "class"), scope ? scope : "{}", str(o, "revoke"));
+      free(scope);
+    }
     else
       printf("%s  %s  %s%s%s\n", str(o, "card"), str(o, "event"), str(o, "result"),
              *str(o, "reason") ? ": " : "", str(o, "reason"));
@@ -233,4 +239,28 @@ int shk_cli_cancel(int argc, char **argv)
 {
   static const char allowed[] = { OPT_JSON, 0 };
   return resolve("cancel", argc, argv, allowed, "shinken cancel CARD [--json]");
+}
+
+/* takeover and resume: one request about one session. */
+static int by_session(const char *what, int argc, char **argv)
+{
+  static const char allowed[] = { OPT_JSON, 0 };
+  char usage[64];
+  snprintf(usage, sizeof usage, "shinken %s SESSION [--json]", what);
+  args a = parse(what, argc, argv, allowed, 1, 1, usage);
+  json_t *req = json_pack("{s:s, s:s}", "op", what, "session", a.pos[0]);
+  json_t *ans = call(what, req);
+  if (!a.json && json_is_true(json_object_get(ans, "ok")))
+    printf("%s: %s\n", str(ans, "session"), json_is_true(json_object_get(ans, "frozen")) ? "frozen" : "resumed");
+  return finish(what, ans, a.json);
+}
+
+int shk_cli_takeover(int argc, char **argv)
+{
+  return by_session("takeover", argc, argv);
+}
+
+int shk_cli_resume(int argc, char **argv)
+{
+  return by_session("resume", argc, argv);
 }

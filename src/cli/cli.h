@@ -65,6 +65,8 @@ int shk_cli_approvals(int argc, char **argv);
 int shk_cli_approve(int argc, char **argv);
 int shk_cli_deny(int argc, char **argv);
 int shk_cli_cancel(int argc, char **argv);
+int shk_cli_takeover(int argc, char **argv);
+int shk_cli_resume(int argc, char **argv);
 int shk_cli_trust(int argc, char **argv);
 int shk_cli_help(int argc, char **argv);
 

@@ -105,6 +105,16 @@ static const struct usage {
     "Dismiss a card: the held request is refused now, and may ask again.\n"
     "\n"
     "  --json   print the manager's answer as one JSON object" },
+  { "takeover",
+    "usage: shinken takeover SESSION [--json]\n"
+    "Freeze every process of a session; its cards wait, their countdowns stopped.\n"
+    "\n"
+    "  --json   print the manager's answer as one JSON object" },
+  { "resume",
+    "usage: shinken resume SESSION [--json]\n"
+    "Continue a session that was taken over or stopped by its breaker.\n"
+    "\n"
+    "  --json   print the manager's answer as one JSON object" },
   { "audit",
     "usage: shinken audit verify [--db FILE] [--key VERIFIER-KEY | --key-file FILE] [--checkpoint FILE]\n"
     "       shinken audit prove [--db FILE] SEQ\n"

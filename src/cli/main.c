@@ -31,6 +31,8 @@ static const struct subcommand commands[] = {
   { "approve", shk_cli_approve, "approve a card: once, or for the session", false },
   { "deny", shk_cli_deny, "deny a card, with a reason the agent reads", false },
   { "cancel", shk_cli_cancel, "dismiss a card: refused now, may ask again", false },
+  { "takeover", shk_cli_takeover, "freeze a session's processes until you resume it", false },
+  { "resume", shk_cli_resume, "continue a frozen session", false },
   { "audit", shk_cli_audit, "the signed authority timeline: verify, prove, key, tail, show, export", true },
   { "help", shk_cli_help, "the manual page of a command", true },
   /* Re-executed by bwrap inside the sandbox; not for people. */

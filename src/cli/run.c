@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/run-ask.h"
 #include "common/common.h"
 #include "shinken/manager.h"
 #include "shinken/egress.h"
@@ -93,9 +94,17 @@ typedef struct run_session {
    * socket when there is no XDG_RUNTIME_DIR. */
   shk_cli_refusals *refusals;
   char *log, *private;
+  bool inline_prompt;    /* the embedded manager's cards are drawn on the caller's terminal */
   const shk_sandbox_paths *ceiling; /* Landlock's ceiling of live grants */
   shk_cli_run_log_info audit; /* an embedded manager's own timeline */
 } run_session;
+
+/* Whether the launch will relay a terminal (relay.c's test), and so can
+ * draw a card on it. */
+static bool interactive(void)
+{
+  return isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+}
 
 static void session_close(run_session *rs)
 {
@@ -255,9 +264,12 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
   rs->fd = shk_manager_connect(shk_manager_socket_path());
   /* A daemon's cards reach the humans who use it (shinken approvals, a
    * harness's subscriber), so what no handle covers is held for them. An
-   * embedded manager has no such surface yet: its proxy refuses at once,
-   * and the summary below says how to grant. */
-  if (rs->fd < 0)
+   * embedded manager's reach the caller's terminal when the run owns one
+   * (the inline prompt, run-ask.c), and so do a daemon's cards of this
+   * session. Without a terminal an embedded manager's cards would reach
+   * nobody: its proxy refuses at once, and the summary says how to grant. */
+  rs->inline_prompt = interactive();
+  if (rs->fd < 0 && !rs->inline_prompt)
     json_object_set_new(req, "ask", json_false());
   shk_autofree char *text = json_dumps(req, JSON_COMPACT);
   json_decref(req);
@@ -604,10 +616,19 @@ int shk_cli_run(int argc, char **argv)
   if (shk_sandbox_prompt_new(&prompt, &e) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);
   bool prompt_shared = start_test_card(prompt);
+  shk_autofree char *hint = rs.socket ? shk__xasprintf("SHINKEN_SOCKET=%s shinken approve", rs.socket)
+                                       : rs.fd >= 0 ? shk__xstrdup("shinken approve") : NULL;
+  shk_cli_ask *inline_ask = !rs.inline_prompt ? NULL
+                          : rs.embedded ? shk_cli_ask_start(rs.embedded, rs.id, prompt, hint)
+                                        : shk_cli_ask_start_daemon(shk_manager_socket_path(), rs.id, prompt, hint);
+  if (rs.inline_prompt && !inline_ask)
+    shk__warn("warning: approval cards cannot be drawn on this terminal (no memory or thread for them); they wait for "
+              "%s CARD", hint ? hint : "shinken approve");
   shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt, session_started, &rs };
   shk_sandbox_result res;
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   session_report(&rs, &res);
+  shk_cli_ask_stop(inline_ask);
   /* A daemon's session is summed up from the daemon's count, while the
    * connection (and so the session) is still open. */
   if (rs.fd >= 0 && rs.id && !rs.refusals)

@@ -26,7 +26,9 @@ typedef struct held {
   uint16_t port;
   shk_cap_scope scope;   /* the exact scope: that host and that port */
   char *scope_text;      /* canonical */
+  bool by_tier;          /* Auto or Notify: the issuer's, never on a card */
   struct held *next;
+  struct held *qnext;    /* by_tier: on the issuer's queue */
 } held;
 
 static void held_free(held *h)
@@ -121,6 +123,264 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
   held_done(h);
 }
 
+/* ---- Auto and Notify: a handle with no human ----
+ *
+ * The proxy thread holds the connection and queues it here; the issuer's
+ * thread takes the registry lock, issues a session handle through the one
+ * grant path (decided again, recorded with no human: the grant event's
+ * tier says Auto or Notify), and resumes the connection under it. So the
+ * data plane never waits for the registry lock, and a revoke never waits
+ * for a proxy. A Notify grant is then told to every human surface
+ * (shk_approve_notify), with the handle a revoke names. */
+
+/* False when the issuer is stopping: the caller refuses h itself. */
+static bool issuer_push(shk_manager *m, held *h)
+{
+  shk__ask_issuer *is = &m->issuer;
+  pthread_mutex_lock(&is->mu);
+  bool ok = is->started && !is->stop;
+  if (ok) {
+    h->qnext = NULL;
+    if (is->tail)
+      is->tail->qnext = h;
+    else
+      is->head = h;
+    is->tail = h;
+    pthread_cond_signal(&is->cv);
+  }
+  pthread_mutex_unlock(&is->mu);
+  return ok;
+}
+
+/* Caller holds mu. A live net.egress handle of s that covers h, or NULL. */
+static egrant *covering(shk_manager *m, session *s, const held *h, int64_t now)
+{
+  for (egrant *g = atomic_load(&s->egress_grants); g; g = g->next)
+    if (!atomic_load(&g->dead) && !g->once && shk_cap_scope_allows_host(&g->scope, h->host, h->port) &&
+        !shk_cap_check(m->table, g->id, now))
+      return g;
+  return NULL;
+}
+
+/* Caller holds mu. A revoked net.egress handle of s that covered h, or
+ * NULL. A human's revoke is the last word on what it covered for the rest
+ * of the session: Auto and Notify do not issue it again behind their back
+ * (a Notify notice would otherwise be a revoke that undoes itself). */
+static const grant *revoked_covering(shk_manager *m, session *s, const held *h)
+{
+  for (size_t i = 0; i < s->n_grants; i++) {
+    const grant *g = &s->grants[i];
+    if (g->eg && shk_cap_is_revoked(m->table, g->id) && shk_cap_scope_allows_host(&g->eg->scope, h->host, h->port))
+      return g;
+  }
+  return NULL;
+}
+
+/* Issues (or finds) the handle for one Auto or Notify connection and lets
+ * it go on, or refuses it with the reason. */
+static void issue_one(shk_manager *m, held *h)
+{
+  session *s = h->s;
+  char handle[SHK_CAP_ID_HEX] = "", rule[sizeof ((egrant *)0)->rule] = "", why[600] = "";
+  uint64_t tag = 0;
+  bool notify = false;
+  char policy[128] = "", decided[512] = "";
+  pthread_mutex_lock(&m->mu);
+  bool live = false;
+  for (session *t = m->sessions; t && !live; t = t->next)
+    live = t == s;
+  egrant *g = live ? covering(m, s, h, now_ms()) : NULL;
+  const grant *revoked = live && !g ? revoked_covering(m, s, h) : NULL;
+  if (!live) {
+    snprintf(why, sizeof why, "the session ended before the grant was issued");
+  } else if (revoked) {
+    snprintf(why, sizeof why, "a human revoked the grant that covered it (handle %.12s) in this session; "
+             "retrying will not help, ask the user", revoked->id);
+  } else if (!g) {
+    /* Another connection to the same place may have been issued for
+     * meanwhile (covering, above); otherwise this one is. */
+    grant_req q = { .s = s, .scope = &h->scope, .scope_text = h->scope_text, .approval = SHK_POLICY_UNASKED };
+    json_t *ans = shk__manager_grant_locked(m, &q);
+    const char *id = json_string_value(json_object_get(ans, "handle"));
+    const char *tier = json_string_value(json_object_get(ans, "tier"));
+    for (egrant *e = atomic_load(&s->egress_grants); id && e && !g; e = e->next)
+      if (!strcmp(e->id, id))
+        g = e;
+    notify = g && tier && !strcmp(tier, shk_policy_tier_name(SHK_POLICY_TIER_NOTIFY));
+    snprintf(policy, sizeof policy, "%s", json_string_value(json_object_get(ans, "policy")) ?: "");
+    snprintf(decided, sizeof decided, "issued with no human: tier %s", tier ? tier : "?");
+    if (!g)
+      snprintf(why, sizeof why, "%s",
+               json_string_value(json_object_get(ans, "error")) ?: "the grant could not be issued");
+    json_decref(ans);
+  }
+  if (g) {
+    tag = g->tag;
+    snprintf(handle, sizeof handle, "%s", g->id);
+    snprintf(rule, sizeof rule, "%s", g->rule);
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (tag) {
+    shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, rule, NULL);
+  } else {
+    char text[800];
+    snprintf(text, sizeof text, "Shinken refused the connection to %s:%u: %s.", h->host, (unsigned)h->port, why);
+    shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_DENY, 0, NULL, text);
+  }
+  /* Told after the lock is let go: the approve module is never called into
+   * while mu is held. The grant stands whether or not a surface hears. */
+  if (notify) {
+    shk_approve_notice n = { .session = s->id, .cls = shk_cap_class_name(SHK_CAP_NET_EGRESS),
+                             .scope = h->scope_text, .handle = handle, .rule = policy[0] ? policy : NULL,
+                             .why = decided };
+    shk_approve_notify(m->approve, &n, NULL);
+  }
+  held_done(h);
+}
+
+static void *issuer_main(void *arg)
+{
+  shk_manager *m = arg;
+  shk__ask_issuer *is = &m->issuer;
+  pthread_mutex_lock(&is->mu);
+  for (;;) {
+    held *h = is->head;
+    if (!h && is->stop)
+      break;
+    if (!h) {
+      pthread_cond_wait(&is->cv, &is->mu);
+      continue;
+    }
+    is->head = h->qnext;
+    if (!is->head)
+      is->tail = NULL;
+    bool stopping = is->stop;
+    pthread_mutex_unlock(&is->mu);
+    if (stopping) {
+      shk_egress_session_resume(h->s->egress, h->conn_id, SHK_EGRESS_DENY, 0, NULL,
+                                "Shinken refused the connection: the manager stopped.");
+      held_done(h);
+    } else {
+      issue_one(m, h);
+    }
+    pthread_mutex_lock(&is->mu);
+  }
+  pthread_mutex_unlock(&is->mu);
+  return NULL;
+}
+
+/* ---- freezers: take over and breakers ---- */
+
+typedef struct shk__ask_freezer {
+  struct shk__ask_freezer *next;
+  shk_manager_freeze_fn fn;
+  void *ud;
+  char session[64];
+} shk__ask_freezer;
+
+int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_fn fn, void *ud)
+{
+  shk__ask_issuer *is = &m->issuer;
+  shk__ask_freezer *add = NULL;
+  if (fn && !(add = calloc(1, sizeof *add)))
+    return -ENOMEM;
+  pthread_mutex_lock(&is->fz_mu);
+  for (shk__ask_freezer **pp = &is->freezers; *pp;)
+    if (!strcmp((*pp)->session, sid)) {
+      shk__ask_freezer *f = *pp;
+      *pp = f->next;
+      free(f);
+    } else {
+      pp = &(*pp)->next;
+    }
+  if (add) {
+    add->fn = fn;
+    add->ud = ud;
+    snprintf(add->session, sizeof add->session, "%s", sid);
+    add->next = is->freezers;
+    is->freezers = add;
+  }
+  pthread_mutex_unlock(&is->fz_mu);
+  return 0;
+}
+
+/* The approve module's freeze and thaw, with its lock held: only fz_mu is
+ * taken here (never mu, which is taken before the module's lock elsewhere),
+ * and the embedder's freezer calls nothing back. -ENOSYS for a session
+ * whose embedder gave no freezer (a daemon's session: the processes are
+ * another program's), so take over is refused and a breaker ends it. */
+static int ask_freeze_as(shk_manager *m, const char *sid, bool stop)
+{
+  shk__ask_issuer *is = &m->issuer;
+  int r = -ENOSYS;
+  pthread_mutex_lock(&is->fz_mu);
+  for (shk__ask_freezer *f = is->freezers; f; f = f->next)
+    if (!strcmp(f->session, sid)) {
+      r = f->fn(f->ud, stop);
+      break;
+    }
+  pthread_mutex_unlock(&is->fz_mu);
+  return r;
+}
+
+static int ask_freeze(void *ud, const char *sid)
+{
+  return ask_freeze_as(ud, sid, true);
+}
+
+static int ask_thaw(void *ud, const char *sid)
+{
+  return ask_freeze_as(ud, sid, false);
+}
+
+int shk__ask_start(shk_manager *m, const shk_manager_opts *o, shk_error *err)
+{
+  shk__ask_issuer *is = &m->issuer;
+  pthread_mutex_init(&is->mu, NULL);
+  pthread_mutex_init(&is->fz_mu, NULL);
+  pthread_cond_init(&is->cv, NULL);
+  is->ready = true;
+  shk_approve_opts apo = { .timeout_ms = o->card_timeout_ms, .batch_window_ms = o->batch_window_ms,
+                           .timer_thread = true, .on_event = shk__ask_event, .end = shk__ask_end,
+                           .freeze = ask_freeze, .thaw = ask_thaw, .ud = m };
+  int r = shk_approve_new(&apo, &m->approve, err);
+  if (r)
+    return r;
+  if ((r = pthread_create(&is->thread, NULL, issuer_main, m)))
+    return shk__error_set(err, -r, "a thread for the Ask loop: %s", strerror(r));
+  is->started = true;
+  return 0;
+}
+
+void shk__ask_stop(shk_manager *m)
+{
+  shk__ask_issuer *is = &m->issuer;
+  if (!is->ready)
+    return;
+  pthread_mutex_lock(&is->mu);
+  bool join = is->started && !is->stop;
+  is->stop = true;
+  pthread_cond_broadcast(&is->cv);
+  pthread_mutex_unlock(&is->mu);
+  if (join)
+    pthread_join(is->thread, NULL);
+}
+
+void shk__ask_free(shk_manager *m)
+{
+  shk__ask_stop(m);
+  shk_approve_free(m->approve);
+  if (m->issuer.ready) {
+    for (shk__ask_freezer *f = m->issuer.freezers, *n; f; f = n) {
+      n = f->next;
+      free(f);
+    }
+    pthread_cond_destroy(&m->issuer.cv);
+    pthread_mutex_destroy(&m->issuer.fz_mu);
+    pthread_mutex_destroy(&m->issuer.mu);
+  }
+}
+
 /* The egress hook's answer for what no live handle covers. Proxy thread:
  * it takes no lock the control plane holds across work (held_mu only
  * guards the session's list of held connections), and raising a card
@@ -152,8 +412,21 @@ shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req
                             .now_ms = now_ms() };
   shk_policy_answer pa;
   grant_req q = { .s = s, .scope = &h->scope, .scope_text = h->scope_text, .approval = SHK_POLICY_UNASKED };
-  if (!h->scope_text || shk_policy_decide(m->policy, &ps, &pr, &pa, NULL) || pa.verdict != SHK_POLICY_ASK ||
-      (!dns && shk__manager_ev_decision(m, &q, &pa, NULL))) {
+  if (!h->scope_text || shk_policy_decide(m->policy, &ps, &pr, &pa, NULL)) {
+    held_free(h);
+    return SHK_EGRESS_NONE;
+  }
+  /* Auto and Notify need no human: a handle is issued (off this thread)
+   * and the connection goes on. Why that is safe: this answer only decides
+   * that the connection waits for the issuer; the issuer puts the request
+   * to the one decision again under the registry lock (grant_locked), and
+   * only what it grants, with its event recorded first, lets the
+   * connection through. The opener's "ask": false turns off only the
+   * asking. */
+  bool by_tier = pa.verdict == SHK_POLICY_ALLOW &&
+                 (pa.tier == SHK_POLICY_TIER_AUTO || pa.tier == SHK_POLICY_TIER_NOTIFY);
+  bool ask = pa.verdict == SHK_POLICY_ASK && !s->no_ask;
+  if ((!by_tier && !ask) || (!dns && ask && shk__manager_ev_decision(m, &q, &pa, NULL))) {
     held_free(h);
     return SHK_EGRESS_NONE;
   }
@@ -161,11 +434,21 @@ shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req
     held_free(h);
     return SHK_EGRESS_HOLD;
   }
+  h->by_tier = by_tier;
   pthread_mutex_lock(&s->held_mu);
   h->next = s->held;
   s->held = h;
   s->n_held++;
   pthread_mutex_unlock(&s->held_mu);
+  if (by_tier) {
+    if (issuer_push(m, h))
+      return SHK_EGRESS_HOLD;
+    snprintf(msg, sizeof msg, "Shinken refused the connection to %s:%u: the manager is stopping", req->host,
+             (unsigned)req->port);
+    *message = msg;
+    held_done(h);
+    return SHK_EGRESS_DENY;
+  }
   shk_approve_request rq = {
     .session = s->id, .cls = shk_cap_class_name(SHK_CAP_NET_EGRESS), .scope = h->scope_text,
     .ingested_external = s->taint.ingested_external, .touched_sensitive = s->taint.touched_sensitive,
@@ -189,15 +472,15 @@ shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req
  * cards. Each is first taken back from its card (shk_approve_withdraw),
  * so that it is released exactly once; one whose release is already on
  * its way is left to it. The module's lock is taken under mu here, which
- * is safe because the module never calls back with its lock held (this
- * manager gives it no freezer). */
+ * is safe because the module calls back with its lock held only into
+ * freeze and thaw (ask_freeze_as), which never take mu. */
 void shk__ask_release_covered(session *s, egrant *eg)
 {
   for (;;) {
     held *h = NULL;
     pthread_mutex_lock(&s->held_mu);
     for (held *x = s->held; x && !h; x = x->next)
-      if (shk_cap_scope_allows_host(&eg->scope, x->host, x->port))
+      if (!x->by_tier && shk_cap_scope_allows_host(&eg->scope, x->host, x->port))
         h = x;
     pthread_mutex_unlock(&s->held_mu);
     if (!h || shk_approve_withdraw(s->m->approve, h))
@@ -224,10 +507,11 @@ void shk__ask_abandon(void *data, const char *session_name, uint64_t conn_id)
   held *h = NULL;
   pthread_mutex_lock(&s->held_mu);
   for (held *x = s->held; x && !h; x = x->next)
-    if (x->conn_id == conn_id)
+    if (x->conn_id == conn_id && !x->by_tier)
       h = x;
   pthread_mutex_unlock(&s->held_mu);
-  /* Only the address is compared until the module says it gave h back:
+  /* An Auto or Notify connection is the issuer's: its resume finds the
+   * client gone, and it is let go then. Only the address is compared until the module says it gave h back:
    * a release that won the race frees it. */
   if (h && shk_approve_withdraw(s->m->approve, h) == 0)
     held_done(h);
@@ -305,6 +589,16 @@ void shk__manager_unsubscribe(shk_manager *m, uint64_t id)
   pthread_mutex_unlock(&m->mu);
 }
 
+int shk_manager_subscribe(shk_manager *m, shk_approve_line_fn fn, void *ud, uint64_t *id, shk_error *err)
+{
+  return shk__manager_subscribe(m, fn, ud, id, err);
+}
+
+void shk_manager_unsubscribe(shk_manager *m, uint64_t id)
+{
+  shk__manager_unsubscribe(m, id);
+}
+
 /* The open cards of the Ask loop (of one session, or all). */
 json_t *shk__ask_op_cards(shk_manager *m, json_t *req)
 {
@@ -322,7 +616,8 @@ json_t *shk__ask_op_cards(shk_manager *m, json_t *req)
 
 /* A human's answer to a card: {"card": ID, "resolution": once | session |
  * pattern | deny | cancel | takeover | resume | end, "reason", "pattern",
- * "surface": "cli" (default) or "harness"}. Who answered is the peer the
+ * "surface": "cli" (default), "harness", or "inline" from the embedding
+ * process}. Who answered is the peer the
  * control socket names (its uid, pid and program), never what the request
  * says of itself; the approve module records it and releases the held
  * connections (ask_release) before this returns or soon after. */
@@ -338,8 +633,20 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
   if (!card || shk_approve_how_parse(res, &a.how))
     return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
                   "end) are required");
-  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
-    return refuse("resolve: surface must be cli or harness");
+  /* "inline" is the terminal of a `shinken run`: the one that embeds this
+   * manager, or a control peer running this manager's own program (a run
+   * attached to this daemon). Any other peer is whatever program
+   * connected, and its answer is recorded as the CLI's or a harness's.
+   * Why that is safe: the surface changes only how the answer is
+   * labelled, never whether it is taken (the peer's uid, pid and program
+   * are recorded either way), and the sandboxed workload can make neither
+   * kind of call (it reaches neither this process's memory nor the control
+   * socket). */
+  bool embedded = !strcmp(by->surface, "embedded") ||
+                  (by->exe && m->self_exe[0] && !strcmp(by->exe, m->self_exe));
+  if (strcmp(surface, "cli") && strcmp(surface, "harness") && (!embedded || strcmp(surface, "inline")))
+    return refuse(embedded ? "resolve: surface must be cli, harness or inline"
+                           : "resolve: surface must be cli or harness");
   /* The panel's transport names its own surface: a request that arrived
    * through it is the panel's answer whatever it says of itself. */
   if (!strcmp(by->surface, "panel"))
@@ -350,4 +657,29 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
   if (shk_approve_resolve(m->approve, card, &a, &err))
     return refuse("resolve: %s", err.message);
   return json_pack("{s:b, s:s, s:s}", "ok", 1, "card", card, "resolution", shk_approve_how_name(a.how));
+}
+
+/* A human takes over a session or gives it back: {"op": "takeover" |
+ * "resume", "session": ID, "surface": "cli" (default) or "harness"}. Take
+ * over freezes every process of the session (its embedder's freezer) and
+ * stops its cards' countdowns; resume continues them. Recorded, like a
+ * card's answer, with the control peer's uid, pid and program. */
+json_t *shk__ask_op_session(shk_manager *m, json_t *req, const shk__peer *by, bool takeover)
+{
+  const char *what = takeover ? "takeover" : "resume";
+  static const char *const keys[] = { "op", "session", "surface", NULL };
+  const char *bad;
+  if (!known_keys(req, keys, &bad))
+    return refuse("%s: unknown field '%s'", what, bad);
+  const char *sid = str_or(req, "session", NULL), *surface = str_or(req, "surface", "cli");
+  if (!sid)
+    return refuse("%s: session (an id) is required", what);
+  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
+    return refuse("%s: surface must be cli or harness", what);
+  shk_approve_who who = { .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
+  shk_error err;
+  int r = takeover ? shk_approve_takeover(m->approve, sid, &who, &err) : shk_approve_resume(m->approve, sid, &who, &err);
+  if (r)
+    return refuse("%s: %s", what, err.message);
+  return json_pack("{s:b, s:s, s:b}", "ok", 1, "session", sid, "frozen", takeover);
 }

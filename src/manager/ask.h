@@ -6,6 +6,15 @@
 
 #include "manager/manager-state.h"
 
+/* The Ask loop of a new manager: its approve module (with o's timeouts)
+ * and the thread that issues Auto and Notify handles. 0, or a negative
+ * errno (err). */
+int shk__ask_start(shk_manager *m, const shk_manager_opts *o, shk_error *err);
+/* After shk_approve_shutdown: the connections still waiting for an Auto or
+ * Notify handle are refused, and the thread is joined. */
+void shk__ask_stop(shk_manager *m);
+/* Frees what shk__ask_start made, once no session is left. */
+void shk__ask_free(shk_manager *m);
 /* The egress hook's answer for what no live handle covers (proxy thread). */
 shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req, const char **message);
 /* Caller holds mu. A handle was just issued to s: the held connections it
@@ -19,3 +28,5 @@ void shk__ask_end(void *ud, const char *session_name, const char *why);
 /* The control operations "cards" and "resolve" (with a card). */
 json_t *shk__ask_op_cards(shk_manager *m, json_t *req);
 json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *by);
+/* The control operations "takeover" and "resume" (of a session). */
+json_t *shk__ask_op_session(shk_manager *m, json_t *req, const shk__peer *by, bool takeover);

@@ -98,6 +98,22 @@ typedef struct session {
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
 
+/* The Ask loop's issuer (ask.c): the connections an Auto or Notify tier
+ * admits with no human are held until its thread has issued their handle,
+ * so that the proxy thread never takes the registry lock. */
+typedef struct shk__ask_issuer {
+  pthread_mutex_t mu;       /* guards the queue and stop; never held while calling out */
+  pthread_cond_t cv;
+  struct held *head, *tail;
+  bool ready, started, stop;
+  pthread_t thread;
+  /* The embedders' freezers, by session (shk_manager_set_freezer). fz_mu
+   * is taken inside the approve module's lock (its freeze and thaw) and
+   * nothing is called with it held but the freezer itself. */
+  pthread_mutex_t fz_mu;
+  struct shk__ask_freezer *freezers;
+} shk__ask_issuer;
+
 struct shk_manager {
   pthread_mutex_t mu;       /* the registry; the data plane never takes it */
   shk_policy *policy;
@@ -118,6 +134,7 @@ struct shk_manager {
   shk__control *control;
   shk__panel *panel;        /* the Permission Panel's server, or NULL */
   shk_approve *approve;     /* the Ask loop's cards; never called into while mu is held */
+  shk__ask_issuer issuer;   /* the Ask loop's Auto and Notify issuance */
   session *reap;            /* sessions the breaker ended, whose reference the tick lets go */
   unsigned subscribers;     /* control connections that receive the card stream */
   /* An embedder's copy of every proxy verdict (shk_manager_opts). */

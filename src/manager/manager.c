@@ -360,7 +360,6 @@ static void raise_nofile(void)
   }
 }
 
-
 int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err)
 {
   *out = NULL;
@@ -408,9 +407,7 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   if (o->standing && (r = load_standing(m, o->standing, err)))
     goto fail;
-  shk_approve_opts apo = { .timeout_ms = o->card_timeout_ms, .batch_window_ms = o->batch_window_ms,
-                           .timer_thread = true, .on_event = shk__ask_event, .end = shk__ask_end, .ud = m };
-  if ((r = shk_approve_new(&apo, &m->approve, err)))
+  if ((r = shk__ask_start(m, o, err)))
     goto fail;
   if (o->audit_db) {
     shk_audit_opts ao = { .db_path = o->audit_db, .checkpoint_events = o->audit_checkpoint_events,
@@ -628,6 +625,7 @@ void shk_manager_free(shk_manager *m)
    * sessions end. */
   if (m->approve)
     shk_approve_shutdown(m->approve);
+  shk__ask_stop(m);
   for (;;) {
     pthread_mutex_lock(&m->mu);
     char id[sizeof m->sessions->id] = "";
@@ -639,7 +637,7 @@ void shk_manager_free(shk_manager *m)
     json_decref(shk__manager_close_session(m, id, NULL, "the manager stopped"));
   }
   shk__manager_tick(m); /* lets go of the sessions a breaker ended */
-  shk_approve_free(m->approve);
+  shk__ask_free(m);
   shk_cap_table_free(m->table);
   for (size_t i = 0; i < m->n_standing; i++)
     shk_cap_scope_clear(&m->standing[i]);
@@ -710,11 +708,10 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
   }
   if (r)
     return SHK_EGRESS_NONE;
-  /* What no handle covers is the Ask loop's, unless the operator's own
-   * configuration already allows it. */
+  /* What no handle covers is the Ask loop's (Auto, Notify, Ask), unless
+   * the operator's own configuration already allows it. */
   if (!hit)
-    return !s->no_ask && req->configured != SHK_EGRESS_ALLOW ? shk__ask_connection(s, req, req->message)
-                                                             : SHK_EGRESS_NONE;
+    return req->configured != SHK_EGRESS_ALLOW ? shk__ask_connection(s, req, req->message) : SHK_EGRESS_NONE;
   *tag = hit->tag;
   *rule = hit->rule;
   return SHK_EGRESS_ALLOW;
@@ -1811,6 +1808,8 @@ json_t *shk__manager_call_as(shk_manager *m, json_t *req, shk__conn *conn, const
     return json_object_get(req, "card") ? shk__ask_op_resolve_card(m, req, &by) : op_resolve(m, req, &by);
   if (!strcmp(op, "cards"))
     return shk__ask_op_cards(m, req);
+  if (!strcmp(op, "takeover") || !strcmp(op, "resume"))
+    return shk__ask_op_session(m, req, &by, !strcmp(op, "takeover"));
   if (!strcmp(op, "sandbox_ran"))
     return op_sandbox_ran(m, req, &by);
   if (!strcmp(op, "sandbox_started"))

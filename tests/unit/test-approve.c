@@ -681,6 +681,50 @@ static void subscribers(void **state)
   fx_free(f);
 }
 
+/* A Notify notice reaches the subscribers and on_event, holds nothing and
+ * raises no card; bad notices are refused. */
+static void notices(void **state)
+{
+  (void)state;
+  fx *f = fx_new(&human);
+  uint64_t id;
+  shk_error err = { 0 };
+  assert_int_equal(shk_approve_subscribe(f->ap, on_line, f, &id, &err), 0);
+  assert_int_equal(f->n_lines, 0);
+  shk_approve_notice n = { .session = "s1", .cls = "net.egress", .scope = "{\"domains\": [\"n.org\"]}",
+                           .handle = "h-0123", .rule = "project.notify", .why = "tier Notify" };
+  assert_int_equal(shk_approve_notify(f->ap, &n, &err), 0);
+  json_t *j = json_loadb(f->lines, f->n_lines, JSON_DISABLE_EOF_CHECK, NULL);
+  assert_non_null(j);
+  assert_string_equal(json_string_value(json_object_get(j, "event")), "notice");
+  assert_string_equal(json_string_value(json_object_get(j, "session")), "s1");
+  assert_string_equal(json_string_value(json_object_get(j, "handle")), "h-0123");
+  assert_string_equal(json_string_value(json_object_get(j, "revoke")), "shinken revoke h-0123");
+  assert_string_equal(json_string_value(json_object_get(j, "tier")), "notify");
+  assert_string_equal(json_string_value(json_array_get(json_object_get(json_object_get(j, "scope"), "domains"), 0)),
+                      "n.org");
+  json_decref(j);
+  assert_int_equal(f->ev[SHK_APPROVE_EV_NOTICE], 1);
+  char *list = NULL;
+  assert_int_equal(shk_approve_list(f->ap, "s1", &list), 0);
+  assert_string_equal(list, "[]");
+  free(list);
+  /* Refused: no such session, no handle, a scope that is not an object. */
+  size_t before = f->n_lines;
+  n.session = "nope";
+  assert_int_equal(shk_approve_notify(f->ap, &n, &err), -ENOENT);
+  n.session = "s1";
+  n.handle = NULL;
+  assert_int_equal(shk_approve_notify(f->ap, &n, &err), -EINVAL);
+  n.handle = "h-0123";
+  n.scope = "[1]";
+  assert_int_equal(shk_approve_notify(f->ap, &n, &err), -EINVAL);
+  assert_int_equal(f->n_lines, before);
+  assert_int_equal(f->ev[SHK_APPROVE_EV_NOTICE], 1);
+  shk_approve_unsubscribe(f->ap, id);
+  fx_free(f);
+}
+
 /* A card stands for every attempt it holds, and shows the first few. */
 static void card_shows_its_attempts(void **state)
 {
@@ -1165,6 +1209,7 @@ int main(int argc, char **argv)
   static const struct CMUnitTest fixed[] = {
     cmocka_unit_test(denial_matches_any_spelling),
     cmocka_unit_test(subscribers),
+    cmocka_unit_test(notices),
     cmocka_unit_test(card_shows_its_attempts),
     cmocka_unit_test(outcome_text),
     cmocka_unit_test(reviewer_record),

@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""run-ask.py: the inline prompt of `shinken run --net proxy` (its manager
+embedded), driven through a real pseudo-terminal as a person at a terminal
+would use it.
+
+A connection no handle covers, to a host the default manifest puts at Ask
+(**.test), is held at the session's proxy and its card is drawn on the
+caller's terminal; the test reads the terminal and presses the keys. What
+the workload's curl got, what a loopback upstream saw (it counts every
+request by its Host) and what the run's control socket says about the open
+cards are all judged from outside the sandbox:
+
+- [o] approve once: the held request goes on with the upstream's bytes, and
+  the next one to the same host raises a new card;
+- [d] deny: 403 with X-Shinken-Decision and the human's reason, and the
+  upstream saw nothing;
+- [s] approve for the session: later requests to that host go through with
+  no card;
+- while a card shows, the workload's output is held back (it cannot draw
+  over the card), and a key that is not the card's answers nothing;
+- self-approval: while a card is open, the workload types the answer into
+  its own terminal (TIOCSTI and /dev/tty) and tries every control socket it
+  can name; the card stays open (the run's socket lists it) and the request
+  stays held. The control: the same attacker run outside the sandbox does
+  resolve a card.
+- the control run: without a terminal the same request is refused at once,
+  no card is raised, and the summary says how to grant.
+"""
+import atexit
+import fcntl
+import http.server
+import json
+import os
+import re
+import select
+import shutil
+import socketserver
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+
+SHINKEN = os.environ["SHINKEN"]
+TIMEOUT = 30
+CARD = b"[o] approve once"
+
+# The attacker: run inside the sandbox (and, for the control, outside it)
+# while a card is open. It types the answers into its terminal and sends a
+# resolution of every card it can list to every control socket it can find.
+# It writes what it tried to the file argv[1] (for the log only: the effect
+# is judged from outside).
+ATTACKER = r'''
+import fcntl, glob, json, os, socket, sys, termios
+log = []
+for key in (b"s", b"o"):
+    try:
+        fcntl.ioctl(0, termios.TIOCSTI, key)
+        log.append("TIOCSTI %r: sent" % key)
+    except OSError as e:
+        log.append("TIOCSTI %r: %s" % (key, e))
+try:
+    with open("/dev/tty", "wb", buffering=0) as t:
+        t.write(b"s")
+    log.append("/dev/tty: written")
+except OSError as e:
+    log.append("/dev/tty: %s" % e)
+paths = set(glob.glob(sys.argv[2] + "/**/*.sock", recursive=True))
+# The run's own control socket, by its name (the test wrote the run's pid).
+with open(sys.argv[3]) as f:
+    paths.add(sys.argv[2] + "/shinken/run-%s.sock" % f.read().strip())
+for d in ("/run", "/tmp", "/var/tmp", os.environ.get("XDG_RUNTIME_DIR", "/nonexistent")):
+    paths |= set(glob.glob(d + "/**/*.sock", recursive=True))
+for p in sorted(paths):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(3)
+        s.connect(p)
+        f = s.makefile("rwb")
+        def call(**req):
+            f.write(json.dumps(req).encode() + b"\n")
+            f.flush()
+            return json.loads(f.readline() or b"{}")
+        cards = call(op="cards").get("cards", [])
+        for c in cards:
+            log.append("%s: resolve %s -> %s" % (p, c.get("id"), call(op="resolve", card=c.get("id"),
+                                                                       resolution="session", surface="inline")))
+            log.append("%s: resolve %s -> %s" % (p, c.get("id"), call(op="resolve", card=c.get("id"),
+                                                                       resolution="session")))
+        log.append("%s: %d cards" % (p, len(cards)))
+    except Exception as e:
+        log.append("%s: %s" % (p, e))
+with open(sys.argv[1], "w") as f:
+    f.write("\n".join(log) + "\n")
+'''
+
+
+def skip(why):
+    if os.environ.get("SHINKEN_MUST_WORK") == "1":
+        print("FAIL (SHINKEN_MUST_WORK=1, would skip): " + why, file=sys.stderr)
+        sys.exit(1)
+    print("SKIP: " + why, file=sys.stderr)
+    sys.exit(77)
+
+
+def fail(why):
+    print("FAIL: " + why, file=sys.stderr)
+    sys.exit(1)
+
+
+def ok(cond, what):
+    if not cond:
+        fail(what)
+    print("ok: " + what, file=sys.stderr)
+
+
+class Upstream:
+    """A loopback HTTP server that answers "hello HOST" and counts the
+    requests it got for each Host."""
+
+    def __init__(self):
+        counts = self.counts = {}
+        lock = self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                host = (self.headers.get("Host") or "").split(":")[0]
+                with lock:
+                    counts[host] = counts.get(host, 0) + 1
+                body = ("hello %s\n" % host).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        socketserver.ThreadingTCPServer.daemon_threads = True
+        self.srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def count(self, host):
+        with self.lock:
+            return self.counts.get(host, 0)
+
+
+class Terminal:
+    """A pty whose slave is the controlling terminal of one command."""
+
+    def __init__(self, argv, env, cwd):
+        self.master, self.slave = os.openpty()
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+        self.seen = b""
+        slave = self.slave
+
+        def child():
+            os.setsid()
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
+                                     preexec_fn=child, close_fds=True)
+        atexit.register(self.close)
+
+    def send(self, data):
+        os.write(self.master, data)
+
+    def read_for(self, seconds):
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            r, _, _ = select.select([self.master], [], [], left)
+            if r:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    return
+                self.seen += chunk
+
+    def expect(self, needle, what, timeout=TIMEOUT):
+        """Reads until NEEDLE appears after the last match; returns what came before it."""
+        end = time.monotonic() + timeout
+        while needle not in self.seen:
+            left = end - time.monotonic()
+            if left <= 0 or self.proc.poll() is not None and not select.select([self.master], [], [], 0)[0]:
+                fail("%s: %r never appeared; the terminal showed:\n%s"
+                     % (what, needle, self.seen.decode(errors="replace")))
+            self.read_for(min(left, 0.2))
+        before, _, self.seen = self.seen.partition(needle)
+        return before
+
+    def wait(self, what):
+        end = time.monotonic() + TIMEOUT
+        while self.proc.poll() is None:
+            if time.monotonic() > end:
+                fail("%s: the command did not end; the terminal showed:\n%s"
+                     % (what, self.seen.decode(errors="replace")))
+            self.read_for(0.1)
+        self.read_for(0.2)
+        return self.proc.returncode
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self.master, self.slave):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def plain(b):
+    """The terminal's bytes without escape sequences."""
+    return re.sub(rb"\x1b(\[[0-9;?]*[A-Za-z]|[78\\(][B]?|[78\\])|[\x0f\x18]", b"", b).decode(errors="replace")
+
+
+def cli(env, *args):
+    p = subprocess.run([SHINKEN] + list(args), env=env, capture_output=True, text=True, timeout=30)
+    print("--- shinken %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr), file=sys.stderr)
+    return p.returncode, p.stdout, p.stderr
+
+
+def open_cards(env, sid):
+    rc, out, _ = cli(env, "approvals", sid, "--json")
+    return json.loads(out).get("cards", []) if rc == 0 else None
+
+
+def sandbox_procs(root):
+    """{pid: state} of root's descendants in another PID namespace (the
+    sandbox's processes), read from /proc outside it."""
+    own = os.stat("/proc/self/ns/pid").st_ino
+    procs = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            ns = os.stat("/proc/%s/ns/pid" % d).st_ino
+        except OSError:
+            continue
+        procs[int(d)] = (int(rest[1]), rest[0], ns)
+    mine, changed = set(), True
+    while changed:
+        changed = False
+        for pid, (ppid, _, _) in procs.items():
+            if pid not in mine and (ppid == root or ppid in mine):
+                mine.add(pid)
+                changed = True
+    return {p: procs[p][1] for p in mine if procs[p][2] != own and procs[p][1] not in "ZX"}
+
+
+def breaker(run, env, ws, P, answer):
+    """Three denials in a row trip the breaker: the session is frozen (every
+    process of the sandbox stopped, seen from /proc) and a breaker card
+    asks to resume or end it; ANSWER is the key."""
+    script = ("for h in d1 d2 d3; do curl -sS --max-time 60 -o /dev/null -w \"%%{http_code}\\n\" "
+              "http://$h.test:%d/; echo RC-$h=$?; done; sleep 0.3; echo AFTER-BREAKER" % P)
+    t = Terminal(run + ["--", "sh", "-c", script], env, ws)
+    t.expect(b"grant egress with: ", "breaker: the session line")
+    for i, h in enumerate(("d1", "d2", "d3")):
+        t.expect(CARD, "breaker: the card for %s" % h)
+        if i == 0:
+            before = sandbox_procs(t.proc.pid)
+            ok(before and not all(s == "T" for s in before.values()),
+               "breaker control: before the breaker, the sandbox's processes run (%s)" % before)
+        time.sleep(0.6)
+        t.send(b"d")
+    t.expect(b"[r] resume", "the breaker card")
+    frozen = sandbox_procs(t.proc.pid)
+    ok(frozen and all(s == "T" for s in frozen.values()),
+       "breaker: after three denials every process of the sandbox is stopped (%s)" % frozen)
+    time.sleep(1.0)
+    ok(b"AFTER-BREAKER" not in t.seen, "breaker: the workload does not go on while frozen")
+    time.sleep(0.3)
+    t.send(answer)
+    return t
+
+
+def main():
+    if not shutil.which("curl"):
+        skip("no curl")
+    base = "/var/lib/shinken-tests"
+    try:
+        os.makedirs(base, exist_ok=True)
+        os.chmod(base, 0o755)
+    except OSError:
+        base = "/var/tmp"
+    tmp = tempfile.mkdtemp(prefix="shk-run-ask.", dir=base)
+    atexit.register(shutil.rmtree, tmp, True)
+    ws, xdg = tmp + "/ws", tmp + "/xdg"
+    os.mkdir(ws)
+    os.mkdir(xdg, 0o700)
+    with open(ws + "/attacker.py", "w") as f:
+        f.write(ATTACKER)
+    up = Upstream()
+    env = {"PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": tmp, "XDG_RUNTIME_DIR": xdg,
+           "SHINKEN_SOCKET": tmp + "/no-daemon.sock",
+           "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    hosts = ["once.test", "deny.test", "sess.test", "tick.test", "self.test", "ctl.test"]
+    run = [SHINKEN, "run"] + (["--allow-degraded"] if os.getuid() == 0 else []) + ["--net", "proxy",
+                                                                                   "--allow-cidr", "127.0.0.1/32"]
+    for h in hosts:
+        run += ["--resolve", h + ":127.0.0.1"]
+    P = up.port
+
+    def get(host, tag):
+        return ("curl -sS --max-time 60 -D - http://%s:%d/; echo RC-%s=$?; " % (host, P, tag))
+
+    # ---- the control: no terminal, so no card; refused at once ----
+    script = get("once.test", "ctl")
+    start = time.monotonic()
+    p = subprocess.run(run + ["--", "sh", "-c", script], env=env, cwd=ws, stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)
+    out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    print("--- control run\n%s%s" % (out, err), file=sys.stderr)
+    ok("403" in out.split("\n", 1)[0] and "RC-ctl=0" in out,
+       "control: without a terminal the request is refused at once (403)")
+    ok(time.monotonic() - start < 20 and up.count("once.test") == 0, "control: the upstream saw nothing")
+    ok("shinken grant" in err, "control: the summary says how to grant")
+
+    # ---- the inline prompt ----
+    script = ("trap 'kill $T 2>/dev/null' EXIT; "
+              + get("once.test", "once1") + get("once.test", "once2") + get("deny.test", "deny")
+              + get("sess.test", "sess1") + get("sess.test", "sess2")
+              + "(while :; do echo TICK; sleep 0.05; done) & T=$!; " + get("tick.test", "tick")
+              + "kill $T; wait $T 2>/dev/null; echo TICKER-STOPPED; "
+              + "(" + get("self.test", "self").rstrip("; ") + ") & C=$!; sleep 1.5; "
+              + "python3 attacker.py inside.log %s run.pid; wait $C; " % xdg
+              + get("ctl.test", "ctl") + "echo ALL-DONE")
+    t = Terminal(run + ["--", "sh", "-c", script], env, ws)
+    with open(ws + "/run.pid", "w") as f:
+        f.write("%d\n" % t.proc.pid)
+    banner = t.expect(b"grant egress with: ", "the session line")
+    sid = re.search(rb"session (\S+);", banner).group(1).decode()
+    sock = re.match(rb"SHINKEN_SOCKET=(\S+)", t.seen).group(1).decode()
+    cenv = dict(env, SHINKEN_SOCKET=sock)
+
+    # Approve once.
+    shown = plain(t.expect(CARD, "the card for once.test"))
+    ok("once.test:%d" % P in shown, "the card names the exact host and port")
+    ok(up.count("once.test") == 0, "held: the upstream saw nothing before the answer")
+    cards = open_cards(cenv, sid)
+    ok(cards is not None and len(cards) == 1 and cards[0]["scope"]["domains"] == ["once.test"],
+       "the card is open in the run's manager while the prompt shows")
+    time.sleep(0.6)  # a key in the first 400 ms is not taken
+    t.send(b"o")
+    out = plain(t.expect(b"RC-once1=", "curl after approve once"))
+    ok("hello once.test" in out and "200" in out, "approve once: the held request got the upstream's bytes")
+    ok(up.count("once.test") == 1, "approve once: the upstream saw exactly one request")
+
+    # Once covers nothing later: a new card, denied.
+    t.expect(CARD, "a new card for the second once.test")
+    time.sleep(0.6)
+    t.send(b"d")
+    out = plain(t.expect(b"RC-once2=", "curl after deny"))
+    ok("403" in out and "X-Shinken-Decision: held-denied" in out and "denied at the terminal" in out,
+       "deny: 403 with X-Shinken-Decision and the human's reason")
+    ok(up.count("once.test") == 1, "deny: the upstream saw no second request")
+
+    t.expect(CARD, "the card for deny.test")
+    time.sleep(0.6)
+    t.send(b"d")
+    out = plain(t.expect(b"RC-deny=", "curl to deny.test"))
+    ok("403" in out and up.count("deny.test") == 0, "deny: refused, and the upstream saw nothing")
+
+    # Approve for the session: the next request goes through with no card.
+    t.expect(CARD, "the card for sess.test")
+    time.sleep(0.6)
+    t.send(b"s")
+    out = plain(t.expect(b"RC-sess1=", "curl after approve for the session"))
+    ok("hello sess.test" in out, "approve for the session: the held request went on")
+    out = plain(t.expect(b"RC-sess2=", "the second sess.test"))
+    ok("hello sess.test" in out and "approve once" not in out,
+       "approve for the session: a later request goes through with no card")
+    ok(up.count("sess.test") == 2, "the upstream saw both sess.test requests")
+
+    # The workload cannot draw over the card: its output is held back while
+    # it shows, and goes on after.
+    t.expect(CARD, "the card for tick.test")
+    t.seen = b""
+    t.read_for(1.0)
+    ok(b"TICK" not in t.seen, "while the card shows, the workload's output is held back")
+    t.send(b"x")
+    t.read_for(0.5)
+    ok(up.count("tick.test") == 0 and b"RC-tick" not in t.seen, "a key that is not the card's answers nothing")
+    t.send(b"o")
+    out = plain(t.expect(b"RC-tick=", "curl to tick.test"))
+    ok("hello tick.test" in out, "the card is answered once its key is pressed")
+    t.expect(b"TICKER-STOPPED", "the ticker")
+    ok(b"TICK" in t.seen or "TICK" in out, "the control: the ticker's output came once the card was gone")
+
+    # Self-approval: the attacker runs inside while the self.test card is
+    # open. Its log lands in the writable root; the verdict is the card's.
+    t.expect(CARD, "the card for self.test")
+    end = time.monotonic() + TIMEOUT
+    while not os.path.exists(ws + "/inside.log") and time.monotonic() < end:
+        t.read_for(0.2)
+    with open(ws + "/inside.log") as f:
+        print("--- what the attacker inside tried\n" + f.read(), file=sys.stderr)
+    t.read_for(1.0)
+    cards = open_cards(cenv, sid)
+    ok(cards is not None and [c["scope"]["domains"] for c in cards] == [["self.test"]],
+       "self-approval: after every attempt from inside, the card is still open")
+    ok(up.count("self.test") == 0 and b"RC-self" not in t.seen, "self-approval: the request is still held")
+    time.sleep(0.3)
+    t.send(b"d")
+    out = plain(t.expect(b"RC-self=", "curl to self.test"))
+    ok("403" in out and "denied at the terminal" in out, "self-approval: it was the terminal's key that answered")
+
+    # The control: the same attacker outside the sandbox resolves a card.
+    t.expect(CARD, "the card for ctl.test")
+    a = subprocess.run([sys.executable, ws + "/attacker.py", tmp + "/outside.log", xdg, ws + "/run.pid"], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)
+    with open(tmp + "/outside.log") as f:
+        print("--- what the attacker outside did\n" + f.read() + a.stderr.decode(), file=sys.stderr)
+    out = plain(t.expect(b"RC-ctl=", "curl to ctl.test"))
+    ok("hello ctl.test" in out, "control: run outside the sandbox, the attacker does resolve the card")
+    t.expect(b"ALL-DONE", "the end of the script")
+    ok(t.wait("shinken run") == 0, "shinken run exits with the command's status")
+    t.close()
+
+    # Notify: the grant goes through with no human, and the terminal shows
+    # a notice that revokes it with one key. The policy is the shipped one
+    # with notify.test put at Notify.
+    pol = tmp + "/policies"
+    shutil.copytree(os.environ["SHINKEN_POLICY_DIR"], pol)
+    with open(pol + "/manifests/default.json") as f:
+        man = json.load(f)
+    man["capabilities"].insert(0, {"class": "net.egress", "tier": "Notify", "scope": {"domains": ["notify.test"]}})
+    with open(pol + "/manifests/default.json", "w") as f:
+        json.dump(man, f)
+    script = (get("notify.test", "n1") + "while [ ! -e go ]; do sleep 0.05; done; " + get("notify.test", "n2"))
+    t = Terminal(run + ["--resolve", "notify.test:127.0.0.1", "--", "sh", "-c", script],
+                 dict(env, SHINKEN_POLICY_DIR=pol), ws)
+    shown = plain(t.expect(b"[r] revoke it", "the notice for notify.test"))
+    ok("notify.test:%d" % P in shown and "approve once" not in shown,
+       "notify: a notice, not a card, names the grant")
+    # The notice comes once the handle is issued; the request reaches the
+    # upstream on the proxy's loop meanwhile.
+    end = time.monotonic() + 10
+    while up.count("notify.test") == 0 and time.monotonic() < end:
+        time.sleep(0.05)
+    ok(up.count("notify.test") == 1, "notify: the request went through with no human")
+    time.sleep(0.6)
+    t.send(b"r")
+    out = plain(t.expect(b"RC-n1=", "the first notify.test"))
+    ok("hello notify.test" in out, "notify: the first request got the upstream's bytes")
+    t.read_for(0.5)
+    open(ws + "/go", "w").close()
+    out = plain(t.expect(b"RC-n2=", "the second notify.test"))
+    ok("403" in out and "revoked" in out and up.count("notify.test") == 1,
+       "notify: after [r] the grant is revoked and the next request refused")
+    ok(t.wait("shinken run with a notice") == 0, "notify: the command ends normally")
+    t.close()
+    os.unlink(ws + "/go")
+
+    # A run attached to a `shinken daemon`: the daemon holds the request,
+    # and its card of this session is drawn on this terminal all the same;
+    # the daemon's timeline says the terminal answered.
+    sys.path.insert(0, os.path.join(os.environ["SHINKEN_SRCDIR"], "tests", "e2e"))
+    from mgrlib import Daemon, wait_event
+    d = Daemon(tmp, "daemon")
+    atexit.register(d.stop)
+    script = get("daemon.test", "d1")
+    t = Terminal(run + ["--resolve", "daemon.test:127.0.0.1", "--", "sh", "-c", script],
+                 dict(env, SHINKEN_SOCKET=d.sock), ws)
+    shown = plain(t.expect(CARD, "the daemon's card for daemon.test"))
+    ok("daemon.test:%d" % P in shown and up.count("daemon.test") == 0,
+       "daemon: the request is held and its card drawn on the run's terminal")
+    time.sleep(0.6)
+    t.send(b"o")
+    out = plain(t.expect(b"RC-d1=", "curl through the daemon"))
+    ok("hello daemon.test" in out and up.count("daemon.test") == 1, "daemon: approve once let it through")
+    ev = wait_event(d.db, lambda e: e["event.name"] == "card-resolved" and e.get("shinken.outcome") == "approved-once")
+    ok(ev is not None and ev.get("shinken.human.surface") == "inline" and ev.get("process.pid") == t.proc.pid,
+       "daemon: the timeline records the run's terminal as who answered (%s)" % ev)
+    ok(t.wait("shinken run with a daemon") == 0, "daemon: the command ends normally")
+    t.close()
+    d.stop()
+
+    # Take over from the CLI: every process stopped until resume.
+    t = Terminal(run + ["--", "sh", "-c", "sleep 2; echo AFTER-TAKEOVER"], env, ws)
+    banner = t.expect(b"grant egress with: ", "takeover: the session line")
+    sid = re.search(rb"session (\S+);", banner).group(1).decode()
+    cenv = dict(env, SHINKEN_SOCKET=re.match(rb"SHINKEN_SOCKET=(\S+)", t.seen).group(1).decode())
+    before = sandbox_procs(t.proc.pid)
+    ok(before and not all(s == "T" for s in before.values()), "takeover control: the sandbox runs (%s)" % before)
+    rc, out, _ = cli(cenv, "takeover", sid)
+    frozen = sandbox_procs(t.proc.pid)
+    ok(rc == 0 and frozen and all(s == "T" for s in frozen.values()),
+       "takeover: every process of the sandbox is stopped (%s)" % frozen)
+    t.read_for(2.5)
+    ok(b"AFTER-TAKEOVER" not in t.seen, "takeover: the workload does not go on")
+    rc, out, _ = cli(cenv, "resume", sid)
+    ok(rc == 0, "resume is answered")
+    t.expect(b"AFTER-TAKEOVER", "the workload after resume")
+    ok(t.wait("shinken run after resume") == 0, "resume: the command ends normally")
+    t.close()
+
+    # Breakers: resume continues the frozen session; end kills it.
+    t = breaker(run, env, ws, P, b"r")
+    t.expect(b"AFTER-BREAKER", "breaker: the workload goes on after resume")
+    ok(t.wait("shinken run after resume") == 0, "breaker: after resume the command ends normally")
+    t.close()
+    t = breaker(run, env, ws, P, b"e")
+    rc = t.wait("shinken run after end")
+    ok(rc != 0 and b"AFTER-BREAKER" not in t.seen and b"the session was ended" in t.seen,
+       "breaker: end kills the sandbox, and shinken run says why (%d)" % rc)
+    t.close()
+
+
+if __name__ == "__main__":
+    main()
