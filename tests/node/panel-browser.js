@@ -156,9 +156,14 @@ async function main() {
     // no handle covers is refused at once). Grant it egress from the form.
     const b = await ctl.call({ op: 'open_session', name: 'agent-b', egress: true, proxy_config: proxyConf, ask: false });
     chk(b.ok === true, `open_session agent-b (${JSON.stringify(b)})`);
-    const before = await proxyConnect(b.egress_dir, 'auto.test', up.port);
-    chk(before.status === 403, `control: without a grant agent-b's request is refused (${before.status})`);
-    before.sock.destroy();
+    // auto.test is at Auto, so a connection would now get a handle of its
+    // own with no human: the control is that agent-b holds none before the
+    // unlock, and after it exactly one, the panel's.
+    const handlesFor = async (host) => {
+      const g = await ctl.call({ op: 'grants', session: b.session });
+      return (g.grants || []).filter((h) => JSON.stringify(h.scope || {}).includes(host) && h.live);
+    };
+    chk((await handlesFor('auto.test')).length === 0, 'control: before the unlock agent-b holds no handle for auto.test');
     await page.locator(`#unlock-session option[value="${b.session}"]`).waitFor({ state: 'attached', timeout: 10000 });
     await page.selectOption('#unlock-session', b.session);
     await page.fill('#unlock-host', 'auto.test');
@@ -167,6 +172,7 @@ async function main() {
     await page.waitForSelector('#unlock-result.good', { timeout: 10000 });
     const t = await proxyConnect(b.egress_dir, 'auto.test', up.port);
     chk(t.status === 200 && await echoes(t.sock), `after the unlock agent-b's next request succeeds (${t.status})`);
+    chk((await handlesFor('auto.test')).length === 1, 'the request went through the panel\'s handle, not one of its own');
 
     // An unlock the policy answers "ask" (api.test is at Ask) waits for a
     // human: the person at the panel approves it there, and it works.
