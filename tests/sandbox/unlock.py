@@ -67,17 +67,8 @@ CASE = sys.argv[1]
 SECRET = "host-secret-%d\n" % os.getpid()
 
 
-def skip(why):
-    if os.environ.get("SHINKEN_MUST_WORK") == "1":
-        print("FAIL (SHINKEN_MUST_WORK=1, would skip): " + why, file=sys.stderr)
-        sys.exit(1)
-    print("SKIP: " + why, file=sys.stderr)
-    sys.exit(77)
-
-
-def fail(why):
-    print("FAIL: " + why, file=sys.stderr)
-    sys.exit(1)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from lib import fail, skip  # noqa: E402  (tests/lib.py: how a test skips and fails)
 
 
 if os.getuid() != 0:
