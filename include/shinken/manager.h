@@ -199,7 +199,8 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
  * -EINVAL, err saying why. */
 int shk_manager_panel_listen_check(const char *listen, shk_error *err);
 /* The panel's login file for the control socket at `socket`: beside it, in
- * the same 0700 directory. 0, -EINVAL or -ENAMETOOLONG. */
+ * the same 0700 directory, named as the socket with ".panel-login" for its
+ * ".sock" (manager.sock: manager.panel-login). 0, -EINVAL or -ENAMETOOLONG. */
 int shk_manager_panel_login_path(const char *socket, char *buf, size_t len);
 
 /* The control socket's default path: $SHINKEN_SOCKET, else

@@ -61,6 +61,8 @@ typedef struct shk_sandbox_opts {
   bool read_only, restrict_reads, env_clean, allow_degraded;
   bool help;          /* --help was given: nothing else was parsed after it */
   bool verbose;       /* --verbose: say the session and each refusal as it happens */
+  bool panel;         /* --panel: the run's own manager serves the Permission Panel
+                       * (the CLI's to do; the sandbox itself has no part in it) */
   shk_net_mode net;
   uint64_t mem;       /* bytes; 0: no limit asked */
   uint64_t pids;      /* 0: no limit asked */

@@ -97,6 +97,7 @@ typedef struct run_session {
   bool inline_prompt;    /* the embedded manager's cards are drawn on the caller's terminal */
   const shk_sandbox_paths *ceiling; /* Landlock's ceiling of live grants */
   shk_cli_run_log_info audit; /* an embedded manager's own timeline */
+  char *panel_url;            /* --panel: its login URL, or NULL */
 } run_session;
 
 /* Whether the launch will relay a terminal (relay.c's test), and so can
@@ -122,6 +123,7 @@ static void session_close(run_session *rs)
   free(rs->socket);
   free(rs->log);
   free(rs->private);
+  free(rs->panel_url);
   shk_cli_run_log_clear(&rs->audit);
   memset(rs, 0, sizeof *rs);
   rs->fd = -1;
@@ -231,6 +233,25 @@ static void session_report(run_session *rs, const shk_sandbox_result *res)
   shk_error err;
   if (session_send(rs, req, &answer, &err) == 0)
     free(answer);
+}
+
+/* --panel: the run's manager serves the Permission Panel on a port of
+ * loopback the kernel picks, its login file beside the run's control
+ * socket, so that `SHINKEN_SOCKET=SOCKET shinken panel` prints it again.
+ * Why this is safe: the sandbox of --net proxy has a network namespace of
+ * its own, so the host's loopback, where the panel listens, cannot be
+ * reached from inside, and the login file lies in the control socket's
+ * directory, which the sandbox does not see. A panel that cannot be served
+ * is said and the run goes on: the panel grants nothing by not being
+ * there. */
+static void serve_panel(run_session *rs)
+{
+  char login[PATH_MAX];
+  shk_error err;
+  if (shk_manager_panel_login_path(rs->socket, login, sizeof login))
+    shk__warn("warning: --panel: %s: no place for the panel's login file", rs->socket);
+  else if (shk_manager_serve_panel(rs->embedded, "127.0.0.1:0", login, rs->audit.path, &rs->panel_url, &err) < 0)
+    shk__warn("warning: --panel: %s", err.message);
 }
 
 /* Returns NULL, or one line saying why the session could not be opened. */
@@ -344,6 +365,8 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
       shk__warn("warning: grants cannot reach this session: %s", err.message);
     free(rs->socket);
     rs->socket = NULL;
+  } else if (o->panel) {
+    serve_panel(rs);
   }
   return NULL;
 }
@@ -352,6 +375,9 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
  * always with --verbose. */
 static void say_session(const shk_sandbox_opts *o, const run_session *rs)
 {
+  /* Asked for by name: said wherever stderr goes. */
+  if (rs->panel_url)
+    fprintf(stderr, "shinken: panel %s\n", rs->panel_url);
   if (!o->verbose && !isatty(STDERR_FILENO))
     return;
   if (rs->embedded && !rs->socket)
@@ -584,6 +610,18 @@ int shk_cli_run(int argc, char **argv)
     shk__die(RUN_FAIL, "--report %s: cannot write the report: %s; nothing was run", o.report,
              strerror(errno));
 
+  /* The directory of the run's own control socket and the panel's login
+   * file, $XDG_RUNTIME_DIR/shinken, made before the plan is built: the
+   * plan masks it (protected.c) only if it exists then, unless it lies in a
+   * writable root. Made later, it would be seen read-only inside wherever
+   * $XDG_RUNTIME_DIR is not under /run (which the sandbox replaces), and
+   * the login file's token with it. Best effort: the manager makes it (and
+   * checks it is the caller's, 0700) when it is missing. */
+  if (o.net == SHK_NET_PROXY && env.xdg_runtime) {
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s/shinken", env.xdg_runtime) < (int)sizeof dir)
+      (void)mkdir(dir, 0700);
+  }
   shk_sandbox_plan plan;
   if (shk_sandbox_plan_build(&o, &env, &plan, &e) < 0)
     shk__die(RUN_FAIL, "run: %s; nothing was run", e.message);

@@ -192,10 +192,16 @@ int shk_manager_panel_listen_check(const char *listen, shk_error *err)
 
 int shk_manager_panel_login_path(const char *socket, char *buf, size_t len)
 {
+  /* SOCKET with its ".sock" replaced by ".panel-login": one login file per
+   * manager, so that a daemon and the runs beside it (run-PID.sock) never
+   * share one. */
   const char *slash = strrchr(socket, '/');
-  if (!slash || slash == socket)
+  if (!slash || slash == socket || !slash[1])
     return -EINVAL;
-  int n = snprintf(buf, len, "%.*s/panel-login", (int)(slash - socket), socket);
+  size_t stem = strlen(socket);
+  if (stem > 5 && !strcmp(socket + stem - 5, ".sock"))
+    stem -= 5;
+  int n = snprintf(buf, len, "%.*s.panel-login", (int)stem, socket);
   return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 

@@ -87,7 +87,7 @@ def main():
         line = d.p.stdout.readline().strip()
         chk(line.startswith("panel http://127.0.0.1:") and "/login#" in line, f"the daemon prints the URL ({line!r})")
         url = line[len("panel "):]
-        login_file = os.path.join(os.path.dirname(d.sock), "panel-login")
+        login_file = os.path.splitext(d.sock)[0] + ".panel-login"
         st = os.lstat(login_file)
         chk(stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, f"the login file is 0600 ({oct(st.st_mode)})")
         rc, out, err, _ = d.cli("panel", "--config", d.config)
@@ -247,7 +247,7 @@ def main():
         rc = d.stop()
         up.close()
     chk(rc == 0, f"the daemon ends cleanly ({rc}, {d.p.stderr.read()[-2000:]!r})")
-    chk(not os.path.exists(os.path.join(os.path.dirname(d.sock), "panel-login")),
+    chk(not os.path.exists(os.path.splitext(d.sock)[0] + ".panel-login"),
         "the login file is removed when the daemon ends")
     chk.finish()
 

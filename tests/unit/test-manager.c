@@ -867,8 +867,13 @@ static void panel_listen(void **state)
       fail_msg("%s accepted", bad[i]);
   char buf[64];
   assert_int_equal(shk_manager_panel_login_path("/run/u/shinken/manager.sock", buf, sizeof buf), 0);
-  assert_string_equal(buf, "/run/u/shinken/panel-login");
+  assert_string_equal(buf, "/run/u/shinken/manager.panel-login");
+  assert_int_equal(shk_manager_panel_login_path("/run/u/shinken/run-42.sock", buf, sizeof buf), 0);
+  assert_string_equal(buf, "/run/u/shinken/run-42.panel-login");
+  assert_int_equal(shk_manager_panel_login_path("/tmp/x/control", buf, sizeof buf), 0);
+  assert_string_equal(buf, "/tmp/x/control.panel-login");
   assert_int_equal(shk_manager_panel_login_path("manager.sock", buf, sizeof buf), -EINVAL);
+  assert_int_equal(shk_manager_panel_login_path("/run/u/", buf, sizeof buf), -EINVAL);
 }
 
 static void config_keys(void **state)

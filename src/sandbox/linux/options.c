@@ -403,6 +403,8 @@ static const struct opt {
     "write a JSON report of what was enforced once the sandbox is gone" },
   { "verbose", SHK__OPT_VERBOSE, NULL, SHK__KIND_FREE, false,
     "say the session on stderr, and each refused connection as it happens" },
+  { "panel", SHK__OPT_PANEL, NULL, SHK__KIND_FREE, true,
+    "--net proxy: serve the Permission Panel for this run on loopback (shinken-panel(1))" },
   { "help", SHK__OPT_HELP, NULL, SHK__KIND_NONE, false, "print this help" },
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -507,7 +509,8 @@ static int apply_value(shk_sandbox_opts *o, shk__opt_id id, const char *v, shk_e
   case SHK__OPT_HOSTNAME: r = set_hostname(o, v, err); break;
   case SHK__OPT_MACHINE_ID: r = set_machine_id(o, v, err); break;
   case SHK__OPT_RESTRICT_READS: case SHK__OPT_READ_ONLY: case SHK__OPT_ENV_CLEAN:
-  case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_VERBOSE: case SHK__OPT_HELP: case SHK__OPT_N:
+  case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_VERBOSE: case SHK__OPT_PANEL: case SHK__OPT_HELP:
+  case SHK__OPT_N:
     (void)NEVER(1);
     break;
   }
@@ -524,6 +527,7 @@ static void apply_flag(shk_sandbox_opts *o, shk__opt_id id, bool on)
   case SHK__OPT_ENV_CLEAN: o->env_clean = on; break;
   case SHK__OPT_ALLOW_DEGRADED: o->allow_degraded = on; break;
   case SHK__OPT_VERBOSE: o->verbose = on; break;
+  case SHK__OPT_PANEL: o->panel = on; break;
   case SHK__OPT_HELP: o->help = on; return;
   default: (void)NEVER(1); return;
   }
@@ -697,6 +701,7 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
   case SHK__OPT_ENV_CLEAN:
   case SHK__OPT_ALLOW_DEGRADED:
   case SHK__OPT_VERBOSE:
+  case SHK__OPT_PANEL:
     if (!json_is_boolean(v))
       return fail(err, "%s: \"%s\" must be true or false", what, opt->name);
     apply_flag(o, opt->id, json_is_true(v));
