@@ -393,6 +393,21 @@ int shk_approve_subscribe(shk_approve *ap, shk_approve_line_fn fn, void *ud, uin
                           shk_error *err);
 void shk_approve_unsubscribe(shk_approve *ap, uint64_t id);
 
+/* ---- patterns ----
+ *
+ * The pattern a card proposes for a held attempt to HOST:PORT: the host's
+ * siblings at that port, "*.PARENT:PORT", where PARENT is HOST less its
+ * first label. Never wider than one label under the public suffix HOST
+ * names: none is proposed when PARENT is itself a public suffix ("test",
+ * "com", "co.uk"), for an address, or for a name of one label. The caller
+ * still puts the pattern to its decision before offering it. Returns 0 with
+ * the pattern in out, -ENOENT when there is none, -ENAMETOOLONG, -EINVAL. */
+int shk_approve_sibling_pattern(const char *host, uint16_t port, char *out, size_t n);
+
+/* Splits "HOST:PORT" (HOST may start with "*." or "**.") into its host
+ * pattern and port. 0, or -EINVAL for anything else. */
+int shk_approve_pattern_split(const char *pattern, char *host, size_t n, uint16_t *port);
+
 #ifdef __cplusplus
 }
 #endif

@@ -121,6 +121,11 @@ json_t *shk__approve_card_json(const shk__card *c)
   put(o, "attempts", json_integer(c->attempts), &ok);
   put_str(o, "pattern", c->pattern, &ok);
   json_t *pats = json_array(), *held = json_array();
+  /* The proposed pattern heads the list of those the human may choose, at
+   * the card's own tier; the wider ones the caller allows follow. */
+  if (pats && c->pattern &&
+      json_array_append_new(pats, json_pack("{s:s, s:s}", "pattern", c->pattern, "tier", shk_approve_tier_name(c->tier))))
+    ok = false;
   for (size_t i = 0; pats && i < c->n_wider; i++)
     if (json_array_append_new(pats, json_pack("{s:s, s:s}", "pattern", c->wider[i].pattern, "tier",
                                               shk_approve_tier_name(c->wider[i].tier))))

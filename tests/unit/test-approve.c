@@ -1198,6 +1198,62 @@ static void bad_options(void **state)
   shk_approve_free(ap);
 }
 
+/* The pattern a card proposes: the host's siblings at its port, never
+ * wider than one label under the public suffix, none for an address. */
+static void sibling_patterns(void **state)
+{
+  (void)state;
+  static const struct { const char *host; uint16_t port; const char *want; } cases[] = {
+    { "a.pkg.test", 443, "*.pkg.test:443" },
+    { "b.pkg.test", 443, "*.pkg.test:443" },
+    { "x.y.example.org", 8443, "*.y.example.org:8443" },
+    { "www.example.co.uk", 443, "*.example.co.uk:443" },
+    { "a.test", 443, NULL },          /* no "*.test" */
+    { "api.example.com", 443, "*.example.com:443" },
+    { "example.com", 443, NULL },     /* no "*.com" */
+    { "example.co.uk", 443, NULL },   /* no "*.co.uk" */
+    { "alice.github.io", 443, NULL }, /* a multi-label suffix */
+    { "localhost", 80, NULL },
+    { "10.0.0.1", 443, NULL },        /* an address is never a pattern */
+    { "1.2.3.4.5", 443, NULL },
+    { "a..test", 443, NULL },
+    { ".pkg.test", 443, NULL },
+    { "*.pkg.test", 443, NULL },
+    { "A.PKG.test", 443, NULL },      /* not canonical */
+    { "", 443, NULL },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char out[300];
+    int r = shk_approve_sibling_pattern(cases[i].host, cases[i].port, out, sizeof out);
+    if (cases[i].want) {
+      if (r != 0 || strcmp(out, cases[i].want))
+        fail_msg("%s:%u: got %d '%s', want '%s'", cases[i].host, cases[i].port, r, out, cases[i].want);
+    } else if (r != -ENOENT || out[0]) {
+      fail_msg("%s:%u: got %d '%s', want no pattern", cases[i].host, cases[i].port, r, out);
+    }
+  }
+  char small[8];
+  assert_int_equal(shk_approve_sibling_pattern("a.pkg.test", 443, small, sizeof small), -ENAMETOOLONG);
+  assert_string_equal(small, "");
+  assert_int_equal(shk_approve_sibling_pattern("a.pkg.test", 0, small, sizeof small), -EINVAL);
+
+  char host[64];
+  uint16_t port = 0;
+  assert_int_equal(shk_approve_pattern_split("*.pkg.test:443", host, sizeof host, &port), 0);
+  assert_string_equal(host, "*.pkg.test");
+  assert_int_equal(port, 443);
+  assert_int_equal(shk_approve_pattern_split("**.example.org:8443", host, sizeof host, &port), 0);
+  assert_string_equal(host, "**.example.org");
+  assert_int_equal(port, 8443);
+  static const char *const bad[] = { "*.pkg.test", "*.pkg.test:", "*.pkg.test:0", "*.pkg.test:65536",
+                                     "*.pkg.test:-1", "*.pkg.test:+4", "*.pkg.test:44x", ":443",
+                                     "*..test:443", "a b:443", "***.x.test:443" };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    if (shk_approve_pattern_split(bad[i], host, sizeof host, &port) != -EINVAL)
+      fail_msg("'%s' was taken for a pattern", bad[i]);
+  assert_int_equal(shk_approve_pattern_split("*.a-very-long-name.test:443", host, 8, &port), -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
   if (argc > 1)
@@ -1217,6 +1273,7 @@ int main(int argc, char **argv)
     cmocka_unit_test(stress_exactly_once),
     cmocka_unit_test(timer_thread),
     cmocka_unit_test(bad_options),
+    cmocka_unit_test(sibling_patterns),
   };
   size_t nf = sizeof fixed / sizeof *fixed;
   struct CMUnitTest *tests = calloc(ns + nr + nf, sizeof *tests);
