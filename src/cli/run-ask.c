@@ -3,7 +3,8 @@
  * terminal, the cards its embedded manager raises for the run's session (a
  * connection the proxy holds for a human) are drawn at the bottom of the
  * caller's terminal by the relay (shk_sandbox_prompt_ask) and answered
- * with one key: approve once, approve for the session, or deny.
+ * with one key: approve once, approve for the session, approve the card's
+ * pattern (when it proposes one), deny, or cancel.
  *
  * Why the workload cannot answer, draw over or type into the prompt: the
  * card is drawn by the launcher on the caller's own terminal, which the
@@ -250,12 +251,17 @@ static char *card_text(json_t *card, int64_t left_ms, const char **keys)
   const char *tier = json_string_value(json_object_get(card, "tier"));
   const char *rule = json_string_value(json_object_get(card, "rule"));
   json_int_t attempts = json_integer_value(json_object_get(card, "attempts"));
-  *keys = "osd";
+  /* [p] only when the card proposes a pattern: the manager offered it
+   * because the decision allows it, and it grants that pattern alone. */
+  const char *pattern = json_string_value(json_object_get(card, "pattern"));
+  *keys = pattern ? "ospdc" : "osdc";
+  shk_autofree char *pline = pattern ? shk__xasprintf("   [p] approve the pattern %s", pattern) : NULL;
   return shk__xasprintf("shinken: the sandbox asks for %s (tier %s%s%s)\n"
                         "  %lld attempt%s held; refused in %ld s if nobody answers\n"
-                        "  [o] approve once   [s] approve for this session   [d] deny",
+                        "  [o] approve once   [s] approve for this session%s\n"
+                        "  [d] deny   [c] cancel (refused now, may ask again)",
                         what, tier ? tier : "ask", rule ? ", rule " : "", rule ? rule : "",
-                        (long long)attempts, attempts == 1 ? "" : "s", secs);
+                        (long long)attempts, attempts == 1 ? "" : "s", secs, pline ? pline : "");
 }
 
 /* One request to the manager: the embedded one, or the daemon on a
@@ -366,8 +372,12 @@ static void *prompt_thread(void *arg)
       answer(a, id, "once");
     else if (r == 's')
       answer(a, id, "session");
+    else if (r == 'p')
+      answer(a, id, "pattern");
     else if (r == 'd')
       answer(a, id, "deny");
+    else if (r == 'c' && !breaker)
+      answer(a, id, "cancel");
     else if (r == 'r' && breaker)
       answer(a, id, "resume");
     else if (r == 'e' && breaker)

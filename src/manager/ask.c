@@ -64,6 +64,30 @@ static shk__peer peer_of_who(const shk_approve_who *w)
                       w ? (pid_t)w->pid : 0, w ? w->exe : NULL };
 }
 
+static egrant *covering(shk_manager *m, session *s, const held *h, int64_t now);
+
+/* The net.egress scope of a card's pattern ("*.PARENT:PORT"), canonical
+ * text in *text. 0, or -EINVAL when the pattern is not one. */
+static int pattern_scope(const char *pattern, shk_cap_scope *scope, char **text)
+{
+  char host[300];
+  uint16_t port;
+  if (shk_approve_pattern_split(pattern, host, sizeof host, &port))
+    return -EINVAL;
+  json_t *js = json_pack("{s:[s], s:[i]}", "domains", host, "ports", (int)port);
+  char *t = js ? json_dumps(js, JSON_COMPACT) : NULL;
+  json_decref(js);
+  int r = t ? shk_cap_scope_parse(SHK_CAP_NET_EGRESS, t, scope, NULL) : -ENOMEM;
+  free(t);
+  if (r)
+    return -EINVAL;
+  if (!(*text = shk_cap_scope_to_json(scope))) {
+    shk_cap_scope_clear(scope);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
 /* The release of a held connection, exactly once, on whichever thread
  * delivers it (never with the approve module's lock, never with mu). */
 static void ask_release(void *attempt, const shk_approve_outcome *o)
@@ -77,6 +101,23 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
     shk__peer by = peer_of_who(o->by);
     grant_req q = { .s = s, .by = &by, .scope = &h->scope, .scope_text = h->scope_text, .once = once,
                     .approval = SHK_POLICY_APPROVED, .card = o->card };
+    /* A pattern's approval grants the pattern itself, through the same
+     * grant path (the decision is put again, so the pattern is never wider
+     * than the policy allows whatever the card said). */
+    shk_cap_scope pscope;
+    char *ptext = NULL;
+    bool by_pattern = o->result == SHK_APPROVE_APPROVED_PATTERN && o->pattern;
+    if (by_pattern && pattern_scope(o->pattern, &pscope, &ptext)) {
+      snprintf(text, sizeof text, "Shinken refused the connection: the approved pattern %s is not a net.egress "
+               "pattern.", o->pattern);
+      shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_DENY, 0, NULL, text);
+      held_done(h);
+      return;
+    }
+    if (by_pattern) {
+      q.scope = &pscope;
+      q.scope_text = ptext;
+    }
     uint64_t tag = 0;
     char rule[sizeof ((egrant *)0)->rule] = "";
     const char *why = NULL;
@@ -85,8 +126,14 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
     bool live = false;
     for (session *t = m->sessions; t && !live; t = t->next)
       live = t == s;
+    egrant *have = live && by_pattern ? covering(m, s, h, now_ms()) : NULL;
     if (!live) {
       why = "the session ended before the grant was issued";
+    } else if (have) {
+      /* Several attempts of one card arrive with the same pattern: the
+       * first one's grant covers the rest, so the pattern is granted once. */
+      tag = have->tag;
+      snprintf(rule, sizeof rule, "%s", have->rule);
     } else {
       ans = shk__manager_grant_locked(m, &q);
       const char *handle = json_string_value(json_object_get(ans, "handle"));
@@ -106,6 +153,10 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
         }
     }
     pthread_mutex_unlock(&m->mu);
+    if (by_pattern) {
+      shk_cap_scope_clear(&pscope);
+      free(ptext);
+    }
     if (tag) {
       json_decref(ans);
       shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, rule, NULL);
@@ -381,6 +432,25 @@ void shk__ask_free(shk_manager *m)
   }
 }
 
+/* Whether the one decision answers Ask for a grant of PATTERN in this
+ * session: the only answer under which a human may approve it (Block and
+ * unlisted are refused, and a laxer tier than the card's is never
+ * offered). */
+static bool pattern_askable(shk_manager *m, const shk_policy_session *ps, const char *pattern)
+{
+  shk_cap_scope scope;
+  char *text = NULL;
+  if (pattern_scope(pattern, &scope, &text))
+    return false;
+  free(text);
+  shk_policy_request pr = { .kind = SHK_POLICY_GRANT, .scope = &scope, .approval = SHK_POLICY_UNASKED,
+                            .now_ms = now_ms() };
+  shk_policy_answer pa;
+  bool ask = !shk_policy_decide(m->policy, ps, &pr, &pa, NULL) && pa.verdict == SHK_POLICY_ASK;
+  shk_cap_scope_clear(&scope);
+  return ask;
+}
+
 /* The egress hook's answer for what no live handle covers. Proxy thread:
  * it takes no lock the control plane holds across work (held_mu only
  * guards the session's list of held connections), and raising a card
@@ -449,11 +519,22 @@ shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req
     held_done(h);
     return SHK_EGRESS_DENY;
   }
+  /* The pattern this card proposes, and its batch key: siblings of the
+   * host at the same port join one card. Why that is safe: the pattern is
+   * only offered when the one decision answers Ask for the pattern itself
+   * (a rule that blocks any name it covers, or a manifest that does not
+   * reach all of them, makes it Block or unlisted, and then none is
+   * offered and the card batches only its exact scope); approving it puts
+   * the pattern to the decision again under the registry lock. */
+  char pattern[300];
+  bool offer = !shk_approve_sibling_pattern(h->host, h->port, pattern, sizeof pattern) &&
+               pattern_askable(m, &ps, pattern);
   shk_approve_request rq = {
     .session = s->id, .cls = shk_cap_class_name(SHK_CAP_NET_EGRESS), .scope = h->scope_text,
     .ingested_external = s->taint.ingested_external, .touched_sensitive = s->taint.touched_sensitive,
     .tier = SHK_APPROVE_ASK, .rule = pa.policy[0] ? pa.policy : NULL, .why = pa.why,
-    .batch_key = h->scope_text, .attempt = h, .release = ask_release,
+    .batch_key = offer ? pattern : h->scope_text, .pattern = offer ? pattern : NULL,
+    .attempt = h, .release = ask_release,
   };
   shk_error err;
   if (shk_approve_raise(m->approve, &rq, NULL, &err) < 0) {
