@@ -20,20 +20,21 @@
 #include "common/common.h"
 #include "shinken/manager.h"
 
-enum { OPT_JSON = 1, OPT_ONCE, OPT_SESSION, OPT_REASON, OPT_FOLLOW = 'f' };
+enum { OPT_JSON = 1, OPT_ONCE, OPT_SESSION, OPT_REASON, OPT_PATTERN, OPT_FOLLOW = 'f' };
 
 static const struct option options[] = {
   { "json", no_argument, NULL, OPT_JSON },
   { "once", no_argument, NULL, OPT_ONCE },
   { "session", no_argument, NULL, OPT_SESSION },
   { "reason", required_argument, NULL, OPT_REASON },
+  { "pattern", required_argument, NULL, OPT_PATTERN },
   { "follow", no_argument, NULL, OPT_FOLLOW },
   { NULL, 0, NULL, 0 },
 };
 
 typedef struct args {
   bool json, once, session, follow;
-  const char *reason;
+  const char *reason, *pattern;
   char **pos;
   int n_pos;
 } args;
@@ -56,6 +57,7 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
     case OPT_ONCE: a.once = true; break;
     case OPT_SESSION: a.session = true; break;
     case OPT_REASON: a.reason = optarg; break;
+    case OPT_PATTERN: a.pattern = optarg; break;
     case OPT_FOLLOW: a.follow = true; break;
     default: break;
     }
@@ -64,8 +66,8 @@ static args parse(const char *cmd, int argc, char **argv, const char *allowed, i
   a.n_pos = argc - optind;
   if (a.n_pos < n_min || a.n_pos > n_pos)
     shk_cli_usage_error(cmd, "expected %s", usage);
-  if (a.once && a.session)
-    shk_cli_usage_error(cmd, "--once and --session exclude each other");
+  if ((a.once && a.session) || (a.pattern && (a.once || a.session)))
+    shk_cli_usage_error(cmd, "--once, --session and --pattern exclude each other");
   return a;
 }
 
@@ -216,8 +218,12 @@ int shk_cli_approvals(int argc, char **argv)
 static int resolve(const char *what, int argc, char **argv, const char *allowed, const char *usage)
 {
   args a = parse(what, argc, argv, allowed, 1, 1, usage);
-  const char *how = strcmp(what, "approve") ? what : a.session ? "session" : "once";
+  const char *how = strcmp(what, "approve") ? what : a.pattern ? "pattern" : a.session ? "session" : "once";
   json_t *req = json_pack("{s:s, s:s, s:s}", "op", "resolve", "card", a.pos[0], "resolution", how);
+  /* The manager checks that the card offers this pattern at its tier or a
+   * stricter one: the CLI only passes it on. */
+  if (req && a.pattern)
+    json_object_set_new(req, "pattern", json_string(a.pattern));
   if (req && a.reason)
     json_object_set_new(req, "reason", json_string(a.reason));
   return finish(what, call(what, req), a.json);
@@ -225,8 +231,9 @@ static int resolve(const char *what, int argc, char **argv, const char *allowed,
 
 int shk_cli_approve(int argc, char **argv)
 {
-  static const char allowed[] = { OPT_JSON, OPT_ONCE, OPT_SESSION, OPT_REASON, 0 };
-  return resolve("approve", argc, argv, allowed, "shinken approve CARD [--once|--session] [--reason R] [--json]");
+  static const char allowed[] = { OPT_JSON, OPT_ONCE, OPT_SESSION, OPT_PATTERN, OPT_REASON, 0 };
+  return resolve("approve", argc, argv, allowed,
+                 "shinken approve CARD [--once|--session|--pattern P] [--reason R] [--json]");
 }
 
 int shk_cli_deny(int argc, char **argv)

@@ -87,11 +87,13 @@ static const struct usage {
     "  -f, --follow   print card events as they come, until the manager goes away\n"
     "  --json         print the manager's answer as one JSON object (-f: one per line)" },
   { "approve",
-    "usage: shinken approve CARD [--once|--session] [--reason TEXT] [--json]\n"
-    "Approve a card: this once (the default), or for the rest of the session.\n"
+    "usage: shinken approve CARD [--once|--session|--pattern P] [--reason TEXT] [--json]\n"
+    "Approve a card: this once (the default), for the rest of the session, or a pattern it offers.\n"
     "\n"
     "  --once          let the held request on, and ask again next time\n"
     "  --session       let this request on for the rest of the session\n"
+    "  --pattern P     grant the pattern P the card offers (as shown: *.pkg.test:443) for the\n"
+    "                  session; every held request it covers goes on\n"
     "  --reason TEXT   why, recorded on the timeline\n"
     "  --json          print the manager's answer as one JSON object" },
   { "deny",

@@ -614,7 +614,17 @@ void shk__ask_event(void *ud, const shk_approve_event *e)
   if (e->attempts)
     shk_audit_int(&ev, SHK_AUDIT_COUNT, e->attempts);
   shk_audit_str(&ev, SHK_AUDIT_OUTCOME, e->has_result ? shk_approve_result_name(e->result) : NULL);
-  shk_audit_str(&ev, SHK_AUDIT_REASON, e->reason);
+  /* A pattern's approval is recorded with the pattern it granted (the
+   * grant event that follows carries it as its scope too). */
+  char reason[600];
+  if (e->pattern && e->has_result && e->result == SHK_APPROVE_APPROVED_PATTERN) {
+    snprintf(reason, sizeof reason, "approved the pattern %s%s%s", e->pattern,
+             e->reason && strcmp(e->reason, shk_approve_result_name(e->result)) ? ": " : "",
+             e->reason && strcmp(e->reason, shk_approve_result_name(e->result)) ? e->reason : "");
+    shk_audit_str(&ev, SHK_AUDIT_REASON, reason);
+  } else {
+    shk_audit_str(&ev, SHK_AUDIT_REASON, e->reason);
+  }
   if (e->by) {
     if (e->by->uid >= 0)
       shk_audit_int(&ev, SHK_AUDIT_HUMAN_UID, e->by->uid);

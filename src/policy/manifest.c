@@ -125,9 +125,64 @@ int shk__manifest_parse(const char *json, shk__manifest **out, shk_error *err)
   return r;
 }
 
+/* Whether a net.egress request whose domains hold a pattern admits a name
+ * that Block entry E lists: each of E's names (a pattern's base, and one
+ * name below it) is probed at the request's ports and E's. */
+static bool pattern_reaches_block(const shk_cap_scope *req, const shk_cap_scope *e)
+{
+  uint16_t ports[16];
+  size_t np = 0;
+  ports[np++] = 0;
+  for (size_t i = 0; i < req->n_ports && np < 8; i++)
+    ports[np++] = req->ports[i].lo;
+  for (size_t i = 0; i < e->n_ports && np < 16; i++)
+    ports[np++] = e->ports[i].lo;
+  for (size_t i = 0; i < e->domains.n; i++) {
+    const char *d = e->domains.v[i];
+    d += !strncmp(d, "**.", 3) ? 3 : !strncmp(d, "*.", 2) ? 2 : 0;
+    char base[300], below[320];
+    const char *colon = strchr(d, ':');
+    size_t n = colon ? (size_t)(colon - d) : strlen(d);
+    uint16_t own = colon ? (uint16_t)strtoul(colon + 1, NULL, 10) : 0;
+    if (n >= sizeof base)
+      continue;
+    memcpy(base, d, n);
+    base[n] = '\0';
+    snprintf(below, sizeof below, "shinken-probe.%s", base);
+    for (size_t k = 0; k <= np; k++) {
+      uint16_t port = k < np ? ports[k] : own;
+      if (shk_cap_scope_allows_host(req, base, port) || shk_cap_scope_allows_host(req, below, port))
+        return true;
+    }
+  }
+  return false;
+}
+
+static bool has_domain_pattern(const shk_cap_scope *req)
+{
+  for (size_t i = 0; i < req->domains.n; i++)
+    if (strchr(req->domains.v[i], '*'))
+      return true;
+  return false;
+}
+
 int shk__manifest_check(const shk__manifest *m, const shk_cap_scope *req, shk_policy_tier *tier,
                         shk_error *err)
 {
+  /* A pattern is granted whole: if it admits any name a Block entry lists,
+   * it is at Block, whichever entry comes first. Why: entries are matched
+   * first to last, so an exact name listed at Block after a wider Ask entry
+   * is the administrator's exception only for requests that name it; a
+   * pattern that covers it would otherwise let it through under a handle
+   * that no later check looks past. */
+  if (req->cls == SHK_CAP_NET_EGRESS && has_domain_pattern(req))
+    for (size_t i = 0; i < m->n; i++)
+      if (m->entries[i].scope.cls == req->cls && m->entries[i].tier == SHK_POLICY_TIER_BLOCK &&
+          pattern_reaches_block(req, &m->entries[i].scope)) {
+        *tier = SHK_POLICY_TIER_BLOCK;
+        return (int)i;
+      }
+
   shk_error last;
   snprintf(last.message, sizeof last.message, "the manifest lists no capability of this class");
   for (size_t i = 0; i < m->n; i++) {
