@@ -17,6 +17,10 @@ cards are all judged from outside the sandbox:
   upstream saw nothing;
 - [s] approve for the session: later requests to that host go through with
   no card;
+- [p] approve the pattern (a.pat.test's card offers *.pat.test at its
+  port): the held request goes on and the sibling b.pat.test raises no
+  card; [c] cancel refuses the request, and a top-level name (cancel.test)
+  is offered no pattern;
 - while a card shows, the workload's output is held back (it cannot draw
   over the card), and a key that is not the card's answers nothing;
 - self-approval: while a card is open, the workload types the answer into
@@ -300,7 +304,8 @@ def main():
     for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
         if k in os.environ:
             env[k] = os.environ[k]
-    hosts = ["once.test", "deny.test", "sess.test", "tick.test", "self.test", "ctl.test"]
+    hosts = ["once.test", "deny.test", "sess.test", "a.pat.test", "b.pat.test", "cancel.test", "tick.test",
+             "self.test", "ctl.test"]
     run = [SHINKEN, "run"] + (["--allow-degraded"] if os.getuid() == 0 else []) + ["--net", "proxy",
                                                                                    "--allow-cidr", "127.0.0.1/32"]
     for h in hosts:
@@ -326,6 +331,7 @@ def main():
     script = ("trap 'kill $T 2>/dev/null' EXIT; "
               + get("once.test", "once1") + get("once.test", "once2") + get("deny.test", "deny")
               + get("sess.test", "sess1") + get("sess.test", "sess2")
+              + get("a.pat.test", "pat1") + get("b.pat.test", "pat2") + get("cancel.test", "cancel")
               + "(while :; do echo TICK; sleep 0.05; done) & T=$!; " + get("tick.test", "tick")
               + "kill $T; wait $T 2>/dev/null; echo TICKER-STOPPED; "
               + "(" + get("self.test", "self").rstrip("; ") + ") & C=$!; sleep 1.5; "
@@ -377,6 +383,28 @@ def main():
     ok("hello sess.test" in out and "approve once" not in out,
        "approve for the session: a later request goes through with no card")
     ok(up.count("sess.test") == 2, "the upstream saw both sess.test requests")
+
+    # Approve the pattern: the card for a.pat.test offers *.pat.test at its
+    # port; [p] grants it, and the sibling b.pat.test then raises no card.
+    shown = plain(t.expect(CARD, "the card for a.pat.test"))
+    ok("[p] approve the pattern" in shown and "*.pat.test:%d" % P in shown,
+       "a card for a name with a registrable parent offers its pattern")
+    time.sleep(0.6)
+    t.send(b"p")
+    out = plain(t.expect(b"RC-pat1=", "curl after approve the pattern"))
+    ok("hello a.pat.test" in out, "approve the pattern: the held request went on")
+    out = plain(t.expect(b"RC-pat2=", "the sibling b.pat.test"))
+    ok("hello b.pat.test" in out and "approve once" not in out,
+       "approve the pattern: a sibling goes through with no card")
+    ok(up.count("a.pat.test") == 1 and up.count("b.pat.test") == 1, "the upstream saw both siblings once")
+
+    # Cancel: refused now, and no pattern is offered under a top-level name.
+    shown = plain(t.expect(CARD, "the card for cancel.test"))
+    ok("[p]" not in shown and "[c] cancel" in shown, "no pattern is offered for a top-level name; [c] is")
+    time.sleep(0.6)
+    t.send(b"c")
+    out = plain(t.expect(b"RC-cancel=", "curl after cancel"))
+    ok("403" in out and up.count("cancel.test") == 0, "cancel: refused, and the upstream saw nothing")
 
     # The workload cannot draw over the card: its output is held back while
     # it shows, and goes on after.

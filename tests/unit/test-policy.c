@@ -789,7 +789,9 @@ static void manifests(void **state)
   const char *good = "{\"image\":\"dev\",\"capabilities\":["
                      "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.npm.example\"],\"ports\":[443]},\"tier\":\"Auto\"},"
                      "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.test\"]},\"tier\":\"Ask\"},"
-                     "{\"class\":\"fs.scope\",\"scope\":{\"write\":[\"/work\"]},\"tier\":\"Notify\"}]}";
+                     "{\"class\":\"fs.scope\",\"scope\":{\"write\":[\"/work\"]},\"tier\":\"Notify\"},"
+                     "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"**.mall.example\"]},\"tier\":\"Ask\"},"
+                     "{\"class\":\"net.egress\",\"scope\":{\"domains\":[\"evil.mall.example\"]},\"tier\":\"Block\"}]}";
   assert_int_equal(shk__manifest_parse(good, &m, &err), 0);
   assert_string_equal(shk__manifest_image(m), "dev");
   static const struct {
@@ -805,6 +807,12 @@ static void manifests(void **state)
     { SHK_CAP_FS_SCOPE, "{\"write\":[\"/work/a\"]}", 2, NOTIFY },
     { SHK_CAP_FS_SCOPE, "{\"write\":[\"/etc\"]}", -EPERM, AUTO },
     { SHK_CAP_GPU, "{}", -EPERM, AUTO },
+    /* First match for an exact name; a pattern that admits a Block-listed
+     * name is at Block wherever that entry stands. */
+    { SHK_CAP_NET_EGRESS, "{\"domains\":[\"evil.mall.example\"]}", 3, TASK },
+    { SHK_CAP_NET_EGRESS, "{\"domains\":[\"*.mall.example\"],\"ports\":[443]}", 4, BLOCK },
+    { SHK_CAP_NET_EGRESS, "{\"domains\":[\"**.mall.example\"]}", 4, BLOCK },
+    { SHK_CAP_NET_EGRESS, "{\"domains\":[\"*.shop.mall.example\"]}", 3, TASK },
   };
   for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
     shk_cap_scope req;
