@@ -10,7 +10,9 @@
 //  - an fs.scope read unlock made from the form makes a --deny'd host file
 //    readable inside the running sandbox: the workload prints its content
 //    only after the unlock (the control: before it, it cannot), and the read
-//    grant does not let it write there.
+//    grant does not let it write there;
+//  - a take over shows the session frozen, and nothing runs in the sandbox
+//    until resume (the control: every step before it ran).
 //
 // Usage: node panel-sandbox.js --shinken PATH --src DIR
 'use strict';
@@ -60,12 +62,15 @@ async function main() {
   const env = { PATH: '/usr/bin:/bin', HOME: tmp, XDG_RUNTIME_DIR: xdg, SHINKEN_SOCKET: path.join(tmp, 'none.sock'),
                 SHINKEN_POLICY_DIR: process.env.SHINKEN_POLICY_DIR || path.join(args.src, 'policies') };
   for (const k of ['ASAN_OPTIONS', 'UBSAN_OPTIONS']) if (process.env[k]) env[k] = process.env[k];
-  const run = child.spawn(SHINKEN, ['run', '--allow-degraded', '--panel', '--deny', hostDir, '--net', 'proxy',
-    '--verbose', '--', 'sh', '-c', LOOP], { cwd: ws, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  // On a terminal (script(1) gives it one, as a person's would be), so the
+  // run's Ask loop has its freezer and a take over can stop the sandbox.
+  Object.assign(env, { SHELL: '/bin/sh', SHK_BIN: SHINKEN, SHK_DENY: hostDir, SHK_LOOP: LOOP });
+  const run = child.spawn('script', ['-qfec', '"$SHK_BIN" run --allow-degraded --panel --deny "$SHK_DENY" ' +
+    '--net proxy --verbose -- sh -c "$SHK_LOOP"', '/dev/null'], { cwd: ws, env, stdio: ['pipe', 'pipe', 'inherit'] });
   let errText = '';
   const lines = new Promise((res, rej) => {
-    run.stderr.on('data', (d) => {
-      errText += d;
+    run.stdout.on('data', (d) => {
+      errText += String(d).replace(/\r/g, '');
       const url = /^shinken: panel (\S+)$/m.exec(errText);
       const sess = /session (\S+); grant egress with: (?:SHINKEN_SOCKET=(\S+) )?/.exec(errText);
       if (url && sess) res({ url: url[1], sid: sess[1], sock: sess[2] });
@@ -161,6 +166,28 @@ async function main() {
     chk(w.status !== 0 && !fs.existsSync(path.join(hostDir, 'w')), 'a read unlock does not let the workload write there');
     await page.locator(`[data-session="${t.sid}"] tr[data-handle]`, { hasText: 'fs.scope' }).waitFor({ timeout: 10000 });
     chk(true, 'the Sessions view lists the fs.scope grant');
+
+    // Take over (on the run's control socket): the sandbox's processes
+    // stop, and the Sessions view says the session is frozen. Judged from
+    // outside: a step handed to the workload does not run until resume.
+    const tk = await ctl.call({ op: 'takeover', session: t.sid });
+    chk(tk.ok === true && tk.frozen === true, `take over freezes the session (${JSON.stringify(tk)})`);
+    await box.locator('[data-field=frozen]').waitFor({ timeout: 10000 });
+    chk(true, 'the Sessions view shows the session frozen');
+    const fz = ((await ctl.call({ op: 'sessions' })).sessions || []).find((s) => s.session === t.sid) || {};
+    chk(fz.frozen === true, `and the sessions answer says frozen (${fz.frozen})`);
+    n++;
+    fs.writeFileSync(path.join(ws, `go.${n}`), 'echo ran\n', { mode: 0o644 });
+    await sleep(1500);
+    chk(!fs.existsSync(path.join(ws, `rc.${n}`)), 'while frozen the workload runs nothing');
+    const rs = await ctl.call({ op: 'resume', session: t.sid });
+    chk(rs.ok === true, `resume (${JSON.stringify(rs)})`);
+    await box.locator('[data-field=frozen]').waitFor({ state: 'detached', timeout: 10000 });
+    chk(true, 'after resume the Sessions view no longer shows it frozen');
+    const end = Date.now() + 20000;
+    while (!fs.existsSync(path.join(ws, `rc.${n}`)) && Date.now() < end) await sleep(20);
+    chk(fs.existsSync(path.join(ws, `rc.${n}`)) && fs.readFileSync(path.join(ws, `out.${n}`), 'utf8') === 'ran\n',
+      'and the held step runs');
     chk(consoleErrors.length === 0, `no script error and no CSP violation (${consoleErrors.join('; ')})`);
   } finally {
     await browser.close();
