@@ -380,6 +380,10 @@ int64_t shk_approve_tick(shk_approve *ap);
  * newest first, as a JSON array (malloc'd text). 0 or -ENOMEM. */
 int shk_approve_list(shk_approve *ap, const char *session, char **json_out);
 
+/* Whether SESSION is frozen (by its breaker, or a human's take over): 1
+ * frozen, 0 not, -ENOENT no such session. */
+int shk_approve_session_frozen(shk_approve *ap, const char *session);
+
 /* Subscribes to the stream of card events, each one JSON object on one
  * line ending in '\n'. The subscriber first gets a "raised" line for every
  * open card that waits for a human, then every later event that human

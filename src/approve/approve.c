@@ -918,6 +918,15 @@ int shk_approve_resume(shk_approve *ap, const char *session, const shk_approve_w
   return by_session(ap, session, who, resume_locked, err);
 }
 
+int shk_approve_session_frozen(shk_approve *ap, const char *session)
+{
+  pthread_mutex_lock(&ap->mu);
+  const shk__session *s = find_session(ap, session);
+  int r = s ? s->frozen : -ENOENT;
+  pthread_mutex_unlock(&ap->mu);
+  return r;
+}
+
 /* ---- raising ---- */
 
 static const shk__denial *denied(const shk__session *s, const char *key)

@@ -91,6 +91,9 @@ typedef struct session {
    * refused at once. */
   bool no_ask;
   bool sandbox_started;    /* under mu: a sandbox-start was recorded (sandbox_started) */
+  /* Under mu: what stage 2 reported at the start, {"enforced": [...],
+   * "degraded": [...]}, for the sessions listing; NULL before the start. */
+  json_t *sandbox_report;
   shk__opener opener;      /* set at open, for the listing */
   shk__tally *refusals;    /* its proxy's refusals by kind; its own lock */
   shk__fs_state *fs;       /* its running sandbox and fs.scope mounts (unlock.c), under mu */

@@ -47,6 +47,7 @@
 #include "manager/ask.h"
 #include "manager/manager-internal.h"
 #include "manager/manager-state.h"
+#include "manager/session-view.h"
 #include "shinken/approve.h"
 #include "shinken/audit.h"
 #include "shinken/cap.h"
@@ -478,6 +479,7 @@ static void session_destroy(session *s)
   free(s->grants);
   shk__tally_free(s->refusals);
   shk__unlock_free(s->fs);
+  json_decref(s->sandbox_report);
   pthread_cond_destroy(&s->held_cv);
   pthread_mutex_destroy(&s->held_mu);
   free(s);
@@ -1204,15 +1206,23 @@ static json_t *op_sessions(shk_manager *m)
   json_t *a = json_array();
   pthread_mutex_lock(&m->mu);
   for (session *s = m->sessions; s && a; s = s->next) {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:I}", "session", s->id, "trust_tier", s->trust_tier,
-                          "model", s->model, "expires_ms", (json_int_t)s->expires_ms, "grants",
-                          (json_int_t)s->n_grants, "egress", s->egress != NULL, "pending", (json_int_t)s->n_pending);
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:b, s:I, s:O?}", "session", s->id, "trust_tier",
+                          s->trust_tier, "model", s->model, "expires_ms", (json_int_t)s->expires_ms, "grants",
+                          (json_int_t)s->n_grants, "egress", s->egress != NULL, "pending", (json_int_t)s->n_pending,
+                          "sandbox", s->sandbox_report);
     if (!o || shk__opener_add_json(&s->opener, o) || json_array_append_new(a, o)) {
       json_decref(a);
       a = NULL;
     }
   }
   pthread_mutex_unlock(&m->mu);
+  /* Whether the Ask loop froze it (a breaker, or a human's take over):
+   * asked of the approve module after mu is let go, since it is never
+   * called into with mu held. */
+  if (a && shk__ask_sessions_frozen(m, a)) {
+    json_decref(a);
+    a = NULL;
+  }
   return a ? json_pack("{s:b, s:o}", "ok", 1, "sessions", a) : refuse("sessions: out of memory");
 }
 
@@ -1761,6 +1771,7 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
     char why[512];
     pthread_mutex_lock(&m->mu);
     s->sandbox_started = true;
+    shk__sandbox_report_set(&s->sandbox_report, enforced, ne, degraded, nd);
     if (jpid) {
       /* Where the sandbox's Landlock lets it write: its writable roots, as
        * the session was opened with, and the ceiling it was started with. */

@@ -139,12 +139,29 @@ function renderCard(c) {
   return box;
 }
 
+// What stage 2 reported when the sandbox started: the layers it enforced,
+// and those it could not on this host. A session whose sandbox has not
+// started (or that has none) says so rather than showing nothing.
+function sandboxReport(r) {
+  if (!r) return el('div', { class: 'hint', 'data-field': 'sandbox' }, 'sandbox: not started (no start report)');
+  const box = el('div', { class: 'meta', 'data-field': 'sandbox' });
+  box.append(el('div', { 'data-field': 'enforced' },
+    `enforced: ${r.enforced && r.enforced.length ? r.enforced.join(', ') : 'nothing'}`));
+  if (r.degraded && r.degraded.length)
+    box.append(el('div', { class: 'degraded', 'data-field': 'degraded' }, `not enforced: ${r.degraded.join(', ')}`));
+  return box;
+}
+
 function renderSession(s) {
   const grants = state.grants.filter((g) => g.session === s.session);
   const box = el('div', { class: 'session', 'data-session': s.session });
   box.append(el('div', { class: 'title' }, s.session),
     el('div', { class: 'meta hint' }, `trust tier ${s.trust_tier}` + (s.model ? ` · model ${s.model}` : '') +
       ` · ${s.egress ? 'egress through the proxy' : 'no network'} · ${s.pending} pending`));
+  if (s.frozen)
+    box.querySelector('.title').append(el('span', { class: 'frozen', 'data-field': 'frozen' },
+      'frozen: its processes are stopped until a human resumes it'));
+  box.append(sandboxReport(s.sandbox));
   if (!grants.length) {
     box.append(el('div', { class: 'hint' }, 'No grants.'));
     return box;
@@ -234,6 +251,30 @@ async function refreshHost() {
     el('td', { class: 'missing' }, c.missing || ''))));
   $('host-live').replaceChildren(...a.live.map((c) => el('tr', { 'data-class': c.class },
     el('td', {}, c.class), el('td', { class: c.mechanism ? '' : 'missing' }, c.mechanism || c.missing))));
+  unlockClasses(a.live);
+}
+
+// The classes the Unlock form can ask for: those the form has fields for,
+// and of them only the ones the Host view says this manager can grant to a
+// running sandbox (the same answer a grant gets), so the form never offers
+// what the manager would refuse for want of a mechanism.
+const FORM_CLASSES = ['net.egress', 'fs.scope'];
+function unlockClasses(live) {
+  const sel = $('unlock-class');
+  const keep = sel.value;
+  const can = FORM_CLASSES.filter((k) => live.some((c) => c.class === k && c.mechanism));
+  sel.replaceChildren(...can.map((k) => el('option', { value: k }, k)));
+  if (can.includes(keep)) sel.value = keep;
+  $('unlock-go').disabled = can.length === 0;
+  unlockFields();
+}
+
+function unlockFields() {
+  const cls = $('unlock-class').value;
+  for (const [id, k] of [['unlock-egress', 'net.egress'], ['unlock-fs', 'fs.scope']]) {
+    $(id).hidden = cls !== k;
+    $(id).disabled = cls !== k;
+  }
 }
 
 // ---- the timeline ----
@@ -317,10 +358,21 @@ function listen() {
 
 async function unlock(ev) {
   ev.preventDefault();
-  const port = Number($('unlock-port').value);
   const out = $('unlock-result');
-  const a = await call({ op: 'grant', session: $('unlock-session').value, class: 'net.egress',
-                         scope: { domains: [$('unlock-host').value.trim()], ports: [port] } });
+  const cls = $('unlock-class').value;
+  let scope;
+  if (cls === 'net.egress') {
+    scope = { domains: [$('unlock-host').value.trim()], ports: [Number($('unlock-port').value)] };
+  } else if (cls === 'fs.scope') {
+    // The path goes as typed: the manager resolves it (no symlinks) and
+    // refuses what it cannot mount; the page decides nothing.
+    scope = { [$('unlock-access').value === 'write' ? 'write' : 'read']: [$('unlock-path').value.trim()] };
+  } else {
+    out.className = 'result bad';
+    out.textContent = 'This manager can grant no class from this form.';
+    return;
+  }
+  const a = await call({ op: 'grant', session: $('unlock-session').value, class: cls, scope });
   showGrant(out, a);
   refresh();
 }
@@ -329,7 +381,10 @@ async function unlock(ev) {
 // the person at the panel is one: approving it here is recorded as theirs.
 function showGrant(out, a) {
   out.className = 'result ' + (a.ok ? 'good' : a.decision === 'ask' ? '' : 'bad');
-  if (a.ok) { out.textContent = `Granted: handle ${a.handle}`; return; }
+  if (a.ok) {
+    out.textContent = `Granted: handle ${a.handle}` + (a.enforced_by ? ` (enforced by ${a.enforced_by})` : '');
+    return;
+  }
   if (a.decision !== 'ask') { out.textContent = a.error || 'refused'; return; }
   const answer = async (resolution) => {
     const r = await call({ op: 'resolve', pending: a.pending, resolution });
@@ -352,6 +407,7 @@ window.addEventListener('DOMContentLoaded', async () => {
   if (!(await login())) return;
   for (const id of ['requests', 'sessions', 'unlock', 'host', 'timeline']) $(id).hidden = false;
   $('unlock-form').addEventListener('submit', unlock);
+  $('unlock-class').addEventListener('change', unlockFields);
   $('verify-now').addEventListener('click', verify);
   for (const id of ['f-session', 'f-class', 'f-decision']) $(id).addEventListener('input', renderTimeline);
   $('filter').addEventListener('submit', (e) => e.preventDefault());

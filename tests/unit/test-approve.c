@@ -407,6 +407,10 @@ static void run_steps(fx *f, const step *steps)
       if (r != st->expect)
         fail_msg("%s %s: got %d (%s), want %d", st->op == S_RESUME ? "resume" : "takeover", s, r,
                  err.message, st->expect);
+      /* What the sessions listing says of it follows what was done. */
+      if (r == 0 && shk_approve_session_frozen(f->ap, s) != (st->op == S_TAKEOVER))
+        fail_msg("%s %s: frozen is %d after it", st->op == S_RESUME ? "resume" : "takeover", s,
+                 shk_approve_session_frozen(f->ap, s));
       break;
     }
     case S_SURFACE:
