@@ -26,18 +26,26 @@
 /* ------------------------------------------------------------------------
  * Buffers
  */
+/* Room for n more bytes and the NUL after them. */
+static int reserve(shk__abuf *b, size_t n)
+{
+  if (b->len + n + 1 <= b->cap)
+    return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + n + 1)
+    cap *= 2;
+  char *np = realloc(b->p, cap);
+  if (!np)
+    return -ENOMEM;
+  b->p = np;
+  b->cap = cap;
+  return 0;
+}
+
 int shk__abuf_add(shk__abuf *b, const void *p, size_t n)
 {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1)
-      cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np)
-      return -ENOMEM;
-    b->p = np;
-    b->cap = cap;
-  }
+  if (reserve(b, n) < 0)
+    return -ENOMEM;
   if (n)
     memcpy(b->p + b->len, p, n);
   b->len += n;
@@ -120,22 +128,6 @@ bool shk__audit_utf8_valid(const char *str, size_t n)
     i += len;
   }
   return true;
-}
-
-/* Room for n more bytes and the NUL after them. */
-static int reserve(shk__abuf *b, size_t n)
-{
-  if (b->len + n + 1 <= b->cap)
-    return 0;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap < b->len + n + 1)
-    cap *= 2;
-  char *np = realloc(b->p, cap);
-  if (!np)
-    return -ENOMEM;
-  b->p = np;
-  b->cap = cap;
-  return 0;
 }
 
 /* The bytes a canonical string carries as they are: everything from U+0020

@@ -264,12 +264,16 @@ static char *card_text(json_t *card, int64_t left_ms, const char **keys)
                         (long long)attempts, attempts == 1 ? "" : "s", secs, pline ? pline : "");
 }
 
-/* One request to the manager: the embedded one, or the daemon on a
- * connection of its own (the subscribed one carries the stream). The
+/* One request REQ (taken over) to the manager: the embedded one, or the
+ * daemon on a connection of its own (the subscribed one carries the stream). The
  * answer does not matter: a card resolved meanwhile by someone else is
  * refused, and there is nothing to do then. */
-static void call(shk_cli_ask *a, const char *text)
+static void call(shk_cli_ask *a, json_t *req)
 {
+  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+  json_decref(req);
+  if (!text)
+    return;
   char *ans = NULL;
   if (a->m) {
     if (shk_manager_call(a->m, text, &ans) == 0)
@@ -292,10 +296,7 @@ static void answer(shk_cli_ask *a, const char *id, const char *resolution)
                           "surface", "inline");
   if (req && !strcmp(resolution, "deny"))
     json_object_set_new(req, "reason", json_string("denied at the terminal of shinken run"));
-  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-  json_decref(req);
-  if (text)
-    call(a, text);
+  call(a, req);
 }
 
 /* Withdraws the card on the screen that has left (or every prompt, once
@@ -321,11 +322,7 @@ static void *withdrawer_thread(void *arg)
 /* Revokes the handle a notice named, as the embedding process. */
 static void revoke_handle(shk_cli_ask *a, const char *handle)
 {
-  json_t *req = json_pack("{s:s, s:s}", "op", "revoke", "handle", handle);
-  shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-  json_decref(req);
-  if (text)
-    call(a, text);
+  call(a, json_pack("{s:s, s:s}", "op", "revoke", "handle", handle));
 }
 
 static void *prompt_thread(void *arg)
