@@ -23,3 +23,17 @@ def skip(why):
 def fail(why):
     print("FAIL: " + why, file=sys.stderr)
     sys.exit(1)
+
+
+def scratch(prefix):
+    """A new directory for one test, outside /tmp and /var/tmp, which the
+    sandbox replaces with its own: under /var/lib/shinken-tests when it can
+    be made there, else /var/tmp."""
+    import tempfile
+    base = "/var/lib/shinken-tests"
+    try:
+        os.makedirs(base, exist_ok=True)
+        os.chmod(base, 0o755)
+    except OSError:
+        base = "/var/tmp"
+    return tempfile.mkdtemp(prefix=prefix, dir=base)

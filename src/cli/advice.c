@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/common.h"
 
 /* The name of UID, or its number, in BUF. */
 static const char *user_name(uid_t uid, char *buf, size_t len)
@@ -34,7 +35,7 @@ static bool foreign_owner(const char *path, uid_t *owner)
 {
   char p[PATH_MAX];
   snprintf(p, sizeof p, "%s", path);
-  uid_t me = geteuid();
+  uid_t me = shk__self_uid();
   for (;;) {
     struct stat st;
     if (stat(p, &st) == 0 && st.st_uid != me && access(p, S_ISDIR(st.st_mode) ? X_OK : W_OK) != 0) {
@@ -51,7 +52,7 @@ static bool foreign_owner(const char *path, uid_t *owner)
 const char *shk_cli_socket_hint(void)
 {
   const char *env = getenv("SHINKEN_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
-  if (geteuid() == 0 || (env && *env) || (xdg && *xdg))
+  if (shk__self_uid() == 0 || (env && *env) || (xdg && *xdg))
     return NULL;
   /* Every client finds the manager at the same computed path, so the
    * daemon cannot fall back to a private directory of its own: the user

@@ -43,7 +43,6 @@ import socketserver
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import threading
 import time
@@ -103,7 +102,7 @@ with open(sys.argv[1], "w") as f:
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from lib import fail, skip  # noqa: E402  (tests/lib.py: how a test skips and fails)
+from lib import fail, scratch, skip  # noqa: E402  (tests/lib.py: how a test skips and fails)
 
 
 def ok(cond, what):
@@ -284,13 +283,7 @@ def breaker(run, env, ws, P, answer):
 def main():
     if not shutil.which("curl"):
         skip("no curl")
-    base = "/var/lib/shinken-tests"
-    try:
-        os.makedirs(base, exist_ok=True)
-        os.chmod(base, 0o755)
-    except OSError:
-        base = "/var/tmp"
-    tmp = tempfile.mkdtemp(prefix="shk-run-ask.", dir=base)
+    tmp = scratch("shk-run-ask.")
     atexit.register(shutil.rmtree, tmp, True)
     ws, xdg = tmp + "/ws", tmp + "/xdg"
     os.mkdir(ws)

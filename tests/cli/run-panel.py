@@ -21,11 +21,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from lib import fail, skip  # noqa: E402  (tests/lib.py: how a test skips and fails)
+from lib import fail, scratch, skip  # noqa: E402  (tests/lib.py: how a test skips and fails)
 
 sys.path.insert(0, os.path.join(os.environ["SHINKEN_SRCDIR"], "tests", "e2e"))
 from panel import Panel  # noqa: E402  (the panel's HTTP client of tests/e2e/panel.py)
@@ -57,13 +56,7 @@ def wait_for(path, timeout=30):
 def main():
     if not shutil.which("curl"):
         skip("no curl")
-    base = "/var/lib/shinken-tests"
-    try:
-        os.makedirs(base, exist_ok=True)
-        os.chmod(base, 0o755)
-    except OSError:
-        base = "/var/tmp"
-    tmp = tempfile.mkdtemp(prefix="shk-run-panel.", dir=base)
+    tmp = scratch("shk-run-panel.")
     try:
         run_test(tmp)
     finally:

@@ -13,64 +13,13 @@ false refuses the same connection at once, and no card is raised."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 
-from mgrlib import SHINKEN, Checks, Control, Daemon, Upstream, audit_events, proxy_config, wait_event
+from mgrlib import SHINKEN, Checks, Client, Control, Daemon, Upstream, audit_events, cards, proxy_config, wait_event
 
 chk = Checks()
-
-
-class Client(threading.Thread):
-    """CONNECT through a session's proxy, in the background: status, the
-    head and body of the answer, and whether the tunnel echoed."""
-
-    def __init__(self, edir, host, port, timeout=20):
-        super().__init__(daemon=True)
-        self.edir, self.host, self.port, self.timeout = edir, host, port, timeout
-        self.status, self.head, self.body, self.echoed, self.done_at = None, b"", b"", False, None
-        self.sock = None
-        self.start()
-
-    def run(self):
-        s = socket.socket(socket.AF_UNIX)
-        self.sock = s
-        s.settimeout(self.timeout)
-        try:
-            s.connect(os.path.join(self.edir, "http.sock"))
-            s.sendall(f"CONNECT {self.host}:{self.port} HTTP/1.1\r\nHost: {self.host}\r\n\r\n".encode())
-            data = b""
-            while b"\r\n\r\n" not in data:
-                d = s.recv(4096)
-                if not d:
-                    break
-                data += d
-            self.done_at = time.monotonic()
-            self.head, _, rest = data.partition(b"\r\n\r\n")
-            self.status = int(self.head.split(b" ")[1]) if self.head.startswith(b"HTTP/1.") else 0
-            if self.status == 200:
-                s.sendall(b"ping")
-                self.echoed = s.recv(4) == b"ping"
-            else:
-                self.body = rest
-                while True:
-                    d = s.recv(4096)
-                    if not d:
-                        break
-                    self.body += d
-        except OSError:
-            self.status = self.status or -1
-        finally:
-            s.close()
-
-
-def cards(d, sid):
-    rc, out, err, _ = d.cli("approvals", sid, "--json")
-    ans = json.loads(out) if rc == 0 else {}
-    return ans.get("cards", [])
 
 
 def wait_card(d, sid, timeout=10, attempts=1):

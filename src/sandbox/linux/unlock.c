@@ -510,7 +510,7 @@ static int build_tree_userns(const char *path, bool writable, const shk_sandbox_
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
-  uid_t uid = geteuid();
+  uid_t uid = shk__self_uid();
   gid_t gid = getegid();
   pid_t pid = fork();
   if (pid < 0) {
