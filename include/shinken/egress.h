@@ -20,6 +20,7 @@
  * the shared grammar of shinken/match.h. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,7 +72,58 @@ typedef struct shk_egress_request {
    * human about a destination the configuration already allows should not:
    * the operator allowed it. */
   shk_egress_verdict configured;
+  /* Where the hook says how an allowed connection is carried (a mask of
+   * SHK_EGRESS_INSPECT and SHK_EGRESS_LIMITED; 0, a plain tunnel, unless
+   * the hook sets it). NULL for SHK_EGRESS_DNS. */
+  unsigned *flags;
 } shk_egress_request;
+
+/* The proxy terminates the client's TLS with a leaf certificate minted for
+ * the requested name from the manager's CA, dials the upstream with TLS of
+ * its own (verified against the system's trust store or the configured
+ * upstream_ca) and reads every request in between. A connection that must
+ * be inspected and cannot be fails: it never falls back to a tunnel. */
+#define SHK_EGRESS_INSPECT 0x1u
+/* With SHK_EGRESS_INSPECT (or on plain HTTP): only GET, HEAD and OPTIONS
+ * pass; any other method is refused with 403 and the reason. */
+#define SHK_EGRESS_LIMITED 0x2u
+
+/* One header of a request, as the client sent it (NAME without the colon,
+ * VALUE without surrounding whitespace). Not NUL-terminated. */
+typedef struct shk_egress_header {
+  const char *name;
+  size_t name_len;
+  const char *value;
+  size_t value_len;
+} shk_egress_header;
+
+/* One request on an inspected connection (or a plain-HTTP request), as
+ * the rewrite hook sees it: the same for HTTP/1.1 and HTTP/2 (whose
+ * pseudo-headers are not in the list; authority is :authority or Host). */
+typedef struct shk_egress_http_request {
+  const char *session;
+  uint64_t conn_id;
+  uint64_t tag;    /* the tag the decision hook gave the connection */
+  const char *host; /* the granted destination, canonical */
+  uint16_t port;
+  bool tls;         /* false for a plain-HTTP request */
+  const char *method; /* NUL-terminated */
+  const shk_egress_header *headers;
+  size_t n_headers;
+} shk_egress_http_request;
+
+/* The rewrite hook: called on the proxy's thread for each request before it
+ * goes upstream, after the proxy's own checks (authority, method in
+ * limited mode). It must not block. It returns 0 and leaves *out NULL to
+ * send the headers as they are, or 0 and sets *out to a replacement list
+ * of *n_out headers, allocated as ONE block that free() releases (names
+ * and values inside it) and that the proxy frees once the request is sent;
+ * or a negative errno to refuse the request: 403 with *reason (a static
+ * token) in X-Shinken-Decision and the audit, and for -ECONNABORTED the
+ * connection is closed as well. */
+typedef int (*shk_egress_rewrite_fn)(void *data, const shk_egress_http_request *req,
+                                     shk_egress_header **out, size_t *n_out,
+                                     const char **reason);
 
 /* The per-connection decision hook: the capability manager plugs its live
  * handle check in here. It runs on the proxy's thread for every new
@@ -190,6 +242,10 @@ typedef struct shk_egress_session_opts {
    * May be NULL: nothing is recorded. A configuration file's "audit" key
    * is the standalone proxy's and is refused in a session. */
   int (*on_verdict)(void *hook_data, const shk_egress_verdict_info *v);
+  /* Each request on an inspected connection and each plain-HTTP request
+   * (see shk_egress_rewrite_fn), called with hook_data; NULL: headers pass
+   * as the client sent them. */
+  shk_egress_rewrite_fn rewrite;
 } shk_egress_session_opts;
 
 typedef struct shk_egress_session shk_egress_session;
