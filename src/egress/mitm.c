@@ -50,6 +50,8 @@ struct shk__mitm {
   struct event *done_ev;
   bool cl_ready, up_ready, finished, closing;
   bool sni_refused;
+  const char *up_failed; /* the upstream's handshake failed: the reason */
+  long up_verify;        /* and its verification result */
   shk__http_origin_req req; /* the head being read */
   enum req_phase rp;
   enum resp_phase sp;
@@ -442,12 +444,26 @@ static void both_ready(shk__mitm *m)
   client_read(m->cl, m);
 }
 
+static void refuse_upstream(shk__mitm *m)
+{
+  char text[MESSAGE_MAX - 64];
+  snprintf(text, sizeof text,
+           "The destination's TLS certificate could not be verified (%s), so the proxy did not "
+           "send anything to it.",
+           m->up_verify != X509_V_OK ? X509_verify_cert_error_string(m->up_verify)
+                                     : "the handshake failed");
+  refuse(m, 502, m->up_failed, text);
+}
+
 static void client_event(struct bufferevent *bev, short what, void *arg)
 {
   shk__mitm *m = arg;
   if (what & BEV_EVENT_CONNECTED) {
     m->cl_ready = true;
-    both_ready(m);
+    if (m->up_failed)
+      refuse_upstream(m);
+    else
+      both_ready(m);
     return;
   }
   if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || m->finished)
@@ -478,19 +494,14 @@ static void upstream_event(struct bufferevent *bev, short what, void *arg)
     /* Why: the proxy vouches for the destination to the client with its
      * own certificate, so it must first have verified the real one. */
     SSL *ssl = bufferevent_openssl_get_ssl(bev);
-    long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
-    const char *why = v != X509_V_OK ? "inspect-upstream-unverified" : "inspect-upstream-handshake";
-    record(m, "error", why, 502);
-    if (m->cl_ready) {
-      char text[MESSAGE_MAX - 64];
-      snprintf(text, sizeof text,
-               "The destination's TLS certificate could not be verified (%s), so the proxy did "
-               "not connect to it.",
-               v != X509_V_OK ? X509_verify_cert_error_string(v) : "the handshake failed");
-      refuse(m, 502, why, text);
-    } else {
-      finish(m);
-    }
+    m->up_verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+    m->up_failed = m->up_verify != X509_V_OK ? "inspect-upstream-unverified"
+                                             : "inspect-upstream-handshake";
+    record(m, "error", m->up_failed, 502);
+    /* The client learns why inside its own TLS session, once it is up. */
+    bufferevent_disable(bev, EV_READ | EV_WRITE);
+    if (m->cl_ready)
+      refuse_upstream(m);
     return;
   }
   if (m->sp == S_BODY && m->bm == B_CLOSE) {
