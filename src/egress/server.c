@@ -937,8 +937,77 @@ static void resolved_cb(int result, struct evutil_addrinfo *res, void *arg)
 /* The connection is allowed: its addresses, then the dial. Only here does
  * a name go to the upstream resolver, so a name leaves the proxy only as
  * the destination of a connection the policy admitted. */
+/* A plain-HTTP request gets the checks of an inspected one before any
+ * upstream is dialed: limited mode's methods, and the rewrite hook on its
+ * headers. The head the parser rebuilt (origin-form, the checked Host,
+ * Connection: close) is read again as an origin-form head, so the hook
+ * sees the same list an inspected request gives it, and the head is
+ * rebuilt from what the hook returns. False when it was refused. */
+static bool http_checks(struct conn *c)
+{
+  shk__eg_server *s = c->srv;
+  if (!(c->flags & SHK_EGRESS_LIMITED) && !s->rewrite)
+    return true;
+  shk__http_origin_req *req = malloc(sizeof *req);
+  shk__http_refusal ref;
+  if (!req) {
+    deny(c, "proxy-out-of-memory", 503, 0);
+    return false;
+  }
+  if (shk__http_parse_origin(c->req.upstream, c->req.upstream_len, &c->host, c->port, 80, req,
+                             &ref) != 1) {
+    free(req);
+    deny(c, ref.reason ? ref.reason : "http-bad-request-line", ref.status ? ref.status : 400, 0);
+    return false;
+  }
+  /* Why: limited mode is a read-only grant; see mitm.c. */
+  if ((c->flags & SHK_EGRESS_LIMITED) && strcmp(req->method, "GET") &&
+      strcmp(req->method, "HEAD") && strcmp(req->method, "OPTIONS")) {
+    free(c->message);
+    c->message = strdup("This destination is granted in limited mode: only GET, HEAD and OPTIONS "
+                        "requests pass. Ask for a grant without limited mode to send others.");
+    free(req);
+    deny(c, "inspect-limited-method", 403, 0);
+    return false;
+  }
+  shk_egress_header *rw = NULL;
+  size_t n_rw = 0;
+  if (s->rewrite) {
+    const char *reason = NULL;
+    shk_egress_http_request hr = { .session = s->name, .conn_id = c->id, .tag = c->tag,
+                                   .host = c->host.text, .port = c->port, .tls = false,
+                                   .method = req->method, .headers = req->headers,
+                                   .n_headers = req->n_headers };
+    if (s->rewrite(s->rewrite_data, &hr, &rw, &n_rw, &reason) < 0) {
+      free(rw);
+      free(req);
+      deny(c, reason ? reason : "rewrite-refused", 403, 0);
+      return false;
+    }
+  }
+  char *head = NULL;
+  size_t head_len = 0;
+  int r = 0;
+  if (rw)
+    r = shk__http_build_origin(req, &c->host, c->port, 80, rw, n_rw, &head, &head_len);
+  free(rw);
+  free(req);
+  if (r < 0) {
+    deny(c, "proxy-out-of-memory", 503, 0);
+    return false;
+  }
+  if (head) {
+    free(c->req.upstream);
+    c->req.upstream = head;
+    c->req.upstream_len = head_len;
+  }
+  return true;
+}
+
 static void proceed(struct conn *c)
 {
+  if (c->proto == SHK_EGRESS_HTTP && !http_checks(c))
+    return;
   if (c->host.kind != SHK_HOST_NAME) {
     c->addrs[0] = c->host.ip;
     c->n_addrs = 1;

@@ -25,7 +25,7 @@ from lib import scratch, skip  # noqa: E402
 from mgrlib import SHINKEN, Checks, Daemon, audit_events  # noqa: E402
 
 chk = Checks()
-NAMES = ["api.test", "ro.test", "bad.test", "tunnel.test", "other.test"]
+NAMES = ["api.test", "ro.test", "bad.test", "tunnel.test", "other.test", "plain.test"]
 
 
 def sh(*args, **kw):
@@ -135,10 +135,11 @@ class TLSServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def serve(log, root, cert):
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(*cert)
     srv = TLSServer(("127.0.0.1", 0), make_handler(log, root))
-    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    if cert:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(*cert)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, srv.server_address[1]
 
@@ -166,6 +167,8 @@ def main():
     log, badlog = Log(), Log()
     srv, port = serve(log, root, cert)
     bsrv, bport = serve(badlog, root, bad_cert)
+    plainlog = Log()
+    psrv, pport = serve(plainlog, root, None)
 
     pcfg = os.path.join(tmp, "proxy.json")
     with open(pcfg, "w") as f:
@@ -177,7 +180,8 @@ def main():
                    {"class": "net.egress", "scope": {"domains": [f"ro.test:{port}"], "tls_inspect": True,
                                                      "limited": True}},
                    {"class": "net.egress", "scope": {"domains": [f"bad.test:{bport}"], "tls_inspect": True}},
-                   {"class": "net.egress", "scope": {"domains": [f"tunnel.test:{port}"]}}], f)
+                   {"class": "net.egress", "scope": {"domains": [f"tunnel.test:{port}"]}},
+                   {"class": "net.egress", "scope": {"domains": [f"plain.test:{pport}"], "limited": True}}], f)
     # The manager's user's home: the CA is made in its Shinken state
     # directory, which every sandbox of that user has masked.
     home = os.path.join(tmp, "home")
@@ -264,6 +268,13 @@ def main():
         rc, out, err = run(f"curl -sS https://ro.test:{port}/hello")
         chk(rc == 0 and out == "hello from upstream\n", "control: limited mode passes GET")
 
+        # Plain HTTP under a limited grant: the same check, before any dial.
+        rc, out, err = run(f"curl -sS -D - -o /dev/null -d 'x=1' http://plain.test:{pport}/post; "
+                           f"curl -sS http://plain.test:{pport}/hello")
+        chk("HTTP/1.1 403" in out and "inspect-limited-method" in out and not plainlog.find(lambda r: r["method"] == "POST"),
+            f"limited mode refuses a plain-HTTP POST, which never reaches the upstream ({out!r})")
+        chk("hello from upstream" in out, "control: limited mode passes a plain-HTTP GET")
+
         # A Host that names another destination than the grant's.
         n = len(log.requests)
         rc, out, err = run(f"curl -sS -D - -o /dev/null -H 'Host: other.test:{port}' {api}/hello")
@@ -310,6 +321,7 @@ def main():
         d.stop()
         srv.shutdown()
         bsrv.shutdown()
+        psrv.shutdown()
     chk.finish()
 
 
