@@ -22,7 +22,7 @@ import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lib import scratch, skip  # noqa: E402
-from mgrlib import SHINKEN, Checks, Daemon, audit_events  # noqa: E402
+from mgrlib import SHINKEN, Checks, Control, Daemon, audit_events, proxy_connect  # noqa: E402
 
 chk = Checks()
 NAMES = ["api.test", "ro.test", "bad.test", "tunnel.test", "other.test", "plain.test"]
@@ -309,6 +309,57 @@ def main():
         # the upstream's own certificate, which only the test CA verifies.
         rc, out, err = run(f"curl -sS -v --cacert {ca} https://tunnel.test:{port}/hello 2>&1 | grep -i -e 'issuer:' -e hello")
         chk("shinken test upstream CA" in out and "hello from upstream" in out, f"control: a plain grant tunnels ({out!r})")
+
+        # Revoke: an inspected connection is a tunnel of its handle, and a
+        # revoke closes it; a connection of another handle stays open.
+        ctl = Control(d.sock)
+        a = ctl.call(op="open_session", name="revoke", egress=True, proxy_config=pcfg)
+        edir = a.get("egress_dir")
+
+        def grant(name):
+            # The shipped manifest puts egress at Ask: the test approves.
+            g = ctl.call(op="grant", session=a.get("session"), **{"class": "net.egress"},
+                         scope={"domains": [f"{name}:{port}"], "tls_inspect": True})
+            if g.get("pending"):
+                g = ctl.call(op="resolve", pending=g["pending"], resolution="approve")
+            return g
+
+        g1, g2 = grant("other.test"), grant("ro.test")
+        cctx = ssl.create_default_context(cafile=os.path.join(edir, "ca-bundle.crt"))
+
+        def inspected(name):
+            raw, st = proxy_connect(edir, name, port)
+            t = cctx.wrap_socket(raw, server_hostname=name)
+            t.settimeout(5)
+            return t, st
+
+        def get(t, name):
+            t.sendall(f"GET /hello HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n".encode())
+            data = b""
+            while not data.endswith(b"hello from upstream\n"):
+                d_ = t.recv(4096)
+                if not d_:
+                    break
+                data += d_
+            return data
+
+        chk(g1.get("ok") is True and g2.get("ok") is True, f"grants to the control session ({g1}, {g2})")
+        t1, st1 = inspected("other.test")
+        t2, st2 = inspected("ro.test")
+        chk(st1 == 200 and b"200 OK" in get(t1, "other.test") and b"200 OK" in get(t2, "ro.test"),
+            "two inspected keep-alive connections answer")
+        r = ctl.call(op="revoke", handle=g1.get("handle"))
+        chk(r.get("ok") is True, f"revoke ({r})")
+        n = len(log.requests)
+        try:
+            closed = get(t1, "other.test") == b""
+        except (OSError, ssl.SSLError):
+            closed = True
+        chk(closed and len(log.requests) == n, "the revoked handle's inspected connection is closed")
+        chk(b"200 OK" in get(t2, "ro.test"), "control: the other handle's inspected connection still answers")
+        t1.close()
+        t2.close()
+        ctl.close()
 
         # The audit: one record per request with method, status, bytes and
         # duration, and never the path.
