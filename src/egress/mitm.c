@@ -34,6 +34,7 @@
 
 #define OUT_HIGH (1u << 20)
 #define OUT_LOW (256u << 10)
+#define IO_MAX (256 << 10)
 #define MESSAGE_MAX 512
 
 /* The request direction: reading a head, sending its body, or waiting for
@@ -557,6 +558,12 @@ shk__mitm *shk__mitm_new(struct event_base *base, const shk__mitm_opts *o)
     goto fail_bev;
   bufferevent_setcb(m->cl, client_read, client_write, client_event, m);
   bufferevent_setcb(m->up, upstream_read, upstream_write, upstream_event, m);
+  /* Bulk data moves in large reads and writes: libevent's default of 16
+   * KiB per call costs a callback (and a small TLS record) per 16 KiB. */
+  bufferevent_set_max_single_read(m->cl, IO_MAX);
+  bufferevent_set_max_single_read(m->up, IO_MAX);
+  bufferevent_set_max_single_write(m->cl, IO_MAX);
+  bufferevent_set_max_single_write(m->up, IO_MAX);
   bufferevent_setwatermark(m->cl, EV_READ, 0, 256u << 10);
   bufferevent_setwatermark(m->up, EV_READ, 0, 256u << 10);
   bufferevent_setwatermark(m->cl, EV_WRITE, OUT_LOW, 0);
