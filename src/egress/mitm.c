@@ -135,6 +135,10 @@ static void finish(shk__mitm *m)
 /* Ends the connection once what the client is owed has been written. */
 static void close_after_flush(shk__mitm *m)
 {
+  /* A client that never reads what it is owed is not waited on for long. */
+  struct timeval linger = { 2, 0 };
+  if (!m->closing && !m->finished)
+    evtimer_add(m->done_ev, &linger);
   m->closing = true;
   if (m->up)
     bufferevent_disable(m->up, EV_READ);
@@ -217,7 +221,10 @@ static void exchange_done(shk__mitm *m)
   record(m, "allow", "inspected", m->status);
   m->sp = S_IDLE;
   m->method[0] = '\0';
-  if (m->client_close || m->upstream_close) {
+  /* A response that came before the request's body was all sent (an
+   * early refusal by the upstream) leaves the two sides out of step: the
+   * connection ends rather than guess where the next request begins. */
+  if (m->client_close || m->upstream_close || m->rp == R_BODY) {
     close_after_flush(m);
     return;
   }
