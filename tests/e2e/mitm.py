@@ -231,6 +231,11 @@ def main():
         p = subprocess.run(["cat", key], capture_output=True)
         chk(b"PRIVATE KEY" in p.stdout, "control: outside, the key file reads")
 
+        # SOCKS5 is inspected the same way.
+        rc, out, err = run(f"curl -sS -v --proxy socks5h://127.0.0.1:1080 {api}/hello 2>&1 | grep -i -e 'issuer:' -e hello")
+        chk(rc == 0 and "Shinken inspection CA" in out and "hello from upstream" in out,
+            f"a SOCKS5 connection is inspected ({out!r})")
+
         # Python's urllib, Node's https (through a CONNECT of its own: Node
         # 20's fetch has no proxy support), git over HTTPS, npm.
         rc, out, err = run(f"python3 -c 'import urllib.request as u; print(u.urlopen(\"{api}/hello\").read().decode(), end=\"\")'")
