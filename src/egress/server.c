@@ -610,6 +610,10 @@ static void start_mitm(struct conn *c)
 {
   shk__eg_server *s = c->srv;
   if (!s->ca) {
+    free(c->message);
+    c->message = strdup("This destination is granted with TLS inspection, but this session has "
+                        "no inspection CA, so the connection was refused rather than carried "
+                        "unread.");
     refuse(c, "error", "inspect-no-ca", 502, SHK__SOCKS5_FAILURE);
     return;
   }

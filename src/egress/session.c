@@ -47,6 +47,7 @@ struct shk_egress_session {
   struct post *head, *tail;
   bool stop;
   shk__eg_ca *ca; /* the inspection CA, or NULL */
+  char ca_error[512]; /* why there is none, though ca_dir was given */
   bool bundle;    /* ca-bundle.crt was written */
 };
 
@@ -222,10 +223,18 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     return r;
   }
   if (opts->ca_dir) {
-    r = shk__eg_ca_open(opts->ca_dir, &s->ca, err);
-    if (r == 0)
+    /* A CA that cannot be had leaves a session that cannot inspect: its
+     * inspected connections fail (inspect-no-ca), the others go on as
+     * before. Out of memory, or a bundle that cannot be written, fails. */
+    shk_error cerr;
+    r = shk__eg_ca_open(opts->ca_dir, &s->ca, &cerr);
+    if (r < 0 && r != -ENOMEM)
+      snprintf(s->ca_error, sizeof s->ca_error, "%s", cerr.message);
+    else if (r == 0)
       r = write_bundle(s, err);
-    if (r < 0) {
+    else
+      shk__error_set(err, r, "out of memory");
+    if (r < 0 && !s->ca_error[0]) {
       shk__eg_config_free(cfg);
       shk_egress_session_close(s);
       return r;
@@ -297,6 +306,11 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
 const char *shk_egress_session_ca_pem(const shk_egress_session *s)
 {
   return s->ca ? shk__eg_ca_pem(s->ca) : NULL;
+}
+
+const char *shk_egress_session_ca_error(const shk_egress_session *s)
+{
+  return s->ca_error[0] ? s->ca_error : NULL;
 }
 
 const char *shk_egress_session_dir(const shk_egress_session *s)

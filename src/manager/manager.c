@@ -1211,8 +1211,9 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
     s->next = m->sessions;
     m->sessions = s;
     issue_standing(m, s);
-    ans = json_pack("{s:b, s:s, s:s?, s:I}", "ok", 1, "session", s->id, "egress_dir",
-                    s->egress ? shk_egress_session_dir(s->egress) : NULL, "expires_ms", (json_int_t)s->expires_ms);
+    ans = json_pack("{s:b, s:s, s:s?, s:I, s:s?}", "ok", 1, "session", s->id, "egress_dir",
+                    s->egress ? shk_egress_session_dir(s->egress) : NULL, "expires_ms", (json_int_t)s->expires_ms,
+                    "inspection_error", s->egress ? shk_egress_session_ca_error(s->egress) : NULL);
   }
   pthread_mutex_unlock(&m->mu);
   if (!opened) {
