@@ -366,6 +366,31 @@ def main():
         t2.close()
         ctl.close()
 
+        # A CA that cannot be used (a file that is not one) leaves a session
+        # that cannot inspect: the run says so once, an inspected grant's
+        # connection fails (never a tunnel), and the session goes on.
+        bad_home = os.path.join(tmp, "badhome")
+        os.makedirs(os.path.join(bad_home, ".local", "state", "shinken", "ca"), mode=0o700)
+        junk = os.path.join(bad_home, ".local", "state", "shinken", "ca", "ca.pem")
+        with open(junk, "w") as f:
+            f.write("not a key\n")
+        os.chmod(junk, 0o600)
+        benv = {k: v for k, v in denv.items()}
+        benv.update(HOME=bad_home, ASAN_OPTIONS="detect_leaks=0")
+        d2 = Daemon(tmp, "d2", {"standing": standing}, env=benv)
+        try:
+            e2 = {k: v for k, v in d2.env.items()}
+            p = subprocess.run([SHINKEN, "run", "--allow-degraded", "--net", "proxy", "--proxy-config", pcfg, "--",
+                                "/bin/sh", "-c", f"curl -sS -D - -o /dev/null {api}/hello 2>&1; "
+                                f"curl -sS --cacert {ca} https://tunnel.test:{port}/hello"],
+                               cwd=work, env=e2, capture_output=True, text=True, timeout=60)
+            chk("TLS inspection is unavailable" in p.stderr and p.stderr.count("TLS inspection is unavailable") == 1,
+                f"a session without a usable CA says so once ({p.stderr[-300:]!r})")
+            chk("inspect-no-ca" in p.stdout and "hello from upstream" in p.stdout,
+                f"its inspected grant fails and its plain one works ({p.stdout!r})")
+        finally:
+            d2.stop()
+
         # The audit: one record per request with method, status, bytes and
         # duration, and never the path.
         evs = [e for e in audit_events(d.db) if e.get("event") == "proxy-verdict" or "method" in json.dumps(e)]
