@@ -5,7 +5,7 @@
 # direct) and the added latency of a small request on a new connection with
 # the leaf cached (target p50 < 1 ms). Builds its own release tree
 # (build/bench-mitm). Everything it dials is on loopback.
-#   sh bench/mitm/run.sh [BYTES [REQUESTS]]   (1 GiB, 2000)
+#   sh bench/mitm/run.sh [BYTES [REQUESTS]]   (256 MiB per round, 2000)
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 b=$root/build/bench-mitm
