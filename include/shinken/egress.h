@@ -320,6 +320,12 @@ int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag);
  * or -ENOMEM. */
 int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egress_verdict verdict,
                               uint64_t tag, const char *rule, const char *reason);
+/* shk_egress_session_resume with FLAGS (SHK_EGRESS_INSPECT,
+ * SHK_EGRESS_LIMITED) for an allowed connection: how it is carried, as the
+ * decision hook's *req->flags says for a connection it allows at once. */
+int shk_egress_session_resume_flags(shk_egress_session *s, uint64_t conn_id,
+                                    shk_egress_verdict verdict, uint64_t tag, unsigned flags,
+                                    const char *rule, const char *reason);
 /* Stops the proxy, closes every connection (open tunnels included; a held
  * connection is refused first: 403 "session-closed", SOCKS5 0x02),
  * removes the sockets and the directory, frees S. NULL is a no-op. */

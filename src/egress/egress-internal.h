@@ -374,7 +374,7 @@ int shk__eg_server_claim_held(shk__eg_server *s, uint64_t id);
  * owns RULE and REASON (malloc'd or NULL) from now on. Nothing happens when
  * the connection has gone meanwhile. Loop thread only. */
 void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v, uint64_t tag,
-                           char *rule, char *reason);
+                           unsigned flags, char *rule, char *reason);
 /* Closes every listener and connection. */
 void shk__eg_server_free(shk__eg_server *s);
 

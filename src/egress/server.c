@@ -1198,7 +1198,7 @@ static void decide(struct conn *c)
 }
 
 void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v, uint64_t tag,
-                           char *rule, char *reason)
+                           unsigned flags, char *rule, char *reason)
 {
   struct conn *c = s->conns;
   while (c && !(c->id == id && c->state == ST_HELD))
@@ -1217,6 +1217,7 @@ void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v,
   if (v == SHK_EGRESS_ALLOW) {
     free(reason);
     c->tag = tag;
+    c->flags = flags;
     set_state(c, ST_RESOLVE);
     proceed(c);
   } else {

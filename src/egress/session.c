@@ -28,6 +28,7 @@ struct post {
   uint64_t id; /* the tag to close, or the held connection */
   shk_egress_verdict verdict;
   uint64_t tag;
+  unsigned flags;
   char *rule, *reason;
 };
 
@@ -76,7 +77,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     if (p->kind == POST_CLOSE_TUNNELS) {
       shk__eg_server_close_tunnels(s->srv, p->id);
     } else {
-      shk__eg_server_resume(s->srv, p->id, p->verdict, p->tag, p->rule, p->reason);
+      shk__eg_server_resume(s->srv, p->id, p->verdict, p->tag, p->flags, p->rule, p->reason);
       p->rule = p->reason = NULL;
     }
     post_free(p);
@@ -336,6 +337,13 @@ int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag)
 int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egress_verdict verdict,
                               uint64_t tag, const char *rule, const char *reason)
 {
+  return shk_egress_session_resume_flags(s, conn_id, verdict, tag, 0, rule, reason);
+}
+
+int shk_egress_session_resume_flags(shk_egress_session *s, uint64_t conn_id,
+                                    shk_egress_verdict verdict, uint64_t tag, unsigned flags,
+                                    const char *rule, const char *reason)
+{
   if (verdict != SHK_EGRESS_ALLOW && verdict != SHK_EGRESS_DENY)
     return -EINVAL;
   if (!s->running)
@@ -356,6 +364,7 @@ int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egres
   p->id = conn_id;
   p->verdict = verdict;
   p->tag = tag;
+  p->flags = flags;
   post(s, p);
   return 0;
 }

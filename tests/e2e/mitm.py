@@ -25,7 +25,7 @@ from lib import scratch, skip  # noqa: E402
 from mgrlib import SHINKEN, Checks, Control, Daemon, audit_events, proxy_connect  # noqa: E402
 
 chk = Checks()
-NAMES = ["api.test", "ro.test", "bad.test", "tunnel.test", "other.test", "plain.test"]
+NAMES = ["api.test", "ro.test", "bad.test", "tunnel.test", "other.test", "plain.test", "held.test"]
 
 
 def sh(*args, **kw):
@@ -364,6 +364,30 @@ def main():
         chk(b"200 OK" in get(t2, "ro.test"), "control: the other handle's inspected connection still answers")
         t1.close()
         t2.close()
+
+        # A connection held for a human and released by an inspected grant
+        # is inspected: the handle says how its connections are carried.
+        box = {}
+
+        def held_client():
+            try:
+                t, st = inspected("held.test")
+                box["st"] = st
+                box["issuer"] = t.getpeercert()["issuer"]
+                box["body"] = get(t, "held.test")
+                t.close()
+            except Exception as e:  # noqa: BLE001
+                box["err"] = repr(e)
+
+        th = threading.Thread(target=held_client, daemon=True)
+        th.start()
+        import time
+        time.sleep(1)
+        chk(th.is_alive() and "st" not in box, "a connection no handle covers is held")
+        g3 = grant("held.test")
+        th.join(10)
+        chk(box.get("st") == 200 and "Shinken inspection CA" in str(box.get("issuer")) and b"200 OK" in box.get("body", b""),
+            f"the held connection resumed under an inspected grant is inspected ({box}, {g3.get('ok')})")
         ctl.close()
 
         # A CA that cannot be used (a file that is not one) leaves a session
