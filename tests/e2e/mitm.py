@@ -97,6 +97,20 @@ def make_handler(log, root):
             path = self.path.split("?")[0]
             if path == "/hello":
                 return self._send(200, b"hello from upstream\n")
+            if path == "/big":
+                n = int(self.path.split("?n=")[1]) if "?n=" in self.path else 1 << 20
+                self.send_response(200)
+                self.send_header("Content-Length", str(n))
+                self.end_headers()
+                chunk = b"z" * 65536
+                try:
+                    while n > 0:
+                        k = min(n, len(chunk))
+                        self.wfile.write(chunk[:k])
+                        n -= k
+                except OSError:
+                    pass
+                return
             if path == "/auth":
                 return self._send(200, (self.headers.get("Authorization") or "none").encode())
             if path == "/chunked":
@@ -253,6 +267,14 @@ def main():
         chk(rc == 0 and out == "served through an inspected grant\n", f"git clone over HTTPS ({rc}, {out!r}, {err[-300:]!r})")
         rc, out, err = run(f"HOME=$PWD npm view tiny version --registry {api}/npm/")
         chk(rc == 0 and out.strip() == "1.0.0", f"npm view against the registry ({rc}, {out!r}, {err[-300:]!r})")
+
+        # Many at once, a large body, and clients that leave mid-response.
+        rc, out, err = run(f"for i in $(seq 12); do curl -sS {api}/big?n=3000000 | wc -c & done; "
+                           f"for i in 1 2 3; do curl -sS {api}/big?n=50000000 | head -c 1000 >/dev/null & done; wait")
+        sizes = out.split()
+        chk(rc == 0 and sizes.count("3000000") == 12, f"twelve concurrent 3 MB bodies arrive whole ({sizes})")
+        rc, out, err = run(f"curl -sS {api}/hello")
+        chk(rc == 0 and out == "hello from upstream\n", "the proxy still answers after clients left mid-response")
 
         # Keep-alive: two requests on one connection; a POST with a body.
         rc, out, err = run(f"curl -sS {api}/hello {api}/hello -w '%{{num_connects}}\\n'")
@@ -423,7 +445,9 @@ def main():
         chk("/hello" not in text and "client-token" not in text and "/auth" not in text,
             "the audit holds no path or header value")
     finally:
-        d.stop()
+        rc = d.stop()
+        derr = d.p.stderr.read()
+        chk(rc == 0 and "Sanitizer" not in derr, f"the manager stops cleanly ({rc}, {derr[-600:]!r})")
         srv.shutdown()
         bsrv.shutdown()
         psrv.shutdown()
