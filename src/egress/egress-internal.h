@@ -486,12 +486,18 @@ typedef struct shk__mitm_record {
 } shk__mitm_record;
 
 typedef struct shk__mitm shk__mitm;
+/* A session's cache of upstream TLS sessions (mitm.c), for resumption;
+ * bounded. Loop thread only. NULL when out of memory. */
+typedef struct shk__mitm_sessions shk__mitm_sessions;
+shk__mitm_sessions *shk__mitm_sessions_new(void);
+void shk__mitm_sessions_free(shk__mitm_sessions *c);
 typedef struct shk__mitm_opts {
   int client_fd, up_fd; /* connected; owned by the relay from now on */
   shk_host host;        /* the granted destination */
   uint16_t port;
   unsigned flags;       /* SHK_EGRESS_INSPECT, SHK_EGRESS_LIMITED */
   SSL_CTX *server_ctx, *client_ctx;
+  shk__mitm_sessions *sessions; /* of CLIENT_CTX's upstreams; may be NULL */
   X509 *leaf;           /* for HOST; the relay takes its own reference */
   EVP_PKEY *leaf_key;
   const char *session;

@@ -79,6 +79,61 @@ static void ex_init(void)
   ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
+/* ------------------------------------------------------------------------
+ * Upstream sessions: the TLS session of an earlier verified connection to
+ * the same host and port is offered again, so that a new connection costs
+ * a resumption rather than a full handshake and a chain verification. A
+ * session is used once (TLS 1.3 tickets are single-use) and replaced by
+ * the ones the upstream sends. Why resuming is safe: the session was made
+ * by a handshake that verified this very host against this session's
+ * trust store, and resumption proves the upstream still holds its key.
+ */
+
+#define SESSIONS_MAX 64
+
+struct shk__mitm_sessions {
+  struct {
+    char key[SHK_HOST_MAX + 8];
+    SSL_SESSION *sess;
+  } e[SESSIONS_MAX];
+  unsigned next;
+};
+
+shk__mitm_sessions *shk__mitm_sessions_new(void)
+{
+  return calloc(1, sizeof(shk__mitm_sessions));
+}
+
+void shk__mitm_sessions_free(shk__mitm_sessions *c)
+{
+  if (!c)
+    return;
+  for (unsigned i = 0; i < SESSIONS_MAX; i++)
+    SSL_SESSION_free(c->e[i].sess);
+  free(c);
+}
+
+static void session_key(const shk__mitm_opts *o, char *key, size_t n)
+{
+  snprintf(key, n, "%s:%u", o->host.text, (unsigned)o->port);
+}
+
+/* Takes the cached session for O's destination, or NULL. */
+static SSL_SESSION *session_take(shk__mitm_sessions *c, const shk__mitm_opts *o)
+{
+  char key[SHK_HOST_MAX + 8];
+  session_key(o, key, sizeof key);
+  for (unsigned i = 0; c && i < SESSIONS_MAX; i++)
+    if (c->e[i].sess && !strcmp(c->e[i].key, key)) {
+      SSL_SESSION *sess = c->e[i].sess;
+      c->e[i].sess = NULL;
+      return sess;
+    }
+  return NULL;
+}
+
+static int new_session_cb(SSL *ssl, SSL_SESSION *sess);
+
 static const char *status_text(int status)
 {
   switch (status) {
@@ -552,6 +607,12 @@ shk__mitm *shk__mitm_new(struct event_base *base, const shk__mitm_opts *o)
     goto fail;
   }
   SSL_set_verify(us, SSL_VERIFY_PEER, NULL);
+  SSL_set_ex_data(us, ex_index, m);
+  SSL_SESSION *resume = session_take(o->sessions, o);
+  if (resume) {
+    SSL_set_session(us, resume);
+    SSL_SESSION_free(resume);
+  }
   static const unsigned char alpn[] = "\x08http/1.1";
   if (SSL_set_alpn_protos(us, alpn, sizeof alpn - 1) != 0)
     goto fail;
@@ -629,6 +690,31 @@ void shk__mitm_free(shk__mitm *m)
  * The TLS contexts of a session
  */
 
+/* A session the upstream handed out, kept for the next connection to the
+ * same destination (the one of its slot, or the oldest slot). Only a
+ * verified connection's: an unverified one never gets this far. */
+static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
+{
+  shk__mitm *m = SSL_get_ex_data(ssl, ex_index);
+  shk__mitm_sessions *c = m ? m->o.sessions : NULL;
+  if (!c || SSL_get_verify_result(ssl) != X509_V_OK)
+    return 0;
+  char key[SHK_HOST_MAX + 8];
+  session_key(&m->o, key, sizeof key);
+  unsigned slot = c->next;
+  for (unsigned i = 0; i < SESSIONS_MAX; i++)
+    if (c->e[i].sess && !strcmp(c->e[i].key, key)) {
+      slot = i;
+      break;
+    }
+  if (slot == c->next)
+    c->next = (c->next + 1) % SESSIONS_MAX;
+  SSL_SESSION_free(c->e[slot].sess);
+  snprintf(c->e[slot].key, sizeof c->e[slot].key, "%s", key);
+  c->e[slot].sess = sess;
+  return 1; /* the cache keeps the reference */
+}
+
 /* SNI must name the granted destination: a client asking this connection
  * for another name is refused in the handshake (unrecognized_name), before
  * it has sent anything. No SNI is accepted (clients send none for an
@@ -696,6 +782,8 @@ int shk__mitm_contexts(const char *upstream_ca, SSL_CTX **server, SSL_CTX **clie
                           upstream_ca ? upstream_ca : "(the system's)");
   }
   SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+  SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(c, new_session_cb);
   *server = s;
   *client = c;
   return 0;

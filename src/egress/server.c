@@ -135,6 +135,7 @@ struct shk__eg_server {
   void *rewrite_data;
   char *upstream_ca;
   SSL_CTX *tls_server, *tls_client;
+  shk__mitm_sessions *tls_sessions;
   /* Read by other threads (shk__eg_server_tunnel_count, _claim_held):
    * held for a few instructions at a time, never across I/O. */
   pthread_mutex_t shared_mu;
@@ -626,6 +627,9 @@ static void start_mitm(struct conn *c)
   if (!s->tls_server) {
     shk_error err;
     int r = shk__mitm_contexts(s->upstream_ca, &s->tls_server, &s->tls_client, &err);
+    /* Without a cache every connection does a full handshake. */
+    if (r == 0)
+      s->tls_sessions = shk__mitm_sessions_new();
     if (r < 0) {
       refuse(c, "error", r == -ENOMEM ? "proxy-out-of-memory" : "inspect-upstream-ca", 502,
              SHK__SOCKS5_FAILURE);
@@ -657,7 +661,7 @@ static void start_mitm(struct conn *c)
   c->tunnel_counted = true;
   shk__mitm_opts o = { .client_fd = c->fd, .up_fd = c->up_fd, .host = c->host, .port = c->port,
                        .flags = c->flags, .server_ctx = s->tls_server,
-                       .client_ctx = s->tls_client, .leaf = leaf,
+                       .client_ctx = s->tls_client, .sessions = s->tls_sessions, .leaf = leaf,
                        .leaf_key = shk__eg_ca_leaf_key(s->ca), .session = s->name,
                        .conn_id = c->id, .tag = c->tag, .rewrite = s->rewrite,
                        .rewrite_data = s->rewrite_data, .record = mitm_record, .done = relay_done,
@@ -1864,6 +1868,7 @@ void shk__eg_server_free(shk__eg_server *s)
   pthread_mutex_destroy(&s->shared_mu);
   SSL_CTX_free(s->tls_server);
   SSL_CTX_free(s->tls_client);
+  shk__mitm_sessions_free(s->tls_sessions);
   free(s->upstream_ca);
   free(s->held_ids);
   free(s->tags);

@@ -82,7 +82,8 @@ def make_handler(log, root):
 
         def _record(self, body=b""):
             log.add({"method": self.command, "path": self.path, "host": self.headers.get("Host"),
-                     "auth": self.headers.get("Authorization"), "body": body})
+                     "auth": self.headers.get("Authorization"), "body": body,
+                     "reused": getattr(self.connection, "session_reused", None)})
 
         def _send(self, code, body, ctype="text/plain"):
             self.send_response(code)
@@ -275,6 +276,12 @@ def main():
         chk(rc == 0 and sizes.count("3000000") == 12, f"twelve concurrent 3 MB bodies arrive whole ({sizes})")
         rc, out, err = run(f"curl -sS {api}/hello")
         chk(rc == 0 and out == "hello from upstream\n", "the proxy still answers after clients left mid-response")
+
+        # The proxy resumes its upstream TLS sessions: the first connection
+        # to the destination was a full handshake, later ones resume.
+        api_reqs = log.find(lambda r: r["host"] == f"api.test:{port}")
+        chk(api_reqs and api_reqs[0]["reused"] is False and any(r["reused"] for r in api_reqs),
+            f"upstream sessions are resumed after the first ({[r['reused'] for r in api_reqs][:8]})")
 
         # Keep-alive: two requests on one connection; a POST with a body.
         rc, out, err = run(f"curl -sS {api}/hello {api}/hello -w '%{{num_connects}}\\n'")
