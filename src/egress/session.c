@@ -28,6 +28,7 @@ struct post {
   uint64_t id; /* the tag to close, or the held connection */
   shk_egress_verdict verdict;
   uint64_t tag;
+  unsigned flags;
   char *rule, *reason;
 };
 
@@ -46,6 +47,9 @@ struct shk_egress_session {
   pthread_mutex_t mu;
   struct post *head, *tail;
   bool stop;
+  shk__eg_ca *ca; /* the inspection CA, or NULL */
+  char ca_error[512]; /* why there is none, though ca_dir was given */
+  bool bundle;    /* ca-bundle.crt was written */
 };
 
 static void post_free(struct post *p)
@@ -73,7 +77,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     if (p->kind == POST_CLOSE_TUNNELS) {
       shk__eg_server_close_tunnels(s->srv, p->id);
     } else {
-      shk__eg_server_resume(s->srv, p->id, p->verdict, p->tag, p->rule, p->reason);
+      shk__eg_server_resume(s->srv, p->id, p->verdict, p->tag, p->flags, p->rule, p->reason);
       p->rule = p->reason = NULL;
     }
     post_free(p);
@@ -143,6 +147,37 @@ static int build_config(const shk_egress_session_opts *o, shk__eg_config **out, 
   return 0;
 }
 
+/* The trust store the sandbox sees in place of the system's: the
+ * system's bundle (Debian's path; none where there is none) followed by
+ * the inspection CA, so that what the workload verifies against is what
+ * it would have trusted anyway plus the one CA the proxy signs with. The
+ * file is public: it holds certificates only. */
+static int write_bundle(shk_egress_session *s, shk_error *err)
+{
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/" SHK_EGRESS_CA_BUNDLE, s->dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return shk__error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+  bool ok = true;
+  int sys = open("/etc/ssl/certs/ca-certificates.crt", O_RDONLY | O_CLOEXEC);
+  char buf[65536];
+  ssize_t n;
+  while (sys >= 0 && ok && (n = read(sys, buf, sizeof buf)) > 0)
+    ok = write(fd, buf, (size_t)n) == n;
+  if (sys >= 0)
+    close(sys);
+  const char *pem = shk__eg_ca_pem(s->ca);
+  size_t pl = strlen(pem);
+  ok = ok && write(fd, "\n", 1) == 1 && write(fd, pem, pl) == (ssize_t)pl;
+  if (close(fd) < 0 || !ok) {
+    unlink(path);
+    return shk__error_set(err, -EIO, "cannot write %s", path);
+  }
+  s->bundle = true;
+  return 0;
+}
+
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
                             shk_error *err)
 {
@@ -188,10 +223,37 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     shk_egress_session_close(s);
     return r;
   }
+  if (opts->ca_dir) {
+    /* A CA that cannot be had leaves a session that cannot inspect: its
+     * inspected connections fail (inspect-no-ca), the others go on as
+     * before. Out of memory, or a bundle that cannot be written, fails. */
+    shk_error cerr;
+    r = shk__eg_ca_open(opts->ca_dir, &s->ca, &cerr);
+    if (r < 0 && r != -ENOMEM)
+      snprintf(s->ca_error, sizeof s->ca_error, "%s", cerr.message);
+    else if (r == 0)
+      r = write_bundle(s, err);
+    else
+      shk__error_set(err, r, "out of memory");
+    if (r < 0 && !s->ca_error[0]) {
+      shk__eg_config_free(cfg);
+      shk_egress_session_close(s);
+      return r;
+    }
+  }
+  /* The file's upstream_ca wins: it is the operator's. */
+  shk_autofree char *upstream_ca =
+    cfg->upstream_ca ? strdup(cfg->upstream_ca) : opts->upstream_ca ? strdup(opts->upstream_ca) : NULL;
+  if ((cfg->upstream_ca || opts->upstream_ca) && !upstream_ca) {
+    shk__eg_config_free(cfg);
+    shk_egress_session_close(s);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
   shk__eg_server_opts so = { .name = opts->name ? opts->name : "session",
                              .on_verdict = opts->on_verdict, .verdict_data = opts->hook_data,
                              .hook = opts->hook, .hook_data = opts->hook_data,
-                             .limits = &opts->limits, .on_abandon = opts->on_abandon };
+                             .limits = &opts->limits, .on_abandon = opts->on_abandon,
+                             .ca = s->ca, .rewrite = opts->rewrite, .upstream_ca = upstream_ca };
   r = shk__eg_server_new(s->base, cfg, &so, &s->srv, err);
   if (r < 0) {
     shk_egress_session_close(s);
@@ -242,6 +304,16 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
   return 0;
 }
 
+const char *shk_egress_session_ca_pem(const shk_egress_session *s)
+{
+  return s->ca ? shk__eg_ca_pem(s->ca) : NULL;
+}
+
+const char *shk_egress_session_ca_error(const shk_egress_session *s)
+{
+  return s->ca_error[0] ? s->ca_error : NULL;
+}
+
 const char *shk_egress_session_dir(const shk_egress_session *s)
 {
   return s->dir;
@@ -265,6 +337,13 @@ int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag)
 int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egress_verdict verdict,
                               uint64_t tag, const char *rule, const char *reason)
 {
+  return shk_egress_session_resume_flags(s, conn_id, verdict, tag, 0, rule, reason);
+}
+
+int shk_egress_session_resume_flags(shk_egress_session *s, uint64_t conn_id,
+                                    shk_egress_verdict verdict, uint64_t tag, unsigned flags,
+                                    const char *rule, const char *reason)
+{
   if (verdict != SHK_EGRESS_ALLOW && verdict != SHK_EGRESS_DENY)
     return -EINVAL;
   if (!s->running)
@@ -285,6 +364,7 @@ int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egres
   p->id = conn_id;
   p->verdict = verdict;
   p->tag = tag;
+  p->flags = flags;
   post(s, p);
   return 0;
 }
@@ -318,8 +398,11 @@ void shk_egress_session_close(shk_egress_session *s)
     char rpath[PATH_MAX + 16];
     snprintf(rpath, sizeof rpath, "%s/resolv.conf", s->dir);
     unlink(rpath);
+    snprintf(rpath, sizeof rpath, "%s/" SHK_EGRESS_CA_BUNDLE, s->dir);
+    unlink(rpath);
     rmdir(s->dir);
   }
+  shk__eg_ca_free(s->ca);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }

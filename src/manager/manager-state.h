@@ -117,6 +117,10 @@ typedef struct shk__ask_issuer {
   struct shk__ask_freezer *freezers;
 } shk__ask_issuer;
 
+/* How the connections of a net.egress handle with SCOPE are carried: the
+ * SHK_EGRESS_INSPECT and SHK_EGRESS_LIMITED flags (manager.c). */
+unsigned shk__egress_flags(const shk_cap_scope *scope);
+
 struct shk_manager {
   pthread_mutex_t mu;       /* the registry; the data plane never takes it */
   shk_policy *policy;
@@ -133,6 +137,7 @@ struct shk_manager {
   int64_t pending_timeout_ms;
   shk__control_limits limits;
   char *socket;             /* the control socket, resolved, or NULL */
+  char *ca_dir;             /* the TLS inspection CA's directory, or NULL: no inspection */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
   shk__panel *panel;        /* the Permission Panel's server, or NULL */
