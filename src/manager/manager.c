@@ -371,6 +371,7 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   m->uid = shk__self_uid();
   m->next_tag = 1;
   m->max_pending = o->max_pending ? o->max_pending : 64;
+  m->panel_max_conns = o->panel_max_connections ? o->panel_max_connections : 64;
   m->on_verdict = o->on_verdict;
   m->verdict_data = o->verdict_data;
   m->pending_timeout_ms = o->pending_timeout_ms > 0 ? o->pending_timeout_ms : 120 * 1000;
@@ -1869,6 +1870,11 @@ int shk_manager_call(shk_manager *m, const char *request, char **answer)
 void shk__manager_set_control(shk_manager *m, shk__control *c)
 {
   m->control = c;
+}
+
+unsigned shk__manager_panel_max_conns(const shk_manager *m)
+{
+  return m->panel_max_conns;
 }
 
 void shk__manager_set_panel(shk_manager *m, shk__panel *p)

@@ -59,6 +59,7 @@
 #include "common/common.h"
 #include "manager/manager-internal.h"
 #include "manager/panel-assets.h"
+#include "manager/panel-conns.h"
 #include "manager/panel-internal.h"
 
 #define TOKEN_BYTES 32
@@ -96,6 +97,7 @@ struct shk__panel {
   shk__peer peer;
   struct event_base *base;
   struct evhttp *http;
+  shk__panel_conns *conns;  /* its connections, counted and capped */
   pthread_t thread;
   int wake_fd, lines_fd;
   struct event *wake, *lines, *tick;
@@ -413,6 +415,7 @@ static void route_login(shk__panel *p, struct evhttp_request *req)
   snprintf(cookie, sizeof cookie, "shk_panel=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld", slot->cookie,
            LOGIN_TTL_MS / 1000);
   evhttp_add_header(evhttp_request_get_output_headers(req), "Set-Cookie", cookie);
+  shk__panel_conns_trust(p->conns, evhttp_request_get_connection(req));
   reply_json(req, 200, "OK", json_pack("{s:b, s:s}", "ok", 1, "csrf", slot->csrf));
 }
 
@@ -496,7 +499,8 @@ static void route_call(shk__panel *p, struct evhttp_request *req, const login *l
 static void sse_drop(shk__panel *p, sse *c, bool finish);
 static shk_audit_reader *reader(shk__panel *p);
 
-/* The browser went away. evhttp has either detached the unfinished
+/* A connection is freed (panel-conns.c holds evhttp's close callback and
+ * tells this): if it carried a stream, the browser went away. evhttp has either detached the unfinished
  * request from its connection (then it is ours to free, which ending the
  * reply does) or frees it with the connection after this returns. */
 static void sse_close_cb(struct evhttp_connection *conn, void *arg)
@@ -545,12 +549,8 @@ static void sse_drop(shk__panel *p, sse *c, bool finish)
       break;
     }
   p->n_clients--;
-  if (finish) {
-    struct evhttp_connection *conn = evhttp_request_get_connection(c->req);
-    if (conn)
-      evhttp_connection_set_closecb(conn, NULL, NULL);
+  if (finish)
     evhttp_send_reply_end(c->req);
-  }
   free(c);
   /* The last page is gone: no panel is a surface that can answer now. */
   if (!p->n_clients && p->subscribed) {
@@ -615,7 +615,6 @@ static void route_events(shk__panel *p, struct evhttp_request *req)
   struct evkeyvalq *h = evhttp_request_get_output_headers(req);
   evhttp_add_header(h, "Content-Type", "text/event-stream");
   evhttp_send_reply_start(req, 200, "OK");
-  evhttp_connection_set_closecb(c->conn, sse_close_cb, p);
   static const char hello[] = "{}";
   sse_send(p, "hello", hello, sizeof hello - 1);
 }
@@ -802,6 +801,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
       refuse(req, 401, "Unauthorized", "not logged in: open the URL `shinken panel` prints");
       return;
     }
+    shk__panel_conns_trust(p->conns, evhttp_request_get_connection(req));
     const char *csrf = evhttp_find_header(in, "X-CSRF-Token");
     if (!csrf || !secret_eq(csrf, l->csrf)) {
       refuse(req, 403, "Forbidden", "the request lacks this session's CSRF token");
@@ -834,6 +834,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
     refuse(req, 401, "Unauthorized", "not logged in: open the URL `shinken panel` prints");
     return;
   }
+  shk__panel_conns_trust(p->conns, evhttp_request_get_connection(req));
   if (!strcmp(path, "/api/session"))
     reply_json(req, 200, "OK", json_pack("{s:b, s:s}", "ok", 1, "csrf", l->csrf));
   else if (!strcmp(path, "/api/state"))
@@ -868,8 +869,10 @@ static void *serve(void *arg)
 
 static void panel_free(shk__panel *p)
 {
+  shk__panel_conns_stop(p->conns);
   if (p->http)
     evhttp_free(p->http);
+  shk__panel_conns_free(p->conns);
   if (p->wake)
     event_free(p->wake);
   if (p->lines)
@@ -981,6 +984,11 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
   socklen_t sl = sizeof ss;
   if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) < 0) {
     r = shk__error_set(err, -errno, "panel: %s", strerror(errno));
+    goto fail;
+  }
+  if ((r = shk__panel_conns_new(p->http, p->base, evhttp_bound_socket_get_listener(bs),
+                                shk__manager_panel_max_conns(m), sse_close_cb, p, &p->conns))) {
+    shk__error_set(err, r, "panel: out of memory");
     goto fail;
   }
   port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
