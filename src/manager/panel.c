@@ -30,7 +30,7 @@
  * - Every answer carries a strict Content-Security-Policy (no inline
  *   script, no other origin), X-Frame-Options DENY, nosniff and no-store.
  * - Only the operations a human surface needs pass (sessions, grants,
- *   cards, grant, revoke, resolve); each is decided by the manager exactly
+ *   cards, grant, revoke, resolve, takeover, resume); each is decided by the manager exactly
  *   as on the control socket, and recorded as the panel's. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -453,12 +453,14 @@ static json_t *state(shk__panel *p)
   return ans;
 }
 
-/* The operations a human surface may ask for. open_session and
+/* The operations a human surface may ask for (takeover and resume freeze
+ * and thaw a session, as its card's answers do). open_session and
  * sandbox_ran belong to launchers, subscribe to the control socket, taint
  * and decide_layers to a harness and the operator's own run. */
 static bool op_allowed(const char *op)
 {
-  static const char *const ok[] = { "sessions", "grants", "cards", "grant", "revoke", "resolve", NULL };
+  static const char *const ok[] = { "sessions", "grants", "cards", "grant", "revoke", "resolve", "takeover", "resume",
+                                    NULL };
   for (size_t i = 0; op && ok[i]; i++)
     if (!strcmp(op, ok[i]))
       return true;

@@ -82,9 +82,10 @@ function left(ms) {
   return s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
 }
 
-async function answerCard(card, resolution, reason) {
+async function answerCard(card, resolution, reason, pattern) {
   const req = { op: 'resolve', card: card.id, resolution };
   if (reason) req.reason = reason;
+  if (pattern) req.pattern = pattern;
   const a = await call(req);
   if (!a.ok) alert(a.error || 'the manager refused the answer');
   refresh();
@@ -100,6 +101,11 @@ function renderCard(c) {
       el('button', { class: 'approve', 'data-action': 'resume', onclick: () => answerCard(c, 'resume') }, 'Resume'),
       el('button', { class: 'deny', 'data-action': 'end', onclick: () => answerCard(c, 'end') }, 'End the session'));
     box.append(acts);
+    box.addEventListener('keydown', (ev) => {
+      if (ev.target !== box) return;
+      const k = { r: 'resume', e: 'end' }[ev.key];
+      if (k) answerCard(c, k);
+    });
     return box;
   }
   const what = c.class === 'net.egress' ? `connect to ${scopeText(c.class, c.scope)}`
@@ -122,19 +128,32 @@ function renderCard(c) {
   const reason = el('input', { placeholder: 'reason the agent reads (for deny)', 'data-field': 'reason',
     oninput: () => { reasons[c.id] = reason.value; } });
   reason.value = reasons[c.id] || '';
+  // The pattern editor: only the patterns the manager put on the card,
+  // which it offered because the manifest and the decision allow them
+  // (the manager refuses any other); the page invents none.
+  const pats = (c.patterns || []).filter((p) => p && p.pattern);
+  const pick = pats.length ? el('select', { 'data-field': 'pattern', 'aria-label': 'pattern to approve',
+    onchange: () => { patterns[c.id] = pick.value; } },
+    ...pats.map((p) => el('option', { value: p.pattern }, `${p.pattern} (tier ${p.tier})`))) : null;
+  if (pick && pats.some((p) => p.pattern === patterns[c.id])) pick.value = patterns[c.id];
+  const approvePattern = () => answerCard(c, 'pattern', null, pick.value);
   box.append(el('div', { class: 'actions' },
     el('button', { class: 'approve', 'data-action': 'once', onclick: () => answerCard(c, 'once') }, 'Approve once'),
     el('button', { class: 'approve', 'data-action': 'session', onclick: () => answerCard(c, 'session') },
       'Approve for the session'),
+    ...(pick ? [el('button', { class: 'approve', 'data-action': 'pattern', onclick: approvePattern },
+      'Approve the pattern'), pick] : []),
     el('button', { class: 'deny', 'data-action': 'deny', onclick: () => answerCard(c, 'deny', reason.value) }, 'Deny'),
     reason,
     el('button', { 'data-action': 'cancel', onclick: () => answerCard(c, 'cancel') }, 'Cancel'),
+    el('button', { 'data-action': 'takeover', onclick: () => answerCard(c, 'takeover') }, 'Take over'),
     timer));
   box.addEventListener('keydown', (ev) => {
     if (ev.target !== box) return;
-    const k = { a: 'once', s: 'session', c: 'cancel' }[ev.key];
+    const k = { a: 'once', s: 'session', c: 'cancel', t: 'takeover' }[ev.key];
     if (k) answerCard(c, k);
     else if (ev.key === 'd') answerCard(c, 'deny', reason.value);
+    else if (ev.key === 'p' && pick) approvePattern();
   });
   return box;
 }
@@ -161,6 +180,23 @@ function renderSession(s) {
   if (s.frozen)
     box.querySelector('.title').append(el('span', { class: 'frozen', 'data-field': 'frozen' },
       'frozen: its processes are stopped until a human resumes it'));
+  // Take over freezes every process of the session (and stops its cards'
+  // countdowns) until resume; the manager refuses it, saying why, for a
+  // session whose processes it cannot freeze.
+  const freeze = async (op) => {
+    const a = await call({ op, session: s.session });
+    if (!a.ok) alert(a.error || `the manager refused the ${op}`);
+    refresh();
+  };
+  box.tabIndex = 0;
+  box.append(el('div', { class: 'actions' }, s.frozen
+    ? el('button', { class: 'approve', 'data-action': 'resume-session', onclick: () => freeze('resume') }, 'Resume')
+    : el('button', { 'data-action': 'takeover-session', onclick: () => freeze('takeover') }, 'Take over')));
+  box.addEventListener('keydown', (ev) => {
+    if (ev.target !== box) return;
+    if (ev.key === 't' && !s.frozen) freeze('takeover');
+    else if (ev.key === 'r' && s.frozen) freeze('resume');
+  });
   box.append(sandboxReport(s.sandbox));
   if (!grants.length) {
     box.append(el('div', { class: 'hint' }, 'No grants.'));
@@ -188,6 +224,7 @@ function renderSession(s) {
 }
 
 const reasons = {};
+const patterns = {};
 let drawnCards = '';
 
 function render() {
@@ -204,12 +241,18 @@ function render() {
     $('cards').replaceChildren(...cards.map(renderCard));
     const f = focused ? document.querySelector(`[data-card="${CSS.escape(focused)}"]`) : null;
     if (f) (field ? f.querySelector(`[data-field="${field}"]`) || f : f).focus();
-    for (const id of Object.keys(reasons)) if (!cards.some((c) => c.id === id)) delete reasons[id];
+    for (const m of [reasons, patterns])
+      for (const id of Object.keys(m)) if (!cards.some((c) => c.id === id)) delete m[id];
   }
   $('n-cards').textContent = cards.length;
   $('no-cards').hidden = cards.length > 0;
   const sessions = state.sessions || [];
+  // A focused session keeps the focus when the list is drawn again.
+  const act = document.activeElement;
+  const had = act && act.dataset && act.dataset.session ? act.dataset.session : null;
   $('session-list').replaceChildren(...sessions.map(renderSession));
+  const again = had ? document.querySelector(`[data-session="${CSS.escape(had)}"]`) : null;
+  if (again) again.focus();
   $('n-sessions').textContent = sessions.length;
   $('no-sessions').hidden = sessions.length > 0;
   const sel = $('unlock-session');

@@ -47,7 +47,7 @@ async function main() {
   const proxyConf = path.join(tmp, 'proxy.json');
   fs.writeFileSync(proxyConf, JSON.stringify({ allow_private_cidrs: ['127.0.0.1/32'],
     hosts: { 'api.test': ['127.0.0.1'], 'auto.test': ['127.0.0.1'], 'other.test': ['127.0.0.1'],
-             'key.test': ['127.0.0.1'] } }));
+             'key.test': ['127.0.0.1'], 'a.svc.test': ['127.0.0.1'], 'b.svc.test': ['127.0.0.1'] } }));
   const ddir = path.join(tmp, 'd');
   const conf = { socket: path.join(ddir, 'run', 'manager.sock'), audit_db: path.join(ddir, 'audit.db'),
                  policy_dir: path.join(SRC, 'policies'), manifest, panel: { listen: '127.0.0.1:0' },
@@ -151,6 +151,36 @@ async function main() {
     await Promise.race([r3.closed, sleep(5000)]);
     chk(r3.status === 403 && r3.rest().includes('use the mirror instead') && up.count === n1,
       `the d key denies the focused card with the typed reason (${r3.status} ${JSON.stringify(r3.rest())})`);
+
+    // Approve a pattern: the card's editor offers exactly the patterns the
+    // manager put on the card (the control: the held request waits), and
+    // the p key approves the one chosen. Judged from outside: the held
+    // request completes, and a sibling under the pattern then reaches the
+    // upstream with no card.
+    const n2 = up.count;
+    const held4 = proxyConnect(a.egress_dir, 'a.svc.test', up.port);
+    const card4 = page.locator('.card', { hasText: 'a.svc.test' });
+    await card4.waitFor({ timeout: 10000 });
+    const c4 = ((await ctl.call({ op: 'cards' })).cards || []).find((c) => (c.scope.domains || []).includes('a.svc.test')) || {};
+    const offered = await card4.locator('[data-field=pattern] option').evaluateAll((os) => os.map((o) => o.value));
+    const want = (c4.patterns || []).map((p) => p.pattern);
+    chk(want.length > 0 && JSON.stringify(offered) === JSON.stringify(want),
+      `the pattern editor offers exactly the card's patterns (${offered} vs ${want})`);
+    chk(offered[0] === `*.svc.test:${up.port}`, `the proposed pattern covers the host's siblings (${offered[0]})`);
+    await sleep(200);
+    chk(up.count === n2, 'control: while the card is open nothing reached the upstream');
+    await card4.locator('[data-field=pattern]').selectOption(offered[0]);
+    await card4.focus();
+    await page.keyboard.press('p');
+    const r4 = await held4;
+    chk(r4.status === 200 && await echoes(r4.sock), `the p key approves the pattern and the held request completes (${r4.status})`);
+    r4.sock.destroy();
+    await card4.waitFor({ state: 'detached', timeout: 10000 });
+    const sib = await proxyConnect(a.egress_dir, 'b.svc.test', up.port);
+    chk(sib.status === 200 && await echoes(sib.sock), `a sibling under the approved pattern goes through (${sib.status})`);
+    sib.sock.destroy();
+    chk(await page.locator('.card', { hasText: 'b.svc.test' }).count() === 0, 'and raised no card');
+    chk(up.count === n2 + 2, `the upstream saw exactly those two connections (${up.count - n2})`);
 
     // Unlock: a second session, whose opener asks no human (no card: what
     // no handle covers is refused at once). Grant it egress from the form.

@@ -11,8 +11,9 @@
 //    readable inside the running sandbox: the workload prints its content
 //    only after the unlock (the control: before it, it cannot), and the read
 //    grant does not let it write there;
-//  - a take over shows the session frozen, and nothing runs in the sandbox
-//    until resume (the control: every step before it ran).
+//  - a take over from the Sessions view's button shows the session frozen,
+//    and nothing runs in the sandbox until resume, from the r key (the
+//    control: every step before it ran).
 //
 // Usage: node panel-sandbox.js --shinken PATH --src DIR
 'use strict';
@@ -167,27 +168,30 @@ async function main() {
     await page.locator(`[data-session="${t.sid}"] tr[data-handle]`, { hasText: 'fs.scope' }).waitFor({ timeout: 10000 });
     chk(true, 'the Sessions view lists the fs.scope grant');
 
-    // Take over (on the run's control socket): the sandbox's processes
-    // stop, and the Sessions view says the session is frozen. Judged from
-    // outside: a step handed to the workload does not run until resume.
-    const tk = await ctl.call({ op: 'takeover', session: t.sid });
-    chk(tk.ok === true && tk.frozen === true, `take over freezes the session (${JSON.stringify(tk)})`);
+    // Take over from the Sessions view's button: the sandbox's processes
+    // stop, and the view says the session is frozen. Judged from outside:
+    // a step handed to the workload does not run until resume, which the
+    // r key on the focused session gives.
+    await box.locator('[data-action=takeover-session]').click();
     await box.locator('[data-field=frozen]').waitFor({ timeout: 10000 });
-    chk(true, 'the Sessions view shows the session frozen');
+    chk(true, 'the Take over button freezes the session, and the Sessions view shows it');
     const fz = ((await ctl.call({ op: 'sessions' })).sessions || []).find((s) => s.session === t.sid) || {};
     chk(fz.frozen === true, `and the sessions answer says frozen (${fz.frozen})`);
     n++;
     fs.writeFileSync(path.join(ws, `go.${n}`), 'echo ran\n', { mode: 0o644 });
     await sleep(1500);
     chk(!fs.existsSync(path.join(ws, `rc.${n}`)), 'while frozen the workload runs nothing');
-    const rs = await ctl.call({ op: 'resume', session: t.sid });
-    chk(rs.ok === true, `resume (${JSON.stringify(rs)})`);
+    chk(await box.locator('[data-action=resume-session]').count() === 1, 'a frozen session offers Resume');
+    await box.focus();
+    await page.keyboard.press('r');
     await box.locator('[data-field=frozen]').waitFor({ state: 'detached', timeout: 10000 });
-    chk(true, 'after resume the Sessions view no longer shows it frozen');
+    chk(true, 'after the r key the Sessions view no longer shows it frozen');
     const end = Date.now() + 20000;
     while (!fs.existsSync(path.join(ws, `rc.${n}`)) && Date.now() < end) await sleep(20);
     chk(fs.existsSync(path.join(ws, `rc.${n}`)) && fs.readFileSync(path.join(ws, `out.${n}`), 'utf8') === 'ran\n',
       'and the held step runs');
+    const th = ((await ctl.call({ op: 'sessions' })).sessions || []).find((s) => s.session === t.sid) || {};
+    chk(th.frozen === false, `the sessions answer says it runs again (${th.frozen})`);
     chk(consoleErrors.length === 0, `no script error and no CSP violation (${consoleErrors.join('; ')})`);
   } finally {
     await browser.close();
