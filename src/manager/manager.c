@@ -1733,7 +1733,7 @@ static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by
  * (shk__unlock_started). */
 static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
 {
-  static const char *const keys[] = { "op", "session", "enforced", "degraded", "pid", "ceiling", NULL };
+  static const char *const keys[] = { "op", "session", "enforced", "degraded", "pid", "ceiling", "limits", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("sandbox_started: unknown field '%s'", bad);
@@ -1747,6 +1747,10 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
     ans = refuse("sandbox_started: enforced and degraded are arrays of strings");
   else if (strlist(req, "ceiling", &ceiling, &n_ceiling))
     ans = refuse("sandbox_started: ceiling must be an array of paths");
+  json_t *limits = json_object_get(req, "limits");
+  if (!ans && limits && !shk__sandbox_limits_valid(limits))
+    ans = refuse("sandbox_started: limits must be {\"memory\", \"pids\", \"cpu_milli\": whole numbers, "
+                 "\"net\": \"none\", \"proxy\" or \"host\", \"cgroup\": a boolean}");
   pthread_mutex_lock(&m->mu);
   session *s = ans ? NULL : find_session(m, str_or(req, "session", NULL));
   if (!ans && !s)
@@ -1772,7 +1776,7 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
     char why[512];
     pthread_mutex_lock(&m->mu);
     s->sandbox_started = true;
-    shk__sandbox_report_set(&s->sandbox_report, enforced, ne, degraded, nd);
+    shk__sandbox_report_set(&s->sandbox_report, enforced, ne, degraded, nd, limits, ceiling, n_ceiling);
     if (jpid) {
       /* Where the sandbox's Landlock lets it write: its writable roots, as
        * the session was opened with, and the ceiling it was started with. */

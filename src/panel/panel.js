@@ -168,6 +168,37 @@ function sandboxReport(r) {
     `enforced: ${r.enforced && r.enforced.length ? r.enforced.join(', ') : 'nothing'}`));
   if (r.degraded && r.degraded.length)
     box.append(el('div', { class: 'degraded', 'data-field': 'degraded' }, `not enforced: ${r.degraded.join(', ')}`));
+  box.append(limitsLine(r));
+  return box;
+}
+
+function bytes(n) {
+  for (const [u, k] of [['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]])
+    if (n >= k) return `${+(n / k).toFixed(1)} ${u}`;
+  return `${n} bytes`;
+}
+
+// The limits the sandbox was started with, and how far live grants can
+// ever reach (the network mode, and the paths Landlock lets a grant make
+// writable). A limit asked with no session cgroup to hold it (a degraded
+// run) says so beside it, in red.
+function limitsLine(r) {
+  const l = r.limits;
+  if (!l) return el('div', { class: 'hint', 'data-field': 'limits' }, 'limits: not reported');
+  const noCgroup = l.cgroup === false;
+  const parts = [
+    l.memory ? `memory ${bytes(l.memory)}` : 'memory: no limit',
+    l.pids ? `pids ${l.pids}` : 'pids: no limit',
+    l.cpu_milli ? `cpu ${+(l.cpu_milli / 1000).toFixed(3)} cores` : 'cpu: no limit',
+    { none: 'network: none', proxy: 'network: through the egress proxy, granted hosts only',
+      host: 'network: the host\'s own' }[l.net] || `network: ${l.net}`,
+  ];
+  const box = el('div', { 'data-field': 'limits' }, `limits: ${parts.join(' · ')}`);
+  if (noCgroup && (l.memory || l.pids || l.cpu_milli))
+    box.append(el('span', { class: 'degraded' }, ' (the cgroup layer is not enforced: these limits do not hold)'));
+  const c = r.ceiling || [];
+  box.append(el('div', { 'data-field': 'ceiling' }, c.length
+    ? `live grants may make writable at most: ${c.join(', ')}` : 'live grants may make nothing writable'));
   return box;
 }
 

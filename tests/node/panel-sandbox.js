@@ -4,7 +4,9 @@
 // chromium (driven by playwright-core) logs in. Judged from outside the
 // browser and the sandbox:
 //  - the Sessions view shows the layers stage 2 reported it enforced, the
-//    same the manager's sessions answer holds; a session with no sandbox
+//    same the manager's sessions answer holds, and the limits the run was
+//    started with (memory, pids, cpu, the net mode, the live grants'
+//    ceiling); a session with no sandbox
 //    (the control) says it has no start report;
 //  - the Unlock form offers exactly the live classes the Host view names;
 //  - an fs.scope read unlock made from the form makes a --deny'd host file
@@ -66,7 +68,7 @@ async function main() {
   // On a terminal (script(1) gives it one, as a person's would be), so the
   // run's Ask loop has its freezer and a take over can stop the sandbox.
   Object.assign(env, { SHELL: '/bin/sh', SHK_BIN: SHINKEN, SHK_DENY: hostDir, SHK_LOOP: LOOP });
-  const run = child.spawn('script', ['-qfec', '"$SHK_BIN" run --allow-degraded --panel --deny "$SHK_DENY" ' +
+  const run = child.spawn('script', ['-qfec', '"$SHK_BIN" run --allow-degraded --panel --deny "$SHK_DENY" --mem 256M --pids 300 --cpu 0.5 ' +
     '--net proxy --verbose -- sh -c "$SHK_LOOP"', '/dev/null'], { cwd: ws, env, stdio: ['pipe', 'pipe', 'inherit'] });
   let errText = '';
   const lines = new Promise((res, rej) => {
@@ -131,6 +133,20 @@ async function main() {
       chk(rep.degraded.every((l) => deg.includes(l)), `and every layer it could not enforce (${deg})`);
     }
     chk(await box.locator('[data-field=frozen]').count() === 0, 'a running session is not shown frozen');
+    // Its limits: those the run was started with, as the manager holds
+    // them, and whether a session cgroup holds them.
+    const lim = rep.limits || {};
+    chk(lim.memory === 256 * 2 ** 20 && lim.pids === 300 && lim.cpu_milli === 500 && lim.net === 'proxy',
+      `the sessions answer carries the run's limits (${JSON.stringify(lim)})`);
+    const limText = await box.locator('[data-field=limits]').textContent();
+    chk(limText.includes('memory 256 MiB') && limText.includes('pids 300') && limText.includes('cpu 0.5 cores') &&
+        limText.includes('egress proxy'), `the Sessions view shows the limits and the net mode (${limText})`);
+    chk((await box.locator('[data-field=ceiling]').textContent()).includes('/srv'),
+      'and how far live grants can make paths writable (the manifest\'s ceiling)');
+    const held = lim.cgroup === true;
+    chk(limText.includes('do not hold') === !held, `the view says whether a cgroup holds them (cgroup ${lim.cgroup})`);
+
+
     // The control: a session with no sandbox has no start report.
     const bare = await ctl.call({ op: 'open_session', name: 'no-sandbox', ask: false });
     chk(bare.ok === true, `open_session no-sandbox (${JSON.stringify(bare)})`);
