@@ -571,23 +571,28 @@ static void sse_sweep(shk__panel *p)
   }
 }
 
+static void sse_send_one(sse *c, const char *event, const char *data, size_t len)
+{
+  struct evbuffer *b = evbuffer_new();
+  if (!b)
+    return;
+  evbuffer_add_printf(b, "event: %s\ndata: ", event);
+  evbuffer_add(b, data, len);
+  evbuffer_add(b, "\n\n", 2);
+  evhttp_send_reply_chunk(c->req, b);
+  evbuffer_free(b);
+}
+
 static void sse_send(shk__panel *p, const char *event, const char *data, size_t len)
 {
   sse_sweep(p);
-  for (sse *c = p->clients; c; c = c->next) {
-    struct evbuffer *b = evbuffer_new();
-    if (!b)
-      continue;
-    evbuffer_add_printf(b, "event: %s\ndata: ", event);
-    evbuffer_add(b, data, len);
-    evbuffer_add(b, "\n\n", 2);
-    evhttp_send_reply_chunk(c->req, b);
-    evbuffer_free(b);
-  }
+  for (sse *c = p->clients; c; c = c->next)
+    sse_send_one(c, event, data, len);
 }
 
 /* GET /api/events: an event stream. "card" carries each line of the card
- * stream as it comes; "state" says sessions, grants or cards changed. */
+ * stream as it comes; "state" says sessions, grants or cards changed;
+ * "audit" carries the audit events recorded since the last one. */
 static void route_events(shk__panel *p, struct evhttp_request *req)
 {
   if (p->n_clients >= MAX_SSE) {
@@ -617,8 +622,9 @@ static void route_events(shk__panel *p, struct evhttp_request *req)
   struct evkeyvalq *h = evhttp_request_get_output_headers(req);
   evhttp_add_header(h, "Content-Type", "text/event-stream");
   evhttp_send_reply_start(req, 200, "OK");
+  /* Only the new page is greeted: it fetches what it shows once. */
   static const char hello[] = "{}";
-  sse_send(p, "hello", hello, sizeof hello - 1);
+  sse_send_one(c, "hello", hello, sizeof hello - 1);
 }
 
 static void lines_cb(evutil_socket_t fd, short what, void *arg)
@@ -662,13 +668,20 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
   } else {
     free(text);
   }
+  /* The audit events recorded since the last look are streamed to every
+   * page ("audit": the Timeline's answer for them, at most the last 200),
+   * so that no page asks the store again for what it has. */
   uint64_t count;
   shk_audit_reader *r = reader(p);
   if (r && shk_audit_reader_count(r, &count, NULL) == 0 && count != p->last_count) {
-    p->last_count = count;
-    char n[32];
-    int len = snprintf(n, sizeof n, "{\"count\":%llu}", (unsigned long long)count);
-    sse_send(p, "timeline", n, (size_t)len);
+    json_t *fresh = shk__panel_timeline(r, p->last_count, 200);
+    char *text = json_is_true(json_object_get(fresh, "ok")) ? json_dumps(fresh, JSON_COMPACT) : NULL;
+    json_decref(fresh);
+    if (text) {
+      p->last_count = count;
+      sse_send(p, "audit", text, strlen(text));
+      free(text);
+    }
   }
   if (now - p->last_ping_ms >= SSE_PING_MS) {
     sse_sweep(p);

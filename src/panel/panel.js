@@ -355,6 +355,7 @@ function unlockFields() {
 
 let timeline = [];
 let chainAt = 0;
+const MAX_EVENTS = 1000;
 
 function ev(e, k) { return e[k] === undefined ? '' : String(e[k]); }
 
@@ -388,7 +389,10 @@ async function refreshTimeline() {
   const r = await fetch('/api/timeline', { credentials: 'same-origin' });
   const a = await r.json().catch(() => ({}));
   if (!a.ok) { $('chain').textContent = a.error || 'no timeline'; return; }
-  timeline = a.events || [];
+  // Events streamed while this was asked are kept: the answer may be older.
+  const got = a.events || [];
+  const last = got.length ? got[got.length - 1].seq : -1;
+  timeline = got.concat(timeline.filter((e) => e.seq > last)).slice(-MAX_EVENTS);
   renderTimeline();
   if (Date.now() - chainAt > 5000) verify();
 }
@@ -425,7 +429,21 @@ function listen() {
     }
     refresh();
   });
-  events.addEventListener('timeline', () => refreshTimeline());
+  // The timeline is streamed: each "audit" message carries the events
+  // recorded since the last, which are added to those shown. A page that
+  // (re)connects asks for the latest ones once ("hello"), so that nothing
+  // recorded while it was away is missing.
+  events.addEventListener('hello', () => refreshTimeline());
+  events.addEventListener('audit', (m) => {
+    let a = null;
+    try { a = JSON.parse(m.data); } catch (e) { return; }
+    const last = timeline.length ? timeline[timeline.length - 1].seq : -1;
+    const add = (a.events || []).filter((e) => e.seq > last);
+    if (!add.length) return;
+    timeline = timeline.concat(add).slice(-MAX_EVENTS);
+    renderTimeline();
+    if (Date.now() - chainAt > 5000) verify();
+  });
   events.onopen = () => setStatus('live', 'live');
   events.onerror = () => setStatus('reconnecting…', 'down');
 }
@@ -486,7 +504,6 @@ window.addEventListener('DOMContentLoaded', async () => {
   for (const id of ['f-session', 'f-class', 'f-decision']) $(id).addEventListener('input', renderTimeline);
   $('filter').addEventListener('submit', (e) => e.preventDefault());
   await refresh();
-  await refreshTimeline();
   listen();
   refreshHost();
 });

@@ -73,6 +73,10 @@ async function main() {
     const consoleErrors = [];
     page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
     page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    // Every fetch of the timeline the page makes: once per connection of
+    // its event stream, after which the events come on the stream itself.
+    let timelineFetches = 0;
+    page.on('request', (rq) => { if (new URL(rq.url()).pathname === '/api/timeline') timelineFetches++; });
     await page.goto(d.url);
     await page.waitForSelector('#status.live', { timeout: 10000 });
     chk(!page.url().includes('#'), `the token leaves the address bar (${page.url()})`);
@@ -236,6 +240,7 @@ async function main() {
     const rev = page.locator('#event-rows tr', { hasText: 'revoke' }).filter({ hasText: 'panel' });
     await rev.first().waitFor({ timeout: 10000 });
     chk(true, 'the Timeline shows the revoke, by the panel, live');
+    chk(timelineFetches === 1, `the timeline was fetched once, and every later event streamed (${timelineFetches} fetches)`);
     await sleep(800); // a checkpoint covers it
     await page.click('#verify-now');
     await page.waitForSelector('#chain.good', { timeout: 10000 });
