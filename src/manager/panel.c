@@ -675,12 +675,12 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
   shk_audit_reader *r = reader(p);
   if (r && shk_audit_reader_count(r, &count, NULL) == 0 && count != p->last_count) {
     json_t *fresh = shk__panel_timeline(r, p->last_count, 200);
-    char *text = json_is_true(json_object_get(fresh, "ok")) ? json_dumps(fresh, JSON_COMPACT) : NULL;
+    char *ev = json_is_true(json_object_get(fresh, "ok")) ? json_dumps(fresh, JSON_COMPACT) : NULL;
     json_decref(fresh);
-    if (text) {
+    if (ev) {
       p->last_count = count;
-      sse_send(p, "audit", text, strlen(text));
-      free(text);
+      sse_send(p, "audit", ev, strlen(ev));
+      free(ev);
     }
   }
   if (now - p->last_ping_ms >= SSE_PING_MS) {
