@@ -414,8 +414,12 @@ async function verify() {
 function listen() {
   events = new EventSource('/api/events');
   for (const t of ['hello', 'state']) events.addEventListener(t, () => refresh());
-  // A card event carries the card: it is drawn (or taken away) at once,
-  // and the state fetched after it makes sure nothing was missed.
+  // A card event carries the card: it is drawn (or taken away) at once.
+  // The state is not fetched for it: a changed card changes the state, so
+  // the "state" event that follows within a quarter of a second fetches
+  // it, and a click on the card just drawn does not wait behind a fetch of
+  // the whole state on the panel's one thread. A line that cannot be read
+  // is fetched for at once.
   events.addEventListener('card', (m) => {
     cardEpoch++;
     let o = null;
@@ -426,8 +430,9 @@ function listen() {
     } else if (o && o.card && typeof o.card === 'object' && o.card.id) {
       state.cards = state.cards.filter((c) => c.id !== o.card.id).concat([o.card]);
       render();
+    } else {
+      refresh();
     }
-    refresh();
   });
   // The timeline is streamed: each "audit" message carries the events
   // recorded since the last, which are added to those shown. A page that
