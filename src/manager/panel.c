@@ -61,6 +61,7 @@
 #include "manager/panel-assets.h"
 #include "manager/panel-conns.h"
 #include "manager/panel-internal.h"
+#include "manager/panel-stream.h"
 
 #define TOKEN_BYTES 32
 #define TOKEN_HEX (TOKEN_BYTES * 2 + 1)
@@ -119,7 +120,7 @@ struct shk__panel {
   int64_t last_ping_ms;
   char *audit_db;            /* the manager's store, or NULL */
   shk_audit_reader *reader;  /* opened on first use */
-  uint64_t last_count;       /* events in the store at the last look */
+  shk__audit_stream *stream; /* the Timeline's new events, read on a thread of its own */
   json_t *host_view;         /* the Host view's answer, and when it was made */
   int64_t host_at_ms;
   /* The card stream's lines, copied here by whichever thread delivers
@@ -554,6 +555,8 @@ static void sse_drop(shk__panel *p, sse *c, bool finish)
   if (finish)
     evhttp_send_reply_end(c->req);
   free(c);
+  if (!p->n_clients)
+    shk__audit_stream_watch(p->stream, false);
   /* The last page is gone: no panel is a surface that can answer now. */
   if (!p->n_clients && p->subscribed) {
     shk__manager_unsubscribe(p->m, p->sub_id);
@@ -618,7 +621,8 @@ static void route_events(shk__panel *p, struct evhttp_request *req)
   c->conn = evhttp_request_get_connection(req);
   c->next = p->clients;
   p->clients = c;
-  p->n_clients++;
+  if (p->n_clients++ == 0)
+    shk__audit_stream_watch(p->stream, true);
   struct evkeyvalq *h = evhttp_request_get_output_headers(req);
   evhttp_add_header(h, "Content-Type", "text/event-stream");
   evhttp_send_reply_start(req, 200, "OK");
@@ -649,6 +653,12 @@ static void lines_cb(evutil_socket_t fd, short what, void *arg)
   free(buf);
 }
 
+/* A batch of new audit events, from the stream's thread, to every page. */
+static void audit_batch(void *ud, const char *json, size_t len)
+{
+  sse_send(ud, "audit", json, len);
+}
+
 /* Sends "state" when what the page shows changed since the last look. */
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -667,21 +677,6 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     p->last_ping_ms = now;
   } else {
     free(text);
-  }
-  /* The audit events recorded since the last look are streamed to every
-   * page ("audit": the Timeline's answer for them, at most the last 200),
-   * so that no page asks the store again for what it has. */
-  uint64_t count;
-  shk_audit_reader *r = reader(p);
-  if (r && shk_audit_reader_count(r, &count, NULL) == 0 && count != p->last_count) {
-    json_t *fresh = shk__panel_timeline(r, p->last_count, 200);
-    char *ev = json_is_true(json_object_get(fresh, "ok")) ? json_dumps(fresh, JSON_COMPACT) : NULL;
-    json_decref(fresh);
-    if (ev) {
-      p->last_count = count;
-      sse_send(p, "audit", ev, strlen(ev));
-      free(ev);
-    }
   }
   if (now - p->last_ping_ms >= SSE_PING_MS) {
     sse_sweep(p);
@@ -884,6 +879,7 @@ static void *serve(void *arg)
 
 static void panel_free(shk__panel *p)
 {
+  shk__audit_stream_stop(p->stream);
   shk__panel_conns_stop(p->conns);
   if (p->http)
     evhttp_free(p->http);
@@ -1022,6 +1018,10 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
   }
   if ((r = write_login_file(p, err)))
     goto fail;
+  if (p->audit_db && (r = shk__audit_stream_start(p->base, p->audit_db, audit_batch, p, &p->stream))) {
+    shk__error_set(err, r, "panel: the Timeline's reader: %s", strerror(-r));
+    goto fail;
+  }
   p->wake = event_new(p->base, p->wake_fd, EV_READ, wake_cb, p);
   p->lines = event_new(p->base, p->lines_fd, EV_READ | EV_PERSIST, lines_cb, p);
   p->tick = event_new(p->base, -1, EV_PERSIST, tick_cb, p);
