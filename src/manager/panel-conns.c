@@ -182,11 +182,6 @@ void shk__panel_conns_trust(shk__panel_conns *c, struct evhttp_connection *evcon
     }
 }
 
-unsigned shk__panel_conns_count(const shk__panel_conns *c)
-{
-  return c ? c->n : 0;
-}
-
 void shk__panel_conns_stop(shk__panel_conns *c)
 {
   /* evhttp frees its listener before its connections: those closed after

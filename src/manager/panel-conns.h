@@ -25,8 +25,6 @@ int shk__panel_conns_new(struct evhttp *http, struct event_base *base, struct ev
 /* The connection CONN carried a request of a logged-in browser: it is kept
  * when others are closed to make room. */
 void shk__panel_conns_trust(shk__panel_conns *c, struct evhttp_connection *conn);
-/* How many connections are open now. */
-unsigned shk__panel_conns_count(const shk__panel_conns *c);
 /* Before the evhttp it counts is freed (it frees the listener first). */
 void shk__panel_conns_stop(shk__panel_conns *c);
 /* After the evhttp it counts was freed. */

@@ -30,8 +30,12 @@
  * - Every answer carries a strict Content-Security-Policy (no inline
  *   script, no other origin), X-Frame-Options DENY, nosniff and no-store.
  * - Only the operations a human surface needs pass (sessions, grants,
- *   cards, grant, revoke, resolve, takeover, resume); each is decided by the manager exactly
- *   as on the control socket, and recorded as the panel's. */
+ *   cards, grant, revoke, resolve, takeover, resume); each is decided by
+ *   the manager exactly as on the control socket, and recorded as the
+ *   panel's.
+ * - At most a fixed number of connections are open at once
+ *   (panel-conns.c), so that another local user's flood of idle ones can
+ *   take neither the page nor the descriptors the control socket needs. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>

@@ -116,7 +116,6 @@ async function main() {
       `the card says who wants what, and why it asks (${text})`);
     await sleep(300);
     chk(!settled && up.count === n0, 'while the card is open the request is held and nothing reached the upstream');
-    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-requests.png'), fullPage: true });
     const t1 = Date.now();
     await card.locator('[data-action=once]').click();
     const r = await held;
@@ -173,6 +172,7 @@ async function main() {
     chk(offered[0] === `*.svc.test:${up.port}`, `the proposed pattern covers the host's siblings (${offered[0]})`);
     await sleep(200);
     chk(up.count === n2, 'control: while the card is open nothing reached the upstream');
+    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-requests.png'), fullPage: true });
     await card4.locator('[data-field=pattern]').selectOption(offered[0]);
     await card4.focus();
     await page.keyboard.press('p');
@@ -224,7 +224,6 @@ async function main() {
     // Revoke in one click: the open tunnel closes, the next use fails.
     const row = page.locator(`[data-session="${b.session}"] tr[data-handle]`, { hasText: 'auto.test' });
     await row.waitFor({ timeout: 10000 });
-    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-sessions.png'), fullPage: true });
     const t2 = Date.now();
     await row.locator('[data-action=revoke]').click();
     const closed = await Promise.race([t.closed.then(() => true), sleep(10000).then(() => false)]);

@@ -17,7 +17,7 @@
 //    and nothing runs in the sandbox until resume, from the r key (the
 //    control: every step before it ran).
 //
-// Usage: node panel-sandbox.js --shinken PATH --src DIR
+// Usage: node panel-sandbox.js --shinken PATH --src DIR [--screenshots DIR]
 'use strict';
 
 const child = require('child_process');
@@ -145,6 +145,7 @@ async function main() {
       'and how far live grants can make paths writable (the manifest\'s ceiling)');
     const held = lim.cgroup === true;
     chk(limText.includes('do not hold') === !held, `the view says whether a cgroup holds them (cgroup ${lim.cgroup})`);
+    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-sessions.png'), fullPage: true });
 
 
     // The control: a session with no sandbox has no start report.
