@@ -16,6 +16,7 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
+const { performance } = require('perf_hooks');
 
 const args = {};
 for (let i = 2; i < process.argv.length; i += 2) args[process.argv[i].replace(/^--/, '')] = process.argv[i + 1];
@@ -90,7 +91,8 @@ async function main() {
   const conf = { socket: path.join(ddir, 'run', 'manager.sock'), audit_db: path.join(ddir, 'audit.db'),
                  policy_dir: path.join(SRC, 'policies'), manifest, panel: { listen: '127.0.0.1:0' } };
   const d = await startDaemon(SHINKEN, ddir, conf);
-  const loginFile = path.join(path.dirname(conf.socket), 'panel-login');
+  // The login file beside the control socket (manager.sock: manager.panel-login).
+  const loginFile = conf.socket.replace(/\.sock$/, '.panel-login');
   const ctl = control(conf.socket);
   const sub = subscriber(conf.socket);
   const browser = await chromium.launch({ executablePath: process.env.SHINKEN_CHROMIUM || '/usr/bin/chromium',
@@ -107,6 +109,7 @@ async function main() {
     });
     const a = await ctl.call({ op: 'open_session', name: 'bench-a', egress: true, proxy_config: proxyConf });
     const rendered = [], subscribed = [], clicked = [], resolved = [], done = [];
+    const parts = { page: [], browser: [], connect: [], server: [], answer: [] };
     for (let i = 0; i < N; i++) {
       const n0 = up.accepted_at.length;
       const t0 = Date.now();
@@ -127,17 +130,36 @@ async function main() {
         t1 = await until(() => page.evaluate((k) => {
           const b = document.querySelector(`.card[data-card="${k}"] [data-action=once]`);
           if (!b) return 0;
-          const t = Date.now();
+          performance.clearResourceTimings();
+          const t = performance.timeOrigin + performance.now();
           b.click();
           return t;
         }, id));
       } else {
-        t1 = Date.now();
+        t1 = performance.timeOrigin + performance.now();
         ctl.call({ op: 'resolve', card: id, resolution: 'once' });
       }
       const r = await held;
       await until(() => up.accepted_at.length > n0);
-      (i % 2 === 0 ? clicked : resolved).push(up.accepted_at[n0] - t1);
+      const byte = up.accepted_at[n0];
+      (i % 2 === 0 ? clicked : resolved).push(byte - t1);
+      if (i % 2 === 0) {
+        // Where the click's time went: the page until its fetch began, the
+        // browser until the request was sent, the server (the panel's
+        // thread, the resolve, the release, the proxy's dial) until the
+        // upstream's accept, and when the API's answer came back.
+        const e = await until(() => page.evaluate(() => {
+          const x = performance.getEntriesByType('resource').filter((r) => r.name.endsWith('/api/call')).pop();
+          return x && x.responseEnd ? { start: x.startTime, req: x.requestStart, end: x.responseEnd,
+                                        connect: x.connectEnd - x.connectStart, origin: performance.timeOrigin }
+                                    : null;
+        }));
+        parts.page.push(e.origin + e.start - t1);
+        parts.browser.push(e.req - e.start);
+        parts.server.push(byte - (e.origin + e.req));
+        parts.answer.push(e.origin + e.end - t1);
+        parts.connect.push(e.connect);
+      }
       r.sock.destroy();
       done.push(id);
       await until(() => page.evaluate(() => !document.querySelector('.card[data-card]')));
@@ -146,6 +168,11 @@ async function main() {
     report('held connection -> card line on control socket', subscribed);
     report('panel click -> first byte upstream', clicked);
     report('control resolve -> first byte upstream', resolved);
+    report('  click: page until its fetch began', parts.page);
+    report('  click: browser until the request was sent', parts.browser);
+    report('  click: of which a new connection', parts.connect);
+    report('  click: request sent -> first byte upstream', parts.server);
+    report('  click: the API answer back in the page', parts.answer);
     console.log(`ratio card (page / control subscriber) p50 ${(pct(rendered, 50) / pct(subscribed, 50)).toFixed(2)}x`);
     console.log(`ratio approve (panel / control) p50 ${(pct(clicked, 50) / pct(resolved, 50)).toFixed(2)}x`);
 

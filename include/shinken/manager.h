@@ -89,6 +89,9 @@ typedef struct shk_manager_opts {
    * 0 picks a free one): its embedder serves it with
    * shk_manager_serve_panel. NULL: no panel. */
   const char *panel_listen;
+  /* At most this many HTTP connections to the panel at once (0: 64); at the
+   * cap a new one closes the oldest that no logged-in browser used. */
+  unsigned panel_max_connections;
 } shk_manager_opts;
 
 /* The manager's configuration file (JSON), every key optional and an
@@ -98,8 +101,9 @@ typedef struct shk_manager_opts {
  * "max_pending", "pending_timeout_ms", "card_timeout_ms", "batch_window_ms",
  * "control_max_clients",
  * "control_max_clients_per_uid", "control_idle_ms", "control_max_output",
- * "control_fd_reserve" (the fields above). "panel": {"listen": ADDRESS},
- * where ADDRESS must be a loopback one (panel_listen). The policy directory comes from
+ * "control_fd_reserve" (the fields above). "panel": {"listen": ADDRESS,
+ * "max_connections": N}, where ADDRESS must be a loopback one (panel_listen,
+ * panel_max_connections). The policy directory comes from
  * the file, else $SHINKEN_POLICY_DIR, else the installed copy (DATADIR/
  * shinken/policies); never from the source tree. Other defaults: the
  * directory's manifests/default.json, the audit store

@@ -96,6 +96,7 @@ typedef struct run_session {
   char *log, *private;
   bool inline_prompt;    /* the embedded manager's cards are drawn on the caller's terminal */
   const shk_sandbox_paths *ceiling; /* Landlock's ceiling of live grants */
+  const shk_sandbox_opts *opts;     /* the limits asked, for the manager's sessions view */
   shk_cli_run_log_info audit; /* an embedded manager's own timeline */
   char *panel_url;            /* --panel: its login URL, or NULL */
 } run_session;
@@ -191,6 +192,16 @@ static int session_started(void *data, const shk_sandbox_result *res, shk_error 
     json_object_set_new(req, "pid", json_integer(res->pid));
     json_object_set_new(req, "ceiling", ceiling);
   }
+  /* The limits the sandbox was started with, for the panel's Sessions
+   * view: 0 is no limit asked, and "cgroup" says whether a session cgroup
+   * holds them (--allow-degraded runs without one where there is none). */
+  const shk_sandbox_opts *o = rs->opts;
+  if (req && o)
+    json_object_set_new(req, "limits", json_pack("{s:I, s:I, s:I, s:s, s:b}", "memory", (json_int_t)o->mem, "pids",
+                                                 (json_int_t)o->pids, "cpu_milli", (json_int_t)o->cpu_milli, "net",
+                                                 o->net == SHK_NET_PROXY ? "proxy"
+                                                 : o->net == SHK_NET_HOST ? "host" : "none",
+                                                 "cgroup", res->cgroup_paths[0] != NULL));
   char *answer;
   int r = session_send(rs, req, &answer, err);
   if (r < 0)
@@ -633,6 +644,7 @@ int shk_cli_run(int argc, char **argv)
   if (o.net == SHK_NET_PROXY) {
     shk_cli_fs_ceiling(&o); /* a session takes live grants: Landlock must allow them */
     rs.ceiling = &o.ceiling;
+    rs.opts = &o;
     char *pc_path, *pc_dir;
     char *why = proxy_config_file(&o, &pc_path, &pc_dir);
     if (!why)

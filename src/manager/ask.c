@@ -773,7 +773,10 @@ json_t *shk__ask_op_session(shk_manager *m, json_t *req, const shk__peer *by, bo
     return refuse("%s: session (an id) is required", what);
   if (strcmp(surface, "cli") && strcmp(surface, "harness"))
     return refuse("%s: surface must be cli or harness", what);
-  shk_approve_who who = { .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
+  /* As for a card's answer: the panel's transport names its own surface. */
+  if (!strcmp(by->surface, "panel"))
+    surface = "panel";
+  shk_approve_who who = { .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe, .user = by->user };
   shk_error err;
   int r = takeover ? shk_approve_takeover(m->approve, sid, &who, &err) : shk_approve_resume(m->approve, sid, &who, &err);
   if (r)

@@ -19,6 +19,7 @@
 typedef struct priv {
   char *policy_dir, *manifest, *session_policy, *standing, *socket, *exec_path, *state_dir, *audit_db;
   char *panel_listen;
+  unsigned panel_max_connections;
 } priv;
 
 void shk_manager_config_clear(shk_manager_config *c)
@@ -73,9 +74,9 @@ static void set_int(shk_manager_opts *o, const int_key *k, long long v)
     *(size_t *)(void *)slot = (size_t)v;
 }
 
-/* "panel": {"listen": ADDRESS}: a loopback address only, checked here so
- * that a configuration that would expose the panel is refused before
- * anything starts. */
+/* "panel": {"listen": ADDRESS, "max_connections": N}: a loopback address
+ * only, checked here so that a configuration that would expose the panel
+ * is refused before anything starts. */
 static int read_panel(const char *path, json_t *v, priv *p, shk_error *err)
 {
   const char *key;
@@ -83,8 +84,15 @@ static int read_panel(const char *path, json_t *v, priv *p, shk_error *err)
   if (!json_is_object(v))
     return shk__error_set(err, -EINVAL, "%s: 'panel' must be an object, such as {\"listen\": \"127.0.0.1:0\"}", path);
   json_object_foreach(v, key, x) {
-    if (strcmp(key, "listen"))
+    if (!strcmp(key, "max_connections")) {
+      json_int_t n = json_integer_value(x);
+      if (!json_is_integer(x) || n < 1 || n > 100000)
+        return shk__error_set(err, -EINVAL, "%s: 'panel.max_connections' must be a whole number from 1 to 100000",
+                              path);
+      p->panel_max_connections = (unsigned)n;
+    } else if (strcmp(key, "listen")) {
       return shk__error_set(err, -EINVAL, "%s: unknown key 'panel.%s'", path, key);
+    }
   }
   const char *listen = json_string_value(json_object_get(v, "listen"));
   if (!listen || !*listen)
@@ -201,6 +209,7 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, shk_error *
   c->opts.audit_db = p->audit_db;
   c->opts.socket = p->socket;
   c->opts.panel_listen = p->panel_listen;
+  c->opts.panel_max_connections = p->panel_max_connections;
   c->socket = p->socket;
   return 0;
 }

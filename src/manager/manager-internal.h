@@ -113,4 +113,6 @@ void shk__unlock_free(shk__fs_state *st);
 
 /* The Permission Panel's server (panel.c): the same, for its HTTP server. */
 void shk__manager_set_panel(shk_manager *m, shk__panel *p);
+/* How many HTTP connections the panel keeps at most (shk_manager_opts). */
+unsigned shk__manager_panel_max_conns(const shk_manager *m);
 void shk__panel_stop(shk__panel *p);

@@ -134,6 +134,7 @@ struct shk_manager {
   uint64_t next_tag;
   shk_audit *audit;         /* the timeline's writer, or NULL */
   unsigned max_pending;
+  unsigned panel_max_conns;
   int64_t pending_timeout_ms;
   shk__control_limits limits;
   char *socket;             /* the control socket, resolved, or NULL */

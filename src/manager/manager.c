@@ -390,6 +390,7 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
   m->ca_dir = inspection_ca_dir();
   m->next_tag = 1;
   m->max_pending = o->max_pending ? o->max_pending : 64;
+  m->panel_max_conns = o->panel_max_connections ? o->panel_max_connections : 64;
   m->on_verdict = o->on_verdict;
   m->verdict_data = o->verdict_data;
   m->pending_timeout_ms = o->pending_timeout_ms > 0 ? o->pending_timeout_ms : 120 * 1000;
@@ -1774,7 +1775,7 @@ static json_t *op_decide_layers(shk_manager *m, json_t *req, const shk__peer *by
  * (shk__unlock_started). */
 static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *by)
 {
-  static const char *const keys[] = { "op", "session", "enforced", "degraded", "pid", "ceiling", NULL };
+  static const char *const keys[] = { "op", "session", "enforced", "degraded", "pid", "ceiling", "limits", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("sandbox_started: unknown field '%s'", bad);
@@ -1788,6 +1789,10 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
     ans = refuse("sandbox_started: enforced and degraded are arrays of strings");
   else if (strlist(req, "ceiling", &ceiling, &n_ceiling))
     ans = refuse("sandbox_started: ceiling must be an array of paths");
+  json_t *limits = json_object_get(req, "limits");
+  if (!ans && limits && !shk__sandbox_limits_valid(limits))
+    ans = refuse("sandbox_started: limits must be {\"memory\", \"pids\", \"cpu_milli\": whole numbers, "
+                 "\"net\": \"none\", \"proxy\" or \"host\", \"cgroup\": a boolean}");
   pthread_mutex_lock(&m->mu);
   session *s = ans ? NULL : find_session(m, str_or(req, "session", NULL));
   if (!ans && !s)
@@ -1813,7 +1818,7 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
     char why[512];
     pthread_mutex_lock(&m->mu);
     s->sandbox_started = true;
-    shk__sandbox_report_set(&s->sandbox_report, enforced, ne, degraded, nd);
+    shk__sandbox_report_set(&s->sandbox_report, enforced, ne, degraded, nd, limits, ceiling, n_ceiling);
     if (jpid) {
       /* Where the sandbox's Landlock lets it write: its writable roots, as
        * the session was opened with, and the ceiling it was started with. */
@@ -1911,6 +1916,11 @@ int shk_manager_call(shk_manager *m, const char *request, char **answer)
 void shk__manager_set_control(shk_manager *m, shk__control *c)
 {
   m->control = c;
+}
+
+unsigned shk__manager_panel_max_conns(const shk_manager *m)
+{
+  return m->panel_max_conns;
 }
 
 void shk__manager_set_panel(shk_manager *m, shk__panel *p)

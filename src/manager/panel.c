@@ -30,8 +30,12 @@
  * - Every answer carries a strict Content-Security-Policy (no inline
  *   script, no other origin), X-Frame-Options DENY, nosniff and no-store.
  * - Only the operations a human surface needs pass (sessions, grants,
- *   cards, grant, revoke, resolve); each is decided by the manager exactly
- *   as on the control socket, and recorded as the panel's. */
+ *   cards, grant, revoke, resolve, takeover, resume); each is decided by
+ *   the manager exactly as on the control socket, and recorded as the
+ *   panel's.
+ * - At most a fixed number of connections are open at once
+ *   (panel-conns.c), so that another local user's flood of idle ones can
+ *   take neither the page nor the descriptors the control socket needs. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
@@ -59,7 +63,9 @@
 #include "common/common.h"
 #include "manager/manager-internal.h"
 #include "manager/panel-assets.h"
+#include "manager/panel-conns.h"
 #include "manager/panel-internal.h"
+#include "manager/panel-stream.h"
 
 #define TOKEN_BYTES 32
 #define TOKEN_HEX (TOKEN_BYTES * 2 + 1)
@@ -96,6 +102,7 @@ struct shk__panel {
   shk__peer peer;
   struct event_base *base;
   struct evhttp *http;
+  shk__panel_conns *conns;  /* its connections, counted and capped */
   pthread_t thread;
   int wake_fd, lines_fd;
   struct event *wake, *lines, *tick;
@@ -117,7 +124,7 @@ struct shk__panel {
   int64_t last_ping_ms;
   char *audit_db;            /* the manager's store, or NULL */
   shk_audit_reader *reader;  /* opened on first use */
-  uint64_t last_count;       /* events in the store at the last look */
+  shk__audit_stream *stream; /* the Timeline's new events, read on a thread of its own */
   json_t *host_view;         /* the Host view's answer, and when it was made */
   int64_t host_at_ms;
   /* The card stream's lines, copied here by whichever thread delivers
@@ -413,6 +420,7 @@ static void route_login(shk__panel *p, struct evhttp_request *req)
   snprintf(cookie, sizeof cookie, "shk_panel=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld", slot->cookie,
            LOGIN_TTL_MS / 1000);
   evhttp_add_header(evhttp_request_get_output_headers(req), "Set-Cookie", cookie);
+  shk__panel_conns_trust(p->conns, evhttp_request_get_connection(req));
   reply_json(req, 200, "OK", json_pack("{s:b, s:s}", "ok", 1, "csrf", slot->csrf));
 }
 
@@ -450,12 +458,14 @@ static json_t *state(shk__panel *p)
   return ans;
 }
 
-/* The operations a human surface may ask for. open_session and
+/* The operations a human surface may ask for (takeover and resume freeze
+ * and thaw a session, as its card's answers do). open_session and
  * sandbox_ran belong to launchers, subscribe to the control socket, taint
  * and decide_layers to a harness and the operator's own run. */
 static bool op_allowed(const char *op)
 {
-  static const char *const ok[] = { "sessions", "grants", "cards", "grant", "revoke", "resolve", NULL };
+  static const char *const ok[] = { "sessions", "grants", "cards", "grant", "revoke", "resolve", "takeover", "resume",
+                                    NULL };
   for (size_t i = 0; op && ok[i]; i++)
     if (!strcmp(op, ok[i]))
       return true;
@@ -496,7 +506,8 @@ static void route_call(shk__panel *p, struct evhttp_request *req, const login *l
 static void sse_drop(shk__panel *p, sse *c, bool finish);
 static shk_audit_reader *reader(shk__panel *p);
 
-/* The browser went away. evhttp has either detached the unfinished
+/* A connection is freed (panel-conns.c holds evhttp's close callback and
+ * tells this): if it carried a stream, the browser went away. evhttp has either detached the unfinished
  * request from its connection (then it is ours to free, which ending the
  * reply does) or frees it with the connection after this returns. */
 static void sse_close_cb(struct evhttp_connection *conn, void *arg)
@@ -545,13 +556,11 @@ static void sse_drop(shk__panel *p, sse *c, bool finish)
       break;
     }
   p->n_clients--;
-  if (finish) {
-    struct evhttp_connection *conn = evhttp_request_get_connection(c->req);
-    if (conn)
-      evhttp_connection_set_closecb(conn, NULL, NULL);
+  if (finish)
     evhttp_send_reply_end(c->req);
-  }
   free(c);
+  if (!p->n_clients)
+    shk__audit_stream_watch(p->stream, false);
   /* The last page is gone: no panel is a surface that can answer now. */
   if (!p->n_clients && p->subscribed) {
     shk__manager_unsubscribe(p->m, p->sub_id);
@@ -569,23 +578,28 @@ static void sse_sweep(shk__panel *p)
   }
 }
 
+static void sse_send_one(sse *c, const char *event, const char *data, size_t len)
+{
+  struct evbuffer *b = evbuffer_new();
+  if (!b)
+    return;
+  evbuffer_add_printf(b, "event: %s\ndata: ", event);
+  evbuffer_add(b, data, len);
+  evbuffer_add(b, "\n\n", 2);
+  evhttp_send_reply_chunk(c->req, b);
+  evbuffer_free(b);
+}
+
 static void sse_send(shk__panel *p, const char *event, const char *data, size_t len)
 {
   sse_sweep(p);
-  for (sse *c = p->clients; c; c = c->next) {
-    struct evbuffer *b = evbuffer_new();
-    if (!b)
-      continue;
-    evbuffer_add_printf(b, "event: %s\ndata: ", event);
-    evbuffer_add(b, data, len);
-    evbuffer_add(b, "\n\n", 2);
-    evhttp_send_reply_chunk(c->req, b);
-    evbuffer_free(b);
-  }
+  for (sse *c = p->clients; c; c = c->next)
+    sse_send_one(c, event, data, len);
 }
 
 /* GET /api/events: an event stream. "card" carries each line of the card
- * stream as it comes; "state" says sessions, grants or cards changed. */
+ * stream as it comes; "state" says sessions, grants or cards changed;
+ * "audit" carries the audit events recorded since the last one. */
 static void route_events(shk__panel *p, struct evhttp_request *req)
 {
   if (p->n_clients >= MAX_SSE) {
@@ -611,13 +625,14 @@ static void route_events(shk__panel *p, struct evhttp_request *req)
   c->conn = evhttp_request_get_connection(req);
   c->next = p->clients;
   p->clients = c;
-  p->n_clients++;
+  if (p->n_clients++ == 0)
+    shk__audit_stream_watch(p->stream, true);
   struct evkeyvalq *h = evhttp_request_get_output_headers(req);
   evhttp_add_header(h, "Content-Type", "text/event-stream");
   evhttp_send_reply_start(req, 200, "OK");
-  evhttp_connection_set_closecb(c->conn, sse_close_cb, p);
+  /* Only the new page is greeted: it fetches what it shows once. */
   static const char hello[] = "{}";
-  sse_send(p, "hello", hello, sizeof hello - 1);
+  sse_send_one(c, "hello", hello, sizeof hello - 1);
 }
 
 static void lines_cb(evutil_socket_t fd, short what, void *arg)
@@ -642,6 +657,12 @@ static void lines_cb(evutil_socket_t fd, short what, void *arg)
   free(buf);
 }
 
+/* A batch of new audit events, from the stream's thread, to every page. */
+static void audit_batch(void *ud, const char *json, size_t len)
+{
+  sse_send(ud, "audit", json, len);
+}
+
 /* Sends "state" when what the page shows changed since the last look. */
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -660,14 +681,6 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     p->last_ping_ms = now;
   } else {
     free(text);
-  }
-  uint64_t count;
-  shk_audit_reader *r = reader(p);
-  if (r && shk_audit_reader_count(r, &count, NULL) == 0 && count != p->last_count) {
-    p->last_count = count;
-    char n[32];
-    int len = snprintf(n, sizeof n, "{\"count\":%llu}", (unsigned long long)count);
-    sse_send(p, "timeline", n, (size_t)len);
   }
   if (now - p->last_ping_ms >= SSE_PING_MS) {
     sse_sweep(p);
@@ -802,6 +815,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
       refuse(req, 401, "Unauthorized", "not logged in: open the URL `shinken panel` prints");
       return;
     }
+    shk__panel_conns_trust(p->conns, evhttp_request_get_connection(req));
     const char *csrf = evhttp_find_header(in, "X-CSRF-Token");
     if (!csrf || !secret_eq(csrf, l->csrf)) {
       refuse(req, 403, "Forbidden", "the request lacks this session's CSRF token");
@@ -834,6 +848,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
     refuse(req, 401, "Unauthorized", "not logged in: open the URL `shinken panel` prints");
     return;
   }
+  shk__panel_conns_trust(p->conns, evhttp_request_get_connection(req));
   if (!strcmp(path, "/api/session"))
     reply_json(req, 200, "OK", json_pack("{s:b, s:s}", "ok", 1, "csrf", l->csrf));
   else if (!strcmp(path, "/api/state"))
@@ -868,8 +883,11 @@ static void *serve(void *arg)
 
 static void panel_free(shk__panel *p)
 {
+  shk__audit_stream_stop(p->stream);
+  shk__panel_conns_stop(p->conns);
   if (p->http)
     evhttp_free(p->http);
+  shk__panel_conns_free(p->conns);
   if (p->wake)
     event_free(p->wake);
   if (p->lines)
@@ -983,6 +1001,11 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
     r = shk__error_set(err, -errno, "panel: %s", strerror(errno));
     goto fail;
   }
+  if ((r = shk__panel_conns_new(p->http, p->base, evhttp_bound_socket_get_listener(bs),
+                                shk__manager_panel_max_conns(m), sse_close_cb, p, &p->conns))) {
+    shk__error_set(err, r, "panel: out of memory");
+    goto fail;
+  }
   port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                         : ((struct sockaddr_in *)&ss)->sin_port);
   snprintf(p->host, sizeof p->host, v6 ? "[%s]:%u" : "%s:%u", addr, port);
@@ -999,6 +1022,10 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
   }
   if ((r = write_login_file(p, err)))
     goto fail;
+  if (p->audit_db && (r = shk__audit_stream_start(p->base, p->audit_db, audit_batch, p, &p->stream))) {
+    shk__error_set(err, r, "panel: the Timeline's reader: %s", strerror(-r));
+    goto fail;
+  }
   p->wake = event_new(p->base, p->wake_fd, EV_READ, wake_cb, p);
   p->lines = event_new(p->base, p->lines_fd, EV_READ | EV_PERSIST, lines_cb, p);
   p->tick = event_new(p->base, -1, EV_PERSIST, tick_cb, p);

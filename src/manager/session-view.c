@@ -3,6 +3,7 @@
 #include "manager/session-view.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "manager/manager-state.h"
 
@@ -17,16 +18,46 @@ static json_t *strarray(const char *const *v, size_t n)
   return a;
 }
 
+bool shk__sandbox_limits_valid(json_t *limits)
+{
+  if (!json_is_object(limits))
+    return false;
+  const char *key;
+  json_t *v;
+  json_object_foreach(limits, key, v) {
+    if (!strcmp(key, "net")) {
+      const char *n = json_string_value(v);
+      if (!n || (strcmp(n, "none") && strcmp(n, "proxy") && strcmp(n, "host")))
+        return false;
+    } else if (!strcmp(key, "cgroup")) {
+      if (!json_is_boolean(v))
+        return false;
+    } else if (!strcmp(key, "memory") || !strcmp(key, "pids") || !strcmp(key, "cpu_milli")) {
+      if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 void shk__sandbox_report_set(json_t **report, const char *const *enforced, size_t ne,
-                             const char *const *degraded, size_t nd)
+                             const char *const *degraded, size_t nd, json_t *limits,
+                             const char *const *ceiling, size_t n_ceiling)
 {
   json_decref(*report);
-  json_t *e = strarray(enforced, ne), *d = strarray(degraded, nd);
-  /* json_pack's "o" takes both references, also when it fails. */
-  *report = e && d ? json_pack("{s:o, s:o}", "enforced", e, "degraded", d) : NULL;
-  if (!e || !d) {
+  json_t *e = strarray(enforced, ne), *d = strarray(degraded, nd), *c = strarray(ceiling, n_ceiling);
+  json_t *l = limits ? json_deep_copy(limits) : json_null();
+  /* json_pack's "o" takes every reference, also when it fails. */
+  *report = e && d && c && l ? json_pack("{s:o, s:o, s:o, s:o}", "enforced", e, "degraded", d, "limits", l,
+                                         "ceiling", c)
+                             : NULL;
+  if (!e || !d || !c || !l) {
     json_decref(e);
     json_decref(d);
+    json_decref(c);
+    json_decref(l);
   }
 }
 

@@ -82,9 +82,10 @@ function left(ms) {
   return s >= 60 ? `${Math.floor(s / 60)} min ${s % 60} s` : `${s} s`;
 }
 
-async function answerCard(card, resolution, reason) {
+async function answerCard(card, resolution, reason, pattern) {
   const req = { op: 'resolve', card: card.id, resolution };
   if (reason) req.reason = reason;
+  if (pattern) req.pattern = pattern;
   const a = await call(req);
   if (!a.ok) alert(a.error || 'the manager refused the answer');
   refresh();
@@ -100,6 +101,11 @@ function renderCard(c) {
       el('button', { class: 'approve', 'data-action': 'resume', onclick: () => answerCard(c, 'resume') }, 'Resume'),
       el('button', { class: 'deny', 'data-action': 'end', onclick: () => answerCard(c, 'end') }, 'End the session'));
     box.append(acts);
+    box.addEventListener('keydown', (ev) => {
+      if (ev.target !== box) return;
+      const k = { r: 'resume', e: 'end' }[ev.key];
+      if (k) answerCard(c, k);
+    });
     return box;
   }
   const what = c.class === 'net.egress' ? `connect to ${scopeText(c.class, c.scope)}`
@@ -122,19 +128,32 @@ function renderCard(c) {
   const reason = el('input', { placeholder: 'reason the agent reads (for deny)', 'data-field': 'reason',
     oninput: () => { reasons[c.id] = reason.value; } });
   reason.value = reasons[c.id] || '';
+  // The pattern editor: only the patterns the manager put on the card,
+  // which it offered because the manifest and the decision allow them
+  // (the manager refuses any other); the page invents none.
+  const pats = (c.patterns || []).filter((p) => p && p.pattern);
+  const pick = pats.length ? el('select', { 'data-field': 'pattern', 'aria-label': 'pattern to approve',
+    onchange: () => { patterns[c.id] = pick.value; } },
+    ...pats.map((p) => el('option', { value: p.pattern }, `${p.pattern} (tier ${p.tier})`))) : null;
+  if (pick && pats.some((p) => p.pattern === patterns[c.id])) pick.value = patterns[c.id];
+  const approvePattern = () => answerCard(c, 'pattern', null, pick.value);
   box.append(el('div', { class: 'actions' },
     el('button', { class: 'approve', 'data-action': 'once', onclick: () => answerCard(c, 'once') }, 'Approve once'),
     el('button', { class: 'approve', 'data-action': 'session', onclick: () => answerCard(c, 'session') },
       'Approve for the session'),
+    ...(pick ? [el('button', { class: 'approve', 'data-action': 'pattern', onclick: approvePattern },
+      'Approve the pattern'), pick] : []),
     el('button', { class: 'deny', 'data-action': 'deny', onclick: () => answerCard(c, 'deny', reason.value) }, 'Deny'),
     reason,
     el('button', { 'data-action': 'cancel', onclick: () => answerCard(c, 'cancel') }, 'Cancel'),
+    el('button', { 'data-action': 'takeover', onclick: () => answerCard(c, 'takeover') }, 'Take over'),
     timer));
   box.addEventListener('keydown', (ev) => {
     if (ev.target !== box) return;
-    const k = { a: 'once', s: 'session', c: 'cancel' }[ev.key];
+    const k = { a: 'once', s: 'session', c: 'cancel', t: 'takeover' }[ev.key];
     if (k) answerCard(c, k);
     else if (ev.key === 'd') answerCard(c, 'deny', reason.value);
+    else if (ev.key === 'p' && pick) approvePattern();
   });
   return box;
 }
@@ -149,6 +168,37 @@ function sandboxReport(r) {
     `enforced: ${r.enforced && r.enforced.length ? r.enforced.join(', ') : 'nothing'}`));
   if (r.degraded && r.degraded.length)
     box.append(el('div', { class: 'degraded', 'data-field': 'degraded' }, `not enforced: ${r.degraded.join(', ')}`));
+  box.append(limitsLine(r));
+  return box;
+}
+
+function bytes(n) {
+  for (const [u, k] of [['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]])
+    if (n >= k) return `${+(n / k).toFixed(1)} ${u}`;
+  return `${n} bytes`;
+}
+
+// The limits the sandbox was started with, and how far live grants can
+// ever reach (the network mode, and the paths Landlock lets a grant make
+// writable). A limit asked with no session cgroup to hold it (a degraded
+// run) says so beside it, in red.
+function limitsLine(r) {
+  const l = r.limits;
+  if (!l) return el('div', { class: 'hint', 'data-field': 'limits' }, 'limits: not reported');
+  const noCgroup = l.cgroup === false;
+  const parts = [
+    l.memory ? `memory ${bytes(l.memory)}` : 'memory: no limit',
+    l.pids ? `pids ${l.pids}` : 'pids: no limit',
+    l.cpu_milli ? `cpu ${+(l.cpu_milli / 1000).toFixed(3)} cores` : 'cpu: no limit',
+    { none: 'network: none', proxy: 'network: through the egress proxy, granted hosts only',
+      host: 'network: the host\'s own' }[l.net] || `network: ${l.net}`,
+  ];
+  const box = el('div', { 'data-field': 'limits' }, `limits: ${parts.join(' · ')}`);
+  if (noCgroup && (l.memory || l.pids || l.cpu_milli))
+    box.append(el('span', { class: 'degraded' }, ' (the cgroup layer is not enforced: these limits do not hold)'));
+  const c = r.ceiling || [];
+  box.append(el('div', { 'data-field': 'ceiling' }, c.length
+    ? `live grants may make writable at most: ${c.join(', ')}` : 'live grants may make nothing writable'));
   return box;
 }
 
@@ -161,6 +211,23 @@ function renderSession(s) {
   if (s.frozen)
     box.querySelector('.title').append(el('span', { class: 'frozen', 'data-field': 'frozen' },
       'frozen: its processes are stopped until a human resumes it'));
+  // Take over freezes every process of the session (and stops its cards'
+  // countdowns) until resume; the manager refuses it, saying why, for a
+  // session whose processes it cannot freeze.
+  const freeze = async (op) => {
+    const a = await call({ op, session: s.session });
+    if (!a.ok) alert(a.error || `the manager refused the ${op}`);
+    refresh();
+  };
+  box.tabIndex = 0;
+  box.append(el('div', { class: 'actions' }, s.frozen
+    ? el('button', { class: 'approve', 'data-action': 'resume-session', onclick: () => freeze('resume') }, 'Resume')
+    : el('button', { 'data-action': 'takeover-session', onclick: () => freeze('takeover') }, 'Take over')));
+  box.addEventListener('keydown', (ev) => {
+    if (ev.target !== box) return;
+    if (ev.key === 't' && !s.frozen) freeze('takeover');
+    else if (ev.key === 'r' && s.frozen) freeze('resume');
+  });
   box.append(sandboxReport(s.sandbox));
   if (!grants.length) {
     box.append(el('div', { class: 'hint' }, 'No grants.'));
@@ -188,6 +255,7 @@ function renderSession(s) {
 }
 
 const reasons = {};
+const patterns = {};
 let drawnCards = '';
 
 function render() {
@@ -204,12 +272,18 @@ function render() {
     $('cards').replaceChildren(...cards.map(renderCard));
     const f = focused ? document.querySelector(`[data-card="${CSS.escape(focused)}"]`) : null;
     if (f) (field ? f.querySelector(`[data-field="${field}"]`) || f : f).focus();
-    for (const id of Object.keys(reasons)) if (!cards.some((c) => c.id === id)) delete reasons[id];
+    for (const m of [reasons, patterns])
+      for (const id of Object.keys(m)) if (!cards.some((c) => c.id === id)) delete m[id];
   }
   $('n-cards').textContent = cards.length;
   $('no-cards').hidden = cards.length > 0;
   const sessions = state.sessions || [];
+  // A focused session keeps the focus when the list is drawn again.
+  const act = document.activeElement;
+  const had = act && act.dataset && act.dataset.session ? act.dataset.session : null;
   $('session-list').replaceChildren(...sessions.map(renderSession));
+  const again = had ? document.querySelector(`[data-session="${CSS.escape(had)}"]`) : null;
+  if (again) again.focus();
   $('n-sessions').textContent = sessions.length;
   $('no-sessions').hidden = sessions.length > 0;
   const sel = $('unlock-session');
@@ -281,6 +355,11 @@ function unlockFields() {
 
 let timeline = [];
 let chainAt = 0;
+const MAX_EVENTS = 1000;
+// The whole chain is verified again at most once a minute as events come
+// (and whenever the person asks): a verification reads every event on the
+// panel's one thread, and a click waits behind it.
+const VERIFY_EVERY_MS = 60000;
 
 function ev(e, k) { return e[k] === undefined ? '' : String(e[k]); }
 
@@ -314,9 +393,12 @@ async function refreshTimeline() {
   const r = await fetch('/api/timeline', { credentials: 'same-origin' });
   const a = await r.json().catch(() => ({}));
   if (!a.ok) { $('chain').textContent = a.error || 'no timeline'; return; }
-  timeline = a.events || [];
+  // Events streamed while this was asked are kept: the answer may be older.
+  const got = a.events || [];
+  const last = got.length ? got[got.length - 1].seq : -1;
+  timeline = got.concat(timeline.filter((e) => e.seq > last)).slice(-MAX_EVENTS);
   renderTimeline();
-  if (Date.now() - chainAt > 5000) verify();
+  if (Date.now() - chainAt > VERIFY_EVERY_MS) verify();
 }
 
 async function verify() {
@@ -336,8 +418,12 @@ async function verify() {
 function listen() {
   events = new EventSource('/api/events');
   for (const t of ['hello', 'state']) events.addEventListener(t, () => refresh());
-  // A card event carries the card: it is drawn (or taken away) at once,
-  // and the state fetched after it makes sure nothing was missed.
+  // A card event carries the card: it is drawn (or taken away) at once.
+  // The state is not fetched for it: a changed card changes the state, so
+  // the "state" event that follows within a quarter of a second fetches
+  // it, and a click on the card just drawn does not wait behind a fetch of
+  // the whole state on the panel's one thread. A line that cannot be read
+  // is fetched for at once.
   events.addEventListener('card', (m) => {
     cardEpoch++;
     let o = null;
@@ -348,10 +434,25 @@ function listen() {
     } else if (o && o.card && typeof o.card === 'object' && o.card.id) {
       state.cards = state.cards.filter((c) => c.id !== o.card.id).concat([o.card]);
       render();
+    } else {
+      refresh();
     }
-    refresh();
   });
-  events.addEventListener('timeline', () => refreshTimeline());
+  // The timeline is streamed: each "audit" message carries the events
+  // recorded since the last, which are added to those shown. A page that
+  // (re)connects asks for the latest ones once ("hello"), so that nothing
+  // recorded while it was away is missing.
+  events.addEventListener('hello', () => refreshTimeline());
+  events.addEventListener('audit', (m) => {
+    let a = null;
+    try { a = JSON.parse(m.data); } catch (e) { return; }
+    const last = timeline.length ? timeline[timeline.length - 1].seq : -1;
+    const add = (a.events || []).filter((e) => e.seq > last);
+    if (!add.length) return;
+    timeline = timeline.concat(add).slice(-MAX_EVENTS);
+    renderTimeline();
+    if (Date.now() - chainAt > VERIFY_EVERY_MS) verify();
+  });
   events.onopen = () => setStatus('live', 'live');
   events.onerror = () => setStatus('reconnecting…', 'down');
 }
@@ -412,7 +513,6 @@ window.addEventListener('DOMContentLoaded', async () => {
   for (const id of ['f-session', 'f-class', 'f-decision']) $(id).addEventListener('input', renderTimeline);
   $('filter').addEventListener('submit', (e) => e.preventDefault());
   await refresh();
-  await refreshTimeline();
   listen();
   refreshHost();
 });

@@ -47,7 +47,7 @@ async function main() {
   const proxyConf = path.join(tmp, 'proxy.json');
   fs.writeFileSync(proxyConf, JSON.stringify({ allow_private_cidrs: ['127.0.0.1/32'],
     hosts: { 'api.test': ['127.0.0.1'], 'auto.test': ['127.0.0.1'], 'other.test': ['127.0.0.1'],
-             'key.test': ['127.0.0.1'] } }));
+             'key.test': ['127.0.0.1'], 'a.svc.test': ['127.0.0.1'], 'b.svc.test': ['127.0.0.1'] } }));
   const ddir = path.join(tmp, 'd');
   const conf = { socket: path.join(ddir, 'run', 'manager.sock'), audit_db: path.join(ddir, 'audit.db'),
                  policy_dir: path.join(SRC, 'policies'), manifest, panel: { listen: '127.0.0.1:0' },
@@ -73,6 +73,10 @@ async function main() {
     const consoleErrors = [];
     page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
     page.on('pageerror', (e) => consoleErrors.push(String(e)));
+    // Every fetch of the timeline the page makes: once per connection of
+    // its event stream, after which the events come on the stream itself.
+    let timelineFetches = 0;
+    page.on('request', (rq) => { if (new URL(rq.url()).pathname === '/api/timeline') timelineFetches++; });
     await page.goto(d.url);
     await page.waitForSelector('#status.live', { timeout: 10000 });
     chk(!page.url().includes('#'), `the token leaves the address bar (${page.url()})`);
@@ -112,7 +116,6 @@ async function main() {
       `the card says who wants what, and why it asks (${text})`);
     await sleep(300);
     chk(!settled && up.count === n0, 'while the card is open the request is held and nothing reached the upstream');
-    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-requests.png'), fullPage: true });
     const t1 = Date.now();
     await card.locator('[data-action=once]').click();
     const r = await held;
@@ -152,6 +155,37 @@ async function main() {
     chk(r3.status === 403 && r3.rest().includes('use the mirror instead') && up.count === n1,
       `the d key denies the focused card with the typed reason (${r3.status} ${JSON.stringify(r3.rest())})`);
 
+    // Approve a pattern: the card's editor offers exactly the patterns the
+    // manager put on the card (the control: the held request waits), and
+    // the p key approves the one chosen. Judged from outside: the held
+    // request completes, and a sibling under the pattern then reaches the
+    // upstream with no card.
+    const n2 = up.count;
+    const held4 = proxyConnect(a.egress_dir, 'a.svc.test', up.port);
+    const card4 = page.locator('.card', { hasText: 'a.svc.test' });
+    await card4.waitFor({ timeout: 10000 });
+    const c4 = ((await ctl.call({ op: 'cards' })).cards || []).find((c) => (c.scope.domains || []).includes('a.svc.test')) || {};
+    const offered = await card4.locator('[data-field=pattern] option').evaluateAll((os) => os.map((o) => o.value));
+    const want = (c4.patterns || []).map((p) => p.pattern);
+    chk(want.length > 0 && JSON.stringify(offered) === JSON.stringify(want),
+      `the pattern editor offers exactly the card's patterns (${offered} vs ${want})`);
+    chk(offered[0] === `*.svc.test:${up.port}`, `the proposed pattern covers the host's siblings (${offered[0]})`);
+    await sleep(200);
+    chk(up.count === n2, 'control: while the card is open nothing reached the upstream');
+    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-requests.png'), fullPage: true });
+    await card4.locator('[data-field=pattern]').selectOption(offered[0]);
+    await card4.focus();
+    await page.keyboard.press('p');
+    const r4 = await held4;
+    chk(r4.status === 200 && await echoes(r4.sock), `the p key approves the pattern and the held request completes (${r4.status})`);
+    r4.sock.destroy();
+    await card4.waitFor({ state: 'detached', timeout: 10000 });
+    const sib = await proxyConnect(a.egress_dir, 'b.svc.test', up.port);
+    chk(sib.status === 200 && await echoes(sib.sock), `a sibling under the approved pattern goes through (${sib.status})`);
+    sib.sock.destroy();
+    chk(await page.locator('.card', { hasText: 'b.svc.test' }).count() === 0, 'and raised no card');
+    chk(up.count === n2 + 2, `the upstream saw exactly those two connections (${up.count - n2})`);
+
     // Unlock: a second session, whose opener asks no human (no card: what
     // no handle covers is refused at once). Grant it egress from the form.
     const b = await ctl.call({ op: 'open_session', name: 'agent-b', egress: true, proxy_config: proxyConf, ask: false });
@@ -190,7 +224,6 @@ async function main() {
     // Revoke in one click: the open tunnel closes, the next use fails.
     const row = page.locator(`[data-session="${b.session}"] tr[data-handle]`, { hasText: 'auto.test' });
     await row.waitFor({ timeout: 10000 });
-    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-sessions.png'), fullPage: true });
     const t2 = Date.now();
     await row.locator('[data-action=revoke]').click();
     const closed = await Promise.race([t.closed.then(() => true), sleep(10000).then(() => false)]);
@@ -206,6 +239,7 @@ async function main() {
     const rev = page.locator('#event-rows tr', { hasText: 'revoke' }).filter({ hasText: 'panel' });
     await rev.first().waitFor({ timeout: 10000 });
     chk(true, 'the Timeline shows the revoke, by the panel, live');
+    chk(timelineFetches === 1, `the timeline was fetched once, and every later event streamed (${timelineFetches} fetches)`);
     await sleep(800); // a checkpoint covers it
     await page.click('#verify-now');
     await page.waitForSelector('#chain.good', { timeout: 10000 });

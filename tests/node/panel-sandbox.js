@@ -4,17 +4,20 @@
 // chromium (driven by playwright-core) logs in. Judged from outside the
 // browser and the sandbox:
 //  - the Sessions view shows the layers stage 2 reported it enforced, the
-//    same the manager's sessions answer holds; a session with no sandbox
+//    same the manager's sessions answer holds, and the limits the run was
+//    started with (memory, pids, cpu, the net mode, the live grants'
+//    ceiling); a session with no sandbox
 //    (the control) says it has no start report;
 //  - the Unlock form offers exactly the live classes the Host view names;
 //  - an fs.scope read unlock made from the form makes a --deny'd host file
 //    readable inside the running sandbox: the workload prints its content
 //    only after the unlock (the control: before it, it cannot), and the read
 //    grant does not let it write there;
-//  - a take over shows the session frozen, and nothing runs in the sandbox
-//    until resume (the control: every step before it ran).
+//  - a take over from the Sessions view's button shows the session frozen,
+//    and nothing runs in the sandbox until resume, from the r key (the
+//    control: every step before it ran).
 //
-// Usage: node panel-sandbox.js --shinken PATH --src DIR
+// Usage: node panel-sandbox.js --shinken PATH --src DIR [--screenshots DIR]
 'use strict';
 
 const child = require('child_process');
@@ -65,7 +68,7 @@ async function main() {
   // On a terminal (script(1) gives it one, as a person's would be), so the
   // run's Ask loop has its freezer and a take over can stop the sandbox.
   Object.assign(env, { SHELL: '/bin/sh', SHK_BIN: SHINKEN, SHK_DENY: hostDir, SHK_LOOP: LOOP });
-  const run = child.spawn('script', ['-qfec', '"$SHK_BIN" run --allow-degraded --panel --deny "$SHK_DENY" ' +
+  const run = child.spawn('script', ['-qfec', '"$SHK_BIN" run --allow-degraded --panel --deny "$SHK_DENY" --mem 256M --pids 300 --cpu 0.5 ' +
     '--net proxy --verbose -- sh -c "$SHK_LOOP"', '/dev/null'], { cwd: ws, env, stdio: ['pipe', 'pipe', 'inherit'] });
   let errText = '';
   const lines = new Promise((res, rej) => {
@@ -130,6 +133,21 @@ async function main() {
       chk(rep.degraded.every((l) => deg.includes(l)), `and every layer it could not enforce (${deg})`);
     }
     chk(await box.locator('[data-field=frozen]').count() === 0, 'a running session is not shown frozen');
+    // Its limits: those the run was started with, as the manager holds
+    // them, and whether a session cgroup holds them.
+    const lim = rep.limits || {};
+    chk(lim.memory === 256 * 2 ** 20 && lim.pids === 300 && lim.cpu_milli === 500 && lim.net === 'proxy',
+      `the sessions answer carries the run's limits (${JSON.stringify(lim)})`);
+    const limText = await box.locator('[data-field=limits]').textContent();
+    chk(limText.includes('memory 256 MiB') && limText.includes('pids 300') && limText.includes('cpu 0.5 cores') &&
+        limText.includes('egress proxy'), `the Sessions view shows the limits and the net mode (${limText})`);
+    chk((await box.locator('[data-field=ceiling]').textContent()).includes('/srv'),
+      'and how far live grants can make paths writable (the manifest\'s ceiling)');
+    const held = lim.cgroup === true;
+    chk(limText.includes('do not hold') === !held, `the view says whether a cgroup holds them (cgroup ${lim.cgroup})`);
+    if (args.screenshots) await page.screenshot({ path: path.join(args.screenshots, 'panel-sessions.png'), fullPage: true });
+
+
     // The control: a session with no sandbox has no start report.
     const bare = await ctl.call({ op: 'open_session', name: 'no-sandbox', ask: false });
     chk(bare.ok === true, `open_session no-sandbox (${JSON.stringify(bare)})`);
@@ -167,27 +185,30 @@ async function main() {
     await page.locator(`[data-session="${t.sid}"] tr[data-handle]`, { hasText: 'fs.scope' }).waitFor({ timeout: 10000 });
     chk(true, 'the Sessions view lists the fs.scope grant');
 
-    // Take over (on the run's control socket): the sandbox's processes
-    // stop, and the Sessions view says the session is frozen. Judged from
-    // outside: a step handed to the workload does not run until resume.
-    const tk = await ctl.call({ op: 'takeover', session: t.sid });
-    chk(tk.ok === true && tk.frozen === true, `take over freezes the session (${JSON.stringify(tk)})`);
+    // Take over from the Sessions view's button: the sandbox's processes
+    // stop, and the view says the session is frozen. Judged from outside:
+    // a step handed to the workload does not run until resume, which the
+    // r key on the focused session gives.
+    await box.locator('[data-action=takeover-session]').click();
     await box.locator('[data-field=frozen]').waitFor({ timeout: 10000 });
-    chk(true, 'the Sessions view shows the session frozen');
+    chk(true, 'the Take over button freezes the session, and the Sessions view shows it');
     const fz = ((await ctl.call({ op: 'sessions' })).sessions || []).find((s) => s.session === t.sid) || {};
     chk(fz.frozen === true, `and the sessions answer says frozen (${fz.frozen})`);
     n++;
     fs.writeFileSync(path.join(ws, `go.${n}`), 'echo ran\n', { mode: 0o644 });
     await sleep(1500);
     chk(!fs.existsSync(path.join(ws, `rc.${n}`)), 'while frozen the workload runs nothing');
-    const rs = await ctl.call({ op: 'resume', session: t.sid });
-    chk(rs.ok === true, `resume (${JSON.stringify(rs)})`);
+    chk(await box.locator('[data-action=resume-session]').count() === 1, 'a frozen session offers Resume');
+    await box.focus();
+    await page.keyboard.press('r');
     await box.locator('[data-field=frozen]').waitFor({ state: 'detached', timeout: 10000 });
-    chk(true, 'after resume the Sessions view no longer shows it frozen');
+    chk(true, 'after the r key the Sessions view no longer shows it frozen');
     const end = Date.now() + 20000;
     while (!fs.existsSync(path.join(ws, `rc.${n}`)) && Date.now() < end) await sleep(20);
     chk(fs.existsSync(path.join(ws, `rc.${n}`)) && fs.readFileSync(path.join(ws, `out.${n}`), 'utf8') === 'ran\n',
       'and the held step runs');
+    const th = ((await ctl.call({ op: 'sessions' })).sessions || []).find((s) => s.session === t.sid) || {};
+    chk(th.frozen === false, `the sessions answer says it runs again (${th.frozen})`);
     chk(consoleErrors.length === 0, `no script error and no CSP violation (${consoleErrors.join('; ')})`);
   } finally {
     await browser.close();

@@ -9,6 +9,7 @@ const child = require('child_process');
 const fs = require('fs');
 const net = require('net');
 const path = require('path');
+const { performance } = require('perf_hooks');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -17,7 +18,9 @@ function upstream() {
   const up = { count: 0, accepted_at: [] };
   up.srv = net.createServer((c) => {
     up.count++;
-    up.accepted_at.push(Date.now());
+    // In milliseconds since the epoch, to a fraction (the page's
+    // performance.timeOrigin + now() is on the same clock).
+    up.accepted_at.push(performance.timeOrigin + performance.now());
     c.on('error', () => {});
     c.pipe(c);
   });
