@@ -53,6 +53,7 @@
 #include "shinken/cap.h"
 #include "shinken/egress.h"
 #include "shinken/policy.h"
+#include "shinken/sandbox.h"
 
 /* The longest a session or a grant may last: a year and a day. Longer is
  * not a duration anyone means, and near 2^63 ms it would overflow. */
@@ -64,6 +65,8 @@
 static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_NET_EGRESS] = "egress proxy, checked live on every new connection",
   [SHK_CAP_FS_SCOPE] = "a mount injected into the running sandbox (read-only for read), detached on revoke",
+  [SHK_CAP_PERSISTENCE] = "an overlay injected into the running sandbox over the host's path, its changes kept "
+                          "per image in the state directory (past the session only with survives_session)",
 };
 
 /* Why a class has no mechanism in this build: said with every refusal, so
@@ -74,7 +77,6 @@ static const char *const not_built[SHK_CAP__COUNT] = {
                   "device controller for them",
   [SHK_CAP_INSTALL_PRIVILEGED] = "this version has no sudo shim nor overlay of the system directories "
                                  "to run a privileged install in",
-  [SHK_CAP_PERSISTENCE] = "this version keeps no overlay per image to persist into",
   [SHK_CAP_CREDENTIALS] = "this version has no credential broker in the egress proxy",
   [SHK_CAP_PERIPHERAL] = "this version does not yet mount device nodes into a running sandbox nor open "
                          "the device controller for them",
@@ -84,7 +86,9 @@ static const char *const not_built[SHK_CAP__COUNT] = {
  * it has none, in buf. */
 static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
 {
-  const char *missing = c == SHK_CAP_FS_SCOPE ? shk__unlock_missing() : not_built[c];
+  const char *missing = c == SHK_CAP_FS_SCOPE      ? shk__unlock_missing()
+                      : c == SHK_CAP_PERSISTENCE ? shk__persist_missing()
+                                                 : not_built[c];
   if (enforced_by[c] && !missing)
     return NULL;
   snprintf(buf, len, "no enforcement point on this host for %s%s%s", shk_cap_class_name(c),
@@ -403,6 +407,13 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   shk_policy_source src = { o->policy_dir, o->manifest, session_text, m->uid };
   src.state_dir = o->state_dir;
+  /* Where persistence grants keep their data; none (the grants are then
+   * refused, saying why) when no state directory can be named. */
+  char proot[PATH_MAX];
+  if (shk_sandbox_persist_root(o->state_dir, proot, sizeof proot, NULL) == 0 && !(m->persist_root = strdup(proot))) {
+    r = shk__error_set(err, -ENOMEM, "out of memory");
+    goto fail;
+  }
   src.accept_widening = o->accept_widening;
   if ((r = shk_policy_load(&src, &m->policy, err)))
     goto fail;
@@ -544,7 +555,7 @@ static void sweep_session(shk_manager *m, session *s, int64_t now)
     g->ended = true;
     if (g->eg)
       atomic_store(&g->eg->dead, true);
-    shk__unlock_revoke(s->fs, g->id, false, NULL); /* an expired fs.scope grant's mounts go too */
+    shk__unlock_revoke(s->fs, g->id, false, NULL); /* an expired grant's mounts go too */
     shk_audit_event e;
     ev_init(&e, "expire", s, NULL);
     shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
@@ -650,6 +661,7 @@ void shk_manager_free(shk_manager *m)
   shk_policy_free(m->policy);
   shk_audit_close(m->audit, NULL);
   free(m->socket);
+  free(m->persist_root);
   pthread_mutex_destroy(&m->mu);
   free(m);
 }
@@ -914,6 +926,26 @@ static json_t *raise_pending(shk_manager *m, const grant_req *q, const shk_polic
                    "error", why);
 }
 
+/* Caller holds mu. Why the store of persisted data cannot take a grant of
+ * session s, or NULL. Safe to refuse rather than mount: a store inside one
+ * of the sandbox's writable roots would let the workload edit what it
+ * persisted behind the overlay, and other images' data too. */
+static const char *store_unfit(const shk_manager *m, const session *s, char *buf, size_t len)
+{
+  if (!m->persist_root)
+    return "neither XDG_STATE_HOME nor HOME is set: there is no state directory to keep persisted data in";
+  if (!shk_policy_image(m->policy))
+    return "the manifest names no image to keep persisted data for";
+  for (size_t i = 0; i < s->n_roots; i++)
+    if (path_within(m->persist_root, s->roots[i])) {
+      snprintf(buf, len, "the store of persisted data %s is inside the sandbox's writable root %s: the workload "
+                         "could change it directly; set the manager's state_dir elsewhere", m->persist_root,
+               s->roots[i]);
+      return buf;
+    }
+  return NULL;
+}
+
 /* Caller holds mu. The grant protocol for one request, with the approval
  * state the manager holds for it. */
 json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
@@ -940,7 +972,7 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
                      by_cedar ? "policy" : "manifest", "policy", pa.policy, "error", pa.why, "tier",
                      by_cedar ? shk_policy_tier_name(pa.tier) : NULL, "manifest_entry", pa.manifest_entry);
   /* 2. A mechanism that applies it, before any human is asked. */
-  char why[256];
+  char why[1024];
   if (no_mechanism(scope->cls, why, sizeof why)) {
     ev_grant(m, q, &pa, NULL, why, "no-enforcement-point", NULL);
     return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
@@ -975,12 +1007,18 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
   /* An fs.scope grant's delta is its mounts in the running sandbox, made
    * now (all or nothing) and taken away again if a later step fails. */
   char fs_why[PATH_MAX + 256];
-  if (!delta_err && scope->cls == SHK_CAP_FS_SCOPE)
-    delta_err = q->once ? "a mount cannot be used once: grant fs.scope for the session or with a ttl"
-                        : shk__unlock_grant(s->fs, g.id, scope, fs_why, sizeof fs_why);
+  bool mounts = scope->cls == SHK_CAP_FS_SCOPE || scope->cls == SHK_CAP_PERSISTENCE;
+  shk__persist_where pw = { m->persist_root, shk_policy_image(m->policy), s->id };
+  if (!delta_err && mounts && q->once)
+    delta_err = "a mount cannot be used once: grant it for the session or with a ttl";
+  if (!delta_err && scope->cls == SHK_CAP_PERSISTENCE)
+    delta_err = store_unfit(m, s, fs_why, sizeof fs_why);
+  if (!delta_err && mounts)
+    delta_err = shk__unlock_grant(s->fs, g.id, scope, scope->cls == SHK_CAP_PERSISTENCE ? &pw : NULL, fs_why,
+                                  sizeof fs_why);
   if (delta_err) {
     unissue(m, g.id);
-    snprintf(why, sizeof why, "the OS delta failed (%s); nothing was granted", delta_err);
+    snprintf(why, sizeof why, "the OS delta failed (%.960s); nothing was granted", delta_err);
     ev_grant(m, q, &pa, NULL, why, "os-delta", NULL);
     return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
                      "error", why);
@@ -1475,7 +1513,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
     if (!g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
       g->torn_down = true;
       /* Its mounts (fs.scope) are detached now: the next open fails. */
-      if (g->cls == SHK_CAP_FS_SCOPE) {
+      if (g->cls == SHK_CAP_FS_SCOPE || g->cls == SHK_CAP_PERSISTENCE) {
         unsigned n;
         detached += (int)shk__unlock_revoke(s->fs, g->id, stop, &n);
         stopped += (int)n;
@@ -1508,7 +1546,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(cls));
   shk_audit_str(&e, SHK_AUDIT_HANDLE, id);
   shk_audit_str(&e, SHK_AUDIT_OUTCOME, "revoked");
-  shk_audit_int(&e, SHK_AUDIT_COUNT, cls == SHK_CAP_FS_SCOPE ? detached : closed); /* what the revoke took */
+  shk_audit_int(&e, SHK_AUDIT_COUNT, cls == SHK_CAP_FS_SCOPE || cls == SHK_CAP_PERSISTENCE ? detached : closed); /* what the revoke took */
   ev_emit(m, &e, NULL);
   session_put(m, s);
   return json_pack("{s:b, s:s, s:i, s:i, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed,

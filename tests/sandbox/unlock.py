@@ -50,6 +50,20 @@ is about):
            granted and the write lands.
   user     the write case as an unprivileged user, whose manager clones the
            host path in a user namespace of its own.
+  persist  a persistence grant (not surviving the session) on a read-only
+           host directory: inside, the host's files show and the sandbox's
+           writes and deletions succeed, while the host's directory does
+           not change (judged on the host) and the writes are in the state
+           directory's store; on revoke they are gone from the sandbox and
+           from the store. Control: before the grant the write fails.
+  survive  a persistence grant with survives_session: what the sandbox
+           wrote is in the store after its session ended, `shinken persist
+           list|show` say so, and the image's next session sees it again
+           once granted (control: before that grant it does not); `persist
+           rm` is refused while it is mounted, and after the revoke it
+           deletes the data, which the next grant then no longer shows.
+  persist-user  the persist case as an unprivileged user, whose overlay is
+           made in a user namespace of its own.
 """
 import atexit
 import json
@@ -171,8 +185,8 @@ class Sandbox:
         return rc, (m.group(1) if m else None), out + err
 
 
-def fixture(name, content=SECRET):
-    d = os.path.join(HOSTDIR, name)
+def fixture(name, content=SECRET, base=None):
+    d = os.path.join(base or HOSTDIR, name)
     os.mkdir(d)
     os.chmod(d, 0o777)
     with open(d + "/f", "w") as f:
@@ -389,7 +403,7 @@ def case_doctor():
     want = {"fs.scope", "persistence", "install.privileged", "gpu", "peripheral"}
     if set(live) != want:
         fail("doctor does not list each class of live unlock: %s" % sorted(live))
-    scopes = {"persistence": '{"paths":["/home"]}', "install.privileged": '{"scope":"pkg"}',
+    scopes = {"install.privileged": '{"scope":"pkg"}',
               "gpu": '{"device_ids":["0"]}', "peripheral": '{"camera":true}'}
     sb = Sandbox()
     for cls, scope in scopes.items():
@@ -406,8 +420,9 @@ def case_doctor():
         # refusal is doctor's sentence.
         if a.get("decided_by") == "enforcement" and a.get("error") != c["refused"]:
             fail("%s: the grant's reason %r is not doctor's %r" % (cls, a.get("error"), c["refused"]))
-    if not live["fs.scope"]["available"]:
-        fail("doctor calls fs.scope unavailable here: %s" % live["fs.scope"]["refused"])
+    for cls in ("fs.scope", "persistence"):
+        if not live[cls]["available"] or not live[cls]["mechanism"]:
+            fail("doctor calls %s unavailable here: %s" % (cls, live[cls]["refused"]))
     d = fixture("doctor")
     rc, h, out = sb.grant('{"read":["%s"]}' % d)
     if rc != 0 or not h:
@@ -488,6 +503,144 @@ def case_user():
         fail("after the revoke, the sandbox could still write %s" % d)
 
 
-{"doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+def persist_base():
+    """Where persistence is tried: the admin tier forbids it in /srv (and
+    every system directory), so beneath /home, which the manifest's write
+    ceiling holds."""
+    d = tempfile.mkdtemp(prefix="shk-persist.", dir="/home")
+    os.chmod(d, 0o755)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+def persist_policy(base):
+    """A copy of the policy whose manifest lets the image persist beneath
+    BASE with no human to ask (Notify), survives_session allowed."""
+    src = os.environ.get("SHINKEN_POLICY_DIR") or os.path.join(os.environ["SHINKEN_SRCDIR"], "policies")
+    pdir = TMP + "/persist-policies"
+    if not os.path.exists(pdir):
+        shutil.copytree(src, pdir)
+        mpath = pdir + "/manifests/default.json"
+        m = json.load(open(mpath))
+        for c in m["capabilities"]:
+            if c["class"] == "persistence":
+                c["tier"] = "Notify"
+                c["scope"]["paths"] = [base]
+        json.dump(m, open(mpath, "w"))
+        for root, dirs, files in os.walk(pdir):
+            for f in dirs + files:
+                os.chmod(os.path.join(root, f), 0o755 if f in dirs else 0o644)
+    return pdir
+
+
+def store_entries(root, path):
+    """The store's entries (directory names) of PATH for image default."""
+    d = os.path.join(root, "default")
+    enc = "".join(c if c.isalnum() or c in "._-" else "%%%02X" % ord(c) for c in path)
+    return sorted(e for e in (os.listdir(d) if os.path.isdir(d) else []) if e == enc or e.startswith(enc + "@"))
+
+
+def persist_case(user=None):
+    base = persist_base()
+    d = fixture("persist", base=base)
+    store = TMP + "/.local/state/shinken/persist"
+    sb = Sandbox(policy_dir=persist_policy(base), user=user)
+    rc, _ = sb.inside("echo before > %s/new" % d)
+    if rc == 0 or os.path.exists(d + "/new"):
+        fail("control: the sandbox could write %s before any grant" % d)
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", '{"paths":["%s"]}' % d)
+    m = re.search(r"granted ([0-9a-f]{64})", out)
+    if rc != 0 or not m:
+        fail("the persistence grant was not given: %s%s" % (out, err))
+    h = m.group(1)
+    rc, out = sb.inside("cat %s/f && echo kept > %s/new && rm %s/f && ls %s" % (d, d, d, d))
+    if rc != 0 or not out.startswith(SECRET) or "new" not in out or out.count("\nf\n"):
+        fail("inside, the persisted directory did not show the host's file and take the writes: %r" % out)
+    # Judged on the host: its directory did not change ...
+    if os.path.exists(d + "/new") or open(d + "/f").read() != SECRET:
+        fail("the sandbox's write or deletion reached the host's %s" % d)
+    # ... and the write is in the store.
+    ents = store_entries(store, d)
+    if len(ents) != 1 or "@" not in ents[0]:
+        fail("no session-only entry for %s in the store %s: %s" % (d, store, ents))
+    up = os.path.join(store, "default", ents[0], "upper")
+    if open(up + "/new").read() != "kept\n":
+        fail("the store's upper layer does not hold the sandbox's write")
+    rc, _, _ = sb.cli("revoke", h)
+    if rc != 0:
+        fail("the revoke failed")
+    rc, out = sb.inside("cat %s/new" % d)
+    if rc == 0:
+        fail("after the revoke, the sandbox still sees what it persisted: %r" % out)
+    rc, out = sb.inside("cat %s/f" % d)
+    if rc != 0 or out != SECRET:
+        fail("after the revoke, the host's file is not back in the sandbox's view: %r" % out)
+    if store_entries(store, d):
+        fail("a grant that does not survive the session left its data in the store: %s" % store_entries(store, d))
+
+
+def case_persist():
+    persist_case()
+
+
+def case_persist_user():
+    ensure_user("shinken-test")
+    persist_case(user="shinken-test")
+
+
+def case_survive():
+    base = persist_base()
+    d = fixture("survive", base=base)
+    store = TMP + "/.local/state/shinken/persist"
+    scope = '{"paths":["%s"],"survives_session":true}' % d
+    pol = persist_policy(base)
+    sb = Sandbox(policy_dir=pol)
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", scope)
+    if rc != 0 or "granted" not in out:
+        fail("the persistence grant was not given: %s%s" % (out, err))
+    rc, _ = sb.inside("echo one > %s/kept" % d)
+    if rc != 0 or os.path.exists(d + "/kept"):
+        fail("the write failed inside (%d) or reached the host" % rc)
+    rc, out, _ = sb.cli("persist", "rm", "default", d)
+    if rc == 0 or "mounted" not in out + _:
+        fail("persist rm removed data a running sandbox has mounted")
+    sb.run.kill()
+    sb.run.wait()
+    ents = store_entries(store, d)
+    if len(ents) != 1 or "@" in ents[0]:
+        fail("after the session, the surviving entry is not in the store: %s" % ents)
+    rc, out, _ = sb.cli("persist", "list", "--json")
+    got = [e for e in json.loads(out)["entries"] if e["path"] == d] if rc == 0 else []
+    if not got or not got[0]["survives_session"] or got[0]["in_use"] or got[0]["image"] != "default":
+        fail("persist list does not show the kept entry: %s" % out)
+    rc, out, _ = sb.cli("persist", "show", "default", d)
+    if rc != 0 or "%s/kept" % d not in out:
+        fail("persist show does not list the kept file: %s" % out)
+    # The image's next session: before the grant the file is not there
+    # (control), after it the file is back.
+    sb = Sandbox(policy_dir=pol)
+    rc, _ = sb.inside("cat %s/kept" % d)
+    if rc == 0:
+        fail("control: the next session saw the persisted file before any grant")
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", scope)
+    m = re.search(r"granted ([0-9a-f]{64})", out)
+    if rc != 0 or not m:
+        fail("the second session's persistence grant was not given: %s%s" % (out, err))
+    rc, out = sb.inside("cat %s/kept" % d)
+    if rc != 0 or out != "one\n":
+        fail("the image's next session does not see what the last one persisted: %r" % out)
+    sb.cli("revoke", m.group(1))
+    rc, out, err = sb.cli("persist", "rm", "default", d)
+    if rc != 0 or store_entries(store, d):
+        fail("persist rm did not delete the kept data: %s%s" % (out, err))
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", scope)
+    if rc != 0:
+        fail("the third grant was not given: %s%s" % (out, err))
+    rc, out = sb.inside("cat %s/kept" % d)
+    if rc == 0:
+        fail("after persist rm, the data came back: %r" % out)
+
+
+{"persist": case_persist, "persist-user": case_persist_user, "survive": case_survive, "doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)

@@ -178,8 +178,9 @@ static const struct gcase {
     "admin-install-low-trust", NULL, NULL },
   { "standard", "peripheral", "{\"camera\":true}", "first-party", NULL, "refused", "policy", "admin-block-tier",
     "Block", NULL },
-  /* Allowed or askable, but nothing on this host could apply it (fs.scope:
-   * the session runs no sandbox to mount into). */
+  /* Allowed or askable, but nothing on this host could apply it (fs.scope,
+   * and persistence once a human approved it: the session runs no sandbox
+   * to mount into). */
   { "standard", "fs.scope", "{\"write\":[\"/work/x\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
     "no running sandbox" },
   { "standard", "gpu", "{\"device_ids\":[\"0\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
@@ -188,8 +189,8 @@ static const struct gcase {
     "no enforcement point on this host for clipboard" },
   { "standard", "install.privileged", "{\"scope\":\"pkg\"}", "first-party", NULL, "refused", "enforcement", NULL,
     NULL, "no enforcement point on this host for install.privileged" },
-  { "standard", "persistence", "{\"paths\":[\"/home/u/.cache/x\"]}", "first-party", NULL, "refused", "enforcement",
-    NULL, NULL, "no enforcement point on this host for persistence" },
+  { "standard", "persistence", "{\"paths\":[\"/home/u/.cache/x\"]}", "first-party", "approve", "refused",
+    "enforcement", NULL, NULL, "no running sandbox" },
   { "standard", "credentials", "{\"broker_scopes\":[\"github:read\"]}", "first-party", NULL, "refused",
     "enforcement", NULL, NULL, "no enforcement point on this host for credentials" },
 };

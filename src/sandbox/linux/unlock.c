@@ -447,21 +447,120 @@ static void remove_points(const char *root, char **points, const bool *dirs, siz
     close(rfd);
 }
 
-/* Builds the detached tree of PATH with its covers, in this process's
- * mount namespace. 0 with *tree, or -errno with err. */
-static int build_tree(const char *path, bool write, const shk_sandbox_cover *covers, size_t n_covers,
-                      int *tree_out, shk_error *err)
+/* The layers of a persistence overlay: descriptors of its upper and work
+ * directories in the store (persist.c). */
+typedef struct layers {
+  int upper, work;
+  const char *dir; /* the entry's directory, which holds both */
+} layers;
+
+/* In a mount namespace of our own, the layers' mounts must be its copies:
+ * the overlay refuses layers on another namespace's mounts. The same
+ * directories are opened again there, through no symlink, and must be
+ * the very ones the descriptors name. */
+static int reopen_layers(const layers *ov, layers *out)
 {
-  int src = open_how(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  const char *name[2] = { "upper", "work" };
+  int had[2] = { ov->upper, ov->work }, got[2] = { -1, -1 };
+  int r = 0;
+  for (int i = 0; i < 2 && !r; i++) {
+    char p[PATH_MAX];
+    struct stat a, b;
+    if (snprintf(p, sizeof p, "%s/%s", ov->dir, name[i]) >= (int)sizeof p)
+      r = -ENAMETOOLONG;
+    else if ((got[i] = open_how(AT_FDCWD, p, O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)) < 0)
+      r = got[i];
+    else if (fstat(got[i], &a) < 0 || fstat(had[i], &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+      r = -ESTALE;
+  }
+  if (r < 0) {
+    for (int i = 0; i < 2; i++)
+      if (got[i] >= 0)
+        close(got[i]);
+    return r;
+  }
+  *out = (layers){ got[0], got[1], ov->dir };
+  return 0;
+}
+
+/* Gives the overlay being configured on FS the layer KEY: the directory
+ * FD itself (Linux 6.13), or else its /proc/self/fd name, which leads to
+ * that very directory (both are opened already: no path is looked up
+ * again). */
+static int set_layer(int fs, const char *key, int fd)
+{
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_FD, key, NULL, fd) == 0)
+    return 0;
+  if (errno != EINVAL)
+    return -errno;
+  char p[32];
+  snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+  const char *k = strcmp(key, "lowerdir+") ? key : "lowerdir";
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, k, p, 0) < 0)
+    return -errno;
+  return 0;
+}
+
+/* A detached overlay of the host directory LOWER (a descriptor) with the
+ * layers OV. In a user namespace of its own the overlay keeps its
+ * metadata in user.* extended attributes (trusted.* needs the host's
+ * CAP_SYS_ADMIN). */
+static int overlay_tree(int lower, const layers *ov, bool userxattr, int *out)
+{
+  int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return -errno;
+  int r = set_layer(fs, "lowerdir+", lower);
+  if (!r)
+    r = set_layer(fs, "upperdir", ov->upper);
+  if (!r)
+    r = set_layer(fs, "workdir", ov->work);
+  if (!r && userxattr && syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+    r = -errno;
+  if (!r && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    r = -errno;
+  int m = r < 0 ? -1 : (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (!r && m < 0)
+    r = -errno;
+  close(fs);
+  if (r < 0)
+    return r;
+  *out = m;
+  return 0;
+}
+
+/* Builds the detached tree of PATH with its covers, in this process's
+ * mount namespace: a clone of its mount, or with OV an overlay of it.
+ * 0 with *tree, or -errno with err. */
+static int build_tree(const char *path, bool write, const layers *ov, bool userns,
+                      const shk_sandbox_cover *covers, size_t n_covers, int *tree_out, shk_error *err)
+{
+  int src = open_how(AT_FDCWD, path, ov ? O_RDONLY | O_DIRECTORY : O_PATH,
+                     RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
   if (src == -ELOOP)
     return shk__error_set(err, src, "%s leads through a symbolic link: grant the path it resolves to", path);
+  if (src == -ENOTDIR && ov)
+    return shk__error_set(err, src, "%s is not a directory: persistence is of directories", path);
   if (src < 0)
     return shk__error_set(err, src, "%s: %s", path, strerror(-src));
-  int tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
-  int r = tree < 0 ? -errno : 0;
+  int tree = -1, r = 0;
+  if (ov && userns) {
+    layers own;
+    if ((r = reopen_layers(ov, &own)) == 0) {
+      r = overlay_tree(src, &own, true, &tree);
+      close(own.upper);
+      close(own.work);
+    }
+  } else if (ov) {
+    r = overlay_tree(src, ov, false, &tree);
+  } else {
+    tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    r = tree < 0 ? -errno : 0;
+  }
   close(src);
   if (r < 0)
-    return shk__error_set(err, r, "cloning the mount of %s: %s", path, strerror(-r));
+    return shk__error_set(err, r, "%s the mount of %s: %s", ov ? "making an overlay of" : "cloning", path,
+                          strerror(-r));
   if ((r = set_attr(tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (write ? 0 : MOUNT_ATTR_RDONLY))) < 0) {
     shk__error_set(err, r, "making the mount of %s %s: %s", path, write ? "nosuid" : "read-only",
                    strerror(-r));
@@ -504,7 +603,7 @@ static int map_self(const char *file, unsigned id)
  * (a read-only or nosuid mount of the host stays so: the kernel locks the
  * flags of mounts copied into a less privileged namespace). Only the tree's
  * descriptor leaves the child. */
-static int build_tree_userns(const char *path, bool writable, const shk_sandbox_cover *covers,
+static int build_tree_userns(const char *path, bool writable, const layers *ov, const shk_sandbox_cover *covers,
                              size_t n_covers, int *tree_out, shk_error *err)
 {
   int sv[2];
@@ -537,7 +636,7 @@ static int build_tree_userns(const char *path, bool writable, const shk_sandbox_
     if (b.r < 0)
       shk__error_set(&cerr, b.r, "a user namespace to clone %s in: %s", path, strerror(-b.r));
     else
-      b.r = build_tree(path, writable, covers, n_covers, &tree, &cerr);
+      b.r = build_tree(path, writable, ov, true, covers, n_covers, &tree, &cerr);
     memcpy(b.message, cerr.message, sizeof b.message);
     struct iovec iov = { &b, sizeof b };
     union {
@@ -605,19 +704,21 @@ static void drop_points(const char *path, const shk_sandbox_cover *covers, size_
  * protections, or not at all. A manager that may not clone mounts of its
  * own mount namespace (an unprivileged user's) builds the tree in a user
  * namespace of its own (build_tree_userns). */
-int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
-                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
-                             shk_error *err)
+static int inject(const shk_sandbox_target *t, const char *path, bool write, const layers *ov,
+                  const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out, shk_error *err)
 {
   *out = NULL;
   if (!path || path[0] != '/')
     return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", path ? path : "");
+  /* An overlay's cover points are made in its upper layer, which keeps
+   * them: none is made on, or removed from, the host. */
+  size_t n_host_points = ov ? 0 : n_covers;
   int tree = -1;
-  int r = build_tree(path, write, covers, n_covers, &tree, err);
+  int r = build_tree(path, write, ov, false, covers, n_covers, &tree, err);
   if (r == -EPERM)
-    r = build_tree_userns(path, write, covers, n_covers, &tree, err);
+    r = build_tree_userns(path, write, ov, covers, n_covers, &tree, err);
   if (r < 0) {
-    drop_points(path, covers, n_covers);
+    drop_points(path, covers, n_host_points);
     return r;
   }
   if ((r = in_child(attach_fn, t, tree, path)) < 0) {
@@ -633,12 +734,12 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
   shk_sandbox_unlock *u = calloc(1, sizeof *u);
   char *copy = strdup(path);
   size_t np = 0;
-  for (size_t i = 0; i < n_covers; i++)
+  for (size_t i = 0; i < n_host_points; i++)
     np += covers[i].create;
   char **points = calloc(np + 1, sizeof *points);
   bool *dirs = calloc(np + 1, sizeof *dirs);
   bool nomem = !u || !copy || !points || !dirs;
-  for (size_t i = 0, j = 0; !nomem && i < n_covers; i++)
+  for (size_t i = 0, j = 0; !nomem && i < n_host_points; i++)
     if (covers[i].create) {
       dirs[j] = covers[i].kind == SHK_SANDBOX_COVER_MASK && covers[i].dir;
       nomem = !(points[j++] = strdup(covers[i].path));
@@ -664,7 +765,38 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
   return 0;
 fail:
   close(tree);
-  drop_points(path, covers, n_covers);
+  drop_points(path, covers, n_host_points);
+  return r;
+}
+
+int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
+                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                             shk_error *err)
+{
+  return inject(t, path, write, NULL, covers, n_covers, out, err);
+}
+
+/* Safe as shk_sandbox_unlock_mount is, and because the overlay's only
+ * writable layer is the store's entry (this user's alone, outside every
+ * sandbox's view): nothing the sandbox does through it reaches the host's
+ * PATH. */
+int shk_sandbox_unlock_overlay(const shk_sandbox_target *t, const char *path, const shk_sandbox_persist *p,
+                               const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                               shk_error *err)
+{
+  *out = NULL;
+  layers ov = { shk_sandbox_persist_layer(p, "upper"), shk_sandbox_persist_layer(p, "work"),
+                shk_sandbox_persist_where(p) };
+  int r;
+  if (ov.upper < 0 || ov.work < 0)
+    r = shk__error_set(err, ov.upper < 0 ? ov.upper : ov.work, "the store's layers for %s: %s", path,
+                       strerror(ov.upper < 0 ? -ov.upper : -ov.work));
+  else
+    r = inject(t, path, true, &ov, covers, n_covers, out, err);
+  if (ov.upper >= 0)
+    close(ov.upper);
+  if (ov.work >= 0)
+    close(ov.work);
   return r;
 }
 
@@ -774,9 +906,9 @@ const char *shk_sandbox_unlock_missing(void)
 {
   shk_error err;
   int tree = -1;
-  int r = build_tree("/", false, NULL, 0, &tree, &err);
+  int r = build_tree("/", false, NULL, false, NULL, 0, &tree, &err);
   if (r == -EPERM)
-    r = build_tree_userns("/", false, NULL, 0, &tree, &err);
+    r = build_tree_userns("/", false, NULL, NULL, 0, &tree, &err);
   if (tree >= 0)
     close(tree);
   if (r == -ENOSYS)
@@ -786,5 +918,23 @@ const char *shk_sandbox_unlock_missing(void)
            "to clone them in";
   if (r < 0)
     return "cloning a mount of / failed";
+  return NULL;
+}
+
+const char *shk_sandbox_overlay_missing(void)
+{
+  /* Creating a filesystem context is all it takes to know the kernel has
+   * the overlay filesystem (it is loaded on demand); EPERM means only that
+   * this process must make it in a user namespace of its own, which
+   * shk_sandbox_unlock_missing answers for. */
+  int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (fs >= 0) {
+    close(fs);
+    return NULL;
+  }
+  if (errno == ENODEV)
+    return "the kernel has no overlay filesystem to keep persisted data in";
+  if (errno == ENOSYS)
+    return "the kernel lacks the mount API persistence uses (fsopen, Linux 5.2)";
   return NULL;
 }
