@@ -14,11 +14,6 @@
 #include "shinken/manager.h"
 #include "shinken/sandbox.h"
 
-static const char usage_text[] =
-  "usage: shinken persist [--config FILE] [--state-dir DIR] list [IMAGE] [--json]\n"
-  "       shinken persist [--config FILE] [--state-dir DIR] show IMAGE PATH [--json]\n"
-  "       shinken persist [--config FILE] [--state-dir DIR] rm IMAGE PATH\n";
-
 static void when(int64_t ms, char *buf, size_t len)
 {
   time_t t = (time_t)(ms / 1000);
@@ -169,10 +164,8 @@ int shk_cli_persist(int argc, char **argv)
   const char *config = NULL, *state_dir = NULL;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(usage_text, stdout);
-      return SHK_EXIT_OK;
-    }
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+      return shk_cli_print_usage("persist");
     if ((!strcmp(argv[i], "--config") || !strcmp(argv[i], "--state-dir")) && i + 1 < argc) {
       *(!strcmp(argv[i], "--config") ? &config : &state_dir) = argv[i + 1];
       i++;
