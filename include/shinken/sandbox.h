@@ -653,6 +653,15 @@ int shk_sandbox_persist_remove(const char *root, const char *image, const char *
 int shk_sandbox_unlock_overlay(const shk_sandbox_target *t, const char *path, const shk_sandbox_persist *p,
                                const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
                                shk_error *err);
+/* Makes the host's device node HOST (a character device, or a directory
+ * of them such as /dev/snd; no symlink on the way; never a block device)
+ * appear at INSIDE (beneath /dev) in the sandbox T: nosuid and noexec,
+ * but not nodev, so the workload can open it. The mount point, and any
+ * directory above it missing from the sandbox's private /dev, is made
+ * there and removed again by shk_sandbox_unlock_undo. On failure nothing
+ * was mounted. */
+int shk_sandbox_unlock_device(const shk_sandbox_target *t, const char *host, const char *inside,
+                              shk_sandbox_unlock **out, shk_error *err);
 /* NULL when this host can mount overlays for persistence (beyond what
  * shk_sandbox_unlock_missing says); else a static sentence. */
 const char *shk_sandbox_overlay_missing(void);

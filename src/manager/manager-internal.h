@@ -113,6 +113,18 @@ typedef struct shk__persist_where {
  * was mounted (in buf). */
 const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope,
                               const shk__persist_where *pw, char *buf, size_t len);
+/* The OS delta of a gpu or peripheral grant: each of the N device nodes
+ * REL (beneath the device root ROOT) mounted at /dev/REL in the running
+ * sandbox. All or nothing. NULL, or why nothing was mounted (in buf). */
+const char *shk__unlock_devices(shk__fs_state *st, const char *handle, const char *root, char *const *rel,
+                                size_t n, char *buf, size_t len);
+/* The device nodes a gpu or peripheral scope names that exist beneath
+ * ROOT, relative to it ("dri/card0", "snd"; devices.c): *out (free with
+ * shk__devices_free). NULL, or the sentence that refuses the grant (a
+ * device this host does not have, input_inject, exclusive mode). */
+const char *shk__devices_of(const char *root, const shk_cap_scope *scope, char ***out, size_t *n, char *buf,
+                            size_t len);
+void shk__devices_free(char **v, size_t n);
 /* Detaches the mounts of HANDLE, if any; how many. With STOP, then kills
  * the sandbox's processes that still hold them open (how many: *stopped,
  * which may be NULL). */

@@ -134,6 +134,7 @@ struct shk_manager {
   shk__control_limits limits;
   char *socket;             /* the control socket, resolved, or NULL */
   char *persist_root;       /* the store of persisted data, or NULL: none can be named */
+  char *device_root;        /* where gpu and peripheral nodes are found; NULL: /dev */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
   shk__panel *panel;        /* the Permission Panel's server, or NULL */

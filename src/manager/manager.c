@@ -65,6 +65,9 @@
 static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_NET_EGRESS] = "egress proxy, checked live on every new connection",
   [SHK_CAP_FS_SCOPE] = "a mount injected into the running sandbox (read-only for read), detached on revoke",
+  [SHK_CAP_GPU] = "the device nodes of the gpu mounted into the running sandbox's /dev, detached on revoke",
+  [SHK_CAP_PERIPHERAL] = "the device nodes of the peripheral mounted into the running sandbox's /dev, detached "
+                         "on revoke",
   [SHK_CAP_PERSISTENCE] = "an overlay injected into the running sandbox over the host's path, its changes kept "
                           "per image in the state directory (past the session only with survives_session)",
 };
@@ -73,20 +76,24 @@ static const char *const enforced_by[SHK_CAP__COUNT] = {
  * a grant is never "recorded and does nothing". */
 static const char *const not_built[SHK_CAP__COUNT] = {
   [SHK_CAP_CLIPBOARD] = "this version has no clipboard surface to broker it through",
-  [SHK_CAP_GPU] = "this version does not yet mount device nodes into a running sandbox nor open the "
-                  "device controller for them",
   [SHK_CAP_INSTALL_PRIVILEGED] = "this version has no sudo shim nor overlay of the system directories "
                                  "to run a privileged install in",
   [SHK_CAP_CREDENTIALS] = "this version has no credential broker in the egress proxy",
-  [SHK_CAP_PERIPHERAL] = "this version does not yet mount device nodes into a running sandbox nor open "
-                         "the device controller for them",
 };
+
+/* True for the classes whose grants are mounts in the running sandbox
+ * (unlock.c), which a revoke detaches. */
+static bool mounts_of(shk_cap_class c)
+{
+  return c == SHK_CAP_FS_SCOPE || c == SHK_CAP_PERSISTENCE || c == SHK_CAP_GPU || c == SHK_CAP_PERIPHERAL;
+}
 
 /* NULL when the class has a mechanism here; else the sentence that says
  * it has none, in buf. */
 static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
 {
-  const char *missing = c == SHK_CAP_FS_SCOPE      ? shk__unlock_missing()
+  const char *missing = c == SHK_CAP_FS_SCOPE || c == SHK_CAP_GPU || c == SHK_CAP_PERIPHERAL
+                          ? shk__unlock_missing()
                       : c == SHK_CAP_PERSISTENCE ? shk__persist_missing()
                                                  : not_built[c];
   if (enforced_by[c] && !missing)
@@ -407,6 +414,11 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   shk_policy_source src = { o->policy_dir, o->manifest, session_text, m->uid };
   src.state_dir = o->state_dir;
+  if (o->device_root && (o->device_root[0] != '/' || !(m->device_root = strdup(o->device_root)))) {
+    r = shk__error_set(err, o->device_root[0] != '/' ? -EINVAL : -ENOMEM, "%s",
+                       o->device_root[0] != '/' ? "device_root must be an absolute path" : "out of memory");
+    goto fail;
+  }
   /* Where persistence grants keep their data; none (the grants are then
    * refused, saying why) when no state directory can be named. */
   char proot[PATH_MAX];
@@ -662,6 +674,7 @@ void shk_manager_free(shk_manager *m)
   shk_audit_close(m->audit, NULL);
   free(m->socket);
   free(m->persist_root);
+  free(m->device_root);
   pthread_mutex_destroy(&m->mu);
   free(m);
 }
@@ -978,6 +991,22 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
     return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
                      "error", why);
   }
+  /* A device this host does not have is refused now too: a human asked
+   * to approve it would approve nothing. */
+  if (scope->cls == SHK_CAP_GPU || scope->cls == SHK_CAP_PERIPHERAL) {
+    char **rel = NULL, dwhy[PATH_MAX + 256];
+    size_t n_rel = 0;
+    const char *no = shk__devices_of(m->device_root ? m->device_root : "/dev", scope, &rel, &n_rel, dwhy,
+                                     sizeof dwhy);
+    shk__devices_free(rel, n_rel);
+    if (no) {
+      snprintf(why, sizeof why, "no enforcement point on this host for %s: %.900s", shk_cap_class_name(scope->cls),
+               no);
+      ev_grant(m, q, &pa, NULL, why, "no-enforcement-point", NULL);
+      return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
+                       "error", why);
+    }
+  }
   if (pa.verdict == SHK_POLICY_ASK) {
     if (ALWAYS(q->approval == SHK_POLICY_UNASKED))
       return raise_pending(m, q, &pa);
@@ -1016,6 +1045,19 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
   if (!delta_err && mounts)
     delta_err = shk__unlock_grant(s->fs, g.id, scope, scope->cls == SHK_CAP_PERSISTENCE ? &pw : NULL, fs_why,
                                   sizeof fs_why);
+  /* A gpu or peripheral grant's delta: the nodes it names, mounted. */
+  bool devices = scope->cls == SHK_CAP_GPU || scope->cls == SHK_CAP_PERIPHERAL;
+  if (!delta_err && devices && q->once)
+    delta_err = "a device node cannot be used once: grant it for the session or with a ttl";
+  if (!delta_err && devices) {
+    char **rel = NULL;
+    size_t n_rel = 0;
+    const char *root = m->device_root ? m->device_root : "/dev";
+    delta_err = shk__devices_of(root, scope, &rel, &n_rel, fs_why, sizeof fs_why);
+    if (!delta_err)
+      delta_err = shk__unlock_devices(s->fs, g.id, root, rel, n_rel, fs_why, sizeof fs_why);
+    shk__devices_free(rel, n_rel);
+  }
   if (delta_err) {
     unissue(m, g.id);
     snprintf(why, sizeof why, "the OS delta failed (%.960s); nothing was granted", delta_err);
@@ -1513,7 +1555,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
     if (!g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
       g->torn_down = true;
       /* Its mounts (fs.scope) are detached now: the next open fails. */
-      if (g->cls == SHK_CAP_FS_SCOPE || g->cls == SHK_CAP_PERSISTENCE) {
+      if (mounts_of(g->cls)) {
         unsigned n;
         detached += (int)shk__unlock_revoke(s->fs, g->id, stop, &n);
         stopped += (int)n;
@@ -1546,7 +1588,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(cls));
   shk_audit_str(&e, SHK_AUDIT_HANDLE, id);
   shk_audit_str(&e, SHK_AUDIT_OUTCOME, "revoked");
-  shk_audit_int(&e, SHK_AUDIT_COUNT, cls == SHK_CAP_FS_SCOPE || cls == SHK_CAP_PERSISTENCE ? detached : closed); /* what the revoke took */
+  shk_audit_int(&e, SHK_AUDIT_COUNT, mounts_of(cls) ? detached : closed); /* what the revoke took */
   ev_emit(m, &e, NULL);
   session_put(m, s);
   return json_pack("{s:b, s:s, s:i, s:i, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed,

@@ -8,6 +8,7 @@
  * expiry or the session's end, when a persistence grant that does not
  * survive the session has what it kept discarded. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,48 @@ const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_c
     if (!(why = beyond_landlock(st, scope->paths.v[i], buf, len)))
       why = mount_one(st, &g, scope->paths.v[i], true, scope, pw, &env, buf, len);
   shk_sandbox_env_free(&env);
+  if (why) {
+    undo(st, &g, false);
+    return why;
+  }
+  st->grants[st->n++] = g;
+  return NULL;
+}
+
+const char *shk__unlock_devices(shk__fs_state *st, const char *handle, const char *root, char *const *rel,
+                                size_t n, char *buf, size_t len)
+{
+  const char *missing = shk__unlock_missing();
+  if (missing)
+    return missing;
+  if (!st)
+    return "the session has no running sandbox to mount into (its launcher did not report one)";
+  if (st->n == st->cap) {
+    size_t nc = st->cap ? st->cap * 2 : 8;
+    fs_grant *ng = realloc(st->grants, nc * sizeof *ng);
+    if (!ng)
+      return "out of memory";
+    st->grants = ng;
+    st->cap = nc;
+  }
+  fs_grant g = { 0 };
+  snprintf(g.handle, sizeof g.handle, "%s", handle);
+  const char *why = NULL;
+  if (!(g.mounts = calloc(n + 1, sizeof *g.mounts)))
+    why = "out of memory";
+  for (size_t i = 0; !why && i < n; i++) {
+    char host[PATH_MAX], inside[PATH_MAX];
+    shk_error err;
+    if (snprintf(host, sizeof host, "%s/%s", root, rel[i]) >= (int)sizeof host ||
+        snprintf(inside, sizeof inside, "/dev/%s", rel[i]) >= (int)sizeof inside) {
+      why = "a device node's path is too long";
+    } else if (shk_sandbox_unlock_device(st->target, host, inside, &g.mounts[g.n], &err) < 0) {
+      snprintf(buf, len, "%s", err.message);
+      why = buf;
+    } else {
+      g.n++;
+    }
+  }
   if (why) {
     undo(st, &g, false);
     return why;

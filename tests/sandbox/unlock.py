@@ -40,7 +40,8 @@ is about):
   doctor   `shinken doctor --json` says per class how a grant reaches a
            running sandbox; each class it calls refused is refused, with
            that very reason, when a running session asks for it, and the one
-           it calls available (fs.scope) is granted (the control).
+           it calls available (fs.scope) is granted (the control); a gpu
+           grant on a host doctor says has no gpu is refused, saying so.
   ceiling  a daemon-hosted session whose `shinken run` read a manifest
            without the path in its fs.scope write list, so its Landlock
            was applied without it: the daemon (whose manifest has it)
@@ -62,6 +63,16 @@ is about):
            once granted (control: before that grant it does not); `persist
            rm` is refused while it is mounted, and after the revoke it
            deletes the data, which the next grant then no longer shows.
+  gpu      a daemon whose device root is a scratch directory of nodes the
+           test made (mknod, with the DRM major for dri/card0 and the
+           kmsg device's numbers for dri/renderD128, whose writes the host
+           reads back in its kernel log): after a gpu grant the nodes are
+           in the running sandbox's /dev and a write through the second
+           reaches the host's log; before the grant (control) and after
+           the revoke they are not there and the write reaches nothing.
+           A gpu id the host lacks, and mode exclusive, are refused.
+  peripheral  the same for a peripheral grant of the mic (a directory,
+           snd/, mounted whole); input_inject is refused.
   persist-user  the persist case as an unprivileged user, whose overlay is
            made in a user namespace of its own.
 """
@@ -403,8 +414,7 @@ def case_doctor():
     want = {"fs.scope", "persistence", "install.privileged", "gpu", "peripheral"}
     if set(live) != want:
         fail("doctor does not list each class of live unlock: %s" % sorted(live))
-    scopes = {"install.privileged": '{"scope":"pkg"}',
-              "gpu": '{"device_ids":["0"]}', "peripheral": '{"camera":true}'}
+    scopes = {"install.privileged": '{"scope":"pkg"}'}
     sb = Sandbox()
     for cls, scope in scopes.items():
         c = live[cls]
@@ -420,9 +430,16 @@ def case_doctor():
         # refusal is doctor's sentence.
         if a.get("decided_by") == "enforcement" and a.get("error") != c["refused"]:
             fail("%s: the grant's reason %r is not doctor's %r" % (cls, a.get("error"), c["refused"]))
-    for cls in ("fs.scope", "persistence"):
+    for cls in ("fs.scope", "persistence", "gpu", "peripheral"):
         if not live[cls]["available"] or not live[cls]["mechanism"]:
             fail("doctor calls %s unavailable here: %s" % (cls, live[cls]["refused"]))
+    # Where this host has no GPU, doctor says so, and a gpu grant is
+    # refused with the reason before any human is asked.
+    if live["gpu"].get("devices"):
+        rc, out, err = sb.cli("grant", sb.sid, "gpu", "--scope", '{"device_ids":["0"]}', "--json")
+        a = json.loads(out) if out.strip() else {}
+        if rc == 0 or a.get("decided_by") != "enforcement" or "no gpu" not in a.get("error", ""):
+            fail("a gpu grant on a host with no gpu was not refused with the reason: %s%s" % (out, err))
     d = fixture("doctor")
     rc, h, out = sb.grant('{"read":["%s"]}' % d)
     if rc != 0 or not h:
@@ -641,6 +658,105 @@ def case_survive():
         fail("after persist rm, the data came back: %r" % out)
 
 
-{"persist": case_persist, "persist-user": case_persist_user, "survive": case_survive, "doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+def device_daemon(devroot):
+    """A daemon whose device root is DEVROOT, with a policy that lets gpu
+    and peripheral grants through with no human to ask (Notify)."""
+    src = os.environ.get("SHINKEN_POLICY_DIR") or os.path.join(os.environ["SHINKEN_SRCDIR"], "policies")
+    pdir = TMP + "/device-policies"
+    shutil.copytree(src, pdir)
+    mpath = pdir + "/manifests/default.json"
+    m = json.load(open(mpath))
+    for c in m["capabilities"]:
+        if c["class"] in ("gpu", "peripheral"):
+            c["tier"] = "Notify"
+    json.dump(m, open(mpath, "w"))
+    ddir = TMP + "/daemon"
+    os.mkdir(ddir, 0o700)
+    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db", "policy_dir": pdir,
+            "state_dir": ddir + "/state", "device_root": devroot}
+    json.dump(conf, open(ddir + "/daemon.json", "w"))
+    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    atexit.register(dmn.kill)
+    banner = dmn.stdout.readline()
+    if not banner.startswith("listening "):
+        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
+    return conf["socket"], pdir
+
+
+def node(path, major, minor):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.mknod(path, 0o666 | 0o020000, os.makedev(major, minor))
+    os.chmod(path, 0o666)
+
+
+def in_kmsg(token):
+    p = subprocess.run(["dmesg"], capture_output=True, text=True)
+    if p.returncode != 0:
+        skip("cannot read the kernel log to judge the device's effect: %s" % p.stderr.strip())
+    return token in p.stdout
+
+
+def device_case(cls, scope, probe, present):
+    devroot = HOSTDIR + "/devroot"
+    os.mkdir(devroot)
+    node(devroot + "/dri/card0", 226, 0)            # the DRM major: a node, no driver behind it here
+    node(devroot + "/dri/renderD128", 1, 11)        # /dev/kmsg's numbers: its writes reach the kernel log
+    node(devroot + "/snd/controlC0", 116, 0)        # ALSA's major
+    node(devroot + "/snd/pcmC0D0p", 1, 11)
+    try:
+        os.stat(devroot + "/dri/renderD128")
+        with open(devroot + "/dri/renderD128", "w") as f:
+            f.write("shinken-unlock-probe %d\n" % os.getpid())
+    except OSError as e:
+        skip("the scratch device nodes cannot be used here (%s)" % e)
+    sock, pdir = device_daemon(devroot)
+    sb = Sandbox(daemon=sock, policy_dir=pdir)
+    tok = "shinken-unlock-%s-%d" % (cls, os.getpid())
+    # Control: before the grant the node is not in the sandbox, and the
+    # write reaches nothing.
+    rc, _ = sb.inside("echo %s-before > %s" % (tok, probe))
+    if rc == 0 or in_kmsg(tok + "-before"):
+        fail("control: the sandbox could write %s before any grant" % probe)
+    rc, out, err = sb.cli("grant", sb.sid, cls, "--scope", scope)
+    m = re.search(r"granted ([0-9a-f]{64})", out)
+    if rc != 0 or not m:
+        fail("the %s grant was not given: %s%s" % (cls, out, err))
+    rc, out = sb.inside("ls -l %s && echo %s-granted > %s" % (" ".join(present), tok, probe))
+    if rc != 0:
+        fail("after the grant, the device nodes are not usable inside: %r" % out)
+    time.sleep(0.1)
+    if not in_kmsg(tok + "-granted"):
+        fail("after the grant, the write through %s did not reach the host's device" % probe)
+    rc, _, _ = sb.cli("revoke", m.group(1))
+    if rc != 0:
+        fail("the revoke failed")
+    rc, out = sb.inside("ls %s; echo %s-revoked > %s" % (" ".join(present), tok, probe))
+    if rc == 0 or in_kmsg(tok + "-revoked"):
+        fail("after the revoke, the sandbox could still write %s: %r" % (probe, out))
+    return sb
+
+
+def case_gpu():
+    sb = device_case("gpu", '{"device_ids":["0"],"mode":"shared"}', "/dev/dri/renderD128",
+                     ["/dev/dri/card0", "/dev/dri/renderD128"])
+    for scope, why in (('{"device_ids":["3"]}', "no gpu with device id 3"),
+                       ('{"device_ids":["0"],"mode":"exclusive"}', "exclusive")):
+        rc, out, err = sb.cli("grant", sb.sid, "gpu", "--scope", scope)
+        if rc == 0 or why not in out + err:
+            fail("gpu %s was not refused with the reason (%r): %s%s" % (scope, why, out, err))
+
+
+def case_peripheral():
+    sb = device_case("peripheral", '{"mic":true}', "/dev/snd/pcmC0D0p", ["/dev/snd/controlC0", "/dev/snd/pcmC0D0p"])
+    rc, out, err = sb.cli("grant", sb.sid, "peripheral", "--scope", '{"camera":true}')
+    if rc == 0 or "no camera" not in out + err:
+        fail("a camera this host lacks was not refused with the reason: %s%s" % (out, err))
+    rc, out, err = sb.cli("grant", sb.sid, "peripheral", "--scope", '{"input_inject":true}')
+    if rc == 0:
+        fail("input_inject was granted: %s" % out)
+
+
+{"gpu": case_gpu, "peripheral": case_peripheral, "persist": case_persist, "persist-user": case_persist_user, "survive": case_survive, "doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)
