@@ -959,6 +959,81 @@ static const char *store_unfit(const shk_manager *m, const session *s, char *buf
   return NULL;
 }
 
+/* Caller holds mu. What can be checked of a mount class's grant before
+ * there is a sandbox to mount into: the store of persistence, and that a
+ * device grant names nodes this host has. NULL, or why not (in buf). */
+static const char *mount_checks(shk_manager *m, session *s, const shk_cap_scope *scope, char *buf, size_t len)
+{
+  if (scope->cls == SHK_CAP_PERSISTENCE)
+    return store_unfit(m, s, buf, len);
+  if (scope->cls == SHK_CAP_GPU || scope->cls == SHK_CAP_PERIPHERAL) {
+    char **rel = NULL;
+    size_t n_rel = 0;
+    const char *why = shk__devices_of(m->device_root ? m->device_root : "/dev", scope, &rel, &n_rel, buf, len);
+    shk__devices_free(rel, n_rel);
+    return why;
+  }
+  return NULL;
+}
+
+/* Caller holds mu. The OS delta of the grant ID of a mount class, into
+ * session s's running sandbox (unlock.c): fs.scope's and persistence's
+ * paths, a gpu's or a peripheral's device nodes. All or nothing. NULL, or
+ * why nothing was mounted (in buf). */
+static const char *mount_delta(shk_manager *m, session *s, const char *id, const shk_cap_scope *scope, char *buf,
+                               size_t len)
+{
+  const char *why = mount_checks(m, s, scope, buf, len);
+  if (why)
+    return why;
+  if (scope->cls == SHK_CAP_FS_SCOPE)
+    return shk__unlock_grant(s->fs, id, scope, NULL, buf, len);
+  if (scope->cls == SHK_CAP_PERSISTENCE) {
+    shk__persist_where pw = { m->persist_root, shk_policy_image(m->policy), s->id };
+    return shk__unlock_grant(s->fs, id, scope, &pw, buf, len);
+  }
+  char **rel = NULL;
+  size_t n_rel = 0;
+  const char *root = m->device_root ? m->device_root : "/dev";
+  why = shk__devices_of(root, scope, &rel, &n_rel, buf, len);
+  if (!why)
+    why = shk__unlock_devices(s->fs, id, root, rel, n_rel, buf, len);
+  shk__devices_free(rel, n_rel);
+  return why;
+}
+
+/* Caller holds mu. The sandbox of session s has started (its fs state is
+ * set, or NO says why live unlocks cannot reach it): the grants made
+ * before it are mounted now, before its command runs. One that cannot be
+ * is revoked, with the event saying why: a handle never stays "granted"
+ * for a mount that is not there. */
+static void apply_deferred(shk_manager *m, session *s, const char *no)
+{
+  for (size_t i = 0; i < s->n_grants; i++) {
+    grant *g = &s->grants[i];
+    if (!g->deferred || g->torn_down || g->ended)
+      continue;
+    g->deferred = false;
+    const shk_cap_scope *scope = shk_cap_scope_of(m->table, g->id);
+    char buf[PATH_MAX + 256];
+    const char *why = no ? no : !scope ? "the handle is gone" : mount_delta(m, s, g->id, scope, buf, sizeof buf);
+    shk_audit_event e;
+    ev_init(&e, why ? "revoke" : "grant-applied", s, NULL);
+    shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
+    shk_audit_str(&e, SHK_AUDIT_HANDLE, g->id);
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, why ? "os-delta-failed" : "applied at the sandbox's start");
+    if (why) {
+      char reason[1024];
+      snprintf(reason, sizeof reason, "the grant made before the sandbox started could not be applied at its "
+               "start: %.900s", why);
+      shk_audit_str(&e, SHK_AUDIT_REASON, reason);
+      shk_cap_revoke(m->table, g->id);
+      g->torn_down = true;
+    }
+    ev_emit(m, &e, NULL); /* it was applied, or revoked, whether or not this is recorded */
+  }
+}
+
 /* Caller holds mu. The grant protocol for one request, with the approval
  * state the manager holds for it. */
 json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
@@ -1033,31 +1108,20 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
                         : scope->cls == SHK_CAP_NET_EGRESS && !s->egress ? "the session has no egress proxy" : NULL;
   if (!delta_err && prepare_grant(s, &g, scope, q->once, &eg))
     delta_err = "out of memory";
-  /* An fs.scope grant's delta is its mounts in the running sandbox, made
-   * now (all or nothing) and taken away again if a later step fails. */
+  /* A mount class's delta is its mounts in the running sandbox, made now
+   * (all or nothing) and taken away again if a later step fails; or, for a
+   * session whose launcher has said a sandbox is coming and that has not
+   * started yet, made when it starts (apply_deferred), before its command
+   * runs. */
   char fs_why[PATH_MAX + 256];
-  bool mounts = scope->cls == SHK_CAP_FS_SCOPE || scope->cls == SHK_CAP_PERSISTENCE;
-  shk__persist_where pw = { m->persist_root, shk_policy_image(m->policy), s->id };
+  bool mounts = mounts_of(scope->cls);
+  bool defer = mounts && !s->fs && s->expects_sandbox && !s->sandbox_started;
   if (!delta_err && mounts && q->once)
     delta_err = "a mount cannot be used once: grant it for the session or with a ttl";
-  if (!delta_err && scope->cls == SHK_CAP_PERSISTENCE)
-    delta_err = store_unfit(m, s, fs_why, sizeof fs_why);
   if (!delta_err && mounts)
-    delta_err = shk__unlock_grant(s->fs, g.id, scope, scope->cls == SHK_CAP_PERSISTENCE ? &pw : NULL, fs_why,
-                                  sizeof fs_why);
-  /* A gpu or peripheral grant's delta: the nodes it names, mounted. */
-  bool devices = scope->cls == SHK_CAP_GPU || scope->cls == SHK_CAP_PERIPHERAL;
-  if (!delta_err && devices && q->once)
-    delta_err = "a device node cannot be used once: grant it for the session or with a ttl";
-  if (!delta_err && devices) {
-    char **rel = NULL;
-    size_t n_rel = 0;
-    const char *root = m->device_root ? m->device_root : "/dev";
-    delta_err = shk__devices_of(root, scope, &rel, &n_rel, fs_why, sizeof fs_why);
-    if (!delta_err)
-      delta_err = shk__unlock_devices(s->fs, g.id, root, rel, n_rel, fs_why, sizeof fs_why);
-    shk__devices_free(rel, n_rel);
-  }
+    delta_err = defer ? mount_checks(m, s, scope, fs_why, sizeof fs_why)
+                      : mount_delta(m, s, g.id, scope, fs_why, sizeof fs_why);
+  g.deferred = defer && !delta_err;
   if (delta_err) {
     unissue(m, g.id);
     snprintf(why, sizeof why, "the OS delta failed (%.960s); nothing was granted", delta_err);
@@ -1076,10 +1140,10 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
   publish_grant(m, s, &g, eg);
   if (eg)
     shk__ask_release_covered(s, eg);
-  return json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
+  return json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s, s:b}", "ok", 1, "decision", "granted",
                    "handle", g.id, "policy", pa.policy, "tier", shk_policy_tier_name(pa.tier), "manifest_entry",
                    pa.manifest_entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", q->once,
-                   "enforced_by", enforced_by[scope->cls]);
+                   "enforced_by", enforced_by[scope->cls], "at_start", g.deferred);
 }
 
 /* Caller holds mu. The admin's standing grants, for a new session:
@@ -1161,10 +1225,13 @@ static const char *take_roots(session *s, json_t *req, char *buf, size_t len)
 static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "name", "trust_tier", "model", "ttl_ms", "egress", "allow_domains",
-                                      "deny_domains", "proxy_config", "writable_roots", "ask", NULL };
+                                      "deny_domains", "proxy_config", "writable_roots", "ask", "sandbox", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("open_session: unknown field '%s'", bad);
+  json_t *jsandbox = json_object_get(req, "sandbox");
+  if (jsandbox && !json_is_boolean(jsandbox))
+    return refuse("open_session: sandbox must be true or false");
   json_t *jask = json_object_get(req, "ask");
   if (jask && !json_is_boolean(jask))
     return refuse("open_session: ask must be true or false");
@@ -1189,6 +1256,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
   pthread_mutex_init(&s->held_mu, NULL);
   pthread_cond_init(&s->held_cv, NULL);
   s->no_ask = json_is_false(jask);
+  s->expects_sandbox = json_is_true(jsandbox);
   snprintf(s->id, sizeof s->id, "%s%s%02x%02x%02x%02x%02x%02x", name ? name : "s", "-", rnd[0], rnd[1],
            rnd[2], rnd[3], rnd[4], rnd[5]);
   snprintf(s->trust_tier, sizeof s->trust_tier, "%s", tier);
@@ -1865,6 +1933,7 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
                                            s->n_roots + n_ceiling, why, sizeof why);
       free(writable);
     }
+    apply_deferred(m, s, no ? no : !jpid ? "the launcher did not say which process the sandbox runs as" : NULL);
     pthread_mutex_unlock(&m->mu);
     ans = no ? json_pack("{s:b, s:s}", "ok", 1, "unlocks", no) : json_pack("{s:b}", "ok", 1);
   }

@@ -73,6 +73,14 @@ is about):
            A gpu id the host lacks, and mode exclusive, are refused.
   peripheral  the same for a peripheral grant of the mic (a directory,
            snd/, mounted whole); input_inject is refused.
+  before   grants made to a session whose sandbox has not started yet
+           (its launcher holds the start: a test build's switch) are kept
+           for the start and mounted before the command runs: the
+           command's very first step writes through the write grant and
+           the host sees it; a second grant, of a path the sandbox's view
+           does not have (/tmp is its own), cannot be mounted at the start
+           and is revoked, saying so, instead of staying "granted"; the
+           control, a path with no grant, stays read-only.
   persist-user  the persist case as an unprivileged user, whose overlay is
            made in a user namespace of its own.
 """
@@ -126,10 +134,14 @@ done
 
 
 class Sandbox:
-    def __init__(self, extra=(), user=None, daemon=None, policy_dir=None):
+    def __init__(self, extra=(), user=None, daemon=None, policy_dir=None, hold=None):
         env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
                "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
                "SHINKEN_POLICY_DIR": policy_dir or os.environ.get("SHINKEN_POLICY_DIR", "")}
+        if hold:
+            # Test builds: the launcher reports the sandbox's start only
+            # once this file exists (the command waits until then).
+            env["SHINKEN_HOLD_START"] = hold
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
             if k in os.environ:
                 env[k] = os.environ[k]
@@ -164,7 +176,8 @@ class Sandbox:
         self.pre = pre
         # The session line comes before the sandbox has started: once a
         # step ran inside, the launcher has reported it to the manager.
-        self.inside("true")
+        if not hold:
+            self.inside("true")
 
     def inside(self, script):
         """Runs SCRIPT in the sandbox; returns (status, output)."""
@@ -757,6 +770,48 @@ def case_peripheral():
         fail("input_inject was granted: %s" % out)
 
 
-{"gpu": case_gpu, "peripheral": case_peripheral, "persist": case_persist, "persist-user": case_persist_user, "survive": case_survive, "doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+def case_before():
+    d = fixture("before")
+    ctl = fixture("before-control")
+    hidden = tempfile.mkdtemp(prefix="shk-unlock.", dir="/tmp")
+    atexit.register(shutil.rmtree, hidden, True)
+    hold = TMP + "/hold"
+    sb = Sandbox(hold=hold)
+    # The command's first step, waiting for its start.
+    with open(WS + "/go.tmp", "w") as f:
+        f.write("echo first > %s/first\n" % d)
+    os.rename(WS + "/go.tmp", WS + "/go.1")
+    sb.n = 1
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc != 0 or not h or "applied when the session's sandbox starts" not in out:
+        fail("the grant before the start was not kept for it: %s" % out)
+    rc, h2, out = sb.grant('{"write":["%s"]}' % hidden)
+    if rc != 0 or not h2:
+        fail("the second grant before the start was not kept for it: %s" % out)
+    if os.path.exists(d + "/first"):
+        fail("the command ran before its start was reported")
+    open(hold, "w").close()
+    end = time.monotonic() + 20
+    while not os.path.exists(WS + "/rc.1"):
+        if time.monotonic() > end or sb.run.poll() is not None:
+            fail("the sandbox did not start once released")
+        time.sleep(0.01)
+    if open(WS + "/rc.1").read().strip() != "0" or not os.path.exists(d + "/first"):
+        fail("the command's first write did not land: the grant was not mounted before it ran (%s)" %
+             open(WS + "/out.1").read())
+    rc, _ = sb.inside("echo x > %s/x" % ctl)
+    if rc == 0 or os.path.exists(ctl + "/x"):
+        fail("control: a path with no grant was writable")
+    rc, out, _ = sb.cli("grants", sb.sid, "--json")
+    live = {g["handle"]: g["live"] for g in json.loads(out)["grants"]} if rc == 0 else {}
+    if not live.get(h) or live.get(h2, True):
+        fail("after the start, the applied grant is not live or the one that could not be mounted is: %s" % out)
+    rc, _, _ = sb.cli("revoke", h)
+    rc, _ = sb.inside("echo after > %s/after" % d)
+    if rc == 0 or os.path.exists(d + "/after"):
+        fail("after the revoke, the grant made before the start still writes")
+
+
+{"before": case_before, "gpu": case_gpu, "peripheral": case_peripheral, "persist": case_persist, "persist-user": case_persist_user, "survive": case_survive, "doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)
