@@ -56,7 +56,8 @@ is about):
            writes and deletions succeed, while the host's directory does
            not change (judged on the host) and the writes are in the state
            directory's store; on revoke they are gone from the sandbox and
-           from the store. Control: before the grant the write fails.
+           from the store, as they are after the session's end. Control:
+           before the grant the write fails.
   survive  a persistence grant with survives_session: what the sandbox
            wrote is in the store after its session ended, `shinken persist
            list|show` say so, and the image's next session sees it again
@@ -607,6 +608,23 @@ def persist_case(user=None):
         fail("after the revoke, the host's file is not back in the sandbox's view: %r" % out)
     if store_entries(store, d):
         fail("a grant that does not survive the session left its data in the store: %s" % store_entries(store, d))
+    # The session's end discards it too: a new grant, a write, and the
+    # command ends (the step stops the loop that runs the steps).
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", '{"paths":["%s"]}' % d)
+    if rc != 0:
+        fail("the second persistence grant was not given: %s%s" % (out, err))
+    rc, _ = sb.inside("echo again > %s/again" % d)
+    if rc != 0 or len(store_entries(store, d)) != 1:
+        fail("the second grant's write is not in the store: %s" % store_entries(store, d))
+    with open(WS + "/go.tmp", "w") as f:
+        f.write("kill $PPID\n")
+    os.rename(WS + "/go.tmp", "%s/go.%d" % (WS, sb.n + 1))
+    try:
+        sb.run.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        fail("the run did not end when its command did")
+    if store_entries(store, d) or os.path.exists(d + "/again"):
+        fail("the session's end left the data of a grant that does not survive it: %s" % store_entries(store, d))
 
 
 def case_persist():
