@@ -332,7 +332,10 @@ int shk_sandbox_persist_open(const char *root, const char *image, const char *pa
     if (fd >= 0)
       close(fd);
   }
-  if ((r = write_meta(p->dir, image, path, survives, session)) < 0) {
+  /* A kept entry says since when it exists: its record is written once. */
+  struct stat mst;
+  bool recorded = survives && fstatat(p->dir, "meta.json", &mst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(mst.st_mode);
+  if (!recorded && (r = write_meta(p->dir, image, path, survives, session)) < 0) {
     shk__error_set(err, r, "%s/%s/%s/meta.json: %s", root, image, p->name, strerror(-r));
     goto fail;
   }
