@@ -939,11 +939,15 @@ static json_t *raise_pending(shk_manager *m, const grant_req *q, const shk_polic
                    "error", why);
 }
 
-/* Caller holds mu. Why the store of persisted data cannot take a grant of
- * session s, or NULL. Safe to refuse rather than mount: a store inside one
- * of the sandbox's writable roots would let the workload edit what it
- * persisted behind the overlay, and other images' data too. */
-static const char *store_unfit(const shk_manager *m, const session *s, char *buf, size_t len)
+/* Caller holds mu. Why the store of persisted data cannot take the
+ * persistence grant SCOPE of session s, or NULL. Safe to refuse rather
+ * than mount: a store inside one of the sandbox's writable roots would let
+ * the workload edit what it persisted behind the overlay (and other
+ * images' data too); an overlay cannot keep its changes inside the
+ * directory it covers; and an overlay over a writable root would take the
+ * workload's writes there away from the host, silently. */
+static const char *store_unfit(const shk_manager *m, const session *s, const shk_cap_scope *scope, char *buf,
+                               size_t len)
 {
   if (!m->persist_root)
     return "neither XDG_STATE_HOME nor HOME is set: there is no state directory to keep persisted data in";
@@ -956,6 +960,21 @@ static const char *store_unfit(const shk_manager *m, const session *s, char *buf
                s->roots[i]);
       return buf;
     }
+  for (size_t i = 0; i < scope->paths.n; i++) {
+    const char *p = scope->paths.v[i];
+    if (path_within(m->persist_root, p)) {
+      snprintf(buf, len, "the store of persisted data %s is inside %s: an overlay cannot keep its changes in the "
+                         "directory it covers; persist a directory beneath %s, or set the manager's state_dir "
+                         "elsewhere", m->persist_root, p, p);
+      return buf;
+    }
+    for (size_t j = 0; j < s->n_roots; j++)
+      if (path_within(s->roots[j], p)) {
+        snprintf(buf, len, "%s holds the sandbox's writable root %s: under an overlay its writes would no longer "
+                           "reach the host; persist a directory that does not hold it", p, s->roots[j]);
+        return buf;
+      }
+  }
   return NULL;
 }
 
@@ -965,7 +984,7 @@ static const char *store_unfit(const shk_manager *m, const session *s, char *buf
 static const char *mount_checks(shk_manager *m, session *s, const shk_cap_scope *scope, char *buf, size_t len)
 {
   if (scope->cls == SHK_CAP_PERSISTENCE)
-    return store_unfit(m, s, buf, len);
+    return store_unfit(m, s, scope, buf, len);
   if (scope->cls == SHK_CAP_GPU || scope->cls == SHK_CAP_PERIPHERAL) {
     char **rel = NULL;
     size_t n_rel = 0;
