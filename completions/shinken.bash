@@ -28,7 +28,7 @@ _shinken() {
   case $prev in
     --net) mapfile -t COMPREPLY < <(compgen -W "none proxy host" -- "$cur"); return ;;
     --write|--read|--deny|--profile|--report|--proxy-config|--config|--db|--key-file|--checkpoint|\
-    --policies|--schema|--entities|--request-json|--requests|--root)
+    --policies|--schema|--entities|--request-json|--requests|--root|--state-dir)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
   esac
   if [[ $cur == -* ]]; then
@@ -42,6 +42,7 @@ _shinken() {
       translate-policy translate-schema conformance analyze" -- "$cur") ;;
     audit) [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "verify prove key tail show export" -- "$cur") ;;
     trust) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
+    persist) [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "list show rm" -- "$cur") ;;
   esac
 }
 complete -F _shinken shinken

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Live fs.scope unlock latencies (see unlock-bench.py), against the release
+# Live fs.scope and persistence unlock latencies (see unlock-bench.py), against the release
 # build's shinken (build/bench-unlock). Needs root (the fixtures under /srv).
 # usage: [ITERATIONS=N] sh bench/unlock/run.sh    (200 by default)
 set -eu

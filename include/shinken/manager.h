@@ -85,6 +85,9 @@ typedef struct shk_manager_opts {
                                * are recorded, so that a wider one is refused
                                * (shk_policy_source.state_dir); NULL: none */
   bool accept_widening;       /* the operator accepts a wider tier */
+  /* Where gpu and peripheral grants find the host's device nodes (absolute;
+   * NULL: "/dev"): a node ROOT/REL appears at /dev/REL in the sandbox. */
+  const char *device_root;
   /* The Permission Panel's address ("127.0.0.1:PORT" or "[::1]:PORT"; port
    * 0 picks a free one): its embedder serves it with
    * shk_manager_serve_panel. NULL: no panel. */
@@ -96,7 +99,8 @@ typedef struct shk_manager_opts {
 
 /* The manager's configuration file (JSON), every key optional and an
  * unknown key an error. Strings: "policy_dir", "manifest",
- * "session_policy", "standing", "socket", "audit_db", "state_dir".
+ * "session_policy", "standing", "socket", "audit_db", "state_dir",
+ * "device_root".
  * Positive integers: "audit_checkpoint_events", "audit_checkpoint_ms",
  * "max_pending", "pending_timeout_ms", "card_timeout_ms", "batch_window_ms",
  * "control_max_clients",

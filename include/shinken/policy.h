@@ -101,6 +101,8 @@ typedef struct shk_policy_source {
  * a file. */
 int shk_policy_load(const shk_policy_source *src, shk_policy **out, shk_error *err);
 void shk_policy_free(shk_policy *p);
+/* The name of the image whose manifest P was loaded with (its "image"). */
+const char *shk_policy_image(const shk_policy *p);
 
 /* Reads a file that decides authority (a policy, a manifest, a list of
  * standing grants) into a malloc'd NUL-terminated *text, refusing (-EPERM,

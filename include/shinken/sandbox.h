@@ -587,6 +587,85 @@ const char *shk_sandbox_unlock_path(const shk_sandbox_unlock *u);
  * sentence saying what this host or user lacks. */
 const char *shk_sandbox_unlock_missing(void);
 
+/* ---- persistence: what a sandbox writes beneath a granted path, kept ---- */
+
+/* The store of persisted data (persist.c): STATE_DIR/persist when
+ * STATE_DIR is given, else $XDG_STATE_HOME/shinken/persist, else
+ * ~/.local/state/shinken/persist. -ENOENT (err) when none can be named. */
+int shk_sandbox_persist_root(const char *state_dir, char *buf, size_t len, shk_error *err);
+
+/* One entry of the store, opened and locked for one mount. */
+typedef struct shk_sandbox_persist shk_sandbox_persist;
+/* Opens (making it when missing) the entry of PATH for IMAGE in the store
+ * ROOT, and locks it: -EBUSY when another sandbox has it mounted. With
+ * SURVIVES the entry is the image's one for PATH, kept across sessions;
+ * without, a fresh one for this grant alone (SESSION says whose), to be
+ * discarded when it ends. Entries of ended sessions that were never
+ * discarded (their manager died) are removed here. */
+int shk_sandbox_persist_open(const char *root, const char *image, const char *path, bool survives,
+                             const char *session, shk_sandbox_persist **out, shk_error *err);
+/* A descriptor of the entry's "upper" or "work" directory, or -errno. */
+int shk_sandbox_persist_layer(const shk_sandbox_persist *p, const char *which);
+bool shk_sandbox_persist_survives(const shk_sandbox_persist *p);
+/* The entry's directory (absolute), for messages and for the overlay made
+ * in a user namespace, which opens its layers again there. */
+const char *shk_sandbox_persist_where(const shk_sandbox_persist *p);
+/* Unlocks and frees P; with DISCARD, first removes the entry and all it
+ * holds. */
+void shk_sandbox_persist_close(shk_sandbox_persist *p, bool discard);
+
+/* What `shinken persist list|show` says of an entry. */
+typedef struct shk_sandbox_persist_info {
+  char *image, *path;
+  char *name;            /* the entry's directory name in the image's */
+  char *session;         /* the session that made it, or NULL */
+  bool survives;         /* kept for the image's next sessions */
+  bool in_use;           /* mounted in a running sandbox now */
+  int64_t created_ms;
+  uint64_t bytes, files; /* what its upper layer holds */
+} shk_sandbox_persist_info;
+/* Every entry of the store (of IMAGE alone, when given), sorted by image
+ * and path; an empty list when nothing was ever persisted. */
+int shk_sandbox_persist_list(const char *root, const char *image, shk_sandbox_persist_info **out, size_t *n,
+                             shk_error *err);
+void shk_sandbox_persist_info_free(shk_sandbox_persist_info *v, size_t n);
+/* The surviving entry of PATH for IMAGE; -ENOENT (err) when there is none. */
+int shk_sandbox_persist_show(const char *root, const char *image, const char *path,
+                             shk_sandbox_persist_info *info, shk_error *err);
+/* Calls FN for each file the entry's upper layer holds, with its path as
+ * the sandbox sees it and its kind: 'f' file, 'd' directory, 'l' symbolic
+ * link, 'x' a file the sandbox deleted (it stays on the host). A nonzero
+ * return of FN stops the walk and is returned. */
+typedef int (*shk_sandbox_persist_walk_fn)(void *data, const char *path, char kind, uint64_t size);
+int shk_sandbox_persist_walk(const char *root, const char *image, const char *path,
+                             shk_sandbox_persist_walk_fn fn, void *data, shk_error *err);
+/* Removes the surviving entry of PATH for IMAGE: -EBUSY while it is
+ * mounted in a running sandbox, -ENOENT when there is none. */
+int shk_sandbox_persist_remove(const char *root, const char *image, const char *path, shk_error *err);
+
+/* Makes the host's PATH appear at PATH inside the sandbox T as an overlay
+ * whose upper layer is P's: the sandbox reads the host's files and its own
+ * changes, and writes only into P (the host's PATH never changes). Nosuid
+ * and nodev, with COVERS applied inside before it is visible (a cover's
+ * mount point is made in the upper layer, never on the host). On failure
+ * nothing was mounted. shk_sandbox_unlock_undo takes it away again; P
+ * stays the caller's to close. */
+int shk_sandbox_unlock_overlay(const shk_sandbox_target *t, const char *path, const shk_sandbox_persist *p,
+                               const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                               shk_error *err);
+/* Makes the host's device node HOST (a character device, or a directory
+ * of them such as /dev/snd; no symlink on the way; never a block device)
+ * appear at INSIDE (beneath /dev) in the sandbox T: nosuid and noexec,
+ * but not nodev, so the workload can open it. The mount point, and any
+ * directory above it missing from the sandbox's private /dev, is made
+ * there and removed again by shk_sandbox_unlock_undo. On failure nothing
+ * was mounted. */
+int shk_sandbox_unlock_device(const shk_sandbox_target *t, const char *host, const char *inside,
+                              shk_sandbox_unlock **out, shk_error *err);
+/* NULL when this host can mount overlays for persistence (beyond what
+ * shk_sandbox_unlock_missing says); else a static sentence. */
+const char *shk_sandbox_overlay_missing(void);
+
 /* The protections shk_sandbox_plan_build gives a root at PATH (deny
  * rules, read-only git metadata, pins) beneath it, as covers for a grant
  * of PATH (malloc'd array, paths into *PLAN, which the caller frees with

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `shinken run`'s side of live filesystem unlocks: the Landlock ceiling
- * (what the image manifest lets any fs.scope grant ever make writable),
+ * (what the image manifest lets any fs.scope or persistence grant ever
+ * make writable),
  * read before the sandbox starts, and the report of the started sandbox
  * that the session's manager mounts grants into. */
 #include <errno.h>
@@ -39,9 +40,12 @@ void shk_cli_fs_ceiling(shk_sandbox_opts *o)
   json_array_foreach(caps, i, c) {
     const char *cls = json_string_value(json_object_get(c, "class"));
     const char *tier = json_string_value(json_object_get(c, "tier"));
-    if (!cls || strcmp(cls, "fs.scope") || !tier || !strcmp(tier, "Block"))
+    /* A persistence grant writes too (into its overlay): its paths are
+     * part of the ceiling like fs.scope's write paths. */
+    bool fs = cls && !strcmp(cls, "fs.scope"), persist = cls && !strcmp(cls, "persistence");
+    if ((!fs && !persist) || !tier || !strcmp(tier, "Block"))
       continue;
-    json_t *w = json_object_get(json_object_get(c, "scope"), "write"), *p;
+    json_t *w = json_object_get(json_object_get(c, "scope"), fs ? "write" : "paths"), *p;
     size_t j;
     json_array_foreach(w, j, p) {
       const char *path = json_string_value(p);

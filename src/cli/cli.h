@@ -68,6 +68,7 @@ int shk_cli_cancel(int argc, char **argv);
 int shk_cli_takeover(int argc, char **argv);
 int shk_cli_resume(int argc, char **argv);
 int shk_cli_trust(int argc, char **argv);
+int shk_cli_persist(int argc, char **argv);
 int shk_cli_help(int argc, char **argv);
 
 /* `shinken cedar SUB`: src/cli/cedar.c dispatches; these live in their own

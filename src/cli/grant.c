@@ -148,6 +148,9 @@ static int print_answer(const char *what, json_t *ans, bool as_json)
              (long long)json_integer_value(json_object_get(by, "uid")),
              (long long)json_integer_value(json_object_get(by, "pid")));
     printf("enforced by: %s\n", str(ans, "enforced_by"));
+    if (json_is_true(json_object_get(ans, "at_start")))
+      printf("applied when the session's sandbox starts, before its command runs (revoked, saying why, if it "
+             "cannot be)\n");
   } else if (!strcmp(what, "grants")) {
     size_t i;
     json_t *g;

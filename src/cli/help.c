@@ -117,6 +117,16 @@ static const struct usage {
     "Continue a session that was taken over or stopped by its breaker.\n"
     "\n"
     "  --json   print the manager's answer as one JSON object" },
+  { "persist",
+    "usage: shinken persist [--config FILE] [--state-dir DIR] list [IMAGE] [--json]\n"
+    "       shinken persist [--config FILE] [--state-dir DIR] show IMAGE PATH [--json]\n"
+    "       shinken persist [--config FILE] [--state-dir DIR] rm IMAGE PATH\n"
+    "What persistence grants kept, per image, in the manager's state directory:\n"
+    "list the entries, show one's changes, delete one (refused while mounted).\n"
+    "\n"
+    "  --config FILE    the manager's configuration, for its state_dir\n"
+    "  --state-dir DIR  the manager's state directory, instead\n"
+    "  --json           print one JSON object" },
   { "audit",
     "usage: shinken audit verify [--db FILE] [--key VERIFIER-KEY | --key-file FILE] [--checkpoint FILE]\n"
     "       shinken audit prove [--db FILE] SEQ\n"

@@ -179,6 +179,15 @@ static int session_started(void *data, const shk_sandbox_result *res, shk_error 
   run_session *rs = data;
   if (!rs->id || (rs->fd < 0 && !rs->embedded))
     return 0;
+#if SHK_FAULT_INJECTION
+  /* Test builds only (meson option fault_injection): SHINKEN_HOLD_START=FILE
+   * holds the report of the start until FILE exists, so that a test can
+   * grant in the window between the session's opening and its sandbox's
+   * start. Release builds have no such switch. */
+  const char *hold = getenv("SHINKEN_HOLD_START");
+  for (int i = 0; hold && access(hold, F_OK) < 0 && i < 3000; i++)
+    usleep(10000);
+#endif
   json_t *on, *off;
   layers_json(res, &on, &off);
   json_t *req = json_pack("{s:s, s:s, s:o, s:o}", "op", "sandbox_started", "session", rs->id,
@@ -280,8 +289,10 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
   for (size_t i = 0; i < plan->n; i++)
     if (plan->rules[i].access == SHK_ACCESS_WRITE)
       json_array_append_new(roots, json_string(plan->rules[i].path));
-  json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o}", "op", "open_session", "name", "run", "egress", 1,
-                          "allow_domains", allow, "deny_domains", deny, "writable_roots", roots);
+  /* "sandbox": this launcher reports its sandbox's start, so the manager
+   * keeps mount grants made before it for that start. */
+  json_t *req = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o, s:b}", "op", "open_session", "name", "run", "egress", 1,
+                          "allow_domains", allow, "deny_domains", deny, "writable_roots", roots, "sandbox", 1);
   if (!proxy_config)
     proxy_config = o->proxy_config;
   if (proxy_config) {

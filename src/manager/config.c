@@ -18,6 +18,7 @@
 
 typedef struct priv {
   char *policy_dir, *manifest, *session_policy, *standing, *socket, *exec_path, *state_dir, *audit_db;
+  char *device_root;
   char *panel_listen;
   unsigned panel_max_connections;
 } priv;
@@ -33,6 +34,7 @@ void shk_manager_config_clear(shk_manager_config *c)
     free(p->socket);
     free(p->exec_path);
     free(p->state_dir);
+    free(p->device_root);
     free(p->audit_db);
     free(p->panel_listen);
     free(p);
@@ -129,6 +131,7 @@ static int read_config(const char *path, priv *p, shk_manager_opts *o, shk_error
                 : !strcmp(key, "session_policy") ? &p->session_policy
                 : !strcmp(key, "standing") ? &p->standing
                 : !strcmp(key, "state_dir") ? &p->state_dir
+                : !strcmp(key, "device_root") ? &p->device_root
                 : !strcmp(key, "audit_db") ? &p->audit_db
                 : !strcmp(key, "socket") ? &p->socket : NULL;
     const int_key *ik = NULL;
@@ -206,6 +209,7 @@ int shk_manager_config_load(const char *path, shk_manager_config *c, shk_error *
   c->opts.standing = p->standing;
   c->opts.exec_path = p->exec_path;
   c->opts.state_dir = p->state_dir;
+  c->opts.device_root = p->device_root;
   c->opts.audit_db = p->audit_db;
   c->opts.socket = p->socket;
   c->opts.panel_listen = p->panel_listen;

@@ -84,13 +84,15 @@ void shk__control_stop(shk__control *c);
 
 /* ---- live unlocks of the filesystem (unlock.c) ---- */
 
-/* A session's running sandbox, and the mounts its fs.scope grants put
- * there. */
+/* A session's running sandbox, and the mounts its fs.scope and
+ * persistence grants put there. */
 typedef struct shk__fs_state shk__fs_state;
 
 /* NULL when this host and process can inject mounts into a running
  * sandbox; else a static sentence saying why not. */
 const char *shk__unlock_missing(void);
+/* The same for persistence, which also needs the overlay filesystem. */
+const char *shk__persist_missing(void);
 /* The sandbox of the session runs as process PID (in the manager's pid
  * namespace), started for UID, its Landlock letting it write beneath the
  * N_WRITABLE paths WRITABLE (its writable roots and the ceiling of live
@@ -98,12 +100,31 @@ const char *shk__unlock_missing(void);
  * refused). NULL, or the sentence that says why not (static or in buf). */
 const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, const char *const *writable,
                                 size_t n_writable, char *buf, size_t len);
+/* Where a persistence grant keeps what it persists: the store
+ * (shk_sandbox_persist_root), the image's name, and the session's. */
+typedef struct shk__persist_where {
+  const char *root, *image, *session;
+} shk__persist_where;
 /* The OS delta of an fs.scope grant: each read and write path mounted into
  * the running sandbox, with its deny paths and the sandbox's protections
- * covered inside. All or nothing. NULL, or the sentence that says why
- * nothing was mounted (in buf). */
-const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope, char *buf,
-                              size_t len);
+ * covered inside; of a persistence grant (PW says where its store is):
+ * each path mounted as an overlay over the host's, its changes kept in
+ * the store. All or nothing. NULL, or the sentence that says why nothing
+ * was mounted (in buf). */
+const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope,
+                              const shk__persist_where *pw, char *buf, size_t len);
+/* The OS delta of a gpu or peripheral grant: each of the N device nodes
+ * REL (beneath the device root ROOT) mounted at /dev/REL in the running
+ * sandbox. All or nothing. NULL, or why nothing was mounted (in buf). */
+const char *shk__unlock_devices(shk__fs_state *st, const char *handle, const char *root, char *const *rel,
+                                size_t n, char *buf, size_t len);
+/* The device nodes a gpu or peripheral scope names that exist beneath
+ * ROOT, relative to it ("dri/card0", "snd"; devices.c): *out (free with
+ * shk__devices_free). NULL, or the sentence that refuses the grant (a
+ * device this host does not have, input_inject, exclusive mode). */
+const char *shk__devices_of(const char *root, const shk_cap_scope *scope, char ***out, size_t *n, char *buf,
+                            size_t len);
+void shk__devices_free(char **v, size_t n);
 /* Detaches the mounts of HANDLE, if any; how many. With STOP, then kills
  * the sandbox's processes that still hold them open (how many: *stopped,
  * which may be NULL). */

@@ -48,6 +48,7 @@ typedef struct grant {
   egrant *eg;             /* its data-plane entry (net.egress), or NULL */
   bool torn_down;         /* revoked, and its tunnels closed: nothing left to do */
   bool ended;             /* its end by time or by its one use is recorded */
+  bool deferred;          /* a mount class's, made before the sandbox started: mounted at its start */
 } grant;
 
 /* A grant the policy answered "ask": it waits for a human's answer. */
@@ -90,6 +91,9 @@ typedef struct session {
    * human to ask) turned the Ask loop off, so what no handle covers is
    * refused at once. */
   bool no_ask;
+  /* Set at open: the opener (a launcher) will report a sandbox, so mount
+   * grants made before it starts are kept for its start. */
+  bool expects_sandbox;
   bool sandbox_started;    /* under mu: a sandbox-start was recorded (sandbox_started) */
   /* Under mu: what stage 2 reported at the start, {"enforced": [...],
    * "degraded": [...]}, for the sessions listing; NULL before the start. */
@@ -139,6 +143,8 @@ struct shk_manager {
   shk__control_limits limits;
   char *socket;             /* the control socket, resolved, or NULL */
   char *ca_dir;             /* the TLS inspection CA's directory, or NULL: no inspection */
+  char *persist_root;       /* the store of persisted data, or NULL: none can be named */
+  char *device_root;        /* where gpu and peripheral nodes are found; NULL: /dev */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
   shk__panel *panel;        /* the Permission Panel's server, or NULL */

@@ -53,6 +53,7 @@
 #include "shinken/cap.h"
 #include "shinken/egress.h"
 #include "shinken/policy.h"
+#include "shinken/sandbox.h"
 
 /* The longest a session or a grant may last: a year and a day. Longer is
  * not a duration anyone means, and near 2^63 ms it would overflow. */
@@ -64,27 +65,37 @@
 static const char *const enforced_by[SHK_CAP__COUNT] = {
   [SHK_CAP_NET_EGRESS] = "egress proxy, checked live on every new connection",
   [SHK_CAP_FS_SCOPE] = "a mount injected into the running sandbox (read-only for read), detached on revoke",
+  [SHK_CAP_GPU] = "the device nodes of the gpu mounted into the running sandbox's /dev, detached on revoke",
+  [SHK_CAP_PERIPHERAL] = "the device nodes of the peripheral mounted into the running sandbox's /dev, detached "
+                         "on revoke",
+  [SHK_CAP_PERSISTENCE] = "an overlay injected into the running sandbox over the host's path, its changes kept "
+                          "per image in the state directory (past the session only with survives_session)",
 };
 
 /* Why a class has no mechanism in this build: said with every refusal, so
  * a grant is never "recorded and does nothing". */
 static const char *const not_built[SHK_CAP__COUNT] = {
   [SHK_CAP_CLIPBOARD] = "this version has no clipboard surface to broker it through",
-  [SHK_CAP_GPU] = "this version does not yet mount device nodes into a running sandbox nor open the "
-                  "device controller for them",
   [SHK_CAP_INSTALL_PRIVILEGED] = "this version has no sudo shim nor overlay of the system directories "
                                  "to run a privileged install in",
-  [SHK_CAP_PERSISTENCE] = "this version keeps no overlay per image to persist into",
   [SHK_CAP_CREDENTIALS] = "this version has no credential broker in the egress proxy",
-  [SHK_CAP_PERIPHERAL] = "this version does not yet mount device nodes into a running sandbox nor open "
-                         "the device controller for them",
 };
+
+/* True for the classes whose grants are mounts in the running sandbox
+ * (unlock.c), which a revoke detaches. */
+static bool mounts_of(shk_cap_class c)
+{
+  return c == SHK_CAP_FS_SCOPE || c == SHK_CAP_PERSISTENCE || c == SHK_CAP_GPU || c == SHK_CAP_PERIPHERAL;
+}
 
 /* NULL when the class has a mechanism here; else the sentence that says
  * it has none, in buf. */
 static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
 {
-  const char *missing = c == SHK_CAP_FS_SCOPE ? shk__unlock_missing() : not_built[c];
+  const char *missing = c == SHK_CAP_FS_SCOPE || c == SHK_CAP_GPU || c == SHK_CAP_PERIPHERAL
+                          ? shk__unlock_missing()
+                      : c == SHK_CAP_PERSISTENCE ? shk__persist_missing()
+                                                 : not_built[c];
   if (enforced_by[c] && !missing)
     return NULL;
   snprintf(buf, len, "no enforcement point on this host for %s%s%s", shk_cap_class_name(c),
@@ -423,6 +434,18 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     goto fail;
   shk_policy_source src = { o->policy_dir, o->manifest, session_text, m->uid };
   src.state_dir = o->state_dir;
+  if (o->device_root && (o->device_root[0] != '/' || !(m->device_root = strdup(o->device_root)))) {
+    r = shk__error_set(err, o->device_root[0] != '/' ? -EINVAL : -ENOMEM, "%s",
+                       o->device_root[0] != '/' ? "device_root must be an absolute path" : "out of memory");
+    goto fail;
+  }
+  /* Where persistence grants keep their data; none (the grants are then
+   * refused, saying why) when no state directory can be named. */
+  char proot[PATH_MAX];
+  if (shk_sandbox_persist_root(o->state_dir, proot, sizeof proot, NULL) == 0 && !(m->persist_root = strdup(proot))) {
+    r = shk__error_set(err, -ENOMEM, "out of memory");
+    goto fail;
+  }
   src.accept_widening = o->accept_widening;
   if ((r = shk_policy_load(&src, &m->policy, err)))
     goto fail;
@@ -564,7 +587,7 @@ static void sweep_session(shk_manager *m, session *s, int64_t now)
     g->ended = true;
     if (g->eg)
       atomic_store(&g->eg->dead, true);
-    shk__unlock_revoke(s->fs, g->id, false, NULL); /* an expired fs.scope grant's mounts go too */
+    shk__unlock_revoke(s->fs, g->id, false, NULL); /* an expired grant's mounts go too */
     shk_audit_event e;
     ev_init(&e, "expire", s, NULL);
     shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
@@ -671,6 +694,8 @@ void shk_manager_free(shk_manager *m)
   shk_audit_close(m->audit, NULL);
   free(m->socket);
   free(m->ca_dir);
+  free(m->persist_root);
+  free(m->device_root);
   pthread_mutex_destroy(&m->mu);
   free(m);
 }
@@ -955,6 +980,120 @@ static json_t *raise_pending(shk_manager *m, const grant_req *q, const shk_polic
                    "error", why);
 }
 
+/* Caller holds mu. Why the store of persisted data cannot take the
+ * persistence grant SCOPE of session s, or NULL. Safe to refuse rather
+ * than mount: a store inside one of the sandbox's writable roots would let
+ * the workload edit what it persisted behind the overlay (and other
+ * images' data too); an overlay cannot keep its changes inside the
+ * directory it covers; and an overlay over a writable root would take the
+ * workload's writes there away from the host, silently. */
+static const char *store_unfit(const shk_manager *m, const session *s, const shk_cap_scope *scope, char *buf,
+                               size_t len)
+{
+  if (!m->persist_root)
+    return "neither XDG_STATE_HOME nor HOME is set: there is no state directory to keep persisted data in";
+  if (!shk_policy_image(m->policy))
+    return "the manifest names no image to keep persisted data for";
+  for (size_t i = 0; i < s->n_roots; i++)
+    if (path_within(m->persist_root, s->roots[i])) {
+      snprintf(buf, len, "the store of persisted data %s is inside the sandbox's writable root %s: the workload "
+                         "could change it directly; set the manager's state_dir elsewhere", m->persist_root,
+               s->roots[i]);
+      return buf;
+    }
+  for (size_t i = 0; i < scope->paths.n; i++) {
+    const char *p = scope->paths.v[i];
+    if (path_within(m->persist_root, p)) {
+      snprintf(buf, len, "the store of persisted data %s is inside %s: an overlay cannot keep its changes in the "
+                         "directory it covers; persist a directory beneath %s, or set the manager's state_dir "
+                         "elsewhere", m->persist_root, p, p);
+      return buf;
+    }
+    for (size_t j = 0; j < s->n_roots; j++)
+      if (path_within(s->roots[j], p)) {
+        snprintf(buf, len, "%s holds the sandbox's writable root %s: under an overlay its writes would no longer "
+                           "reach the host; persist a directory that does not hold it", p, s->roots[j]);
+        return buf;
+      }
+  }
+  return NULL;
+}
+
+/* Caller holds mu. What can be checked of a mount class's grant before
+ * there is a sandbox to mount into: the store of persistence, and that a
+ * device grant names nodes this host has. NULL, or why not (in buf). */
+static const char *mount_checks(shk_manager *m, session *s, const shk_cap_scope *scope, char *buf, size_t len)
+{
+  if (scope->cls == SHK_CAP_PERSISTENCE)
+    return store_unfit(m, s, scope, buf, len);
+  if (scope->cls == SHK_CAP_GPU || scope->cls == SHK_CAP_PERIPHERAL) {
+    char **rel = NULL;
+    size_t n_rel = 0;
+    const char *why = shk__devices_of(m->device_root ? m->device_root : "/dev", scope, &rel, &n_rel, buf, len);
+    shk__devices_free(rel, n_rel);
+    return why;
+  }
+  return NULL;
+}
+
+/* Caller holds mu. The OS delta of the grant ID of a mount class, into
+ * session s's running sandbox (unlock.c): fs.scope's and persistence's
+ * paths, a gpu's or a peripheral's device nodes. All or nothing. NULL, or
+ * why nothing was mounted (in buf). */
+static const char *mount_delta(shk_manager *m, session *s, const char *id, const shk_cap_scope *scope, char *buf,
+                               size_t len)
+{
+  const char *why = mount_checks(m, s, scope, buf, len);
+  if (why)
+    return why;
+  if (scope->cls == SHK_CAP_FS_SCOPE)
+    return shk__unlock_grant(s->fs, id, scope, NULL, buf, len);
+  if (scope->cls == SHK_CAP_PERSISTENCE) {
+    shk__persist_where pw = { m->persist_root, shk_policy_image(m->policy), s->id };
+    return shk__unlock_grant(s->fs, id, scope, &pw, buf, len);
+  }
+  char **rel = NULL;
+  size_t n_rel = 0;
+  const char *root = m->device_root ? m->device_root : "/dev";
+  why = shk__devices_of(root, scope, &rel, &n_rel, buf, len);
+  if (!why)
+    why = shk__unlock_devices(s->fs, id, root, rel, n_rel, buf, len);
+  shk__devices_free(rel, n_rel);
+  return why;
+}
+
+/* Caller holds mu. The sandbox of session s has started (its fs state is
+ * set, or NO says why live unlocks cannot reach it): the grants made
+ * before it are mounted now, before its command runs. One that cannot be
+ * is revoked, with the event saying why: a handle never stays "granted"
+ * for a mount that is not there. */
+static void apply_deferred(shk_manager *m, session *s, const char *no)
+{
+  for (size_t i = 0; i < s->n_grants; i++) {
+    grant *g = &s->grants[i];
+    if (!g->deferred || g->torn_down || g->ended)
+      continue;
+    g->deferred = false;
+    const shk_cap_scope *scope = shk_cap_scope_of(m->table, g->id);
+    char buf[PATH_MAX + 256];
+    const char *why = no ? no : !scope ? "the handle is gone" : mount_delta(m, s, g->id, scope, buf, sizeof buf);
+    shk_audit_event e;
+    ev_init(&e, why ? "revoke" : "grant-applied", s, NULL);
+    shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(g->cls));
+    shk_audit_str(&e, SHK_AUDIT_HANDLE, g->id);
+    shk_audit_str(&e, SHK_AUDIT_OUTCOME, why ? "os-delta-failed" : "applied at the sandbox's start");
+    if (why) {
+      char reason[1024];
+      snprintf(reason, sizeof reason, "the grant made before the sandbox started could not be applied at its "
+               "start: %.900s", why);
+      shk_audit_str(&e, SHK_AUDIT_REASON, reason);
+      shk_cap_revoke(m->table, g->id);
+      g->torn_down = true;
+    }
+    ev_emit(m, &e, NULL); /* it was applied, or revoked, whether or not this is recorded */
+  }
+}
+
 /* Caller holds mu. The grant protocol for one request, with the approval
  * state the manager holds for it. */
 json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
@@ -981,11 +1120,27 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
                      by_cedar ? "policy" : "manifest", "policy", pa.policy, "error", pa.why, "tier",
                      by_cedar ? shk_policy_tier_name(pa.tier) : NULL, "manifest_entry", pa.manifest_entry);
   /* 2. A mechanism that applies it, before any human is asked. */
-  char why[256];
+  char why[1024];
   if (no_mechanism(scope->cls, why, sizeof why)) {
     ev_grant(m, q, &pa, NULL, why, "no-enforcement-point", NULL);
     return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
                      "error", why);
+  }
+  /* A device this host does not have is refused now too: a human asked
+   * to approve it would approve nothing. */
+  if (scope->cls == SHK_CAP_GPU || scope->cls == SHK_CAP_PERIPHERAL) {
+    char **rel = NULL, dwhy[PATH_MAX + 256];
+    size_t n_rel = 0;
+    const char *no = shk__devices_of(m->device_root ? m->device_root : "/dev", scope, &rel, &n_rel, dwhy,
+                                     sizeof dwhy);
+    shk__devices_free(rel, n_rel);
+    if (no) {
+      snprintf(why, sizeof why, "no enforcement point on this host for %s: %.900s", shk_cap_class_name(scope->cls),
+               no);
+      ev_grant(m, q, &pa, NULL, why, "no-enforcement-point", NULL);
+      return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
+                       "error", why);
+    }
   }
   if (pa.verdict == SHK_POLICY_ASK) {
     if (ALWAYS(q->approval == SHK_POLICY_UNASKED))
@@ -1013,15 +1168,23 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
                         : scope->cls == SHK_CAP_NET_EGRESS && !s->egress ? "the session has no egress proxy" : NULL;
   if (!delta_err && prepare_grant(s, &g, scope, q->once, &eg))
     delta_err = "out of memory";
-  /* An fs.scope grant's delta is its mounts in the running sandbox, made
-   * now (all or nothing) and taken away again if a later step fails. */
+  /* A mount class's delta is its mounts in the running sandbox, made now
+   * (all or nothing) and taken away again if a later step fails; or, for a
+   * session whose launcher has said a sandbox is coming and that has not
+   * started yet, made when it starts (apply_deferred), before its command
+   * runs. */
   char fs_why[PATH_MAX + 256];
-  if (!delta_err && scope->cls == SHK_CAP_FS_SCOPE)
-    delta_err = q->once ? "a mount cannot be used once: grant fs.scope for the session or with a ttl"
-                        : shk__unlock_grant(s->fs, g.id, scope, fs_why, sizeof fs_why);
+  bool mounts = mounts_of(scope->cls);
+  bool defer = mounts && !s->fs && s->expects_sandbox && !s->sandbox_started;
+  if (!delta_err && mounts && q->once)
+    delta_err = "a mount cannot be used once: grant it for the session or with a ttl";
+  if (!delta_err && mounts)
+    delta_err = defer ? mount_checks(m, s, scope, fs_why, sizeof fs_why)
+                      : mount_delta(m, s, g.id, scope, fs_why, sizeof fs_why);
+  g.deferred = defer && !delta_err;
   if (delta_err) {
     unissue(m, g.id);
-    snprintf(why, sizeof why, "the OS delta failed (%s); nothing was granted", delta_err);
+    snprintf(why, sizeof why, "the OS delta failed (%.960s); nothing was granted", delta_err);
     ev_grant(m, q, &pa, NULL, why, "os-delta", NULL);
     return json_pack("{s:b, s:s, s:s, s:s}", "ok", 0, "decision", "refused", "decided_by", "enforcement",
                      "error", why);
@@ -1037,10 +1200,10 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
   publish_grant(m, s, &g, eg);
   if (eg)
     shk__ask_release_covered(s, eg);
-  return json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s}", "ok", 1, "decision", "granted",
+  return json_pack("{s:b, s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:b, s:s, s:b}", "ok", 1, "decision", "granted",
                    "handle", g.id, "policy", pa.policy, "tier", shk_policy_tier_name(pa.tier), "manifest_entry",
                    pa.manifest_entry, "session", s->id, "expires_ms", (json_int_t)expires, "once", q->once,
-                   "enforced_by", enforced_by[scope->cls]);
+                   "enforced_by", enforced_by[scope->cls], "at_start", g.deferred);
 }
 
 /* Caller holds mu. The admin's standing grants, for a new session:
@@ -1122,10 +1285,13 @@ static const char *take_roots(session *s, json_t *req, char *buf, size_t len)
 static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, const shk__peer *by)
 {
   static const char *const keys[] = { "op", "name", "trust_tier", "model", "ttl_ms", "egress", "allow_domains",
-                                      "deny_domains", "proxy_config", "writable_roots", "ask", NULL };
+                                      "deny_domains", "proxy_config", "writable_roots", "ask", "sandbox", NULL };
   const char *bad;
   if (!known_keys(req, keys, &bad))
     return refuse("open_session: unknown field '%s'", bad);
+  json_t *jsandbox = json_object_get(req, "sandbox");
+  if (jsandbox && !json_is_boolean(jsandbox))
+    return refuse("open_session: sandbox must be true or false");
   json_t *jask = json_object_get(req, "ask");
   if (jask && !json_is_boolean(jask))
     return refuse("open_session: ask must be true or false");
@@ -1150,6 +1316,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
   pthread_mutex_init(&s->held_mu, NULL);
   pthread_cond_init(&s->held_cv, NULL);
   s->no_ask = json_is_false(jask);
+  s->expects_sandbox = json_is_true(jsandbox);
   snprintf(s->id, sizeof s->id, "%s%s%02x%02x%02x%02x%02x%02x", name ? name : "s", "-", rnd[0], rnd[1],
            rnd[2], rnd[3], rnd[4], rnd[5]);
   snprintf(s->trust_tier, sizeof s->trust_tier, "%s", tier);
@@ -1518,7 +1685,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
     if (!g->torn_down && shk_cap_is_revoked(m->table, g->id)) {
       g->torn_down = true;
       /* Its mounts (fs.scope) are detached now: the next open fails. */
-      if (g->cls == SHK_CAP_FS_SCOPE) {
+      if (mounts_of(g->cls)) {
         unsigned n;
         detached += (int)shk__unlock_revoke(s->fs, g->id, stop, &n);
         stopped += (int)n;
@@ -1551,7 +1718,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   shk_audit_str(&e, SHK_AUDIT_CLASS, shk_cap_class_name(cls));
   shk_audit_str(&e, SHK_AUDIT_HANDLE, id);
   shk_audit_str(&e, SHK_AUDIT_OUTCOME, "revoked");
-  shk_audit_int(&e, SHK_AUDIT_COUNT, cls == SHK_CAP_FS_SCOPE ? detached : closed); /* what the revoke took */
+  shk_audit_int(&e, SHK_AUDIT_COUNT, mounts_of(cls) ? detached : closed); /* what the revoke took */
   ev_emit(m, &e, NULL);
   session_put(m, s);
   return json_pack("{s:b, s:s, s:i, s:i, s:i}", "ok", 1, "handle", id, "tunnels_closed", closed,
@@ -1832,6 +1999,7 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
                                            s->n_roots + n_ceiling, why, sizeof why);
       free(writable);
     }
+    apply_deferred(m, s, no ? no : !jpid ? "the launcher did not say which process the sandbox runs as" : NULL);
     pthread_mutex_unlock(&m->mu);
     ans = no ? json_pack("{s:b, s:s}", "ok", 1, "unlocks", no) : json_pack("{s:b}", "ok", 1);
   }

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The manager's side of live filesystem unlocks: from an fs.scope handle
- * to mounts in the session's running sandbox and back (the mechanism is
- * the sandbox module's, shk_sandbox_unlock_mount). The handle is issued
- * only after the one decision said yes; this file only makes it real, and
- * takes it away again on revoke, expiry or the session's end. */
+/* The manager's side of live filesystem unlocks: from an fs.scope or a
+ * persistence handle to mounts in the session's running sandbox and back
+ * (the mechanisms are the sandbox module's: shk_sandbox_unlock_mount for
+ * a host path, shk_sandbox_unlock_overlay over the image's store for
+ * persistence). The handle is issued only after the one decision said
+ * yes; this file only makes it real, and takes it away again on revoke,
+ * expiry or the session's end, when a persistence grant that does not
+ * survive the session has what it kept discarded. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +21,7 @@
 typedef struct fs_grant {
   char handle[SHK_CAP_ID_HEX];
   shk_sandbox_unlock **mounts;
+  shk_sandbox_persist **stores; /* persistence: each mount's store entry; else NULL */
   size_t n;
 } fs_grant;
 
@@ -38,6 +43,17 @@ const char *shk__unlock_missing(void)
     probed = true;
   }
   return missing;
+}
+
+const char *shk__persist_missing(void)
+{
+  static const char *missing;
+  static bool probed;
+  if (!probed) {
+    missing = shk_sandbox_overlay_missing();
+    probed = true;
+  }
+  return shk__unlock_missing() ? shk__unlock_missing() : missing;
 }
 
 const char *shk__unlock_started(shk__fs_state **st, pid_t pid, uid_t uid, const char *const *writable,
@@ -84,9 +100,14 @@ static unsigned undo(shk__fs_state *st, fs_grant *g, bool stop)
   for (size_t i = g->n; i-- > 0;) {
     shk_sandbox_unlock_undo(st->target, g->mounts[i], stop, &n, NULL);
     stopped += n;
+    /* Unmounted first, so no write is on its way into what is discarded. */
+    if (g->stores)
+      shk_sandbox_persist_close(g->stores[i], !shk_sandbox_persist_survives(g->stores[i]));
   }
   free(g->mounts);
+  free(g->stores);
   g->mounts = NULL;
+  g->stores = NULL;
   g->n = 0;
   return stopped;
 }
@@ -94,7 +115,8 @@ static unsigned undo(shk__fs_state *st, fs_grant *g, bool stop)
 /* One path of the grant, with its covers: the protections a sandbox root
  * there would have, and the grant's own deny paths beneath it. */
 static const char *mount_one(shk__fs_state *st, fs_grant *g, const char *path, bool write,
-                             const shk_cap_scope *scope, const shk_sandbox_env *env, char *buf, size_t len)
+                             const shk_cap_scope *scope, const shk__persist_where *pw, const shk_sandbox_env *env,
+                             char *buf, size_t len)
 {
   shk_sandbox_plan plan;
   shk_sandbox_cover *covers = NULL;
@@ -123,12 +145,30 @@ static const char *mount_one(shk__fs_state *st, fs_grant *g, const char *path, b
   shk_sandbox_unlock **mm = why ? NULL : realloc(g->mounts, (g->n + 1) * sizeof *mm);
   if (!why && !mm)
     why = "out of memory";
-  if (!why) {
+  if (!why)
     g->mounts = mm;
-    if (shk_sandbox_unlock_mount(st->target, path, write, covers, n, &g->mounts[g->n], &err) < 0) {
+  shk_sandbox_persist **ss = why || !pw ? NULL : realloc(g->stores, (g->n + 1) * sizeof *ss);
+  if (!why && pw && !ss)
+    why = "out of memory";
+  if (ss)
+    g->stores = ss;
+  shk_sandbox_persist *store = NULL;
+  if (!why && pw && shk_sandbox_persist_open(pw->root, pw->image, path, scope->survives_session, pw->session,
+                                             &store, &err) < 0) {
+    snprintf(buf, len, "%s", err.message);
+    why = buf;
+  }
+  if (!why) {
+    int r = pw ? shk_sandbox_unlock_overlay(st->target, path, store, covers, n, &g->mounts[g->n], &err)
+               : shk_sandbox_unlock_mount(st->target, path, write, covers, n, &g->mounts[g->n], &err);
+    if (r < 0) {
       snprintf(buf, len, "%s", err.message);
       why = buf;
+      /* A store made for this grant alone goes with it. */
+      shk_sandbox_persist_close(store, store && !scope->survives_session);
     } else {
+      if (pw)
+        g->stores[g->n] = store;
       g->n++;
     }
   }
@@ -137,16 +177,19 @@ static const char *mount_one(shk__fs_state *st, fs_grant *g, const char *path, b
   return why;
 }
 
-const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope, char *buf,
-                              size_t len)
+const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope,
+                              const shk__persist_where *pw, char *buf, size_t len)
 {
   const char *missing = shk__unlock_missing();
   if (missing)
     return missing;
   if (!st)
     return "the session has no running sandbox to mount into (its launcher did not report one)";
-  if (!scope->read.n && !scope->write.n)
-    return "the grant names no path to read or write";
+  bool persist = scope->cls == SHK_CAP_PERSISTENCE;
+  if (persist && !pw)
+    return "no store to keep persisted data in";
+  if (persist ? !scope->paths.n : !scope->read.n && !scope->write.n)
+    return persist ? "the grant names no path to persist" : "the grant names no path to read or write";
   if (st->n == st->cap) {
     size_t nc = st->cap ? st->cap * 2 : 8;
     fs_grant *ng = realloc(st->grants, nc * sizeof *ng);
@@ -165,13 +208,59 @@ const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_c
   }
   const char *why = NULL;
   /* Read paths first, then write paths: a write path inside a read path
-   * lands on top of it, never under it. */
-  for (size_t i = 0; !why && i < scope->read.n; i++)
-    why = mount_one(st, &g, scope->read.v[i], false, scope, &env, buf, len);
-  for (size_t i = 0; !why && i < scope->write.n; i++)
+   * lands on top of it, never under it. Persistence writes (into its
+   * overlay's upper layer), so Landlock must let it. */
+  for (size_t i = 0; !persist && !why && i < scope->read.n; i++)
+    why = mount_one(st, &g, scope->read.v[i], false, scope, NULL, &env, buf, len);
+  for (size_t i = 0; !persist && !why && i < scope->write.n; i++)
     if (!(why = beyond_landlock(st, scope->write.v[i], buf, len)))
-      why = mount_one(st, &g, scope->write.v[i], true, scope, &env, buf, len);
+      why = mount_one(st, &g, scope->write.v[i], true, scope, NULL, &env, buf, len);
+  for (size_t i = 0; persist && !why && i < scope->paths.n; i++)
+    if (!(why = beyond_landlock(st, scope->paths.v[i], buf, len)))
+      why = mount_one(st, &g, scope->paths.v[i], true, scope, pw, &env, buf, len);
   shk_sandbox_env_free(&env);
+  if (why) {
+    undo(st, &g, false);
+    return why;
+  }
+  st->grants[st->n++] = g;
+  return NULL;
+}
+
+const char *shk__unlock_devices(shk__fs_state *st, const char *handle, const char *root, char *const *rel,
+                                size_t n, char *buf, size_t len)
+{
+  const char *missing = shk__unlock_missing();
+  if (missing)
+    return missing;
+  if (!st)
+    return "the session has no running sandbox to mount into (its launcher did not report one)";
+  if (st->n == st->cap) {
+    size_t nc = st->cap ? st->cap * 2 : 8;
+    fs_grant *ng = realloc(st->grants, nc * sizeof *ng);
+    if (!ng)
+      return "out of memory";
+    st->grants = ng;
+    st->cap = nc;
+  }
+  fs_grant g = { 0 };
+  snprintf(g.handle, sizeof g.handle, "%s", handle);
+  const char *why = NULL;
+  if (!(g.mounts = calloc(n + 1, sizeof *g.mounts)))
+    why = "out of memory";
+  for (size_t i = 0; !why && i < n; i++) {
+    char host[PATH_MAX], inside[PATH_MAX];
+    shk_error err;
+    if (snprintf(host, sizeof host, "%s/%s", root, rel[i]) >= (int)sizeof host ||
+        snprintf(inside, sizeof inside, "/dev/%s", rel[i]) >= (int)sizeof inside) {
+      why = "a device node's path is too long";
+    } else if (shk_sandbox_unlock_device(st->target, host, inside, &g.mounts[g.n], &err) < 0) {
+      snprintf(buf, len, "%s", err.message);
+      why = buf;
+    } else {
+      g.n++;
+    }
+  }
   if (why) {
     undo(st, &g, false);
     return why;

@@ -207,6 +207,11 @@ int shk_policy_read_file(const char *path, uid_t owner, char **text, shk_error *
   return r;
 }
 
+const char *shk_policy_image(const shk_policy *p)
+{
+  return p && p->manifest ? shk__manifest_image(p->manifest) : NULL;
+}
+
 void shk_policy_free(shk_policy *p)
 {
   if (!p)

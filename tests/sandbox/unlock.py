@@ -40,7 +40,8 @@ is about):
   doctor   `shinken doctor --json` says per class how a grant reaches a
            running sandbox; each class it calls refused is refused, with
            that very reason, when a running session asks for it, and the one
-           it calls available (fs.scope) is granted (the control).
+           it calls available (fs.scope) is granted (the control); a gpu
+           grant on a host doctor says has no gpu is refused, saying so.
   ceiling  a daemon-hosted session whose `shinken run` read a manifest
            without the path in its fs.scope write list, so its Landlock
            was applied without it: the daemon (whose manifest has it)
@@ -50,6 +51,39 @@ is about):
            granted and the write lands.
   user     the write case as an unprivileged user, whose manager clones the
            host path in a user namespace of its own.
+  persist  a persistence grant (not surviving the session) on a read-only
+           host directory: inside, the host's files show and the sandbox's
+           writes and deletions succeed, while the host's directory does
+           not change (judged on the host) and the writes are in the state
+           directory's store; on revoke they are gone from the sandbox and
+           from the store, as they are after the session's end. Control:
+           before the grant the write fails.
+  survive  a persistence grant with survives_session: what the sandbox
+           wrote is in the store after its session ended, `shinken persist
+           list|show` say so, and the image's next session sees it again
+           once granted (control: before that grant it does not); `persist
+           rm` is refused while it is mounted, and after the revoke it
+           deletes the data, which the next grant then no longer shows.
+  gpu      a daemon whose device root is a scratch directory of nodes the
+           test made (mknod, with the DRM major for dri/card0 and the
+           kmsg device's numbers for dri/renderD128, whose writes the host
+           reads back in its kernel log): after a gpu grant the nodes are
+           in the running sandbox's /dev and a write through the second
+           reaches the host's log; before the grant (control) and after
+           the revoke they are not there and the write reaches nothing.
+           A gpu id the host lacks, and mode exclusive, are refused.
+  peripheral  the same for a peripheral grant of the mic (a directory,
+           snd/, mounted whole); input_inject is refused.
+  before   grants made to a session whose sandbox has not started yet
+           (its launcher holds the start: a test build's switch) are kept
+           for the start and mounted before the command runs: the
+           command's very first step writes through the write grant and
+           the host sees it; a second grant, of a path the sandbox's view
+           does not have (/tmp is its own), cannot be mounted at the start
+           and is revoked, saying so, instead of staying "granted"; the
+           control, a path with no grant, stays read-only.
+  persist-user  the persist case as an unprivileged user, whose overlay is
+           made in a user namespace of its own.
 """
 import atexit
 import json
@@ -101,10 +135,14 @@ done
 
 
 class Sandbox:
-    def __init__(self, extra=(), user=None, daemon=None, policy_dir=None):
+    def __init__(self, extra=(), user=None, daemon=None, policy_dir=None, hold=None):
         env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
                "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
                "SHINKEN_POLICY_DIR": policy_dir or os.environ.get("SHINKEN_POLICY_DIR", "")}
+        if hold:
+            # Test builds: the launcher reports the sandbox's start only
+            # once this file exists (the command waits until then).
+            env["SHINKEN_HOLD_START"] = hold
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
             if k in os.environ:
                 env[k] = os.environ[k]
@@ -139,7 +177,8 @@ class Sandbox:
         self.pre = pre
         # The session line comes before the sandbox has started: once a
         # step ran inside, the launcher has reported it to the manager.
-        self.inside("true")
+        if not hold:
+            self.inside("true")
 
     def inside(self, script):
         """Runs SCRIPT in the sandbox; returns (status, output)."""
@@ -171,8 +210,8 @@ class Sandbox:
         return rc, (m.group(1) if m else None), out + err
 
 
-def fixture(name, content=SECRET):
-    d = os.path.join(HOSTDIR, name)
+def fixture(name, content=SECRET, base=None):
+    d = os.path.join(base or HOSTDIR, name)
     os.mkdir(d)
     os.chmod(d, 0o777)
     with open(d + "/f", "w") as f:
@@ -389,8 +428,7 @@ def case_doctor():
     want = {"fs.scope", "persistence", "install.privileged", "gpu", "peripheral"}
     if set(live) != want:
         fail("doctor does not list each class of live unlock: %s" % sorted(live))
-    scopes = {"persistence": '{"paths":["/home"]}', "install.privileged": '{"scope":"pkg"}',
-              "gpu": '{"device_ids":["0"]}', "peripheral": '{"camera":true}'}
+    scopes = {"install.privileged": '{"scope":"pkg"}'}
     sb = Sandbox()
     for cls, scope in scopes.items():
         c = live[cls]
@@ -406,8 +444,16 @@ def case_doctor():
         # refusal is doctor's sentence.
         if a.get("decided_by") == "enforcement" and a.get("error") != c["refused"]:
             fail("%s: the grant's reason %r is not doctor's %r" % (cls, a.get("error"), c["refused"]))
-    if not live["fs.scope"]["available"]:
-        fail("doctor calls fs.scope unavailable here: %s" % live["fs.scope"]["refused"])
+    for cls in ("fs.scope", "persistence", "gpu", "peripheral"):
+        if not live[cls]["available"] or not live[cls]["mechanism"]:
+            fail("doctor calls %s unavailable here: %s" % (cls, live[cls]["refused"]))
+    # Where this host has no GPU, doctor says so, and a gpu grant is
+    # refused with the reason before any human is asked.
+    if live["gpu"].get("devices"):
+        rc, out, err = sb.cli("grant", sb.sid, "gpu", "--scope", '{"device_ids":["0"]}', "--json")
+        a = json.loads(out) if out.strip() else {}
+        if rc == 0 or a.get("decided_by") != "enforcement" or "no gpu" not in a.get("error", ""):
+            fail("a gpu grant on a host with no gpu was not refused with the reason: %s%s" % (out, err))
     d = fixture("doctor")
     rc, h, out = sb.grant('{"read":["%s"]}' % d)
     if rc != 0 or not h:
@@ -488,6 +534,302 @@ def case_user():
         fail("after the revoke, the sandbox could still write %s" % d)
 
 
-{"doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
+def persist_base():
+    """Where persistence is tried: the admin tier forbids it in /srv (and
+    every system directory), so beneath /home, which the manifest's write
+    ceiling holds."""
+    d = tempfile.mkdtemp(prefix="shk-persist.", dir="/home")
+    os.chmod(d, 0o755)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
+def persist_policy(base):
+    """A copy of the policy whose manifest lets the image persist beneath
+    BASE with no human to ask (Notify), survives_session allowed."""
+    src = os.environ.get("SHINKEN_POLICY_DIR") or os.path.join(os.environ["SHINKEN_SRCDIR"], "policies")
+    pdir = TMP + "/persist-policies"
+    if not os.path.exists(pdir):
+        shutil.copytree(src, pdir)
+        mpath = pdir + "/manifests/default.json"
+        m = json.load(open(mpath))
+        for c in m["capabilities"]:
+            if c["class"] == "persistence":
+                c["tier"] = "Notify"
+                c["scope"]["paths"] = [base]
+        json.dump(m, open(mpath, "w"))
+        for root, dirs, files in os.walk(pdir):
+            for f in dirs + files:
+                os.chmod(os.path.join(root, f), 0o755 if f in dirs else 0o644)
+    return pdir
+
+
+def store_entries(root, path):
+    """The store's entries (directory names) of PATH for image default."""
+    d = os.path.join(root, "default")
+    enc = "".join(c if c.isalnum() or c in "._-" else "%%%02X" % ord(c) for c in path)
+    return sorted(e for e in (os.listdir(d) if os.path.isdir(d) else []) if e == enc or e.startswith(enc + "@"))
+
+
+def persist_case(user=None):
+    base = persist_base()
+    d = fixture("persist", base=base)
+    store = TMP + "/.local/state/shinken/persist"
+    sb = Sandbox(policy_dir=persist_policy(base), user=user)
+    rc, _ = sb.inside("echo before > %s/new" % d)
+    if rc == 0 or os.path.exists(d + "/new"):
+        fail("control: the sandbox could write %s before any grant" % d)
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", '{"paths":["%s"]}' % d)
+    m = re.search(r"granted ([0-9a-f]{64})", out)
+    if rc != 0 or not m:
+        fail("the persistence grant was not given: %s%s" % (out, err))
+    h = m.group(1)
+    rc, out = sb.inside("cat %s/f && echo kept > %s/new && rm %s/f && ls %s" % (d, d, d, d))
+    if rc != 0 or not out.startswith(SECRET) or "new" not in out or out.count("\nf\n"):
+        fail("inside, the persisted directory did not show the host's file and take the writes: %r" % out)
+    # Judged on the host: its directory did not change ...
+    if os.path.exists(d + "/new") or open(d + "/f").read() != SECRET:
+        fail("the sandbox's write or deletion reached the host's %s" % d)
+    # ... and the write is in the store.
+    ents = store_entries(store, d)
+    if len(ents) != 1 or "@" not in ents[0]:
+        fail("no session-only entry for %s in the store %s: %s" % (d, store, ents))
+    up = os.path.join(store, "default", ents[0], "upper")
+    if open(up + "/new").read() != "kept\n":
+        fail("the store's upper layer does not hold the sandbox's write")
+    rc, _, _ = sb.cli("revoke", h)
+    if rc != 0:
+        fail("the revoke failed")
+    rc, out = sb.inside("cat %s/new" % d)
+    if rc == 0:
+        fail("after the revoke, the sandbox still sees what it persisted: %r" % out)
+    rc, out = sb.inside("cat %s/f" % d)
+    if rc != 0 or out != SECRET:
+        fail("after the revoke, the host's file is not back in the sandbox's view: %r" % out)
+    if store_entries(store, d):
+        fail("a grant that does not survive the session left its data in the store: %s" % store_entries(store, d))
+    # The session's end discards it too: a new grant, a write, and the
+    # command ends (the step stops the loop that runs the steps).
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", '{"paths":["%s"]}' % d)
+    if rc != 0:
+        fail("the second persistence grant was not given: %s%s" % (out, err))
+    rc, _ = sb.inside("echo again > %s/again" % d)
+    if rc != 0 or len(store_entries(store, d)) != 1:
+        fail("the second grant's write is not in the store: %s" % store_entries(store, d))
+    with open(WS + "/go.tmp", "w") as f:
+        f.write("kill $PPID\n")
+    os.rename(WS + "/go.tmp", "%s/go.%d" % (WS, sb.n + 1))
+    try:
+        sb.run.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        fail("the run did not end when its command did")
+    if store_entries(store, d) or os.path.exists(d + "/again"):
+        fail("the session's end left the data of a grant that does not survive it: %s" % store_entries(store, d))
+
+
+def case_persist():
+    persist_case()
+
+
+def case_persist_user():
+    ensure_user("shinken-test")
+    persist_case(user="shinken-test")
+
+
+def case_survive():
+    base = persist_base()
+    d = fixture("survive", base=base)
+    store = TMP + "/.local/state/shinken/persist"
+    scope = '{"paths":["%s"],"survives_session":true}' % d
+    pol = persist_policy(base)
+    sb = Sandbox(policy_dir=pol)
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", scope)
+    if rc != 0 or "granted" not in out:
+        fail("the persistence grant was not given: %s%s" % (out, err))
+    rc, _ = sb.inside("echo one > %s/kept" % d)
+    if rc != 0 or os.path.exists(d + "/kept"):
+        fail("the write failed inside (%d) or reached the host" % rc)
+    rc, out, _ = sb.cli("persist", "rm", "default", d)
+    if rc == 0 or "mounted" not in out + _:
+        fail("persist rm removed data a running sandbox has mounted")
+    sb.run.kill()
+    sb.run.wait()
+    ents = store_entries(store, d)
+    if len(ents) != 1 or "@" in ents[0]:
+        fail("after the session, the surviving entry is not in the store: %s" % ents)
+    rc, out, _ = sb.cli("persist", "list", "--json")
+    got = [e for e in json.loads(out)["entries"] if e["path"] == d] if rc == 0 else []
+    if not got or not got[0]["survives_session"] or got[0]["in_use"] or got[0]["image"] != "default":
+        fail("persist list does not show the kept entry: %s" % out)
+    rc, out, _ = sb.cli("persist", "show", "default", d)
+    if rc != 0 or "%s/kept" % d not in out:
+        fail("persist show does not list the kept file: %s" % out)
+    # The image's next session: before the grant the file is not there
+    # (control), after it the file is back.
+    sb = Sandbox(policy_dir=pol)
+    rc, _ = sb.inside("cat %s/kept" % d)
+    if rc == 0:
+        fail("control: the next session saw the persisted file before any grant")
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", scope)
+    m = re.search(r"granted ([0-9a-f]{64})", out)
+    if rc != 0 or not m:
+        fail("the second session's persistence grant was not given: %s%s" % (out, err))
+    rc, out = sb.inside("cat %s/kept" % d)
+    if rc != 0 or out != "one\n":
+        fail("the image's next session does not see what the last one persisted: %r" % out)
+    sb.cli("revoke", m.group(1))
+    rc, out, err = sb.cli("persist", "rm", "default", d)
+    if rc != 0 or store_entries(store, d):
+        fail("persist rm did not delete the kept data: %s%s" % (out, err))
+    rc, out, err = sb.cli("grant", sb.sid, "persistence", "--scope", scope)
+    if rc != 0:
+        fail("the third grant was not given: %s%s" % (out, err))
+    rc, out = sb.inside("cat %s/kept" % d)
+    if rc == 0:
+        fail("after persist rm, the data came back: %r" % out)
+
+
+def device_daemon(devroot):
+    """A daemon whose device root is DEVROOT, with a policy that lets gpu
+    and peripheral grants through with no human to ask (Notify)."""
+    src = os.environ.get("SHINKEN_POLICY_DIR") or os.path.join(os.environ["SHINKEN_SRCDIR"], "policies")
+    pdir = TMP + "/device-policies"
+    shutil.copytree(src, pdir)
+    mpath = pdir + "/manifests/default.json"
+    m = json.load(open(mpath))
+    for c in m["capabilities"]:
+        if c["class"] in ("gpu", "peripheral"):
+            c["tier"] = "Notify"
+    json.dump(m, open(mpath, "w"))
+    ddir = TMP + "/daemon"
+    os.mkdir(ddir, 0o700)
+    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db", "policy_dir": pdir,
+            "state_dir": ddir + "/state", "device_root": devroot}
+    json.dump(conf, open(ddir + "/daemon.json", "w"))
+    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    atexit.register(dmn.kill)
+    banner = dmn.stdout.readline()
+    if not banner.startswith("listening "):
+        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
+    return conf["socket"], pdir
+
+
+def node(path, major, minor):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.mknod(path, 0o666 | 0o020000, os.makedev(major, minor))
+    os.chmod(path, 0o666)
+
+
+def in_kmsg(token):
+    p = subprocess.run(["dmesg"], capture_output=True, text=True)
+    if p.returncode != 0:
+        skip("cannot read the kernel log to judge the device's effect: %s" % p.stderr.strip())
+    return token in p.stdout
+
+
+def device_case(cls, scope, probe, present):
+    devroot = HOSTDIR + "/devroot"
+    os.mkdir(devroot)
+    node(devroot + "/dri/card0", 226, 0)            # the DRM major: a node, no driver behind it here
+    node(devroot + "/dri/renderD128", 1, 11)        # /dev/kmsg's numbers: its writes reach the kernel log
+    node(devroot + "/snd/controlC0", 116, 0)        # ALSA's major
+    node(devroot + "/snd/pcmC0D0p", 1, 11)
+    try:
+        os.stat(devroot + "/dri/renderD128")
+        with open(devroot + "/dri/renderD128", "w") as f:
+            f.write("shinken-unlock-probe %d\n" % os.getpid())
+    except OSError as e:
+        skip("the scratch device nodes cannot be used here (%s)" % e)
+    sock, pdir = device_daemon(devroot)
+    sb = Sandbox(daemon=sock, policy_dir=pdir)
+    tok = "shinken-unlock-%s-%d" % (cls, os.getpid())
+    # Control: before the grant the node is not in the sandbox, and the
+    # write reaches nothing.
+    rc, _ = sb.inside("echo %s-before > %s" % (tok, probe))
+    if rc == 0 or in_kmsg(tok + "-before"):
+        fail("control: the sandbox could write %s before any grant" % probe)
+    rc, out, err = sb.cli("grant", sb.sid, cls, "--scope", scope)
+    m = re.search(r"granted ([0-9a-f]{64})", out)
+    if rc != 0 or not m:
+        fail("the %s grant was not given: %s%s" % (cls, out, err))
+    rc, out = sb.inside("ls -l %s && echo %s-granted > %s" % (" ".join(present), tok, probe))
+    if rc != 0:
+        fail("after the grant, the device nodes are not usable inside: %r" % out)
+    time.sleep(0.1)
+    if not in_kmsg(tok + "-granted"):
+        fail("after the grant, the write through %s did not reach the host's device" % probe)
+    rc, _, _ = sb.cli("revoke", m.group(1))
+    if rc != 0:
+        fail("the revoke failed")
+    rc, out = sb.inside("ls %s; echo %s-revoked > %s" % (" ".join(present), tok, probe))
+    if rc == 0 or in_kmsg(tok + "-revoked"):
+        fail("after the revoke, the sandbox could still write %s: %r" % (probe, out))
+    return sb
+
+
+def case_gpu():
+    sb = device_case("gpu", '{"device_ids":["0"],"mode":"shared"}', "/dev/dri/renderD128",
+                     ["/dev/dri/card0", "/dev/dri/renderD128"])
+    for scope, why in (('{"device_ids":["3"]}', "no gpu with device id 3"),
+                       ('{"device_ids":["0"],"mode":"exclusive"}', "exclusive")):
+        rc, out, err = sb.cli("grant", sb.sid, "gpu", "--scope", scope)
+        if rc == 0 or why not in out + err:
+            fail("gpu %s was not refused with the reason (%r): %s%s" % (scope, why, out, err))
+
+
+def case_peripheral():
+    sb = device_case("peripheral", '{"mic":true}', "/dev/snd/pcmC0D0p", ["/dev/snd/controlC0", "/dev/snd/pcmC0D0p"])
+    rc, out, err = sb.cli("grant", sb.sid, "peripheral", "--scope", '{"camera":true}')
+    if rc == 0 or "no camera" not in out + err:
+        fail("a camera this host lacks was not refused with the reason: %s%s" % (out, err))
+    rc, out, err = sb.cli("grant", sb.sid, "peripheral", "--scope", '{"input_inject":true}')
+    if rc == 0:
+        fail("input_inject was granted: %s" % out)
+
+
+def case_before():
+    d = fixture("before")
+    ctl = fixture("before-control")
+    hidden = tempfile.mkdtemp(prefix="shk-unlock.", dir="/tmp")
+    atexit.register(shutil.rmtree, hidden, True)
+    hold = TMP + "/hold"
+    sb = Sandbox(hold=hold)
+    # The command's first step, waiting for its start.
+    with open(WS + "/go.tmp", "w") as f:
+        f.write("echo first > %s/first\n" % d)
+    os.rename(WS + "/go.tmp", WS + "/go.1")
+    sb.n = 1
+    rc, h, out = sb.grant('{"write":["%s"]}' % d)
+    if rc != 0 or not h or "applied when the session's sandbox starts" not in out:
+        fail("the grant before the start was not kept for it: %s" % out)
+    rc, h2, out = sb.grant('{"write":["%s"]}' % hidden)
+    if rc != 0 or not h2:
+        fail("the second grant before the start was not kept for it: %s" % out)
+    if os.path.exists(d + "/first"):
+        fail("the command ran before its start was reported")
+    open(hold, "w").close()
+    end = time.monotonic() + 20
+    while not os.path.exists(WS + "/rc.1"):
+        if time.monotonic() > end or sb.run.poll() is not None:
+            fail("the sandbox did not start once released")
+        time.sleep(0.01)
+    if open(WS + "/rc.1").read().strip() != "0" or not os.path.exists(d + "/first"):
+        fail("the command's first write did not land: the grant was not mounted before it ran (%s)" %
+             open(WS + "/out.1").read())
+    rc, _ = sb.inside("echo x > %s/x" % ctl)
+    if rc == 0 or os.path.exists(ctl + "/x"):
+        fail("control: a path with no grant was writable")
+    rc, out, _ = sb.cli("grants", sb.sid, "--json")
+    live = {g["handle"]: g["live"] for g in json.loads(out)["grants"]} if rc == 0 else {}
+    if not live.get(h) or live.get(h2, True):
+        fail("after the start, the applied grant is not live or the one that could not be mounted is: %s" % out)
+    rc, _, _ = sb.cli("revoke", h)
+    rc, _ = sb.inside("echo after > %s/after" % d)
+    if rc == 0 or os.path.exists(d + "/after"):
+        fail("after the revoke, the grant made before the start still writes")
+
+
+{"before": case_before, "gpu": case_gpu, "peripheral": case_peripheral, "persist": case_persist, "persist-user": case_persist_user, "survive": case_survive, "doctor": case_doctor, "ttl": case_ttl, "open": case_open, "ceiling": case_ceiling, "stop": case_stop, "write": case_write, "read": case_read, "deny": case_deny, "symlink": case_symlink,
  "git": case_git, "user": case_user}[CASE]()
 print("ok: " + CASE, file=sys.stderr)

@@ -178,8 +178,9 @@ static const struct gcase {
     "admin-install-low-trust", NULL, NULL },
   { "standard", "peripheral", "{\"camera\":true}", "first-party", NULL, "refused", "policy", "admin-block-tier",
     "Block", NULL },
-  /* Allowed or askable, but nothing on this host could apply it (fs.scope:
-   * the session runs no sandbox to mount into). */
+  /* Allowed or askable, but nothing on this host could apply it (fs.scope,
+   * and persistence once a human approved it: the session runs no sandbox
+   * to mount into). */
   { "standard", "fs.scope", "{\"write\":[\"/work/x\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
     "no running sandbox" },
   { "standard", "gpu", "{\"device_ids\":[\"0\"]}", "first-party", NULL, "refused", "enforcement", NULL, NULL,
@@ -188,8 +189,8 @@ static const struct gcase {
     "no enforcement point on this host for clipboard" },
   { "standard", "install.privileged", "{\"scope\":\"pkg\"}", "first-party", NULL, "refused", "enforcement", NULL,
     NULL, "no enforcement point on this host for install.privileged" },
-  { "standard", "persistence", "{\"paths\":[\"/home/u/.cache/x\"]}", "first-party", NULL, "refused", "enforcement",
-    NULL, NULL, "no enforcement point on this host for persistence" },
+  { "standard", "persistence", "{\"paths\":[\"/home/u/.cache/x\"]}", "first-party", "approve", "refused",
+    "enforcement", NULL, NULL, "no running sandbox" },
   { "standard", "credentials", "{\"broker_scopes\":[\"github:read\"]}", "first-party", NULL, "refused",
     "enforcement", NULL, NULL, "no enforcement point on this host for credentials" },
 };
@@ -231,6 +232,52 @@ static void grants(void **state)
     close_session(sid);
     free(sid);
   }
+}
+
+/* A persistence grant over a directory that holds the sandbox's writable
+ * root is refused, saying so (its writes there would go into the overlay,
+ * not to the host); the control, a directory beside the root, reaches the
+ * next step (no running sandbox to mount into). Both are approved first
+ * (the manifest puts persistence at Ask). */
+static void persist_over_root(void **state)
+{
+  (void)state;
+  char top[] = "/home/shk-unit.XXXXXX";
+  if (!mkdtemp(top))
+    skip();
+  /* Beneath a directory of /home, not a home itself: persistence of a
+   * whole home would cover its shell files, which the admin tier forbids. */
+  char work[64], proj[64], other[64];
+  snprintf(work, sizeof work, "%s/work", top);
+  snprintf(proj, sizeof proj, "%s/work/proj", top);
+  snprintf(other, sizeof other, "%s/other", top);
+  assert_int_equal(mkdir(work, 0755), 0);
+  assert_int_equal(mkdir(proj, 0755), 0);
+  assert_int_equal(mkdir(other, 0755), 0);
+  json_t *a = call(mgr, "{\"op\":\"open_session\",\"egress\":true,\"writable_roots\":[\"%s\"]}", proj);
+  char *sid = strdup(str(a, "session"));
+  json_decref(a);
+  const char *paths[] = { work, other };
+  const char *want[] = { "holds the sandbox's writable root", "no running sandbox" };
+  for (int i = 0; i < 2; i++) {
+    a = call(mgr, "{\"op\":\"grant\",\"session\":\"%s\",\"class\":\"persistence\",\"scope\":"
+                  "{\"paths\":[\"%s\"]}}", sid, paths[i]);
+    if (strcmp(str(a, "decision"), "ask"))
+      fail_msg("persistence of %s: expected a pending request, got %s", paths[i], json_dumps(a, 0));
+    char *pending = strdup(str(a, "pending"));
+    json_decref(a);
+    a = call(mgr, "{\"op\":\"resolve\",\"pending\":\"%s\",\"resolution\":\"approve\"}", pending);
+    if (strcmp(str(a, "decision"), "refused") || !strstr(str(a, "error"), want[i]))
+      fail_msg("persistence of %s: expected a refusal saying '%s', got %s", paths[i], want[i], json_dumps(a, 0));
+    json_decref(a);
+    free(pending);
+  }
+  close_session(sid);
+  free(sid);
+  rmdir(proj);
+  rmdir(work);
+  rmdir(other);
+  rmdir(top);
 }
 
 /* ---- pending requests ---- */
@@ -1091,6 +1138,7 @@ int main(void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(grants),
+    cmocka_unit_test(persist_over_root),
     cmocka_unit_test(pending_requests),
     cmocka_unit_test(durations),
     cmocka_unit_test(closed_sessions),

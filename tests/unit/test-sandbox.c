@@ -757,6 +757,79 @@ static void test_stage2_args_errors(void **state)
   }
 }
 
+/* The store of persisted data (persist.c): an entry is locked while open
+ * (a second open of it is -EBUSY, and so is its removal), a kept entry
+ * survives its close and is found again, listed and shown, a session's
+ * entry is removed when discarded, and names and paths that cannot be an
+ * entry are refused. */
+static void test_persist_store(void **state)
+{
+  (void)state;
+  char top[] = "/tmp/shk-persist-test.XXXXXX";
+  assert_non_null(mkdtemp(top));
+  char store[PATH_MAX];
+  snprintf(store, sizeof store, "%s/state/persist", top);
+  shk_sandbox_persist *p, *q;
+  shk_error err;
+  assert_int_equal(shk_sandbox_persist_open(store, "img", "/home/a b", true, "s-1", &p, &err), 0);
+  /* The layers are there, and a second sandbox cannot have the entry. */
+  int up = shk_sandbox_persist_layer(p, "upper");
+  assert_true(up >= 0);
+  int f = openat(up, "file", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  assert_true(f >= 0 && write(f, "abc", 3) == 3);
+  close(f);
+  close(up);
+  assert_int_equal(shk_sandbox_persist_open(store, "img", "/home/a b", true, "s-2", &q, &err), -EBUSY);
+  assert_int_equal(shk_sandbox_persist_remove(store, "img", "/home/a b", &err), -EBUSY);
+  /* Control: another path of the same image is its own entry. */
+  assert_int_equal(shk_sandbox_persist_open(store, "img", "/home/c", false, "s-1", &q, &err), 0);
+  shk_sandbox_persist_info *v;
+  size_t n;
+  assert_int_equal(shk_sandbox_persist_list(store, NULL, &v, &n, &err), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(v[0].path, "/home/a b");
+  assert_true(v[0].survives && v[0].in_use);
+  assert_int_equal(v[0].files, 1);
+  assert_int_equal(v[0].bytes, 3);
+  assert_false(v[1].survives);
+  shk_sandbox_persist_info_free(v, n);
+  /* Discarded: the session's entry is gone; kept: it stays, unlocked. */
+  shk_sandbox_persist_close(q, true);
+  shk_sandbox_persist_close(p, false);
+  assert_int_equal(shk_sandbox_persist_list(store, "img", &v, &n, &err), 0);
+  assert_int_equal(n, 1);
+  assert_false(v[0].in_use);
+  shk_sandbox_persist_info_free(v, n);
+  shk_sandbox_persist_info info;
+  assert_int_equal(shk_sandbox_persist_show(store, "img", "/home/a b", &info, &err), 0);
+  assert_string_equal(info.image, "img");
+  free(info.image);
+  free(info.name);
+  free(info.path);
+  free(info.session);
+  /* Kept across sessions: the next open finds the file. */
+  assert_int_equal(shk_sandbox_persist_open(store, "img", "/home/a b", true, "s-3", &p, &err), 0);
+  up = shk_sandbox_persist_layer(p, "upper");
+  struct stat st;
+  assert_int_equal(fstatat(up, "file", &st, 0), 0);
+  close(up);
+  shk_sandbox_persist_close(p, false);
+  assert_int_equal(shk_sandbox_persist_remove(store, "img", "/home/a b", &err), 0);
+  assert_int_equal(shk_sandbox_persist_show(store, "img", "/home/a b", &info, &err), -ENOENT);
+  /* What cannot be an entry. */
+  assert_int_equal(shk_sandbox_persist_open(store, "../x", "/home/a", true, NULL, &p, &err), -EINVAL);
+  assert_int_equal(shk_sandbox_persist_open(store, ".hidden", "/home/a", true, NULL, &p, &err), -EINVAL);
+  assert_int_equal(shk_sandbox_persist_open(store, "img", "rel", true, NULL, &p, &err), -EINVAL);
+  /* A store directory writable by others is not this user's alone. */
+  char image[PATH_MAX + 8];
+  snprintf(image, sizeof image, "%s/img", store);
+  assert_int_equal(chmod(image, 0777), 0);
+  assert_int_equal(shk_sandbox_persist_open(store, "img", "/home/a", true, NULL, &p, &err), -EPERM);
+  char cmd[PATH_MAX + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -773,6 +846,7 @@ int main(void)
     cmocka_unit_test(test_read_restricted),
     cmocka_unit_test(test_bwrap_argv),
     cmocka_unit_test(test_stage2_args_errors),
+    cmocka_unit_test(test_persist_store),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }

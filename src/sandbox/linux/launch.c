@@ -331,6 +331,12 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
           return sr;
         }
       }
+      /* Stage 2 waits for this byte before it runs the command: the start
+       * is recorded and the grants made before it are in place. */
+      if (r > 0 && send(sync, "", 1, MSG_NOSIGNAL) != 1) {
+        *why = "stage 2 cannot be told to start the command";
+        return -errno;
+      }
       fds[0].fd = -1;
       fds[1].fd = *listener;
     }

@@ -415,6 +415,16 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
     shk__sys(__NR_close, listener);
   if (diag >= 0)
     shk__sys(__NR_close, diag);
+  /* The command starts only once the launcher says so: it has recorded
+   * the start, and the session's manager has mounted the grants made
+   * before it. No answer (the launcher gone, or refusing the start) is no
+   * start: fail closed. */
+  char go = 0;
+  do
+    r = shk__sys(__NR_read, a.sync_fd, &go, 1);
+  while (r == -EINTR);
+  if (r != 1)
+    die("the launcher did not let the command start", NULL, r < 0 ? r : 0);
   for (size_t i = 0; i < a.warnings.n; i++) {
     put("shinken: warning: ");
     put(a.warnings.v[i]);

@@ -71,6 +71,11 @@ struct shk_sandbox_unlock {
   char **points; /* mount points that may have been made for covers */
   bool *dirs;
   size_t n_points;
+  /* A device grant's: how many components at the end of PATH its attach
+   * made in the sandbox's /dev, as mount points, and whether the last one
+   * is a directory; removed again after the detach. */
+  int dev_made;
+  bool dev_dir;
 };
 
 static int open_how(int dirfd, const char *path, int flags, unsigned long long resolve)
@@ -252,6 +257,109 @@ static int detach_fn(const shk_sandbox_target *t, int tree, const char *path)
 {
   (void)path;
   return detach_child(t, tree);
+}
+
+/* In the child, in the sandbox's namespaces: removes the last MADE
+ * components of PATH (mount points a device attach made), the last one a
+ * directory when LEAF_DIR; a directory only while empty. Each parent is
+ * reached from the sandbox's root through no symlink. */
+static void unmake_points(const shk_sandbox_target *t, const char *path, int made, bool leaf_dir)
+{
+  char p[PATH_MAX];
+  if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+    return;
+  for (int i = 0; i < made; i++) {
+    char *slash = strrchr(p, '/');
+    if (!slash || slash == p)
+      return;
+    *slash = 0;
+    int dir = open_how(t->root, p, O_PATH | O_DIRECTORY, RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (dir < 0)
+      return;
+    unlinkat(dir, slash + 1, i == 0 && !leaf_dir ? 0 : AT_REMOVEDIR);
+    close(dir);
+  }
+}
+
+/* In a forked child: enters the sandbox's namespaces and attaches TREE (a
+ * device node, or a directory of them when DIR) at PATH, beneath the
+ * sandbox's /dev, making the mount point and any directory above it that
+ * is missing (the sandbox's /dev is a private tmpfs: bwrap made only the
+ * basic nodes there). Each component is opened from its parent through no
+ * symlink, so a link the workload planted is refused, not followed.
+ * Returns how many components it made (>= 0), or -errno, having removed
+ * them again. */
+static int attach_dev_child(const shk_sandbox_target *t, int tree, const char *path, bool dir)
+{
+  int r = enter(t);
+  if (r < 0)
+    return r;
+  char p[PATH_MAX];
+  if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p)
+    return -ENAMETOOLONG;
+  int at = dup(t->root);
+  if (at < 0)
+    return -errno;
+  int made = 0;
+  const unsigned long long how = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  for (char *c = p + 1; c && *c && r == 0;) {
+    char *end = strchr(c, '/');
+    if (end)
+      *end = 0;
+    bool last = !end;
+    int next = open_how(at, c, O_PATH | O_NOFOLLOW | (last ? 0 : O_DIRECTORY), how);
+    if (next == -ENOENT) {
+      if (!last || dir)
+        next = mkdirat(at, c, 0755) < 0 ? -errno : 0;
+      else if ((next = openat(at, c, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600)) >= 0)
+        next = close(next) < 0 ? -errno : 0;
+      else
+        next = -errno;
+      if (next == 0) {
+        made++;
+        next = open_how(at, c, O_PATH | O_NOFOLLOW | (last ? 0 : O_DIRECTORY), how);
+      }
+    }
+    close(at);
+    at = -1;
+    if (next < 0) {
+      r = next;
+      break;
+    }
+    at = next;
+    c = end ? end + 1 : NULL;
+  }
+  if (r == 0 && syscall(SYS_move_mount, tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+    r = -errno;
+  if (at >= 0)
+    close(at);
+  if (r < 0) {
+    unmake_points(t, path, made, dir);
+    return r;
+  }
+  return made;
+}
+
+static int attach_dev_file_fn(const shk_sandbox_target *t, int tree, const char *path)
+{
+  return attach_dev_child(t, tree, path, false);
+}
+
+static int attach_dev_dir_fn(const shk_sandbox_target *t, int tree, const char *path)
+{
+  return attach_dev_child(t, tree, path, true);
+}
+
+/* The second argument carries what unmake_points needs: how many
+ * components were made, and DEV_DIR_BIT when the last is a directory. */
+#define DEV_DIR_BIT 0x10000
+static int unpoint_fn(const shk_sandbox_target *t, int made, const char *path)
+{
+  int r = enter(t);
+  if (r < 0)
+    return r;
+  unmake_points(t, path, made & ~DEV_DIR_BIT, made & DEV_DIR_BIT);
+  return 0;
 }
 
 /* A read-only, empty tmpfs, or /dev/null, for a mask. */
@@ -447,22 +555,133 @@ static void remove_points(const char *root, char **points, const bool *dirs, siz
     close(rfd);
 }
 
-/* Builds the detached tree of PATH with its covers, in this process's
- * mount namespace. 0 with *tree, or -errno with err. */
-static int build_tree(const char *path, bool write, const shk_sandbox_cover *covers, size_t n_covers,
-                      int *tree_out, shk_error *err)
+/* The layers of a persistence overlay: descriptors of its upper and work
+ * directories in the store (persist.c). */
+typedef struct layers {
+  int upper, work;
+  const char *dir; /* the entry's directory, which holds both */
+} layers;
+
+/* In a mount namespace of our own, the layers' mounts must be its copies:
+ * the overlay refuses layers on another namespace's mounts. The same
+ * directories are opened again there, through no symlink, and must be
+ * the very ones the descriptors name. */
+static int reopen_layers(const layers *ov, layers *out)
 {
-  int src = open_how(AT_FDCWD, path, O_PATH, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  const char *name[2] = { "upper", "work" };
+  int had[2] = { ov->upper, ov->work }, got[2] = { -1, -1 };
+  int r = 0;
+  for (int i = 0; i < 2 && !r; i++) {
+    char p[PATH_MAX];
+    struct stat a, b;
+    if (snprintf(p, sizeof p, "%s/%s", ov->dir, name[i]) >= (int)sizeof p)
+      r = -ENAMETOOLONG;
+    else if ((got[i] = open_how(AT_FDCWD, p, O_RDONLY | O_DIRECTORY, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)) < 0)
+      r = got[i];
+    else if (fstat(got[i], &a) < 0 || fstat(had[i], &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+      r = -ESTALE;
+  }
+  if (r < 0) {
+    for (int i = 0; i < 2; i++)
+      if (got[i] >= 0)
+        close(got[i]);
+    return r;
+  }
+  *out = (layers){ got[0], got[1], ov->dir };
+  return 0;
+}
+
+/* Gives the overlay being configured on FS the layer KEY: the directory
+ * FD itself (Linux 6.13), or else its /proc/self/fd name, which leads to
+ * that very directory (both are opened already: no path is looked up
+ * again). */
+static int set_layer(int fs, const char *key, int fd)
+{
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_FD, key, NULL, fd) == 0)
+    return 0;
+  if (errno != EINVAL)
+    return -errno;
+  char p[32];
+  snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+  const char *k = strcmp(key, "lowerdir+") ? key : "lowerdir";
+  if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, k, p, 0) < 0)
+    return -errno;
+  return 0;
+}
+
+/* A detached overlay of the host directory LOWER (a descriptor) with the
+ * layers OV. In a user namespace of its own the overlay keeps its
+ * metadata in user.* extended attributes (trusted.* needs the host's
+ * CAP_SYS_ADMIN). */
+static int overlay_tree(int lower, const layers *ov, bool userxattr, int *out)
+{
+  int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return -errno;
+  int r = set_layer(fs, "lowerdir+", lower);
+  if (!r)
+    r = set_layer(fs, "upperdir", ov->upper);
+  if (!r)
+    r = set_layer(fs, "workdir", ov->work);
+  if (!r && userxattr && syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+    r = -errno;
+  if (!r && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    r = -errno;
+  int m = r < 0 ? -1 : (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (!r && m < 0)
+    r = -errno;
+  close(fs);
+  if (r < 0)
+    return r;
+  *out = m;
+  return 0;
+}
+
+/* Builds the detached tree of PATH with its covers, in this process's
+ * mount namespace: a clone of its mount, or with OV an overlay of it.
+ * 0 with *tree, or -errno with err. */
+static int build_tree(const char *path, bool write, const layers *ov, bool device, bool userns,
+                      const shk_sandbox_cover *covers, size_t n_covers, int *tree_out, shk_error *err)
+{
+  int src = open_how(AT_FDCWD, path, ov ? O_RDONLY | O_DIRECTORY : device ? O_PATH | O_NOFOLLOW : O_PATH,
+                     RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  struct stat st;
+  /* A device grant mounts character devices (or a directory of them, as
+   * /dev/snd): never a block device, which would be a whole disk. */
+  if (device && src >= 0 && (fstat(src, &st) < 0 || !(S_ISCHR(st.st_mode) || S_ISDIR(st.st_mode)))) {
+    close(src);
+    return shk__error_set(err, -EINVAL, "%s is not a character device nor a directory of them; nothing was "
+                          "mounted", path);
+  }
   if (src == -ELOOP)
     return shk__error_set(err, src, "%s leads through a symbolic link: grant the path it resolves to", path);
+  if (src == -ENOTDIR && ov)
+    return shk__error_set(err, src, "%s is not a directory: persistence is of directories", path);
   if (src < 0)
     return shk__error_set(err, src, "%s: %s", path, strerror(-src));
-  int tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
-  int r = tree < 0 ? -errno : 0;
+  int tree = -1, r = 0;
+  if (ov && userns) {
+    layers own;
+    if ((r = reopen_layers(ov, &own)) == 0) {
+      r = overlay_tree(src, &own, true, &tree);
+      close(own.upper);
+      close(own.work);
+    }
+  } else if (ov) {
+    r = overlay_tree(src, ov, false, &tree);
+  } else {
+    tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    r = tree < 0 ? -errno : 0;
+  }
   close(src);
   if (r < 0)
-    return shk__error_set(err, r, "cloning the mount of %s: %s", path, strerror(-r));
-  if ((r = set_attr(tree, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (write ? 0 : MOUNT_ATTR_RDONLY))) < 0) {
+    return shk__error_set(err, r, "%s the mount of %s: %s", ov ? "making an overlay of" : "cloning", path,
+                          strerror(-r));
+  /* Every tree is nosuid; all but a device grant's are nodev too, and a
+   * device grant's is noexec instead. */
+  uint64_t attrs = device ? MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC
+                          : MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (write ? 0 : MOUNT_ATTR_RDONLY);
+  if ((r = set_attr(tree, attrs)) < 0) {
     shk__error_set(err, r, "making the mount of %s %s: %s", path, write ? "nosuid" : "read-only",
                    strerror(-r));
     close(tree);
@@ -504,8 +723,8 @@ static int map_self(const char *file, unsigned id)
  * (a read-only or nosuid mount of the host stays so: the kernel locks the
  * flags of mounts copied into a less privileged namespace). Only the tree's
  * descriptor leaves the child. */
-static int build_tree_userns(const char *path, bool writable, const shk_sandbox_cover *covers,
-                             size_t n_covers, int *tree_out, shk_error *err)
+static int build_tree_userns(const char *path, bool writable, const layers *ov, bool device,
+                             const shk_sandbox_cover *covers, size_t n_covers, int *tree_out, shk_error *err)
 {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -537,7 +756,7 @@ static int build_tree_userns(const char *path, bool writable, const shk_sandbox_
     if (b.r < 0)
       shk__error_set(&cerr, b.r, "a user namespace to clone %s in: %s", path, strerror(-b.r));
     else
-      b.r = build_tree(path, writable, covers, n_covers, &tree, &cerr);
+      b.r = build_tree(path, writable, ov, device, true, covers, n_covers, &tree, &cerr);
     memcpy(b.message, cerr.message, sizeof b.message);
     struct iovec iov = { &b, sizeof b };
     union {
@@ -605,19 +824,21 @@ static void drop_points(const char *path, const shk_sandbox_cover *covers, size_
  * protections, or not at all. A manager that may not clone mounts of its
  * own mount namespace (an unprivileged user's) builds the tree in a user
  * namespace of its own (build_tree_userns). */
-int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
-                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
-                             shk_error *err)
+static int inject(const shk_sandbox_target *t, const char *path, bool write, const layers *ov,
+                  const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out, shk_error *err)
 {
   *out = NULL;
   if (!path || path[0] != '/')
     return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", path ? path : "");
+  /* An overlay's cover points are made in its upper layer, which keeps
+   * them: none is made on, or removed from, the host. */
+  size_t n_host_points = ov ? 0 : n_covers;
   int tree = -1;
-  int r = build_tree(path, write, covers, n_covers, &tree, err);
+  int r = build_tree(path, write, ov, false, false, covers, n_covers, &tree, err);
   if (r == -EPERM)
-    r = build_tree_userns(path, write, covers, n_covers, &tree, err);
+    r = build_tree_userns(path, write, ov, false, covers, n_covers, &tree, err);
   if (r < 0) {
-    drop_points(path, covers, n_covers);
+    drop_points(path, covers, n_host_points);
     return r;
   }
   if ((r = in_child(attach_fn, t, tree, path)) < 0) {
@@ -633,12 +854,12 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
   shk_sandbox_unlock *u = calloc(1, sizeof *u);
   char *copy = strdup(path);
   size_t np = 0;
-  for (size_t i = 0; i < n_covers; i++)
+  for (size_t i = 0; i < n_host_points; i++)
     np += covers[i].create;
   char **points = calloc(np + 1, sizeof *points);
   bool *dirs = calloc(np + 1, sizeof *dirs);
   bool nomem = !u || !copy || !points || !dirs;
-  for (size_t i = 0, j = 0; !nomem && i < n_covers; i++)
+  for (size_t i = 0, j = 0; !nomem && i < n_host_points; i++)
     if (covers[i].create) {
       dirs[j] = covers[i].kind == SHK_SANDBOX_COVER_MASK && covers[i].dir;
       nomem = !(points[j++] = strdup(covers[i].path));
@@ -664,7 +885,38 @@ int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool
   return 0;
 fail:
   close(tree);
-  drop_points(path, covers, n_covers);
+  drop_points(path, covers, n_host_points);
+  return r;
+}
+
+int shk_sandbox_unlock_mount(const shk_sandbox_target *t, const char *path, bool write,
+                             const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                             shk_error *err)
+{
+  return inject(t, path, write, NULL, covers, n_covers, out, err);
+}
+
+/* Safe as shk_sandbox_unlock_mount is, and because the overlay's only
+ * writable layer is the store's entry (this user's alone, outside every
+ * sandbox's view): nothing the sandbox does through it reaches the host's
+ * PATH. */
+int shk_sandbox_unlock_overlay(const shk_sandbox_target *t, const char *path, const shk_sandbox_persist *p,
+                               const shk_sandbox_cover *covers, size_t n_covers, shk_sandbox_unlock **out,
+                               shk_error *err)
+{
+  *out = NULL;
+  layers ov = { shk_sandbox_persist_layer(p, "upper"), shk_sandbox_persist_layer(p, "work"),
+                shk_sandbox_persist_where(p) };
+  int r;
+  if (ov.upper < 0 || ov.work < 0)
+    r = shk__error_set(err, ov.upper < 0 ? ov.upper : ov.work, "the store's layers for %s: %s", path,
+                       strerror(ov.upper < 0 ? -ov.upper : -ov.work));
+  else
+    r = inject(t, path, true, &ov, covers, n_covers, out, err);
+  if (ov.upper >= 0)
+    close(ov.upper);
+  if (ov.work >= 0)
+    close(ov.work);
   return r;
 }
 
@@ -752,6 +1004,8 @@ int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, 
   close(u->tree);
   if (r == 0 || !t)
     remove_points(u->path, u->points, u->dirs, u->n_points);
+  if (r == 0 && t && u->dev_made > 0)
+    in_child(unpoint_fn, t, u->dev_made | (u->dev_dir ? DEV_DIR_BIT : 0), u->path);
   for (size_t i = 0; i < u->n_points; i++)
     free(u->points[i]);
   free(u->points);
@@ -759,6 +1013,67 @@ int shk_sandbox_unlock_undo(const shk_sandbox_target *t, shk_sandbox_unlock *u, 
   free(u->path);
   free(u);
   return r;
+}
+
+/* PATH names a node beneath /dev, canonically: no "." or ".." component,
+ * no doubled or trailing slash. */
+static bool dev_path_ok(const char *path)
+{
+  if (strncmp(path, "/dev/", 5) || !path[5] || strlen(path) >= PATH_MAX || strstr(path, "//") ||
+      path[strlen(path) - 1] == '/')
+    return false;
+  for (const char *c = path + 1; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+    if (!strncmp(c, "./", 2) || !strcmp(c, ".") || !strncmp(c, "../", 3) || !strcmp(c, ".."))
+      return false;
+  return true;
+}
+
+/* Safe because the node is opened on the host once, through no symlink,
+ * and must be a character device or a directory (never a block device);
+ * its clone is detached until attached (nosuid, noexec), and lands only
+ * beneath the sandbox's own /dev, each component reached through no
+ * symlink. The mount is the whole grant: nothing else about the sandbox
+ * changes, and the detach takes it away. */
+int shk_sandbox_unlock_device(const shk_sandbox_target *t, const char *host, const char *inside,
+                              shk_sandbox_unlock **out, shk_error *err)
+{
+  *out = NULL;
+  if (!host || host[0] != '/')
+    return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", host ? host : "");
+  if (!inside || !dev_path_ok(inside))
+    return shk__error_set(err, -EINVAL, "'%s' is not a canonical path beneath /dev", inside ? inside : "");
+  int tree = -1;
+  int r = build_tree(host, true, NULL, true, false, NULL, 0, &tree, err);
+  if (r == -EPERM)
+    r = build_tree_userns(host, true, NULL, true, NULL, 0, &tree, err);
+  if (r < 0)
+    return r;
+  struct stat st;
+  bool dir = fstat(tree, &st) == 0 && S_ISDIR(st.st_mode);
+  int made = in_child(dir ? attach_dev_dir_fn : attach_dev_file_fn, t, tree, inside);
+  if (made < 0) {
+    close(tree);
+    if (made == -ELOOP)
+      return shk__error_set(err, made, "%s inside the sandbox leads through a symbolic link; nothing was mounted",
+                            inside);
+    return shk__error_set(err, made, "mounting %s into the sandbox at %s: %s", host, inside, strerror(-made));
+  }
+  shk_sandbox_unlock *u = calloc(1, sizeof *u);
+  char *copy = strdup(inside);
+  if (!u || !copy) {
+    free(u);
+    free(copy);
+    in_child(detach_fn, t, tree, NULL);
+    in_child(unpoint_fn, t, made | (dir ? DEV_DIR_BIT : 0), inside);
+    close(tree);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
+  u->tree = tree;
+  u->path = copy;
+  u->dev_made = made;
+  u->dev_dir = dir;
+  *out = u;
+  return 0;
 }
 
 const char *shk_sandbox_unlock_path(const shk_sandbox_unlock *u)
@@ -774,9 +1089,9 @@ const char *shk_sandbox_unlock_missing(void)
 {
   shk_error err;
   int tree = -1;
-  int r = build_tree("/", false, NULL, 0, &tree, &err);
+  int r = build_tree("/", false, NULL, false, false, NULL, 0, &tree, &err);
   if (r == -EPERM)
-    r = build_tree_userns("/", false, NULL, 0, &tree, &err);
+    r = build_tree_userns("/", false, NULL, false, NULL, 0, &tree, &err);
   if (tree >= 0)
     close(tree);
   if (r == -ENOSYS)
@@ -786,5 +1101,23 @@ const char *shk_sandbox_unlock_missing(void)
            "to clone them in";
   if (r < 0)
     return "cloning a mount of / failed";
+  return NULL;
+}
+
+const char *shk_sandbox_overlay_missing(void)
+{
+  /* Creating a filesystem context is all it takes to know the kernel has
+   * the overlay filesystem (it is loaded on demand); EPERM means only that
+   * this process must make it in a user namespace of its own, which
+   * shk_sandbox_unlock_missing answers for. */
+  int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+  if (fs >= 0) {
+    close(fs);
+    return NULL;
+  }
+  if (errno == ENODEV)
+    return "the kernel has no overlay filesystem to keep persisted data in";
+  if (errno == ENOSYS)
+    return "the kernel lacks the mount API persistence uses (fsopen, Linux 5.2)";
   return NULL;
 }
