@@ -257,8 +257,9 @@ async function main() {
     await page.waitForSelector('#host-sandbox tr[data-class=network]', { timeout: 15000 });
     const egressRow = await page.textContent('#host-live tr[data-class="net.egress"]');
     const gpuRow = await page.textContent('#host-live tr[data-class="gpu"]');
-    chk(egressRow.includes('proxy') && gpuRow.includes('no enforcement point'),
-      `the Host view names the live mechanisms, and their absence (${egressRow} | ${gpuRow})`);
+    const sudoRow = await page.textContent('#host-live tr[data-class="install.privileged"]');
+    chk(egressRow.includes('proxy') && gpuRow.includes('device nodes') && sudoRow.includes('no enforcement point'),
+      `the Host view names the live mechanisms, and their absence (${egressRow} | ${gpuRow} | ${sudoRow})`);
     const doctor = JSON.parse(cli(d.env, 'doctor', '--json').out || '{}');
     const net = (doctor.classes || []).find((c) => c.class === 'network') || {};
     chk((await page.textContent('#host-sandbox tr[data-class=network]')).includes(net.level || '?'),
