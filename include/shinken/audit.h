@@ -73,6 +73,11 @@ typedef enum shk_audit_field {
   /* added after the first release of the table: new fields go last */
   SHK_AUDIT_EXECUTABLE,     /* s process.executable.path: the program of PID (a peer that
                              * resolved a pending request, say) */
+  /* one request on an inspected connection: never its target, a header or a body */
+  SHK_AUDIT_HTTP_METHOD,    /* s http.request.method */
+  SHK_AUDIT_HTTP_STATUS,    /* i http.response.status_code */
+  SHK_AUDIT_HTTP_BYTES,     /* i http.response.body.size */
+  SHK_AUDIT_DURATION_US,    /* i shinken.egress.duration_us */
   SHK_AUDIT_FIELD_COUNT
 } shk_audit_field;
 

@@ -52,6 +52,7 @@ typedef struct shk_cap_scope {
   shk_port_range *ports;     /* a further restriction; empty: ports as the patterns say */
   size_t n_ports;
   bool tls_inspect;
+  bool limited;              /* only GET, HEAD and OPTIONS (with tls_inspect, or plain HTTP) */
   /* fs.scope */
   shk_strv read, write, deny;
   /* clipboard */

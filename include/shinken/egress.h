@@ -171,6 +171,14 @@ typedef struct shk_egress_verdict_info {
   const char *via;
   const char *message;
   uint64_t tag; /* the hook's tag (0: none) */
+  /* One request on an inspected connection (method non-NULL): its
+   * method, the response's status (or the proxy's refusal's; 0: none),
+   * the response body's bytes and how long the exchange took. Never its
+   * target, a header or a body. */
+  const char *method;
+  int status;
+  uint64_t bytes;
+  uint64_t duration_us;
 } shk_egress_verdict_info;
 
 /* The verdict as one JSON line (malloc'd, ending in '\n', with the time
@@ -246,6 +254,16 @@ typedef struct shk_egress_session_opts {
    * (see shk_egress_rewrite_fn), called with hook_data; NULL: headers pass
    * as the client sent them. */
   shk_egress_rewrite_fn rewrite;
+  /* The directory of the manager's inspection CA (created 0700 on first
+   * use; ca.pem in it, 0600, holds the key and the certificate). With it
+   * the session can inspect: its directory holds ca-bundle.crt (the
+   * system's trust store and the CA), for the sandbox to trust. NULL: a
+   * connection the hook marks SHK_EGRESS_INSPECT fails. */
+  const char *ca_dir;
+  /* A PEM bundle the upstreams of inspected connections are verified
+   * against instead of the system's trust store (the configuration file's
+   * "upstream_ca" wins over it). NULL: the system's. */
+  const char *upstream_ca;
 } shk_egress_session_opts;
 
 typedef struct shk_egress_session shk_egress_session;
@@ -267,6 +285,13 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
                             shk_error *err);
 /* The directory holding the three sockets. */
 const char *shk_egress_session_dir(const shk_egress_session *s);
+/* The file of the session directory holding the sandbox's trust store
+ * (the system's bundle and the inspection CA), when the session has a CA;
+ * and the path the sandbox sees it at, in place of the system's. */
+#define SHK_EGRESS_CA_BUNDLE "ca-bundle.crt"
+#define SHK_EGRESS_SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+/* The inspection CA's certificate (PEM), or NULL without ca_dir. */
+const char *shk_egress_session_ca_pem(const shk_egress_session *s);
 /* Closes the tunnels of S whose hook tag equals TAG (every tunnel when TAG
  * is 0), and every connection with that tag still being set up. Safe from
  * any thread, including from inside the hook, and never waits for the
@@ -306,6 +331,11 @@ int shk_egress_bridge_start(const char *dir);
  * yarn, pip, git, cargo, docker, Java/Gradle, Node, gRPC, rsync and the
  * cloud SDKs), overriding whatever was set. */
 int shk_egress_apply_env(void);
+/* Points the trust-store variables of the common runtimes (SSL_CERT_FILE,
+ * NODE_EXTRA_CA_CERTS, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO,
+ * PIP_CERT, npm_config_cafile) at BUNDLE, overriding whatever was set:
+ * stage 2 does it when the session can inspect. */
+int shk_egress_apply_ca_env(const char *bundle);
 
 #ifdef __cplusplus
 }

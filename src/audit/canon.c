@@ -219,6 +219,10 @@ static const struct {
   [SHK_AUDIT_ENFORCED] = { "shinken.sandbox.enforced", 'a' },
   [SHK_AUDIT_DEGRADED] = { "shinken.sandbox.degraded", 'a' },
   [SHK_AUDIT_EXECUTABLE] = { "process.executable.path", 's' },
+  [SHK_AUDIT_HTTP_METHOD] = { "http.request.method", 's' },
+  [SHK_AUDIT_HTTP_STATUS] = { "http.response.status_code", 'i' },
+  [SHK_AUDIT_HTTP_BYTES] = { "http.response.body.size", 'i' },
+  [SHK_AUDIT_DURATION_US] = { "shinken.egress.duration_us", 'i' },
 };
 
 const char *shk__audit_field_name(int f)

@@ -60,6 +60,7 @@ static const field net_fields[] = {
   { "cidrs", F_CIDRS, STRV(cidrs), NULL, NULL },
   { "ports", F_PORTS, 0, NULL, NULL },
   { "tls_inspect", F_BOOL, FLAG(tls_inspect), NULL, NULL },
+  { "limited", F_BOOL, FLAG(limited), NULL, NULL },
   { NULL, F_BOOL, 0, NULL, NULL },
 };
 static const field fs_fields[] = {
@@ -478,8 +479,9 @@ bool shk_cap_scope_subset(const shk_cap_scope *child, const shk_cap_scope *paren
       }
       break;
     case F_BOOL:
-      /* tls_inspect narrows (more is inspected), every other flag grants. */
-      if (f->off == FLAG(tls_inspect) ? (pf && !cf) : (cf && !pf)) {
+      /* tls_inspect and limited narrow (more is read, fewer methods
+       * pass), every other flag grants. */
+      if (f->off == FLAG(tls_inspect) || f->off == FLAG(limited) ? (pf && !cf) : (cf && !pf)) {
         shk__error_set(why, -EPERM, "%s: the parent does not allow %s", f->name,
                        cf ? "true" : "false");
         return false;

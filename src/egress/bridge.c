@@ -499,3 +499,17 @@ int shk_egress_apply_env(void)
   }
   return add_git_config("http.proxy", http);
 }
+
+int shk_egress_apply_ca_env(const char *bundle)
+{
+  /* Most tools read the system path, where the bundle is bound; these
+   * variables reach the ones that carry a store of their own (Python's
+   * requests and pip use certifi's, Node its compiled-in list). */
+  static const char *const vars[] = { "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS",
+                                      "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+                                      "PIP_CERT", "npm_config_cafile" };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (setenv(vars[i], bundle, 1) < 0)
+      return -errno;
+  return 0;
+}

@@ -367,6 +367,13 @@ static int parse_root(struct ctx *c, json_t *root, shk__eg_config *cfg)
         cfg->connect_only = true;
       else
         r = fail(c, k, "must be \"full\" or \"connect\"");
+    } else if (!strcmp(k, "upstream_ca")) {
+      /* The bundle the upstreams of inspected connections are verified
+       * against; read when the first one is dialed. */
+      if (!json_is_string(x) || json_string_value(x)[0] != '/')
+        r = fail(c, k, "must be the absolute path of a PEM bundle of CA certificates");
+      else if (!(cfg->upstream_ca = strdup(json_string_value(x))))
+        r = oom(c);
     } else if (!strcmp(k, "audit")) {
       if (!json_is_string(x) || json_string_length(x) == 0)
         r = fail(c, k, "must be a file name");

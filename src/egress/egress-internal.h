@@ -82,6 +82,7 @@ typedef struct shk__eg_config {
    * gives it (fd_reserve 0 turns the reserve off). */
   shk_egress_limits limits;
   char *audit_path;
+  char *upstream_ca; /* "upstream_ca": a PEM bundle, or NULL for the system's store */
   bool allow_non_loopback;
   bool allow_all;
 } shk__eg_config;
@@ -339,6 +340,12 @@ typedef struct shk__eg_server_opts {
   const shk_egress_limits *limits; /* the caller's; NULL: the defaults */
   void (*on_abandon)(void *hook_data, const char *session, uint64_t conn_id);
   bool dns_pool; /* answer DNS from the synthetic pool (a session's stub) */
+  /* Inspection (see shk_egress_session_opts): the CA, borrowed (it must
+   * outlive the server; NULL: none), the rewrite hook (called with
+   * hook_data), the upstreams' trust bundle (NULL: the system's). */
+  struct shk__eg_ca *ca;
+  shk_egress_rewrite_fn rewrite;
+  const char *upstream_ca;
 } shk__eg_server_opts;
 
 /* Creates a server on BASE with CFG, which it owns from now on (and frees
@@ -370,3 +377,132 @@ void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v,
                            char *rule, char *reason);
 /* Closes every listener and connection. */
 void shk__eg_server_free(shk__eg_server *s);
+
+/* ---------------------------------------------------------------------------
+ * Inspection: the CA (ca.c), HTTP/1.1 on an inspected connection (http.c)
+ * and the inspecting relay (mitm.c)
+ */
+
+typedef struct x509_st X509;
+typedef struct evp_pkey_st EVP_PKEY;
+
+/* Leaves a CA object keeps (least recently used out). */
+#define SHK__EG_LEAF_CACHE 256
+
+typedef struct shk__eg_ca shk__eg_ca;
+/* Loads DIR/ca.pem (the key and the certificate), or creates it with a new
+ * P-256 key when there is none (DIR made 0700, the file 0600). -EPERM for
+ * a file or directory another user could have written or read, -EINVAL
+ * for a file that is not a key and its certificate, or the errno of what
+ * failed, with one sentence in err. */
+int shk__eg_ca_open(const char *dir, shk__eg_ca **out, shk_error *err);
+/* The CA's certificate, PEM. */
+const char *shk__eg_ca_pem(const shk__eg_ca *ca);
+X509 *shk__eg_ca_cert(const shk__eg_ca *ca);
+/* The one key of every leaf this object mints. */
+EVP_PKEY *shk__eg_ca_leaf_key(const shk__eg_ca *ca);
+/* The leaf for HOST (subjectAltName exactly HOST: DNS for a name, IP for
+ * an address; valid a day), from the cache or minted now. Borrowed: valid
+ * until the next call. NULL when out of memory. */
+X509 *shk__eg_ca_leaf(shk__eg_ca *ca, const shk_host *host);
+/* Leaves signed so far, and leaves in the cache. */
+unsigned long shk__eg_ca_minted(const shk__eg_ca *ca);
+size_t shk__eg_ca_cached(const shk__eg_ca *ca);
+void shk__eg_ca_free(shk__eg_ca *ca);
+
+#define SHK__HTTP_MAX_HEADERS 100
+
+/* One request head on an inspected connection: origin-form ("/path") or
+ * asterisk-form ("*", OPTIONS only). The slices point into the buffer
+ * parsed. */
+typedef struct shk__http_origin_req {
+  char method[17];
+  const char *target;
+  size_t target_len;
+  bool http10;
+  size_t head_len;
+  /* The end-to-end headers as the client sent them: hop-by-hop ones, Host,
+   * Content-Length and Transfer-Encoding are the proxy's and not here. */
+  shk_egress_header headers[SHK__HTTP_MAX_HEADERS];
+  size_t n_headers;
+  uint64_t content_length;
+  bool chunked;
+  bool close; /* the client ends the connection after this exchange */
+} shk__http_origin_req;
+/* Parses a request head from BUF for the granted HOST and PORT (whose
+ * scheme's port is DEFAULT_PORT): 1 when complete, 0 when more is needed,
+ * -1 when refused (REF). Besides the smuggling shapes the proxy's own
+ * parser refuses, a Host that does not name HOST:PORT, a missing Host, an
+ * Upgrade (what follows could not be read) and a target in another form
+ * are refused. */
+int shk__http_parse_origin(const char *buf, size_t len, const shk_host *host, uint16_t port,
+                           uint16_t default_port, shk__http_origin_req *req,
+                           shk__http_refusal *ref);
+/* The head to send upstream for REQ with the header list H (the client's
+ * or the rewrite hook's): REQ's request line, Host for HOST:PORT, REQ's
+ * framing, and H without any header that is the proxy's (hop-by-hop, Host,
+ * framing), so a rewrite cannot change how the body is delimited.
+ * Malloc'd into *out; -ENOMEM. */
+int shk__http_build_origin(const shk__http_origin_req *req, const shk_host *host, uint16_t port,
+                           uint16_t default_port, const shk_egress_header *h, size_t n,
+                           char **out, size_t *out_len);
+
+/* A response head from the upstream of an inspected connection. */
+typedef struct shk__http_resp {
+  int status;
+  size_t head_len;
+  bool chunked;
+  bool has_length;
+  uint64_t content_length;
+  bool close; /* the upstream ends the connection after it */
+} shk__http_resp;
+/* Parses a response head (HTTP/1.x) to a request with method METHOD: 1
+ * complete, 0 more needed, -1 refused (*reason). Two lengths, a length with
+ * a transfer coding and codings other than chunked are refused: the body's
+ * end must be known exactly, or be the connection's. */
+int shk__http_parse_response(const char *buf, size_t len, const char *method,
+                             shk__http_resp *resp, const char **reason);
+/* Whether a response of status STATUS to METHOD has a body at all. */
+bool shk__http_resp_has_body(const char *method, int status);
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+/* The TLS contexts of a session's inspected connections: the server side
+ * (TLS 1.2 and up, ALPN http/1.1 only, SNI checked against the granted
+ * name) and the client side, which verifies upstreams against UPSTREAM_CA
+ * (a PEM bundle) or, when NULL, the system's trust store. -EINVAL for a
+ * bundle that cannot be read, -ENOMEM. */
+int shk__mitm_contexts(const char *upstream_ca, SSL_CTX **server, SSL_CTX **client,
+                       shk_error *err);
+
+/* One exchange (or refusal) on an inspected connection, for the audit. */
+typedef struct shk__mitm_record {
+  const char *decision; /* allow, deny, error */
+  const char *reason;
+  const char *method; /* NULL before a request was read */
+  int status;         /* the response's status, or what the proxy answered; 0: none */
+  uint64_t bytes;     /* response body bytes relayed */
+  uint64_t duration_us;
+} shk__mitm_record;
+
+typedef struct shk__mitm shk__mitm;
+typedef struct shk__mitm_opts {
+  int client_fd, up_fd; /* connected; owned by the relay from now on */
+  shk_host host;        /* the granted destination */
+  uint16_t port;
+  unsigned flags;       /* SHK_EGRESS_INSPECT, SHK_EGRESS_LIMITED */
+  SSL_CTX *server_ctx, *client_ctx;
+  X509 *leaf;           /* for HOST; the relay takes its own reference */
+  EVP_PKEY *leaf_key;
+  const char *session;
+  uint64_t conn_id, tag;
+  shk_egress_rewrite_fn rewrite;
+  void *rewrite_data;
+  void (*record)(void *arg, const shk__mitm_record *r);
+  void (*done)(void *arg); /* once, when the connection has ended; then free it */
+  void *arg;
+} shk__mitm_opts;
+/* Starts both handshakes. NULL when out of memory (both sockets closed). */
+shk__mitm *shk__mitm_new(struct event_base *base, const shk__mitm_opts *o);
+/* Closes both sides. */
+void shk__mitm_free(shk__mitm *m);

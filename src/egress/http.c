@@ -8,6 +8,7 @@
 
 #include "common/common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -403,4 +404,320 @@ long shk__chunked_feed(shk__chunked *c, const char *buf, size_t len, const char 
 bool shk__chunked_done(const shk__chunked *c)
 {
   return c->state == CK_DONE;
+}
+
+/* ------------------------------------------------------------------------
+ * HTTP/1.1 on an inspected connection: origin-form request heads and the
+ * upstream's response heads. The same strictness as the proxy's own
+ * requests: one reading of every head, or a refusal.
+ */
+
+/* The framing and connection headers of one head, read once. */
+struct fields {
+  struct header hs[SHK__HTTP_MAX_HEADERS];
+  size_t nh;
+  struct slice conn_tokens[MAX_CONN_TOKENS];
+  size_t nconn;
+  int n_host, n_cl, n_te;
+  struct slice host_value, te_value;
+  uint64_t content_length;
+  bool upgrade;
+};
+
+static bool conn_has(const struct fields *f, const char *token)
+{
+  for (size_t i = 0; i < f->nconn; i++)
+    if (slice_eq(f->conn_tokens[i], token))
+      return true;
+  return false;
+}
+
+/* Reads the header fields from P to the head's end E (which ends in the
+ * empty line). Safe on any bytes: every read stops at a CR, and the head
+ * was checked to end in CRLF CRLF. */
+static int read_fields(const char *p, const char *e, struct fields *f, shk__http_refusal *ref)
+{
+  memset(f, 0, sizeof *f);
+  while (p < e && *p != '\r') {
+    if (*p == ' ' || *p == '\t')
+      return refuse(ref, 400, "http-obs-fold");
+    if (f->nh == SHK__HTTP_MAX_HEADERS)
+      return refuse(ref, 431, "http-too-many-headers");
+    struct header *h = &f->hs[f->nh++];
+    h->name.p = p;
+    while (p < e && is_tchar((unsigned char)*p))
+      p++;
+    h->name.n = (size_t)(p - h->name.p);
+    if (h->name.n == 0 || *p != ':')
+      return refuse(ref, 400, "http-bad-header-name");
+    p++;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    h->value.p = p;
+    while (*p != '\r') {
+      unsigned char c = (unsigned char)*p;
+      if ((c < 0x20 && c != '\t') || c == 0x7f)
+        return refuse(ref, 400, "http-bad-header-value");
+      p++;
+    }
+    const char *ve = p;
+    while (ve > h->value.p && (ve[-1] == ' ' || ve[-1] == '\t'))
+      ve--;
+    h->value.n = (size_t)(ve - h->value.p);
+    p += 2;
+    if (slice_eq(h->name, "host")) {
+      f->n_host++;
+      f->host_value = h->value;
+    } else if (slice_eq(h->name, "content-length")) {
+      if (++f->n_cl > 1)
+        return refuse(ref, 400, "http-two-content-length");
+      if (h->value.n == 0 || h->value.n > 15)
+        return refuse(ref, 400, "http-bad-content-length");
+      for (size_t i = 0; i < h->value.n; i++) {
+        if (h->value.p[i] < '0' || h->value.p[i] > '9')
+          return refuse(ref, 400, "http-bad-content-length");
+        f->content_length = f->content_length * 10 + (uint64_t)(h->value.p[i] - '0');
+      }
+    } else if (slice_eq(h->name, "transfer-encoding")) {
+      f->n_te++;
+      f->te_value = h->value;
+    } else if (slice_eq(h->name, "upgrade")) {
+      f->upgrade = true;
+    } else if (slice_eq(h->name, "connection")) {
+      const char *t = h->value.p, *te = h->value.p + h->value.n;
+      while (t < te) {
+        while (t < te && (*t == ' ' || *t == '\t' || *t == ','))
+          t++;
+        const char *ts = t;
+        while (t < te && is_tchar((unsigned char)*t))
+          t++;
+        if (t == ts) {
+          if (t < te)
+            return refuse(ref, 400, "http-bad-connection");
+          break;
+        }
+        if (f->nconn == MAX_CONN_TOKENS)
+          return refuse(ref, 400, "http-bad-connection");
+        f->conn_tokens[f->nconn++] = (struct slice){ ts, (size_t)(t - ts) };
+      }
+    }
+  }
+  if (f->n_cl && f->n_te)
+    return refuse(ref, 400, "http-cl-and-te");
+  if (f->n_te > 1 || (f->n_te && !slice_eq(f->te_value, "chunked")))
+    return refuse(ref, 501, "http-transfer-encoding-unsupported");
+  return 0;
+}
+
+/* Whether header NAME is one the proxy owns on an inspected hop: the
+ * hop-by-hop ones, Host and the framing. */
+static bool is_proxy_owned(const struct fields *f, struct slice name)
+{
+  if (is_hop_by_hop(name))
+    return true;
+  for (size_t j = 0; f && j < f->nconn; j++)
+    if (name.n == f->conn_tokens[j].n && !strncasecmp(name.p, f->conn_tokens[j].p, name.n))
+      return true;
+  return false;
+}
+
+int shk__http_parse_origin(const char *buf, size_t len, const shk_host *host, uint16_t port,
+                           uint16_t default_port, shk__http_origin_req *req,
+                           shk__http_refusal *ref)
+{
+  memset(req, 0, sizeof *req);
+  ref->status = 0;
+  ref->reason = NULL;
+  long end = find_end(buf, len, ref);
+  if (end <= 0)
+    return (int)end;
+  const char *p = buf, *e = buf + end;
+  struct slice method = { p, 0 }, target, version;
+  while (p < e && is_tchar((unsigned char)*p))
+    p++;
+  method.n = (size_t)(p - method.p);
+  if (method.n == 0 || method.n > 16 || *p != ' ')
+    return refuse(ref, 400, "http-bad-request-line");
+  target.p = ++p;
+  while (p < e && *p != ' ' && *p != '\r')
+    p++;
+  target.n = (size_t)(p - target.p);
+  if (target.n == 0 || *p != ' ')
+    return refuse(ref, 400, "http-bad-request-line");
+  version.p = ++p;
+  while (p < e && *p != '\r')
+    p++;
+  version.n = (size_t)(p - version.p);
+  if (!(version.n == 8 && (!memcmp(version.p, "HTTP/1.1", 8) || !memcmp(version.p, "HTTP/1.0", 8))))
+    return refuse(ref, 505, "http-bad-version");
+  p += 2;
+  if (slice_eq(method, "CONNECT"))
+    return refuse(ref, 405, "inspect-connect-inside");
+  bool asterisk = target.n == 1 && target.p[0] == '*';
+  if (asterisk ? !slice_eq(method, "OPTIONS") : target.p[0] != '/')
+    return refuse(ref, 400, "inspect-not-origin-form");
+  for (size_t i = 0; i < target.n; i++)
+    if (target.p[i] == '#' || (unsigned char)target.p[i] <= 0x20 ||
+        (unsigned char)target.p[i] >= 0x7f)
+      return refuse(ref, 400, "http-bad-target");
+  struct fields f;
+  if (read_fields(p, e, &f, ref) < 0)
+    return -1;
+  req->http10 = version.p[7] == '0';
+  if (f.n_te && req->http10)
+    return refuse(ref, 400, "http-chunked-in-1.0");
+  if (f.n_host > 1)
+    return refuse(ref, 400, "http-two-host");
+  if (f.n_host == 0)
+    return refuse(ref, 400, "http-host-missing");
+  /* Why: the request goes to the destination the grant names and nowhere
+   * else; a Host naming another (virtual) host on the same address would
+   * reach what was never granted. */
+  shk_host hh;
+  uint16_t hp;
+  if (shk__authority_parse(f.host_value.p, f.host_value.n, default_port, &hh, &hp) ||
+      strcmp(hh.text, host->text) || hp != port)
+    return refuse(ref, 400, "inspect-host-mismatch");
+  /* Why: after an upgrade the bytes are another protocol the proxy does
+   * not read; carrying them unread would be a tunnel it was told not to
+   * be. */
+  if (f.upgrade || conn_has(&f, "upgrade"))
+    return refuse(ref, 501, "inspect-upgrade-unsupported");
+  memcpy(req->method, method.p, method.n);
+  req->method[method.n] = '\0';
+  req->target = target.p;
+  req->target_len = target.n;
+  req->content_length = f.content_length;
+  req->chunked = f.n_te == 1;
+  req->close = conn_has(&f, "close") || (req->http10 && !conn_has(&f, "keep-alive"));
+  for (size_t i = 0; i < f.nh; i++) {
+    if (is_proxy_owned(&f, f.hs[i].name))
+      continue;
+    req->headers[req->n_headers++] = (shk_egress_header){ f.hs[i].name.p, f.hs[i].name.n,
+                                                          f.hs[i].value.p, f.hs[i].value.n };
+  }
+  req->head_len = (size_t)end;
+  return 1;
+}
+
+/* A header value the hook hands back goes on one line: a CR, LF or NUL
+ * in it would start a header (or a request) of its own. */
+static bool field_ok(const shk_egress_header *h)
+{
+  if (h->name_len == 0)
+    return false;
+  for (size_t i = 0; i < h->name_len; i++)
+    if (!is_tchar((unsigned char)h->name[i]))
+      return false;
+  for (size_t i = 0; i < h->value_len; i++) {
+    unsigned char c = (unsigned char)h->value[i];
+    if ((c < 0x20 && c != '\t') || c == 0x7f)
+      return false;
+  }
+  return true;
+}
+
+int shk__http_build_origin(const shk__http_origin_req *req, const shk_host *host, uint16_t port,
+                           uint16_t default_port, const shk_egress_header *h, size_t n,
+                           char **out, size_t *out_len)
+{
+  *out = NULL;
+  size_t cap = 512, ulen = 0;
+  for (size_t i = 0; i < n; i++)
+    cap += h[i].name_len + h[i].value_len + 4;
+  char *u = malloc(cap);
+  if (!u)
+    return -ENOMEM;
+  u[0] = '\0';
+  appends(&u, &ulen, &cap, req->method);
+  appends(&u, &ulen, &cap, " ");
+  append(&u, &ulen, &cap, req->target, req->target_len);
+  appends(&u, &ulen, &cap, req->http10 ? " HTTP/1.0\r\nHost: " : " HTTP/1.1\r\nHost: ");
+  bool v6 = host->kind == SHK_HOST_IPV6;
+  if (v6)
+    appends(&u, &ulen, &cap, "[");
+  appends(&u, &ulen, &cap, host->text);
+  if (v6)
+    appends(&u, &ulen, &cap, "]");
+  char line[64];
+  if (port != default_port) {
+    snprintf(line, sizeof line, ":%u", port);
+    appends(&u, &ulen, &cap, line);
+  }
+  appends(&u, &ulen, &cap, "\r\n");
+  if (req->chunked)
+    appends(&u, &ulen, &cap, "Transfer-Encoding: chunked\r\n");
+  else if (req->content_length) {
+    snprintf(line, sizeof line, "Content-Length: %llu\r\n", (unsigned long long)req->content_length);
+    appends(&u, &ulen, &cap, line);
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct slice name = { h[i].name, h[i].name_len };
+    if (!field_ok(&h[i]) || is_proxy_owned(NULL, name))
+      continue;
+    append(&u, &ulen, &cap, h[i].name, h[i].name_len);
+    appends(&u, &ulen, &cap, ": ");
+    append(&u, &ulen, &cap, h[i].value, h[i].value_len);
+    appends(&u, &ulen, &cap, "\r\n");
+  }
+  /* The proxy keeps its upstream connection open across requests while
+   * the client does; an HTTP/1.0 origin is asked to as well. */
+  appends(&u, &ulen, &cap, req->close ? "Connection: close\r\n\r\n"
+                           : req->http10 ? "Connection: keep-alive\r\n\r\n" : "\r\n");
+  if (!u)
+    return -ENOMEM;
+  *out = u;
+  *out_len = ulen;
+  return 0;
+}
+
+bool shk__http_resp_has_body(const char *method, int status)
+{
+  return strcmp(method, "HEAD") && status >= 200 && status != 204 && status != 304;
+}
+
+int shk__http_parse_response(const char *buf, size_t len, const char *method,
+                             shk__http_resp *resp, const char **reason)
+{
+  memset(resp, 0, sizeof *resp);
+  shk__http_refusal ref = { 0, NULL };
+  long end = find_end(buf, len, &ref);
+  if (end <= 0) {
+    *reason = ref.reason;
+    return (int)end;
+  }
+  const char *p = buf, *e = buf + end;
+  /* Status line: HTTP/1.x SP 3DIGIT SP reason CRLF. */
+  if (end < 14 || memcmp(p, "HTTP/1.", 7) || (p[7] != '0' && p[7] != '1') || p[8] != ' ' ||
+      p[9] < '1' || p[9] > '5' || p[10] < '0' || p[10] > '9' || p[11] < '0' || p[11] > '9' ||
+      (p[12] != ' ' && p[12] != '\r')) {
+    *reason = "upstream-bad-status-line";
+    return -1;
+  }
+  bool http10 = p[7] == '0';
+  resp->status = (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
+  while (p < e && *p != '\r') {
+    unsigned char c = (unsigned char)*p;
+    if ((c < 0x20 && c != '\t') || c == 0x7f) {
+      *reason = "upstream-bad-status-line";
+      return -1;
+    }
+    p++;
+  }
+  p += 2;
+  struct fields f;
+  if (read_fields(p, e, &f, &ref) < 0) {
+    *reason = "upstream-bad-head";
+    return -1;
+  }
+  resp->head_len = (size_t)end;
+  resp->chunked = f.n_te == 1;
+  resp->has_length = f.n_cl == 1;
+  resp->content_length = f.content_length;
+  resp->close = conn_has(&f, "close") || (http10 && !conn_has(&f, "keep-alive"));
+  if (resp->status == 101) {
+    *reason = "upstream-upgrade";
+    return -1;
+  }
+  return 1;
 }

@@ -127,5 +127,6 @@ void shk__eg_config_free(shk__eg_config *cfg)
     free(cfg->pins[i].ips);
   free(cfg->pins);
   free(cfg->audit_path);
+  free(cfg->upstream_ca);
   free(cfg);
 }

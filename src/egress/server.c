@@ -17,6 +17,7 @@
 #include <event2/util.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <openssl/ssl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -100,6 +101,9 @@ struct conn {
   struct evdns_getaddrinfo_request *dnsreq;
   shk__dns_query dq;
   shk__relay *relay;
+  unsigned flags;    /* how the hook said to carry it (SHK_EGRESS_INSPECT, _LIMITED) */
+  shk__mitm *mitm;   /* an inspected connection's relay */
+  const shk__mitm_record *req_rec; /* the request being recorded (audit) */
 };
 
 struct tag_count {
@@ -123,6 +127,14 @@ struct shk__eg_server {
   uint64_t next_id;
   unsigned n_sockets, n_setup, n_held, n_refusing;
   shk__dns_pool *pool; /* with a DNS listener */
+  /* Inspection: the CA (NULL: none, and an inspected connection fails),
+   * the rewrite hook, and the TLS contexts, made at the first inspected
+   * connection. */
+  shk__eg_ca *ca;
+  shk_egress_rewrite_fn rewrite;
+  void *rewrite_data;
+  char *upstream_ca;
+  SSL_CTX *tls_server, *tls_client;
   /* Read by other threads (shk__eg_server_tunnel_count, _claim_held):
    * held for a few instructions at a time, never across I/O. */
   pthread_mutex_t shared_mu;
@@ -394,6 +406,12 @@ static int audit(struct conn *c, const char *decision, const char *reason)
     .reason = reason, .rule = c->rule, .via = c->via[0] ? c->via : NULL, .message = c->message,
     .tag = c->tag,
   };
+  if (c->req_rec) {
+    v.method = c->req_rec->method;
+    v.status = c->req_rec->status;
+    v.bytes = c->req_rec->bytes;
+    v.duration_us = c->req_rec->duration_us;
+  }
   return s->on_verdict(s->verdict_data, &v);
 }
 
@@ -417,6 +435,12 @@ int shk_egress_verdict_json(const shk_egress_verdict_info *v, char **line)
                         "rule", v->rule ? json_string(v->rule) : NULL, "via",
                         v->via ? json_string(v->via) : NULL, "message",
                         v->message ? json_string(v->message) : NULL);
+  if (o && v->method) {
+    json_object_set_new(o, "method", json_string(v->method));
+    json_object_set_new(o, "status", json_integer(v->status));
+    json_object_set_new(o, "bytes", json_integer((json_int_t)v->bytes));
+    json_object_set_new(o, "duration_us", json_integer((json_int_t)v->duration_us));
+  }
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   if (!text)
@@ -566,8 +590,88 @@ static void free_cb(evutil_socket_t fd, short what, void *arg)
   conn_free(arg);
 }
 
+/* ------------------------------------------------------------------------
+ * Inspected connections (mitm.c)
+ */
+
+static void mitm_record(void *arg, const shk__mitm_record *r)
+{
+  struct conn *c = arg;
+  c->req_rec = r;
+  audit(c, r->decision, r->reason);
+  c->req_rec = NULL;
+}
+
+/* The client is told the tunnel is up, in its protocol, and then the
+ * proxy is its TLS server. Why it fails rather than tunnel when it cannot
+ * inspect: the grant said the connection must be read, and a tunnel would
+ * carry what nobody read. */
+static void start_mitm(struct conn *c)
+{
+  shk__eg_server *s = c->srv;
+  if (!s->ca) {
+    refuse(c, "error", "inspect-no-ca", 502, SHK__SOCKS5_FAILURE);
+    return;
+  }
+  if (c->len > c->consumed) {
+    /* TLS bytes sent before the tunnel was up: no client does that, and
+     * the handshake could not be read from the socket alone. */
+    deny(c, "inspect-early-data", 400, SHK__SOCKS5_FAILURE);
+    return;
+  }
+  if (!s->tls_server) {
+    shk_error err;
+    int r = shk__mitm_contexts(s->upstream_ca, &s->tls_server, &s->tls_client, &err);
+    if (r < 0) {
+      refuse(c, "error", r == -ENOMEM ? "proxy-out-of-memory" : "inspect-upstream-ca", 502,
+             SHK__SOCKS5_FAILURE);
+      return;
+    }
+  }
+  X509 *leaf = shk__eg_ca_leaf(s->ca, &c->host);
+  if (!leaf) {
+    deny(c, "proxy-out-of-memory", 503, SHK__SOCKS5_FAILURE);
+    return;
+  }
+  if (audit(c, "allow", "inspect")) {
+    refuse(c, "deny", "proxy-audit-refused", 503, SHK__SOCKS5_FAILURE);
+    return;
+  }
+  static const char ok_http[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+  static const uint8_t ok_socks[10] = { 5, 0, 0, 1 };
+  bool http = c->proto == SHK_EGRESS_CONNECT;
+  size_t n = http ? sizeof ok_http - 1 : sizeof ok_socks;
+  /* A reply this short goes into an empty socket buffer whole. */
+  if (send(c->fd, http ? ok_http : (const char *)ok_socks, n, MSG_NOSIGNAL) != (ssize_t)n) {
+    conn_free(c);
+    return;
+  }
+  event_del(c->ev);
+  evtimer_del(c->timer);
+  set_state(c, ST_RELAY);
+  tag_add(s, c->tag, 1);
+  c->tunnel_counted = true;
+  shk__mitm_opts o = { .client_fd = c->fd, .up_fd = c->up_fd, .host = c->host, .port = c->port,
+                       .flags = c->flags, .server_ctx = s->tls_server,
+                       .client_ctx = s->tls_client, .leaf = leaf,
+                       .leaf_key = shk__eg_ca_leaf_key(s->ca), .session = s->name,
+                       .conn_id = c->id, .tag = c->tag, .rewrite = s->rewrite,
+                       .rewrite_data = s->rewrite_data, .record = mitm_record, .done = relay_done,
+                       .arg = c };
+  c->fd = c->up_fd = -1; /* the relay owns them now, even when it failed */
+  c->mitm = shk__mitm_new(s->base, &o);
+  if (!c->mitm) {
+    struct timeval now = { 0, 0 };
+    event_base_once(s->base, -1, EV_TIMEOUT, free_cb, c, &now);
+  }
+}
+
 static void established(struct conn *c)
 {
+  if ((c->flags & SHK_EGRESS_INSPECT) && c->proto != SHK_EGRESS_HTTP) {
+    start_mitm(c);
+    return;
+  }
   if (!fds_take(c, RELAY_PIPE_FDS, -1)) {
     deny(c, "proxy-descriptor-reserve", 503, SHK__SOCKS5_NOT_ALLOWED);
     return;
@@ -982,7 +1086,8 @@ static void decide(struct conn *c)
     const char *hook_rule = NULL, *message = NULL;
     shk_egress_request r = { .session = c->srv->name, .proto = c->proto, .host = c->host.text,
                              .port = c->port, .conn_id = c->id, .message = &message,
-                             .via = c->via[0] ? c->via : NULL, .configured = v };
+                             .via = c->via[0] ? c->via : NULL, .configured = v,
+                             .flags = may_hold ? &c->flags : NULL };
     shk_egress_verdict hv = c->srv->hook(c->srv->hook_data, &r, &c->tag, &hook_rule);
     if (hv == SHK_EGRESS_DENY || hv == SHK_EGRESS_HOLD ||
         (hv == SHK_EGRESS_ALLOW && v == SHK_EGRESS_NONE)) {
@@ -1438,6 +1543,7 @@ static void conn_free(struct conn *c)
   if (c->timer)
     event_free(c->timer);
   shk__relay_free(c->relay);
+  shk__mitm_free(c->mitm);
   if (c->fd >= 0)
     close(c->fd);
   if (c->up_fd >= 0)
@@ -1599,6 +1705,14 @@ int shk__eg_server_new(struct event_base *base, shk__eg_config *cfg,
   s->hook = o->hook;
   s->hook_data = o->hook_data;
   s->on_abandon = o->on_abandon;
+  s->ca = o->ca;
+  s->rewrite = o->rewrite;
+  s->rewrite_data = o->hook_data;
+  if (o->upstream_ca && !(s->upstream_ca = strdup(o->upstream_ca))) {
+    shk__eg_server_free(s);
+    *out = NULL;
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
   if (o->limits)
     s->opt_limits = *o->limits;
   shk__eg_limits_resolve(&cfg->limits, &s->opt_limits, &s->lim);
@@ -1674,6 +1788,9 @@ void shk__eg_server_free(shk__eg_server *s)
   policy_unref(s->pol);
   shk__dns_pool_free(s->pool);
   pthread_mutex_destroy(&s->shared_mu);
+  SSL_CTX_free(s->tls_server);
+  SSL_CTX_free(s->tls_client);
+  free(s->upstream_ca);
   free(s->held_ids);
   free(s->tags);
   free(s->name);

@@ -46,6 +46,8 @@ struct shk_egress_session {
   pthread_mutex_t mu;
   struct post *head, *tail;
   bool stop;
+  shk__eg_ca *ca; /* the inspection CA, or NULL */
+  bool bundle;    /* ca-bundle.crt was written */
 };
 
 static void post_free(struct post *p)
@@ -143,6 +145,37 @@ static int build_config(const shk_egress_session_opts *o, shk__eg_config **out, 
   return 0;
 }
 
+/* The trust store the sandbox sees in place of the system's: the
+ * system's bundle (Debian's path; none where there is none) followed by
+ * the inspection CA, so that what the workload verifies against is what
+ * it would have trusted anyway plus the one CA the proxy signs with. The
+ * file is public: it holds certificates only. */
+static int write_bundle(shk_egress_session *s, shk_error *err)
+{
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/" SHK_EGRESS_CA_BUNDLE, s->dir);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return shk__error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
+  bool ok = true;
+  int sys = open("/etc/ssl/certs/ca-certificates.crt", O_RDONLY | O_CLOEXEC);
+  char buf[65536];
+  ssize_t n;
+  while (sys >= 0 && ok && (n = read(sys, buf, sizeof buf)) > 0)
+    ok = write(fd, buf, (size_t)n) == n;
+  if (sys >= 0)
+    close(sys);
+  const char *pem = shk__eg_ca_pem(s->ca);
+  size_t pl = strlen(pem);
+  ok = ok && write(fd, "\n", 1) == 1 && write(fd, pem, pl) == (ssize_t)pl;
+  if (close(fd) < 0 || !ok) {
+    unlink(path);
+    return shk__error_set(err, -EIO, "cannot write %s", path);
+  }
+  s->bundle = true;
+  return 0;
+}
+
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
                             shk_error *err)
 {
@@ -188,10 +221,29 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     shk_egress_session_close(s);
     return r;
   }
+  if (opts->ca_dir) {
+    r = shk__eg_ca_open(opts->ca_dir, &s->ca, err);
+    if (r == 0)
+      r = write_bundle(s, err);
+    if (r < 0) {
+      shk__eg_config_free(cfg);
+      shk_egress_session_close(s);
+      return r;
+    }
+  }
+  /* The file's upstream_ca wins: it is the operator's. */
+  shk_autofree char *upstream_ca =
+    cfg->upstream_ca ? strdup(cfg->upstream_ca) : opts->upstream_ca ? strdup(opts->upstream_ca) : NULL;
+  if ((cfg->upstream_ca || opts->upstream_ca) && !upstream_ca) {
+    shk__eg_config_free(cfg);
+    shk_egress_session_close(s);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
   shk__eg_server_opts so = { .name = opts->name ? opts->name : "session",
                              .on_verdict = opts->on_verdict, .verdict_data = opts->hook_data,
                              .hook = opts->hook, .hook_data = opts->hook_data,
-                             .limits = &opts->limits, .on_abandon = opts->on_abandon };
+                             .limits = &opts->limits, .on_abandon = opts->on_abandon,
+                             .ca = s->ca, .rewrite = opts->rewrite, .upstream_ca = upstream_ca };
   r = shk__eg_server_new(s->base, cfg, &so, &s->srv, err);
   if (r < 0) {
     shk_egress_session_close(s);
@@ -240,6 +292,11 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
   s->running = true;
   *out = s;
   return 0;
+}
+
+const char *shk_egress_session_ca_pem(const shk_egress_session *s)
+{
+  return s->ca ? shk__eg_ca_pem(s->ca) : NULL;
 }
 
 const char *shk_egress_session_dir(const shk_egress_session *s)
@@ -318,8 +375,11 @@ void shk_egress_session_close(shk_egress_session *s)
     char rpath[PATH_MAX + 16];
     snprintf(rpath, sizeof rpath, "%s/resolv.conf", s->dir);
     unlink(rpath);
+    snprintf(rpath, sizeof rpath, "%s/" SHK_EGRESS_CA_BUNDLE, s->dir);
+    unlink(rpath);
     rmdir(s->dir);
   }
+  shk__eg_ca_free(s->ca);
   pthread_mutex_destroy(&s->mu);
   free(s);
 }

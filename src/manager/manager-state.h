@@ -133,6 +133,7 @@ struct shk_manager {
   int64_t pending_timeout_ms;
   shk__control_limits limits;
   char *socket;             /* the control socket, resolved, or NULL */
+  char *ca_dir;             /* the TLS inspection CA's directory, or NULL: no inspection */
   char self_exe[PATH_MAX];  /* this process's program, for embedded calls */
   shk__control *control;
   shk__panel *panel;        /* the Permission Panel's server, or NULL */

@@ -361,6 +361,24 @@ static void raise_nofile(void)
   }
 }
 
+/* Where the TLS inspection CA lives: in the user's Shinken state
+ * directory. Why there and not in a configured state_dir: the sandbox's
+ * built-in protections mask that directory whole, wherever
+ * $XDG_STATE_HOME puts it, and the key must never be readable inside a
+ * sandbox (it signs what every sandbox of this user trusts). NULL (no
+ * inspection) when no home is known, or out of memory. */
+static char *inspection_ca_dir(void)
+{
+  const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+  char *dir = NULL;
+  int n = -1;
+  if (state && state[0] == '/')
+    n = asprintf(&dir, "%s/shinken/ca", state);
+  else if (home && home[0] == '/')
+    n = asprintf(&dir, "%s/.local/state/shinken/ca", home);
+  return n < 0 ? NULL : dir;
+}
+
 int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err)
 {
   *out = NULL;
@@ -369,6 +387,7 @@ int shk_manager_new(const shk_manager_opts *o, shk_manager **out, shk_error *err
     return shk__error_set(err, -ENOMEM, "out of memory");
   pthread_mutex_init(&m->mu, NULL);
   m->uid = shk__self_uid();
+  m->ca_dir = inspection_ca_dir();
   m->next_tag = 1;
   m->max_pending = o->max_pending ? o->max_pending : 64;
   m->on_verdict = o->on_verdict;
@@ -650,6 +669,7 @@ void shk_manager_free(shk_manager *m)
   shk_policy_free(m->policy);
   shk_audit_close(m->audit, NULL);
   free(m->socket);
+  free(m->ca_dir);
   pthread_mutex_destroy(&m->mu);
   free(m);
 }
@@ -716,6 +736,12 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
     return req->configured != SHK_EGRESS_ALLOW ? shk__ask_connection(s, req, req->message) : SHK_EGRESS_NONE;
   *tag = hit->tag;
   *rule = hit->rule;
+  /* Why: the handle's scope says how its connections are carried; an
+   * inspected grant's connections are read request by request (and fail
+   * when they cannot be), a limited one's pass read-only methods only. */
+  if (req->flags)
+    *req->flags = (hit->scope.tls_inspect ? SHK_EGRESS_INSPECT : 0u) |
+                  (hit->scope.limited ? SHK_EGRESS_LIMITED : 0u);
   return SHK_EGRESS_ALLOW;
 }
 
@@ -744,6 +770,15 @@ static int egress_verdict(void *data, const shk_egress_verdict_info *v)
   shk_audit_str(&e, SHK_AUDIT_DECISION, v->decision);
   shk_audit_str(&e, SHK_AUDIT_REASON, v->reason);
   shk_audit_str(&e, SHK_AUDIT_RULE, v->rule);
+  if (v->method) {
+    /* One request of an inspected connection: what was asked and how it
+     * went, never what for (no target, header or body). */
+    shk_audit_str(&e, SHK_AUDIT_HTTP_METHOD, v->method);
+    if (v->status)
+      shk_audit_int(&e, SHK_AUDIT_HTTP_STATUS, v->status);
+    shk_audit_int(&e, SHK_AUDIT_HTTP_BYTES, (int64_t)v->bytes);
+    shk_audit_int(&e, SHK_AUDIT_DURATION_US, (int64_t)v->duration_us);
+  }
   int r = ev_emit(s->m, &e, NULL);
   shk__tally_add(s->refusals, v);
   if (s->m->on_verdict)
@@ -1142,6 +1177,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
         .name = s->id, .allow_domains = allow, .n_allow_domains = na, .deny_domains = deny,
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
         .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict, .on_abandon = shk__ask_abandon,
+        .ca_dir = m->ca_dir, .upstream_ca = str_or(req, "upstream_ca", NULL),
       };
       shk_error err;
       if (shk_egress_session_open(&eo, &s->egress, &err))

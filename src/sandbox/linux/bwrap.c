@@ -4,6 +4,8 @@
  * makes the most specific rule win. */
 #include "sandbox-internal.h"
 
+#include "shinken/egress.h"
+
 #include <errno.h>
 #include <stdlib.h>
 
@@ -436,6 +438,16 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     push3(&s, "--bind", l->egress_dir, SHK_SANDBOX_EGRESS_DIR);
   if (l->resolv)
     push3(&s, "--ro-bind", l->resolv_src ? l->resolv_src : l->resolv, l->resolv);
+  /* A session that can inspect TLS wrote the trust store its sandbox sees
+   * in place of the system's (the system's bundle and the inspection CA),
+   * so that the workload trusts the proxy's leaves without doing
+   * anything; read-only, so nothing inside can add a CA of its own for
+   * others. */
+  char bundle[PATH_MAX];
+  if (l->egress_dir &&
+      snprintf(bundle, sizeof bundle, "%s/" SHK_EGRESS_CA_BUNDLE, l->egress_dir) < (int)sizeof bundle &&
+      access(bundle, R_OK) == 0)
+    push3(&s, "--ro-bind", bundle, SHK_EGRESS_SYSTEM_BUNDLE);
   for (size_t i = 0; i < p->n; i++) {
     const shk_sandbox_rule *r = &p->rules[i];
     /* A symlink cannot be masked by bwrap, which follows it: stage 2

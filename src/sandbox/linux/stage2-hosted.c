@@ -9,10 +9,18 @@
 
 extern char **environ;
 
+#include <unistd.h>
+
 static int bridge(void)
 {
   int r = shk_egress_bridge_start(SHK_SANDBOX_EGRESS_DIR);
-  return r < 0 ? r : shk_egress_apply_env();
+  if (r == 0)
+    r = shk_egress_apply_env();
+  /* The session can inspect: the launcher bound its trust store over the
+   * system's; the runtimes with stores of their own are pointed at it. */
+  if (r == 0 && access(SHK_SANDBOX_EGRESS_DIR "/" SHK_EGRESS_CA_BUNDLE, R_OK) == 0)
+    r = shk_egress_apply_ca_env(SHK_EGRESS_SYSTEM_BUNDLE);
+  return r;
 }
 
 static char **current_environ(void)
