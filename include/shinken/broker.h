@@ -110,9 +110,12 @@ typedef struct shk_broker_use {
  * host and port it drops the client's Authorization and the secret's own
  * header, replaces its sentinel wherever it stands and adds the secret's
  * header. Refused (-EACCES, *reason a static token; *hit the use that
- * caused it): a sentinel sent to a host its secret is not bound to, or by a
+ * caused it): a sentinel in a field name, or sent to a host its secret is
+ * not bound to, or by a
  * revoked use ("broker-sentinel-refused"), and an injection over plain
- * HTTP the secret was not opted in for ("broker-plain-http"). Nothing to do:
+ * HTTP the secret was not opted in for ("broker-plain-http"); and with
+ * -ECONNABORTED ("broker-revoked") a request to the host of a use that is
+ * no longer live (the connection is closed). Nothing to do:
  * 0 with *out NULL. *n_injected (may be NULL) counts the secrets injected;
  * their names are USES[i] with injected[i] set (INJECTED may be NULL, else
  * holds n_uses entries). */

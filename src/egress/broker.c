@@ -760,12 +760,24 @@ int shk_broker_rewrite(const shk_broker_use *uses, size_t n_uses, const shk_egre
      * on as is (that would tell the host the sentinel). */
     for (size_t i = 0; x->sentinel && i < req->n_headers && !r; i++) {
       const shk_egress_header *h = &req->headers[i];
-      if (!inject[u] && find_bytes(h->value, h->value_len, x->sentinel, x->sentinel_len)) {
+      /* In a field name a sentinel is never replaced: refused on any host. */
+      bool in_name = find_bytes(h->name, h->name_len, x->sentinel, x->sentinel_len) != NULL;
+      if (in_name || (!inject[u] && find_bytes(h->value, h->value_len, x->sentinel, x->sentinel_len))) {
         r = -EACCES;
         *reason = "broker-sentinel-refused";
         if (hit)
           *hit = x;
       }
+    }
+    /* Why: a revoked credential on its own host closes the connection
+     * rather than let the request go without it: the workload learns at
+     * once that the authority is gone, and nothing it sends afterwards on
+     * that connection is taken for brokered. */
+    if (!r && !x->live && host_ok && shk_host_pattern_matches(&x->secret->pattern, &host, req->port)) {
+      r = -ECONNABORTED;
+      *reason = "broker-revoked";
+      if (hit)
+        *hit = x;
     }
     /* Why: over plain HTTP the secret would cross the network in the
      * clear; only an operator may opt a secret in. */
