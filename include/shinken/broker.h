@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define SHK_BROKER_NAME_MAX 64    /* [A-Za-z0-9_.-], first a letter or digit */
+#define SHK_BROKER_NAME_MAX 64    /* [A-Za-z0-9_.:-], first a letter or digit */
 #define SHK_BROKER_VALUE_MAX 4096 /* printable ASCII without spaces */
 #define SHK_BROKER_KEY_LEN 32     /* a per-session sentinel key */
 
@@ -102,6 +102,7 @@ typedef struct shk_broker_use {
   const char *sentinel; /* NULL: the secret has no --env */
   size_t sentinel_len;
   bool live;
+  bool revoked; /* was live, and its handle is revoked or expired */
 } shk_broker_use;
 
 /* The header rewriter: for REQ (its host, port, tls and headers) and the
@@ -111,11 +112,10 @@ typedef struct shk_broker_use {
  * header, replaces its sentinel wherever it stands and adds the secret's
  * header. Refused (-EACCES, *reason a static token; *hit the use that
  * caused it): a sentinel in a field name, or sent to a host its secret is
- * not bound to, or by a
- * revoked use ("broker-sentinel-refused"), and an injection over plain
+ * not bound to, or of a use that is not live ("broker-sentinel-refused"), and an injection over plain
  * HTTP the secret was not opted in for ("broker-plain-http"); and with
- * -ECONNABORTED ("broker-revoked") a request to the host of a use that is
- * no longer live (the connection is closed). Nothing to do:
+ * -ECONNABORTED ("broker-revoked") a request to the host of a revoked use
+ * (the connection is closed). Nothing to do:
  * 0 with *out NULL. *n_injected (may be NULL) counts the secrets injected;
  * their names are USES[i] with injected[i] set (INJECTED may be NULL, else
  * holds n_uses entries). */

@@ -88,7 +88,7 @@ static bool valid_name(const char *s)
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
     bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-')))
+    if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-' && c != ':')))
       return false;
   }
   return true;
@@ -531,8 +531,8 @@ int shk_broker_store_add(shk_broker_store *st, const shk_broker_spec *spec, cons
                          size_t value_len, bool replace, shk_error *err)
 {
   if (!spec->name || !valid_name(spec->name))
-    return shk__error_set(err, -EINVAL, "a secret's name is 1 to 64 letters, digits, '_', '.' or '-', "
-                                        "beginning with a letter or digit");
+    return shk__error_set(err, -EINVAL, "a secret's name is 1 to 64 letters, digits, '_', '.', ':' or "
+                                        "'-', beginning with a letter or digit");
   if (shk_broker_store_find(st, spec->name) && !replace)
     return shk__error_set(err, -EEXIST, "there is already a secret named %s (rm it first)", spec->name);
   shk_broker_secret s = { .name = spec->name, .env = spec->env && spec->env[0] ? spec->env : NULL,
@@ -773,7 +773,7 @@ int shk_broker_rewrite(const shk_broker_use *uses, size_t n_uses, const shk_egre
      * rather than let the request go without it: the workload learns at
      * once that the authority is gone, and nothing it sends afterwards on
      * that connection is taken for brokered. */
-    if (!r && !x->live && host_ok && shk_host_pattern_matches(&x->secret->pattern, &host, req->port)) {
+    if (!r && x->revoked && host_ok && shk_host_pattern_matches(&x->secret->pattern, &host, req->port)) {
       r = -ECONNABORTED;
       *reason = "broker-revoked";
       if (hit)

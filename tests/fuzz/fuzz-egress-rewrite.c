@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     abort();
   shk_broker_use uses[2] = {
     { .secret = &gh, .sentinel = GH_SENTINEL, .sentinel_len = sizeof GH_SENTINEL - 1,
-      .live = flags & 2 },
+      .live = flags & 2, .revoked = !(flags & 2) && (flags & 16) },
     { .secret = &npm, .live = flags & 4 },
   };
   shk_egress_http_request req = { .session = "s", .host = host, .port = (flags & 8) ? 80 : 443,

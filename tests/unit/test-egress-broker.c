@@ -303,6 +303,7 @@ static void test_rewrite(void **state)
   /* Revoked: the sentinel is refused everywhere, and a request to the
    * secret's host closes the connection. */
   uses[0].live = false;
+  uses[0].revoked = true;
   r = request("api.github.test", 443, true, h2, 1);
   assert_int_equal(shk_broker_rewrite(uses, 2, &r, &out, &n_out, &reason, &hit, NULL), -EACCES);
   r = request("api.github.test", 443, true, h1, 3);
