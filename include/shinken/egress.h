@@ -257,7 +257,8 @@ typedef struct shk_egress_session_opts {
   /* The directory of the manager's inspection CA (created 0700 on first
    * use; ca.pem in it, 0600, holds the key and the certificate). With it
    * the session can inspect: its directory holds ca-bundle.crt (the
-   * system's trust store and the CA), for the sandbox to trust. NULL: a
+   * system's trust store and the CA), for the sandbox to trust. NULL, or
+   * a CA that cannot be read or made (shk_egress_session_ca_error): a
    * connection the hook marks SHK_EGRESS_INSPECT fails. */
   const char *ca_dir;
   /* A PEM bundle the upstreams of inspected connections are verified
@@ -292,6 +293,10 @@ const char *shk_egress_session_dir(const shk_egress_session *s);
 #define SHK_EGRESS_SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 /* The inspection CA's certificate (PEM), or NULL without ca_dir. */
 const char *shk_egress_session_ca_pem(const shk_egress_session *s);
+/* Why the session has no CA though ca_dir was given (one sentence: the
+ * directory or file could not be made, or is not safe to use), or NULL.
+ * Such a session opens, and its inspected connections fail. */
+const char *shk_egress_session_ca_error(const shk_egress_session *s);
 /* Closes the tunnels of S whose hook tag equals TAG (every tunnel when TAG
  * is 0), and every connection with that tag still being set up. Safe from
  * any thread, including from inside the hook, and never waits for the
@@ -315,6 +320,12 @@ int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag);
  * or -ENOMEM. */
 int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egress_verdict verdict,
                               uint64_t tag, const char *rule, const char *reason);
+/* shk_egress_session_resume with FLAGS (SHK_EGRESS_INSPECT,
+ * SHK_EGRESS_LIMITED) for an allowed connection: how it is carried, as the
+ * decision hook's *req->flags says for a connection it allows at once. */
+int shk_egress_session_resume_flags(shk_egress_session *s, uint64_t conn_id,
+                                    shk_egress_verdict verdict, uint64_t tag, unsigned flags,
+                                    const char *rule, const char *reason);
 /* Stops the proxy, closes every connection (open tunnels included; a held
  * connection is refused first: 403 "session-closed", SOCKS5 0x02),
  * removes the sockets and the directory, frees S. NULL is a no-op. */

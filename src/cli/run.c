@@ -359,6 +359,10 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
     why = shk__xasprintf("%s", e ? e : "the manager refused the session");
   } else {
     rs->id = shk__xstrdup(json_string_value(json_object_get(ans, "session")));
+    /* Said, not fatal: only destinations granted with tls_inspect fail. */
+    const char *ie = json_string_value(json_object_get(ans, "inspection_error"));
+    if (ie)
+      shk__warn("warning: TLS inspection is unavailable in this session: %s", ie);
     rs->dir = shk__xstrdup(json_string_value(json_object_get(ans, "egress_dir")));
     rs->sentinels = json_incref(json_object_get(ans, "sentinels"));
   }

@@ -374,7 +374,7 @@ int shk__eg_server_claim_held(shk__eg_server *s, uint64_t id);
  * owns RULE and REASON (malloc'd or NULL) from now on. Nothing happens when
  * the connection has gone meanwhile. Loop thread only. */
 void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v, uint64_t tag,
-                           char *rule, char *reason);
+                           unsigned flags, char *rule, char *reason);
 /* Closes every listener and connection. */
 void shk__eg_server_free(shk__eg_server *s);
 
@@ -486,12 +486,18 @@ typedef struct shk__mitm_record {
 } shk__mitm_record;
 
 typedef struct shk__mitm shk__mitm;
+/* A session's cache of upstream TLS sessions (mitm.c), for resumption;
+ * bounded. Loop thread only. NULL when out of memory. */
+typedef struct shk__mitm_sessions shk__mitm_sessions;
+shk__mitm_sessions *shk__mitm_sessions_new(void);
+void shk__mitm_sessions_free(shk__mitm_sessions *c);
 typedef struct shk__mitm_opts {
   int client_fd, up_fd; /* connected; owned by the relay from now on */
   shk_host host;        /* the granted destination */
   uint16_t port;
   unsigned flags;       /* SHK_EGRESS_INSPECT, SHK_EGRESS_LIMITED */
   SSL_CTX *server_ctx, *client_ctx;
+  shk__mitm_sessions *sessions; /* of CLIENT_CTX's upstreams; may be NULL */
   X509 *leaf;           /* for HOST; the relay takes its own reference */
   EVP_PKEY *leaf_key;
   const char *session;

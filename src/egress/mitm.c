@@ -34,6 +34,7 @@
 
 #define OUT_HIGH (1u << 20)
 #define OUT_LOW (256u << 10)
+#define IO_MAX (256 << 10)
 #define MESSAGE_MAX 512
 
 /* The request direction: reading a head, sending its body, or waiting for
@@ -50,6 +51,8 @@ struct shk__mitm {
   struct event *done_ev;
   bool cl_ready, up_ready, finished, closing;
   bool sni_refused;
+  const char *up_failed; /* the upstream's handshake failed: the reason */
+  long up_verify;        /* and its verification result */
   shk__http_origin_req req; /* the head being read */
   enum req_phase rp;
   enum resp_phase sp;
@@ -75,6 +78,61 @@ static void ex_init(void)
 {
   ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
+
+/* ------------------------------------------------------------------------
+ * Upstream sessions: the TLS session of an earlier verified connection to
+ * the same host and port is offered again, so that a new connection costs
+ * a resumption rather than a full handshake and a chain verification. A
+ * session is used once (TLS 1.3 tickets are single-use) and replaced by
+ * the ones the upstream sends. Why resuming is safe: the session was made
+ * by a handshake that verified this very host against this session's
+ * trust store, and resumption proves the upstream still holds its key.
+ */
+
+#define SESSIONS_MAX 64
+
+struct shk__mitm_sessions {
+  struct {
+    char key[SHK_HOST_MAX + 8];
+    SSL_SESSION *sess;
+  } e[SESSIONS_MAX];
+  unsigned next;
+};
+
+shk__mitm_sessions *shk__mitm_sessions_new(void)
+{
+  return calloc(1, sizeof(shk__mitm_sessions));
+}
+
+void shk__mitm_sessions_free(shk__mitm_sessions *c)
+{
+  if (!c)
+    return;
+  for (unsigned i = 0; i < SESSIONS_MAX; i++)
+    SSL_SESSION_free(c->e[i].sess);
+  free(c);
+}
+
+static void session_key(const shk__mitm_opts *o, char *key, size_t n)
+{
+  snprintf(key, n, "%s:%u", o->host.text, (unsigned)o->port);
+}
+
+/* Takes the cached session for O's destination, or NULL. */
+static SSL_SESSION *session_take(shk__mitm_sessions *c, const shk__mitm_opts *o)
+{
+  char key[SHK_HOST_MAX + 8];
+  session_key(o, key, sizeof key);
+  for (unsigned i = 0; c && i < SESSIONS_MAX; i++)
+    if (c->e[i].sess && !strcmp(c->e[i].key, key)) {
+      SSL_SESSION *sess = c->e[i].sess;
+      c->e[i].sess = NULL;
+      return sess;
+    }
+  return NULL;
+}
+
+static int new_session_cb(SSL *ssl, SSL_SESSION *sess);
 
 static const char *status_text(int status)
 {
@@ -132,6 +190,10 @@ static void finish(shk__mitm *m)
 /* Ends the connection once what the client is owed has been written. */
 static void close_after_flush(shk__mitm *m)
 {
+  /* A client that never reads what it is owed is not waited on for long. */
+  struct timeval linger = { 2, 0 };
+  if (!m->closing && !m->finished)
+    evtimer_add(m->done_ev, &linger);
   m->closing = true;
   if (m->up)
     bufferevent_disable(m->up, EV_READ);
@@ -214,7 +276,10 @@ static void exchange_done(shk__mitm *m)
   record(m, "allow", "inspected", m->status);
   m->sp = S_IDLE;
   m->method[0] = '\0';
-  if (m->client_close || m->upstream_close) {
+  /* A response that came before the request's body was all sent (an
+   * early refusal by the upstream) leaves the two sides out of step: the
+   * connection ends rather than guess where the next request begins. */
+  if (m->client_close || m->upstream_close || m->rp == R_BODY) {
     close_after_flush(m);
     return;
   }
@@ -457,12 +522,26 @@ static void both_ready(shk__mitm *m)
   client_read(m->cl, m);
 }
 
+static void refuse_upstream(shk__mitm *m)
+{
+  char text[MESSAGE_MAX - 64];
+  snprintf(text, sizeof text,
+           "The destination's TLS certificate could not be verified (%s), so the proxy did not "
+           "send anything to it.",
+           m->up_verify != X509_V_OK ? X509_verify_cert_error_string(m->up_verify)
+                                     : "the handshake failed");
+  refuse(m, 502, m->up_failed, text);
+}
+
 static void client_event(struct bufferevent *bev, short what, void *arg)
 {
   shk__mitm *m = arg;
   if (what & BEV_EVENT_CONNECTED) {
     m->cl_ready = true;
-    both_ready(m);
+    if (m->up_failed)
+      refuse_upstream(m);
+    else
+      both_ready(m);
     return;
   }
   if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) || m->finished)
@@ -493,19 +572,14 @@ static void upstream_event(struct bufferevent *bev, short what, void *arg)
     /* Why: the proxy vouches for the destination to the client with its
      * own certificate, so it must first have verified the real one. */
     SSL *ssl = bufferevent_openssl_get_ssl(bev);
-    long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
-    const char *why = v != X509_V_OK ? "inspect-upstream-unverified" : "inspect-upstream-handshake";
-    record(m, "error", why, 502);
-    if (m->cl_ready) {
-      char text[MESSAGE_MAX - 64];
-      snprintf(text, sizeof text,
-               "The destination's TLS certificate could not be verified (%s), so the proxy did "
-               "not connect to it.",
-               v != X509_V_OK ? X509_verify_cert_error_string(v) : "the handshake failed");
-      refuse(m, 502, why, text);
-    } else {
-      finish(m);
-    }
+    m->up_verify = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+    m->up_failed = m->up_verify != X509_V_OK ? "inspect-upstream-unverified"
+                                             : "inspect-upstream-handshake";
+    record(m, "error", m->up_failed, 502);
+    /* The client learns why inside its own TLS session, once it is up. */
+    bufferevent_disable(bev, EV_READ | EV_WRITE);
+    if (m->cl_ready)
+      refuse_upstream(m);
     return;
   }
   if (m->sp == S_BODY && m->bm == B_CLOSE) {
@@ -548,6 +622,12 @@ shk__mitm *shk__mitm_new(struct event_base *base, const shk__mitm_opts *o)
     goto fail;
   }
   SSL_set_verify(us, SSL_VERIFY_PEER, NULL);
+  SSL_set_ex_data(us, ex_index, m);
+  SSL_SESSION *resume = session_take(o->sessions, o);
+  if (resume) {
+    SSL_set_session(us, resume);
+    SSL_SESSION_free(resume);
+  }
   static const unsigned char alpn[] = "\x08http/1.1";
   if (SSL_set_alpn_protos(us, alpn, sizeof alpn - 1) != 0)
     goto fail;
@@ -561,6 +641,12 @@ shk__mitm *shk__mitm_new(struct event_base *base, const shk__mitm_opts *o)
     goto fail_bev;
   bufferevent_setcb(m->cl, client_read, client_write, client_event, m);
   bufferevent_setcb(m->up, upstream_read, upstream_write, upstream_event, m);
+  /* Bulk data moves in large reads and writes: libevent's default of 16
+   * KiB per call costs a callback (and a small TLS record) per 16 KiB. */
+  bufferevent_set_max_single_read(m->cl, IO_MAX);
+  bufferevent_set_max_single_read(m->up, IO_MAX);
+  bufferevent_set_max_single_write(m->cl, IO_MAX);
+  bufferevent_set_max_single_write(m->up, IO_MAX);
   bufferevent_setwatermark(m->cl, EV_READ, 0, 256u << 10);
   bufferevent_setwatermark(m->up, EV_READ, 0, 256u << 10);
   bufferevent_setwatermark(m->cl, EV_WRITE, OUT_LOW, 0);
@@ -618,6 +704,31 @@ void shk__mitm_free(shk__mitm *m)
 /* ------------------------------------------------------------------------
  * The TLS contexts of a session
  */
+
+/* A session the upstream handed out, kept for the next connection to the
+ * same destination (the one of its slot, or the oldest slot). Only a
+ * verified connection's: an unverified one never gets this far. */
+static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
+{
+  shk__mitm *m = SSL_get_ex_data(ssl, ex_index);
+  shk__mitm_sessions *c = m ? m->o.sessions : NULL;
+  if (!c || SSL_get_verify_result(ssl) != X509_V_OK)
+    return 0;
+  char key[SHK_HOST_MAX + 8];
+  session_key(&m->o, key, sizeof key);
+  unsigned slot = c->next;
+  for (unsigned i = 0; i < SESSIONS_MAX; i++)
+    if (c->e[i].sess && !strcmp(c->e[i].key, key)) {
+      slot = i;
+      break;
+    }
+  if (slot == c->next)
+    c->next = (c->next + 1) % SESSIONS_MAX;
+  SSL_SESSION_free(c->e[slot].sess);
+  snprintf(c->e[slot].key, sizeof c->e[slot].key, "%s", key);
+  c->e[slot].sess = sess;
+  return 1; /* the cache keeps the reference */
+}
 
 /* SNI must name the granted destination: a client asking this connection
  * for another name is refused in the handshake (unrecognized_name), before
@@ -686,6 +797,8 @@ int shk__mitm_contexts(const char *upstream_ca, SSL_CTX **server, SSL_CTX **clie
                           upstream_ca ? upstream_ca : "(the system's)");
   }
   SSL_CTX_set_verify(c, SSL_VERIFY_PEER, NULL);
+  SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(c, new_session_cb);
   *server = s;
   *client = c;
   return 0;

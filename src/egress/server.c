@@ -135,6 +135,7 @@ struct shk__eg_server {
   void *rewrite_data;
   char *upstream_ca;
   SSL_CTX *tls_server, *tls_client;
+  shk__mitm_sessions *tls_sessions;
   /* Read by other threads (shk__eg_server_tunnel_count, _claim_held):
    * held for a few instructions at a time, never across I/O. */
   pthread_mutex_t shared_mu;
@@ -610,6 +611,10 @@ static void start_mitm(struct conn *c)
 {
   shk__eg_server *s = c->srv;
   if (!s->ca) {
+    free(c->message);
+    c->message = strdup("This destination is granted with TLS inspection, but this session has "
+                        "no inspection CA, so the connection was refused rather than carried "
+                        "unread.");
     refuse(c, "error", "inspect-no-ca", 502, SHK__SOCKS5_FAILURE);
     return;
   }
@@ -622,6 +627,9 @@ static void start_mitm(struct conn *c)
   if (!s->tls_server) {
     shk_error err;
     int r = shk__mitm_contexts(s->upstream_ca, &s->tls_server, &s->tls_client, &err);
+    /* Without a cache every connection does a full handshake. */
+    if (r == 0)
+      s->tls_sessions = shk__mitm_sessions_new();
     if (r < 0) {
       refuse(c, "error", r == -ENOMEM ? "proxy-out-of-memory" : "inspect-upstream-ca", 502,
              SHK__SOCKS5_FAILURE);
@@ -653,7 +661,7 @@ static void start_mitm(struct conn *c)
   c->tunnel_counted = true;
   shk__mitm_opts o = { .client_fd = c->fd, .up_fd = c->up_fd, .host = c->host, .port = c->port,
                        .flags = c->flags, .server_ctx = s->tls_server,
-                       .client_ctx = s->tls_client, .leaf = leaf,
+                       .client_ctx = s->tls_client, .sessions = s->tls_sessions, .leaf = leaf,
                        .leaf_key = shk__eg_ca_leaf_key(s->ca), .session = s->name,
                        .conn_id = c->id, .tag = c->tag, .rewrite = s->rewrite,
                        .rewrite_data = s->rewrite_data, .record = mitm_record, .done = relay_done,
@@ -937,8 +945,77 @@ static void resolved_cb(int result, struct evutil_addrinfo *res, void *arg)
 /* The connection is allowed: its addresses, then the dial. Only here does
  * a name go to the upstream resolver, so a name leaves the proxy only as
  * the destination of a connection the policy admitted. */
+/* A plain-HTTP request gets the checks of an inspected one before any
+ * upstream is dialed: limited mode's methods, and the rewrite hook on its
+ * headers. The head the parser rebuilt (origin-form, the checked Host,
+ * Connection: close) is read again as an origin-form head, so the hook
+ * sees the same list an inspected request gives it, and the head is
+ * rebuilt from what the hook returns. False when it was refused. */
+static bool http_checks(struct conn *c)
+{
+  shk__eg_server *s = c->srv;
+  if (!(c->flags & SHK_EGRESS_LIMITED) && !s->rewrite)
+    return true;
+  shk__http_origin_req *req = malloc(sizeof *req);
+  shk__http_refusal ref;
+  if (!req) {
+    deny(c, "proxy-out-of-memory", 503, 0);
+    return false;
+  }
+  if (shk__http_parse_origin(c->req.upstream, c->req.upstream_len, &c->host, c->port, 80, req,
+                             &ref) != 1) {
+    free(req);
+    deny(c, ref.reason ? ref.reason : "http-bad-request-line", ref.status ? ref.status : 400, 0);
+    return false;
+  }
+  /* Why: limited mode is a read-only grant; see mitm.c. */
+  if ((c->flags & SHK_EGRESS_LIMITED) && strcmp(req->method, "GET") &&
+      strcmp(req->method, "HEAD") && strcmp(req->method, "OPTIONS")) {
+    free(c->message);
+    c->message = strdup("This destination is granted in limited mode: only GET, HEAD and OPTIONS "
+                        "requests pass. Ask for a grant without limited mode to send others.");
+    free(req);
+    deny(c, "inspect-limited-method", 403, 0);
+    return false;
+  }
+  shk_egress_header *rw = NULL;
+  size_t n_rw = 0;
+  if (s->rewrite) {
+    const char *reason = NULL;
+    shk_egress_http_request hr = { .session = s->name, .conn_id = c->id, .tag = c->tag,
+                                   .host = c->host.text, .port = c->port, .tls = false,
+                                   .method = req->method, .headers = req->headers,
+                                   .n_headers = req->n_headers };
+    if (s->rewrite(s->rewrite_data, &hr, &rw, &n_rw, &reason) < 0) {
+      free(rw);
+      free(req);
+      deny(c, reason ? reason : "rewrite-refused", 403, 0);
+      return false;
+    }
+  }
+  char *head = NULL;
+  size_t head_len = 0;
+  int r = 0;
+  if (rw)
+    r = shk__http_build_origin(req, &c->host, c->port, 80, rw, n_rw, &head, &head_len);
+  free(rw);
+  free(req);
+  if (r < 0) {
+    deny(c, "proxy-out-of-memory", 503, 0);
+    return false;
+  }
+  if (head) {
+    free(c->req.upstream);
+    c->req.upstream = head;
+    c->req.upstream_len = head_len;
+  }
+  return true;
+}
+
 static void proceed(struct conn *c)
 {
+  if (c->proto == SHK_EGRESS_HTTP && !http_checks(c))
+    return;
   if (c->host.kind != SHK_HOST_NAME) {
     c->addrs[0] = c->host.ip;
     c->n_addrs = 1;
@@ -1125,7 +1202,7 @@ static void decide(struct conn *c)
 }
 
 void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v, uint64_t tag,
-                           char *rule, char *reason)
+                           unsigned flags, char *rule, char *reason)
 {
   struct conn *c = s->conns;
   while (c && !(c->id == id && c->state == ST_HELD))
@@ -1144,6 +1221,7 @@ void shk__eg_server_resume(shk__eg_server *s, uint64_t id, shk_egress_verdict v,
   if (v == SHK_EGRESS_ALLOW) {
     free(reason);
     c->tag = tag;
+    c->flags = flags;
     set_state(c, ST_RESOLVE);
     proceed(c);
   } else {
@@ -1790,6 +1868,7 @@ void shk__eg_server_free(shk__eg_server *s)
   pthread_mutex_destroy(&s->shared_mu);
   SSL_CTX_free(s->tls_server);
   SSL_CTX_free(s->tls_client);
+  shk__mitm_sessions_free(s->tls_sessions);
   free(s->upstream_ca);
   free(s->held_ids);
   free(s->tags);

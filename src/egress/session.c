@@ -28,6 +28,7 @@ struct post {
   uint64_t id; /* the tag to close, or the held connection */
   shk_egress_verdict verdict;
   uint64_t tag;
+  unsigned flags;
   char *rule, *reason;
 };
 
@@ -47,6 +48,7 @@ struct shk_egress_session {
   struct post *head, *tail;
   bool stop;
   shk__eg_ca *ca; /* the inspection CA, or NULL */
+  char ca_error[512]; /* why there is none, though ca_dir was given */
   bool bundle;    /* ca-bundle.crt was written */
 };
 
@@ -75,7 +77,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
     if (p->kind == POST_CLOSE_TUNNELS) {
       shk__eg_server_close_tunnels(s->srv, p->id);
     } else {
-      shk__eg_server_resume(s->srv, p->id, p->verdict, p->tag, p->rule, p->reason);
+      shk__eg_server_resume(s->srv, p->id, p->verdict, p->tag, p->flags, p->rule, p->reason);
       p->rule = p->reason = NULL;
     }
     post_free(p);
@@ -222,10 +224,18 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     return r;
   }
   if (opts->ca_dir) {
-    r = shk__eg_ca_open(opts->ca_dir, &s->ca, err);
-    if (r == 0)
+    /* A CA that cannot be had leaves a session that cannot inspect: its
+     * inspected connections fail (inspect-no-ca), the others go on as
+     * before. Out of memory, or a bundle that cannot be written, fails. */
+    shk_error cerr;
+    r = shk__eg_ca_open(opts->ca_dir, &s->ca, &cerr);
+    if (r < 0 && r != -ENOMEM)
+      snprintf(s->ca_error, sizeof s->ca_error, "%s", cerr.message);
+    else if (r == 0)
       r = write_bundle(s, err);
-    if (r < 0) {
+    else
+      shk__error_set(err, r, "out of memory");
+    if (r < 0 && !s->ca_error[0]) {
       shk__eg_config_free(cfg);
       shk_egress_session_close(s);
       return r;
@@ -299,6 +309,11 @@ const char *shk_egress_session_ca_pem(const shk_egress_session *s)
   return s->ca ? shk__eg_ca_pem(s->ca) : NULL;
 }
 
+const char *shk_egress_session_ca_error(const shk_egress_session *s)
+{
+  return s->ca_error[0] ? s->ca_error : NULL;
+}
+
 const char *shk_egress_session_dir(const shk_egress_session *s)
 {
   return s->dir;
@@ -322,6 +337,13 @@ int shk_egress_session_close_tunnels(shk_egress_session *s, uint64_t tag)
 int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egress_verdict verdict,
                               uint64_t tag, const char *rule, const char *reason)
 {
+  return shk_egress_session_resume_flags(s, conn_id, verdict, tag, 0, rule, reason);
+}
+
+int shk_egress_session_resume_flags(shk_egress_session *s, uint64_t conn_id,
+                                    shk_egress_verdict verdict, uint64_t tag, unsigned flags,
+                                    const char *rule, const char *reason)
+{
   if (verdict != SHK_EGRESS_ALLOW && verdict != SHK_EGRESS_DENY)
     return -EINVAL;
   if (!s->running)
@@ -342,6 +364,7 @@ int shk_egress_session_resume(shk_egress_session *s, uint64_t conn_id, shk_egres
   p->id = conn_id;
   p->verdict = verdict;
   p->tag = tag;
+  p->flags = flags;
   post(s, p);
   return 0;
 }

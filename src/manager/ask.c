@@ -119,6 +119,7 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
       q.scope_text = ptext;
     }
     uint64_t tag = 0;
+    unsigned flags = 0;
     char rule[sizeof ((egrant *)0)->rule] = "";
     const char *why = NULL;
     json_t *ans = NULL;
@@ -133,6 +134,7 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
       /* Several attempts of one card arrive with the same pattern: the
        * first one's grant covers the rest, so the pattern is granted once. */
       tag = have->tag;
+      flags = shk__egress_flags(&have->scope);
       snprintf(rule, sizeof rule, "%s", have->rule);
     } else {
       ans = shk__manager_grant_locked(m, &q);
@@ -141,6 +143,7 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
       for (egrant *g = atomic_load(&s->egress_grants); handle && g; g = g->next)
         if (!strcmp(g->id, handle)) {
           tag = g->tag;
+          flags = shk__egress_flags(&g->scope);
           snprintf(rule, sizeof rule, "%s", g->rule);
           /* A handle for this one attempt is used by it now: the resumed
            * connection does not go through the hook again, and nothing
@@ -159,7 +162,7 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
     }
     if (tag) {
       json_decref(ans);
-      shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, rule, NULL);
+      shk_egress_session_resume_flags(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, flags, rule, NULL);
       held_done(h);
       return;
     }
@@ -265,14 +268,16 @@ static void issue_one(shk_manager *m, held *h)
                json_string_value(json_object_get(ans, "error")) ?: "the grant could not be issued");
     json_decref(ans);
   }
+  unsigned flags = 0;
   if (g) {
     tag = g->tag;
+    flags = shk__egress_flags(&g->scope);
     snprintf(handle, sizeof handle, "%s", g->id);
     snprintf(rule, sizeof rule, "%s", g->rule);
   }
   pthread_mutex_unlock(&m->mu);
   if (tag) {
-    shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, rule, NULL);
+    shk_egress_session_resume_flags(s->egress, h->conn_id, SHK_EGRESS_ALLOW, tag, flags, rule, NULL);
   } else {
     char text[800];
     snprintf(text, sizeof text, "Shinken refused the connection to %s:%u: %s.", h->host, (unsigned)h->port, why);
@@ -571,7 +576,8 @@ void shk__ask_release_covered(session *s, egrant *eg)
       atomic_store(&eg->dead, true);
       shk_cap_use(s->m->table, eg->id, now_ms());
     }
-    shk_egress_session_resume(s->egress, h->conn_id, SHK_EGRESS_ALLOW, eg->tag, eg->rule, NULL);
+    shk_egress_session_resume_flags(s->egress, h->conn_id, SHK_EGRESS_ALLOW, eg->tag,
+                                    shk__egress_flags(&eg->scope), eg->rule, NULL);
     held_done(h);
     if (eg->once)
       return;

@@ -127,6 +127,10 @@ typedef struct shk__ask_issuer {
   struct shk__ask_freezer *freezers;
 } shk__ask_issuer;
 
+/* How the connections of a net.egress handle with SCOPE are carried: the
+ * SHK_EGRESS_INSPECT and SHK_EGRESS_LIMITED flags (manager.c). */
+unsigned shk__egress_flags(const shk_cap_scope *scope);
+
 struct shk_manager {
   pthread_mutex_t mu;       /* the registry; the data plane never takes it */
   shk_policy *policy;

@@ -692,6 +692,15 @@ void shk_manager_free(shk_manager *m)
  * recorded first (destination and port, never a path or a header): an
  * allow the timeline cannot take is not given. */
 
+/* Why: a handle's scope says how its connections are carried, whether the
+ * hook admits them at once or a held one is resumed under it: an inspected
+ * grant's connections are read request by request (and fail when they
+ * cannot be), a limited one's pass read-only methods only. */
+unsigned shk__egress_flags(const shk_cap_scope *scope)
+{
+  return (scope->tls_inspect ? SHK_EGRESS_INSPECT : 0u) | (scope->limited ? SHK_EGRESS_LIMITED : 0u);
+}
+
 static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req, uint64_t *tag,
                                       const char **rule)
 {
@@ -740,12 +749,8 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
     return req->configured != SHK_EGRESS_ALLOW ? shk__ask_connection(s, req, req->message) : SHK_EGRESS_NONE;
   *tag = hit->tag;
   *rule = hit->rule;
-  /* Why: the handle's scope says how its connections are carried; an
-   * inspected grant's connections are read request by request (and fail
-   * when they cannot be), a limited one's pass read-only methods only. */
   if (req->flags)
-    *req->flags = (hit->scope.tls_inspect ? SHK_EGRESS_INSPECT : 0u) |
-                  (hit->scope.limited ? SHK_EGRESS_LIMITED : 0u);
+    *req->flags = shk__egress_flags(&hit->scope);
   return SHK_EGRESS_ALLOW;
 }
 
@@ -1229,8 +1234,9 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
     issue_standing(m, s);
     /* The sentinels of the store's --env secrets: tools that insist on a
      * token find one, and only the proxy can turn it into the secret. */
-    ans = json_pack("{s:b, s:s, s:s?, s:I, s:o}", "ok", 1, "session", s->id, "egress_dir",
+    ans = json_pack("{s:b, s:s, s:s?, s:I, s:s?, s:o}", "ok", 1, "session", s->id, "egress_dir",
                     s->egress ? shk_egress_session_dir(s->egress) : NULL, "expires_ms", (json_int_t)s->expires_ms,
+                    "inspection_error", s->egress ? shk_egress_session_ca_error(s->egress) : NULL,
                     "sentinels", s->egress ? shk__broker_sentinels(s->broker_key) : json_object());
   }
   pthread_mutex_unlock(&m->mu);

@@ -22,10 +22,10 @@ import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lib import scratch, skip  # noqa: E402
-from mgrlib import SHINKEN, Checks, Daemon, audit_events  # noqa: E402
+from mgrlib import SHINKEN, Checks, Control, Daemon, audit_events, proxy_connect  # noqa: E402
 
 chk = Checks()
-NAMES = ["api.test", "ro.test", "bad.test", "tunnel.test", "other.test"]
+NAMES = ["api.test", "ro.test", "bad.test", "tunnel.test", "other.test", "plain.test", "held.test"]
 
 
 def sh(*args, **kw):
@@ -82,7 +82,8 @@ def make_handler(log, root):
 
         def _record(self, body=b""):
             log.add({"method": self.command, "path": self.path, "host": self.headers.get("Host"),
-                     "auth": self.headers.get("Authorization"), "body": body})
+                     "auth": self.headers.get("Authorization"), "body": body,
+                     "reused": getattr(self.connection, "session_reused", None)})
 
         def _send(self, code, body, ctype="text/plain"):
             self.send_response(code)
@@ -97,6 +98,20 @@ def make_handler(log, root):
             path = self.path.split("?")[0]
             if path == "/hello":
                 return self._send(200, b"hello from upstream\n")
+            if path == "/big":
+                n = int(self.path.split("?n=")[1]) if "?n=" in self.path else 1 << 20
+                self.send_response(200)
+                self.send_header("Content-Length", str(n))
+                self.end_headers()
+                chunk = b"z" * 65536
+                try:
+                    while n > 0:
+                        k = min(n, len(chunk))
+                        self.wfile.write(chunk[:k])
+                        n -= k
+                except OSError:
+                    pass
+                return
             if path == "/auth":
                 return self._send(200, (self.headers.get("Authorization") or "none").encode())
             if path == "/chunked":
@@ -135,10 +150,11 @@ class TLSServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def serve(log, root, cert):
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(*cert)
     srv = TLSServer(("127.0.0.1", 0), make_handler(log, root))
-    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    if cert:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(*cert)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, srv.server_address[1]
 
@@ -166,6 +182,8 @@ def main():
     log, badlog = Log(), Log()
     srv, port = serve(log, root, cert)
     bsrv, bport = serve(badlog, root, bad_cert)
+    plainlog = Log()
+    psrv, pport = serve(plainlog, root, None)
 
     pcfg = os.path.join(tmp, "proxy.json")
     with open(pcfg, "w") as f:
@@ -177,9 +195,16 @@ def main():
                    {"class": "net.egress", "scope": {"domains": [f"ro.test:{port}"], "tls_inspect": True,
                                                      "limited": True}},
                    {"class": "net.egress", "scope": {"domains": [f"bad.test:{bport}"], "tls_inspect": True}},
-                   {"class": "net.egress", "scope": {"domains": [f"tunnel.test:{port}"]}}], f)
-    state = os.path.join(tmp, "state")
-    d = Daemon(tmp, "d", {"standing": standing, "state_dir": state})
+                   {"class": "net.egress", "scope": {"domains": [f"tunnel.test:{port}"]}},
+                   {"class": "net.egress", "scope": {"domains": [f"plain.test:{pport}"], "limited": True}}], f)
+    # The manager's user's home: the CA is made in its Shinken state
+    # directory, which every sandbox of that user has masked.
+    home = os.path.join(tmp, "home")
+    os.mkdir(home)
+    state = os.path.join(home, ".local", "state", "shinken")
+    denv = {k: v for k, v in os.environ.items() if k not in ("XDG_STATE_HOME", "XDG_RUNTIME_DIR")}
+    denv["HOME"] = home
+    d = Daemon(tmp, "d", {"standing": standing}, env=denv)
     work = os.path.join(tmp, "work")
     os.mkdir(work)
     env = {k: v for k, v in d.env.items() if k not in ("XDG_RUNTIME_DIR",)}
@@ -213,19 +238,26 @@ def main():
         # bytes not coming out of the sandbox, whatever the workload tries.
         with open(key, "rb") as f:
             key_pem = f.read()
-        rc, out, err = run(f"cat {key} 2>&1; ls {os.path.dirname(key)} 2>&1; cat $HOME/.local/state/shinken/ca/ca.pem 2>&1; true")
+        rc, out, err = run(f"cat {key} 2>&1; ls -la {os.path.dirname(key)} 2>&1; "
+                           "cat $HOME/.local/state/shinken/ca/ca.pem 2>&1; true")
         chk(b"PRIVATE KEY" not in out.encode() and key_pem.split(b"\n")[1].decode() not in out,
             f"the CA key cannot be read from inside ({out[:200]!r})")
         # Control: the same command outside the sandbox reads it.
         p = subprocess.run(["cat", key], capture_output=True)
         chk(b"PRIVATE KEY" in p.stdout, "control: outside, the key file reads")
 
+        # SOCKS5 is inspected the same way.
+        rc, out, err = run(f"curl -sS -v --proxy socks5h://127.0.0.1:1080 {api}/hello 2>&1 | grep -i -e 'issuer:' -e hello")
+        chk(rc == 0 and "Shinken inspection CA" in out and "hello from upstream" in out,
+            f"a SOCKS5 connection is inspected ({out!r})")
+
         # Python's urllib, Node's https (through a CONNECT of its own: Node
         # 20's fetch has no proxy support), git over HTTPS, npm.
         rc, out, err = run(f"python3 -c 'import urllib.request as u; print(u.urlopen(\"{api}/hello\").read().decode(), end=\"\")'")
         chk(rc == 0 and out == "hello from upstream\n", f"python urllib ({rc}, {out!r}, {err[-300:]!r})")
         node = ("const http=require('http'),https=require('https');"
-                f"http.request({{host:'127.0.0.1',port:3128,method:'CONNECT',path:'api.test:{port}'}})"
+                f"http.request({{host:'127.0.0.1',port:3128,method:'CONNECT',path:'api.test:{port}',"
+                f"headers:{{host:'api.test:{port}'}}}})"
                 ".on('connect',(res,sock)=>{https.get({socket:sock,servername:'api.test',host:'api.test',"
                 f"port:{port},path:'/chunked',agent:false}},r=>{{let b='';r.on('data',d=>b+=d);"
                 "r.on('end',()=>{console.log(r.statusCode+' '+b.trim());process.exit(0)})})"
@@ -236,6 +268,20 @@ def main():
         chk(rc == 0 and out == "served through an inspected grant\n", f"git clone over HTTPS ({rc}, {out!r}, {err[-300:]!r})")
         rc, out, err = run(f"HOME=$PWD npm view tiny version --registry {api}/npm/")
         chk(rc == 0 and out.strip() == "1.0.0", f"npm view against the registry ({rc}, {out!r}, {err[-300:]!r})")
+
+        # Many at once, a large body, and clients that leave mid-response.
+        rc, out, err = run(f"for i in $(seq 12); do curl -sS {api}/big?n=3000000 | wc -c & done; "
+                           f"for i in 1 2 3; do curl -sS {api}/big?n=50000000 | head -c 1000 >/dev/null & done; wait")
+        sizes = out.split()
+        chk(rc == 0 and sizes.count("3000000") == 12, f"twelve concurrent 3 MB bodies arrive whole ({sizes})")
+        rc, out, err = run(f"curl -sS {api}/hello")
+        chk(rc == 0 and out == "hello from upstream\n", "the proxy still answers after clients left mid-response")
+
+        # The proxy resumes its upstream TLS sessions: the first connection
+        # to the destination was a full handshake, later ones resume.
+        api_reqs = log.find(lambda r: r["host"] == f"api.test:{port}")
+        chk(api_reqs and api_reqs[0]["reused"] is False and any(r["reused"] for r in api_reqs),
+            f"upstream sessions are resumed after the first ({[r['reused'] for r in api_reqs][:8]})")
 
         # Keep-alive: two requests on one connection; a POST with a body.
         rc, out, err = run(f"curl -sS {api}/hello {api}/hello -w '%{{num_connects}}\\n'")
@@ -251,21 +297,33 @@ def main():
         # Limited mode: a POST is refused and never reaches the upstream; GET passes.
         before = len(log.find(lambda r: r["method"] == "POST"))
         rc, out, err = run(f"curl -sS -o /dev/null -D - -d 'x=1' https://ro.test:{port}/post")
-        chk("403" in out.split("\n")[0] and "inspect-limited-method" in out, f"limited mode refuses POST ({out!r})")
+        chk("HTTP/1.1 403" in out and "inspect-limited-method" in out, f"limited mode refuses POST ({out!r})")
         chk(len(log.find(lambda r: r["method"] == "POST")) == before, "the upstream got no POST from limited mode")
         rc, out, err = run(f"curl -sS https://ro.test:{port}/hello")
         chk(rc == 0 and out == "hello from upstream\n", "control: limited mode passes GET")
 
+        # Plain HTTP under a limited grant: the same check, before any dial.
+        rc, out, err = run(f"curl -sS -D - -o /dev/null -d 'x=1' http://plain.test:{pport}/post; "
+                           f"curl -sS http://plain.test:{pport}/hello")
+        chk("HTTP/1.1 403" in out and "inspect-limited-method" in out and not plainlog.find(lambda r: r["method"] == "POST"),
+            f"limited mode refuses a plain-HTTP POST, which never reaches the upstream ({out!r})")
+        chk("hello from upstream" in out, "control: limited mode passes a plain-HTTP GET")
+
         # A Host that names another destination than the grant's.
         n = len(log.requests)
         rc, out, err = run(f"curl -sS -D - -o /dev/null -H 'Host: other.test:{port}' {api}/hello")
-        chk("400" in out.split("\n")[0] and "inspect-host-mismatch" in out, f"a mismatched Host is refused ({out!r})")
+        chk("HTTP/1.1 400" in out and "inspect-host-mismatch" in out, f"a mismatched Host is refused ({out!r})")
         chk(len(log.requests) == n, "the upstream got nothing for the mismatched Host")
         # An SNI other than the granted name: the handshake fails.
-        rc, out, err = run(f"openssl s_client -brief -connect 127.0.0.1:1080 </dev/null 2>&1 | head -1; "
-                           f"curl -sS --connect-to api.test:{port}:api.test:{port} -H 'Host: api.test:{port}' "
-                           f"--proxy http://127.0.0.1:3128 https://other.test:{port}/hello 2>&1; true")
-        chk("hello from upstream" not in out, f"an SNI for another name is refused ({out[-300:]!r})")
+        s_client = (f"printf 'GET /hello HTTP/1.1\\r\\nHost: api.test:{port}\\r\\nConnection: close\\r\\n\\r\\n' | "
+                    f"timeout 20 openssl s_client -quiet -verify_return_error -proxy 127.0.0.1:3128 "
+                    f"-connect api.test:{port} -servername")
+        n = len(log.requests)
+        rc, out, err = run(f"{s_client} other.test 2>&1; true")
+        chk("hello from upstream" not in out and len(log.requests) == n,
+            f"an SNI for another name is refused in the handshake ({out[-300:]!r})")
+        rc, out, err = run(f"{s_client} api.test 2>&1; true")
+        chk("hello from upstream" in out, f"control: the same client with the granted SNI passes ({out[-300:]!r})")
 
         # A client that pins the real upstream key fails closed; the same
         # pin outside the sandbox, straight to the upstream, succeeds.
@@ -277,15 +335,114 @@ def main():
 
         # An upstream whose certificate does not verify: the connection fails.
         rc, out, err = run(f"curl -sS -D - https://bad.test:{bport}/hello")
-        chk("502" in out.split("\n")[0] and "inspect-upstream-unverified" in out,
+        chk("HTTP/1.1 502" in out and "inspect-upstream-unverified" in out,
             f"an unverifiable upstream fails the connection ({rc}, {out!r})")
         chk(not badlog.requests, "the unverified upstream got no request")
 
         # Control: a grant without tls_inspect is a tunnel: the client sees
-        # the upstream's own certificate (and, not trusting its CA, fails).
-        rc, out, err = run(f"curl -sS -v https://tunnel.test:{port}/hello 2>&1 | grep -i 'issuer:'; "
-                           f"curl -sS --cacert {ca} https://tunnel.test:{port}/hello")
+        # the upstream's own certificate, which only the test CA verifies.
+        rc, out, err = run(f"curl -sS -v --cacert {ca} https://tunnel.test:{port}/hello 2>&1 | grep -i -e 'issuer:' -e hello")
         chk("shinken test upstream CA" in out and "hello from upstream" in out, f"control: a plain grant tunnels ({out!r})")
+
+        # Revoke: an inspected connection is a tunnel of its handle, and a
+        # revoke closes it; a connection of another handle stays open.
+        ctl = Control(d.sock)
+        a = ctl.call(op="open_session", name="revoke", egress=True, proxy_config=pcfg)
+        edir = a.get("egress_dir")
+
+        def grant(name):
+            # The shipped manifest puts egress at Ask: the test approves.
+            g = ctl.call(op="grant", session=a.get("session"), **{"class": "net.egress"},
+                         scope={"domains": [f"{name}:{port}"], "tls_inspect": True})
+            if g.get("pending"):
+                g = ctl.call(op="resolve", pending=g["pending"], resolution="approve")
+            return g
+
+        g1, g2 = grant("other.test"), grant("ro.test")
+        cctx = ssl.create_default_context(cafile=os.path.join(edir, "ca-bundle.crt"))
+
+        def inspected(name):
+            raw, st = proxy_connect(edir, name, port)
+            t = cctx.wrap_socket(raw, server_hostname=name)
+            t.settimeout(5)
+            return t, st
+
+        def get(t, name):
+            t.sendall(f"GET /hello HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n".encode())
+            data = b""
+            while not data.endswith(b"hello from upstream\n"):
+                d_ = t.recv(4096)
+                if not d_:
+                    break
+                data += d_
+            return data
+
+        chk(g1.get("ok") is True and g2.get("ok") is True, f"grants to the control session ({g1}, {g2})")
+        t1, st1 = inspected("other.test")
+        t2, st2 = inspected("ro.test")
+        chk(st1 == 200 and b"200 OK" in get(t1, "other.test") and b"200 OK" in get(t2, "ro.test"),
+            "two inspected keep-alive connections answer")
+        r = ctl.call(op="revoke", handle=g1.get("handle"))
+        chk(r.get("ok") is True, f"revoke ({r})")
+        n = len(log.requests)
+        try:
+            closed = get(t1, "other.test") == b""
+        except (OSError, ssl.SSLError):
+            closed = True
+        chk(closed and len(log.requests) == n, "the revoked handle's inspected connection is closed")
+        chk(b"200 OK" in get(t2, "ro.test"), "control: the other handle's inspected connection still answers")
+        t1.close()
+        t2.close()
+
+        # A connection held for a human and released by an inspected grant
+        # is inspected: the handle says how its connections are carried.
+        box = {}
+
+        def held_client():
+            try:
+                t, st = inspected("held.test")
+                box["st"] = st
+                box["issuer"] = t.getpeercert()["issuer"]
+                box["body"] = get(t, "held.test")
+                t.close()
+            except Exception as e:  # noqa: BLE001
+                box["err"] = repr(e)
+
+        th = threading.Thread(target=held_client, daemon=True)
+        th.start()
+        import time
+        time.sleep(1)
+        chk(th.is_alive() and "st" not in box, "a connection no handle covers is held")
+        g3 = grant("held.test")
+        th.join(10)
+        chk(box.get("st") == 200 and "Shinken inspection CA" in str(box.get("issuer")) and b"200 OK" in box.get("body", b""),
+            f"the held connection resumed under an inspected grant is inspected ({box}, {g3.get('ok')})")
+        ctl.close()
+
+        # A CA that cannot be used (a file that is not one) leaves a session
+        # that cannot inspect: the run says so once, an inspected grant's
+        # connection fails (never a tunnel), and the session goes on.
+        bad_home = os.path.join(tmp, "badhome")
+        os.makedirs(os.path.join(bad_home, ".local", "state", "shinken", "ca"), mode=0o700)
+        junk = os.path.join(bad_home, ".local", "state", "shinken", "ca", "ca.pem")
+        with open(junk, "w") as f:
+            f.write("not a key\n")
+        os.chmod(junk, 0o600)
+        benv = {k: v for k, v in denv.items()}
+        benv.update(HOME=bad_home, ASAN_OPTIONS="detect_leaks=0")
+        d2 = Daemon(tmp, "d2", {"standing": standing}, env=benv)
+        try:
+            e2 = {k: v for k, v in d2.env.items()}
+            p = subprocess.run([SHINKEN, "run", "--allow-degraded", "--net", "proxy", "--proxy-config", pcfg, "--",
+                                "/bin/sh", "-c", f"curl -sS -D - -o /dev/null {api}/hello 2>&1; "
+                                f"curl -sS --cacert {ca} https://tunnel.test:{port}/hello"],
+                               cwd=work, env=e2, capture_output=True, text=True, timeout=60)
+            chk("TLS inspection is unavailable" in p.stderr and p.stderr.count("TLS inspection is unavailable") == 1,
+                f"a session without a usable CA says so once ({p.stderr[-300:]!r})")
+            chk("inspect-no-ca" in p.stdout and "hello from upstream" in p.stdout,
+                f"its inspected grant fails and its plain one works ({p.stdout!r})")
+        finally:
+            d2.stop()
 
         # The audit: one record per request with method, status, bytes and
         # duration, and never the path.
@@ -295,9 +452,12 @@ def main():
         chk("/hello" not in text and "client-token" not in text and "/auth" not in text,
             "the audit holds no path or header value")
     finally:
-        d.stop()
+        rc = d.stop()
+        derr = d.p.stderr.read()
+        chk(rc == 0 and "Sanitizer" not in derr, f"the manager stops cleanly ({rc}, {derr[-600:]!r})")
         srv.shutdown()
         bsrv.shutdown()
+        psrv.shutdown()
     chk.finish()
 
 

@@ -569,6 +569,19 @@ case $CASE in
     }
     args() { echo read "$ws/stolen" "$out/root-secret"; }
     effect() { [ -f "$ws/stolen" ] && grep -q "$SECRET" "$ws/stolen" && echo "read a root-only host file"; } ;;
+  inspection-ca)
+    # The TLS inspection CA's key, made by a real --net proxy session in the
+    # caller's state directory: whoever reads it can mint certificates every
+    # sandbox of this user trusts.
+    setup() {
+      RUN_ENV="XDG_STATE_HOME=$home/.local/state" RUN_OPTS="--net proxy"
+      CA=$home/.local/state/shinken/ca/ca.pem
+      (cd "$ws" && run_as "$WHO" "$SHINKEN" run $ALLOW --net proxy -- true) >/dev/null 2>&1
+      [ -f "$CA" ] || fail "no inspection CA was made at $CA"
+      SECRET=$(sed -n 2p "$CA")
+    }
+    args() { echo read "$ws/stolen" "$CA"; }
+    effect() { [ -f "$ws/stolen" ] && grep -qF "$SECRET" "$ws/stolen" && echo "read the inspection CA's key"; } ;;
   unix-symlink)
     # The host's socket through a symlink planted in the workspace.
     setup() { listener unix "$out/sock"; ln -s "$out/sock" "$ws/sock-link"; }

@@ -77,6 +77,7 @@ static const struct {
   { SHK_CAP_NET_EGRESS, "{\"ports\":[true]}", "ports[0]: expected a port 1-65535 or a string" },
   { SHK_CAP_NET_EGRESS, "{\"ports\":80}", "ports: expected an array" },
   { SHK_CAP_NET_EGRESS, "{\"tls_inspect\":1}", "tls_inspect: expected true or false" },
+  { SHK_CAP_NET_EGRESS, "{\"limited\":\"yes\"}", "limited: expected true or false" },
   { SHK_CAP_NET_EGRESS, "{\"domain\":[]}", "unknown field 'domain' for class net.egress" },
   { SHK_CAP_FS_SCOPE, "{\"read\":[\"/\"],\"write\":[\"/w\"],\"deny\":[\"/w/.git\"]}", NULL,
     "\"deny\":[\"/w/.git\"],\"read\":[\"/\"],\"write\":[\"/w\"]" },
@@ -191,6 +192,9 @@ static const struct {
   /* tls_inspect narrows */
   { SHK_CAP_NET_EGRESS, "{\"tls_inspect\":true}", "{}", true },
   { SHK_CAP_NET_EGRESS, "{}", "{\"tls_inspect\":true}", false },
+  /* limited narrows too: a limited child of a full parent, never the reverse */
+  { SHK_CAP_NET_EGRESS, "{\"limited\":true}", "{}", true },
+  { SHK_CAP_NET_EGRESS, "{}", "{\"limited\":true}", false },
   /* paths */
   { SHK_CAP_FS_SCOPE, "{\"write\":[\"/w/a\"]}", "{\"write\":[\"/w\"]}", true },
   { SHK_CAP_FS_SCOPE, "{\"write\":[\"/work\"]}", "{\"write\":[\"/w\"]}", false },

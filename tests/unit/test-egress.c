@@ -27,6 +27,10 @@
 
 #include "egress/egress-internal.h"
 
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
 static void test_authority(void **state)
 {
   shk_host h;
@@ -1326,6 +1330,159 @@ static void test_bridge(void **state)
   }
 }
 
+
+/* The inspection CA: made once (0600 in a 0700 directory), read back the
+ * same by a second opener; a leaf names exactly its host (DNS or IP SAN),
+ * chains to the CA, is cached (no new signature for a name seen before)
+ * and the cache is bounded, least recently used out. */
+static void test_ca(void **state)
+{
+  char dir[] = "/tmp/shk-ca-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char cadir[sizeof dir + 8];
+  snprintf(cadir, sizeof cadir, "%s/ca", dir);
+  shk__eg_ca *ca, *ca2;
+  shk_error err;
+  assert_int_equal(shk__eg_ca_open(cadir, &ca, &err), 0);
+  char path[sizeof cadir + 16];
+  snprintf(path, sizeof path, "%s/ca.pem", cadir);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0600);
+  assert_int_equal(stat(cadir, &st), 0);
+  assert_int_equal(st.st_mode & 0777, 0700);
+  assert_int_equal(shk__eg_ca_open(cadir, &ca2, &err), 0);
+  assert_string_equal(shk__eg_ca_pem(ca), shk__eg_ca_pem(ca2));
+  shk__eg_ca_free(ca2);
+
+  shk_host h, ip;
+  assert_int_equal(shk_host_parse("api.test", 8, &h, NULL, NULL), 0);
+  assert_int_equal(shk_host_parse("127.0.0.1", 9, &ip, NULL, NULL), 0);
+  X509 *leaf = shk__eg_ca_leaf(ca, &h);
+  assert_non_null(leaf);
+  assert_int_equal(X509_check_host(leaf, "api.test", 0, 0, NULL), 1);
+  assert_int_equal(X509_check_host(leaf, "other.test", 0, 0, NULL), 0);
+  assert_int_equal(X509_check_host(leaf, "x.api.test", 0, 0, NULL), 0);
+  assert_int_equal(X509_check_ca(leaf), 0);
+  assert_int_equal(X509_check_issued(shk__eg_ca_cert(ca), leaf), X509_V_OK);
+  EVP_PKEY *capub = X509_get0_pubkey(shk__eg_ca_cert(ca));
+  assert_int_equal(X509_verify(leaf, capub), 1);
+  assert_int_equal(X509_check_private_key(leaf, shk__eg_ca_leaf_key(ca)), 1);
+  /* Short validity: a day at most. */
+  int days = 0, secs = 0;
+  assert_int_equal(ASN1_TIME_diff(&days, &secs, X509_get0_notBefore(leaf), X509_get0_notAfter(leaf)), 1);
+  assert_true(days * 86400 + secs <= 25 * 3600);
+  X509 *leaf_ip = shk__eg_ca_leaf(ca, &ip);
+  assert_int_equal(X509_check_ip_asc(leaf_ip, "127.0.0.1", 0), 1);
+  assert_int_equal(shk__eg_ca_minted(ca), 2);
+  assert_ptr_equal(shk__eg_ca_leaf(ca, &h), leaf);
+  assert_int_equal(shk__eg_ca_minted(ca), 2);
+  /* Bounded: past the cache's size the least recently used goes (api.test
+   * was used last of the first two, so 127.0.0.1 goes first). */
+  for (unsigned i = 0; i < SHK__EG_LEAF_CACHE; i++) {
+    char name[32];
+    shk_host n;
+    int len = snprintf(name, sizeof name, "h%u.test", i);
+    assert_int_equal(shk_host_parse(name, (size_t)len, &n, NULL, NULL), 0);
+    if (i == SHK__EG_LEAF_CACHE - 10)
+      assert_non_null(shk__eg_ca_leaf(ca, &h)); /* keeps api.test recent */
+    assert_non_null(shk__eg_ca_leaf(ca, &n));
+  }
+  assert_int_equal(shk__eg_ca_cached(ca), SHK__EG_LEAF_CACHE);
+  unsigned long minted = shk__eg_ca_minted(ca);
+  assert_non_null(shk__eg_ca_leaf(ca, &h));
+  assert_int_equal(shk__eg_ca_minted(ca), minted); /* still cached */
+  assert_non_null(shk__eg_ca_leaf(ca, &ip));
+  assert_int_equal(shk__eg_ca_minted(ca), minted + 1); /* was evicted */
+  shk__eg_ca_free(ca);
+
+  /* A key file others can read is refused, not used. */
+  assert_int_equal(chmod(path, 0644), 0);
+  assert_int_equal(shk__eg_ca_open(cadir, &ca, &err), -EPERM);
+  assert_non_null(strstr(err.message, "mode 0600"));
+  assert_int_equal(chmod(path, 0600), 0);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("not a key\n", f);
+  fclose(f);
+  assert_int_equal(shk__eg_ca_open(cadir, &ca, &err), -EINVAL);
+  unlink(path);
+  rmdir(cadir);
+  rmdir(dir);
+}
+
+/* Origin-form heads on an inspected connection and the response heads of
+ * its upstream. */
+static void test_http_origin(void **state)
+{
+  shk_host h;
+  assert_int_equal(shk_host_parse("api.test", 8, &h, NULL, NULL), 0);
+  static shk__http_origin_req req;
+  shk__http_refusal ref;
+  const char *ok = "GET /a?b=c HTTP/1.1\r\nHost: API.test\r\nAuthorization: Bearer x\r\n"
+                   "Connection: keep-alive, X-Drop\r\nX-Drop: 1\r\nAccept: */*\r\n\r\n";
+  assert_int_equal(shk__http_parse_origin(ok, strlen(ok), &h, 443, 443, &req, &ref), 1);
+  assert_string_equal(req.method, "GET");
+  assert_int_equal(req.n_headers, 2); /* Authorization and Accept */
+  assert_int_equal(req.headers[0].name_len, 13);
+  assert_false(req.close);
+  char *up;
+  size_t ulen;
+  shk_egress_header extra[] = { { "Authorization", 13, "Bearer real", 11 },
+                                { "Content-Length", 14, "99", 2 },
+                                { "X-Bad", 5, "a\r\nEvil: 1", 10 } };
+  assert_int_equal(shk__http_build_origin(&req, &h, 443, 443, extra, 3, &up, &ulen), 0);
+  assert_string_equal(up, "GET /a?b=c HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer real\r\n\r\n");
+  free(up);
+  /* The port is in Host when it is not the scheme's. */
+  const char *p8443 = "GET / HTTP/1.1\r\nHost: api.test:8443\r\n\r\n";
+  assert_int_equal(shk__http_parse_origin(p8443, strlen(p8443), &h, 8443, 443, &req, &ref), 1);
+  assert_int_equal(shk__http_parse_origin(p8443, strlen(p8443), &h, 443, 443, &req, &ref), -1);
+  assert_string_equal(ref.reason, "inspect-host-mismatch");
+  static const struct { const char *head; const char *reason; } bad[] = {
+    { "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n", "inspect-host-mismatch" },
+    { "GET / HTTP/1.1\r\n\r\n", "http-host-missing" },
+    { "GET / HTTP/1.1\r\nHost: api.test\r\nHost: api.test\r\n\r\n", "http-two-host" },
+    { "GET http://api.test/ HTTP/1.1\r\nHost: api.test\r\n\r\n", "inspect-not-origin-form" },
+    { "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n", "inspect-connect-inside" },
+    { "GET / HTTP/1.1\r\nHost: api.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+      "inspect-upgrade-unsupported" },
+    { "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "http-cl-and-te" },
+    { "POST / HTTP/1.1\r\nHost: api.test\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+      "http-two-content-length" },
+    { "GET / HTTP/1.1\r\nHost: api.test\r\n X: folded\r\n\r\n", "http-obs-fold" },
+    { "GET / HTTP/1.1\nHost: api.test\r\n\r\n", "http-bare-lf" },
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(shk__http_parse_origin(bad[i].head, strlen(bad[i].head), &h, 443, 443, &req, &ref), -1);
+    assert_string_equal(ref.reason, bad[i].reason);
+  }
+  const char *partial = "GET / HTTP/1.1\r\nHost: api";
+  assert_int_equal(shk__http_parse_origin(partial, strlen(partial), &h, 443, 443, &req, &ref), 0);
+
+  shk__http_resp resp;
+  const char *why;
+  const char *r1 = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+  assert_int_equal(shk__http_parse_response(r1, strlen(r1), "GET", &resp, &why), 1);
+  assert_int_equal(resp.status, 200);
+  assert_true(resp.has_length);
+  assert_int_equal(resp.content_length, 5);
+  assert_int_equal(resp.head_len, strlen(r1) - 5);
+  const char *r2 = "HTTP/1.0 200 OK\r\n\r\n";
+  assert_int_equal(shk__http_parse_response(r2, strlen(r2), "GET", &resp, &why), 1);
+  assert_true(resp.close);
+  assert_false(resp.has_length);
+  const char *r3 = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n";
+  assert_int_equal(shk__http_parse_response(r3, strlen(r3), "GET", &resp, &why), -1);
+  const char *r4 = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n";
+  assert_int_equal(shk__http_parse_response(r4, strlen(r4), "GET", &resp, &why), -1);
+  assert_string_equal(why, "upstream-upgrade");
+  assert_false(shk__http_resp_has_body("HEAD", 200));
+  assert_false(shk__http_resp_has_body("GET", 304));
+  assert_true(shk__http_resp_has_body("GET", 200));
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -1338,6 +1495,7 @@ int main(void)
     cmocka_unit_test(test_limits),         cmocka_unit_test(test_refusal_text),
     cmocka_unit_test(test_session),        cmocka_unit_test(test_hold),
     cmocka_unit_test(test_close_async),    cmocka_unit_test(test_bridge),
+    cmocka_unit_test(test_ca),             cmocka_unit_test(test_http_origin),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
