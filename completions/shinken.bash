@@ -42,6 +42,7 @@ _shinken() {
       translate-policy translate-schema conformance analyze" -- "$cur") ;;
     audit) [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "verify prove key tail show export" -- "$cur") ;;
     trust) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
+    secret) [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "add list rm" -- "$cur") ;;
   esac
 }
 complete -F _shinken shinken
