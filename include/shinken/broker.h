@@ -116,9 +116,8 @@ typedef struct shk_broker_use {
  * HTTP the secret was not opted in for ("broker-plain-http"); and with
  * -ECONNABORTED ("broker-revoked") a request to the host of a revoked use
  * (the connection is closed). Nothing to do:
- * 0 with *out NULL. *n_injected (may be NULL) counts the secrets injected;
- * their names are USES[i] with injected[i] set (INJECTED may be NULL, else
- * holds n_uses entries). */
+ * 0 with *out NULL. INJECTED (may be NULL, else n_uses entries) says,
+ * on success, which uses were injected. */
 int shk_broker_rewrite(const shk_broker_use *uses, size_t n_uses, const shk_egress_http_request *req,
                        shk_egress_header **out, size_t *n_out, const char **reason,
                        const shk_broker_use **hit, bool *injected);

@@ -313,6 +313,43 @@ static void test_rewrite(void **state)
   shk_broker_store_free(st);
 }
 
+/* The VmFlags of the mapping that holds P, from /proc/self/smaps. */
+static void vm_flags(const void *p, char *out, size_t len)
+{
+  FILE *f = fopen("/proc/self/smaps", "r");
+  assert_non_null(f);
+  char line[512];
+  bool in = false;
+  out[0] = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long a, b;
+    if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, ' ') < strchr(line, '\n'))
+      in = (uintptr_t)p >= a && (uintptr_t)p < b;
+    else if (in && !strncmp(line, "VmFlags:", 8))
+      snprintf(out, len, "%.200s", line + 8);
+  }
+  fclose(f);
+}
+
+static void test_secure_memory(void **state)
+{
+  (void)state;
+  char *p = shk_broker_secure_alloc(100);
+  assert_non_null(p);
+  char flags[256];
+  vm_flags(p, flags, sizeof flags);
+  /* Locked ("lo") and left out of core dumps ("dd"). */
+  assert_non_null(strstr(flags, " lo"));
+  assert_non_null(strstr(flags, " dd"));
+  shk_broker_secure_free(p, 100);
+  /* Control: ordinary memory has neither. */
+  char *q = malloc(1 << 20);
+  assert_non_null(q);
+  vm_flags(q, flags, sizeof flags);
+  assert_null(strstr(flags, " dd"));
+  free(q);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -321,6 +358,7 @@ int main(void)
     cmocka_unit_test_setup_teardown(test_store_bad_input, setup, teardown),
     cmocka_unit_test_setup_teardown(test_sentinel, setup, teardown),
     cmocka_unit_test_setup_teardown(test_rewrite, setup, teardown),
+    cmocka_unit_test(test_secure_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
