@@ -18,13 +18,14 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import scratch, skip  # noqa: E402
 from mgrlib import SHINKEN, Checks, Daemon, audit_events  # noqa: E402
-from mitm import Log, make_handler, make_pki, serve  # noqa: E402
+from mitm import Log, TLSServer, make_handler, make_pki, serve  # noqa: E402
 
 chk = Checks()
 TOKEN = "ghp_R3alS3cretT0kenValue0123456789abcdXY"
@@ -81,6 +82,11 @@ def main():
     os.mkdir(root)
     log = Log()
     srv, port = serve(log, root, cert)
+    # A plain-HTTP upstream: the secret must never be sent to it.
+    plog = Log()
+    psrv = TLSServer(("127.0.0.1", 0), make_handler(plog, root))
+    threading.Thread(target=psrv.serve_forever, daemon=True).start()
+    pport = psrv.server_address[1]
 
     xdg = os.path.join(tmp, "xdg")
     os.makedirs(xdg, mode=0o700)
@@ -104,7 +110,8 @@ def main():
     standing = os.path.join(tmp, "standing.json")
     with open(standing, "w") as f:
         json.dump([{"class": "net.egress", "scope": {"domains": [f"api.test:{port}"], "tls_inspect": True}},
-                   {"class": "net.egress", "scope": {"domains": [f"other.test:{port}"], "tls_inspect": True}}],
+                   {"class": "net.egress", "scope": {"domains": [f"other.test:{port}"], "tls_inspect": True}},
+                   {"class": "net.egress", "scope": {"domains": [f"api.test:{pport}", f"other.test:{pport}"]}}],
                   f)
     d = Daemon(tmp, "d", {"standing": standing}, env=base_env)
     work = os.path.join(tmp, "work")
@@ -121,6 +128,8 @@ def main():
         curl -sS -o /dev/null -H "X-Key: $GH_TOKEN" '{api}/hello?n=2'
         curl -sS -o /dev/null -w '%{{http_code}}' -H "Authorization: Bearer $GH_TOKEN" '{other}/hello?n=3' > other.code
         curl -sS -o /dev/null -H 'Authorization: Bearer client-own' '{other}/hello?n=4'
+        curl -sS -o /dev/null -w '%{{http_code}}' -H 'Authorization: Bearer client-own' 'http://api.test:{pport}/hello?n=p1' > plain.code
+        curl -sS -o /dev/null -w '%{{http_code}}' 'http://other.test:{pport}/hello?n=p2' > plain-other.code
         sleep 300 & echo $! > sleeper.pid
         touch ready
         while [ ! -f go ]; do sleep 0.1; done
@@ -186,6 +195,16 @@ def main():
         chk("4" in reqs and reqs["4"].get("auth") == "Bearer client-own",
             "control: other.test gets a request without the sentinel as sent")
 
+        # Plain HTTP to the secret's host: refused, since the secret was not
+        # added with --allow-plain-http; the plain upstream got nothing.
+        # Control: plain HTTP to another host goes through.
+        pcode = open(os.path.join(work, "plain.code")).read().strip()
+        chk(pcode == "403" and not plog.find(lambda r: "n=p1" in r["path"]),
+            f"plain HTTP to the secret's host is refused ({pcode}) and reached nothing")
+        pcode2 = open(os.path.join(work, "plain-other.code")).read().strip()
+        chk(pcode2 == "200" and plog.find(lambda r: "n=p2" in r["path"]),
+            f"control: plain HTTP to another host goes through ({pcode2})")
+
         # The sandboxed process: its environment and memory hold the
         # sentinel at most, never the secret.
         pid_in = int(open(os.path.join(work, "sleeper.pid")).read())
@@ -227,6 +246,7 @@ def main():
     d.stop()
     dout, derr = d.p.stdout.read(), d.p.stderr.read()
     srv.shutdown()
+    psrv.shutdown()
 
     # The audit: "credential github:read brokered for api.test", never the value.
     evs = audit_events(d.db, env=base_env)
