@@ -43,6 +43,7 @@ _shinken() {
     audit) [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "verify prove key tail show export" -- "$cur") ;;
     trust) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
     persist) [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "list show rm" -- "$cur") ;;
+    secret) [ "$COMP_CWORD" -eq 2 ] && mapfile -t COMPREPLY < <(compgen -W "add list rm" -- "$cur") ;;
   esac
 }
 complete -F _shinken shinken

@@ -61,6 +61,7 @@ int shk_cli_grants(int argc, char **argv);
 int shk_cli_revoke(int argc, char **argv);
 int shk_cli_attenuate(int argc, char **argv);
 int shk_cli_audit(int argc, char **argv);
+int shk_cli_secret(int argc, char **argv);
 int shk_cli_approvals(int argc, char **argv);
 int shk_cli_approve(int argc, char **argv);
 int shk_cli_deny(int argc, char **argv);

@@ -182,6 +182,22 @@ static const struct usage {
     "configuration for shinken run, which is loaded only while it is unchanged since.\n"
     "The record is its SHA-256 in $XDG_STATE_HOME/shinken/trusted.json, which no\n"
     "sandbox can write (shinken-trust(1))." },
+  { "secret",
+    "usage: shinken secret [--dir DIR] add NAME --host PATTERN [--header 'NAME: TEMPLATE {}']\n"
+    "         [--env VAR] [--allow-plain-http] [--replace]\n"
+    "       shinken secret [--dir DIR] list [--json]\n"
+    "       shinken secret [--dir DIR] rm NAME\n"
+    "The secret broker's encrypted store (shinken-secret(1)). add reads the value from\n"
+    "a prompt without echo, or from standard input; never from the command line.\n"
+    "The proxy injects it on inspected requests to PATTERN for sessions granted\n"
+    "credentials {broker_scopes: [NAME]}; list never prints a value.\n"
+    "\n"
+    "  --host PATTERN       the hosts the secret is sent to (host, *.host, **.host, :PORT)\n"
+    "  --header H           the header that carries it (default 'Authorization: Bearer {}')\n"
+    "  --env VAR            give sandboxes a sentinel of the same shape in VAR\n"
+    "  --allow-plain-http   inject over plain HTTP too (the value crosses the network in clear)\n"
+    "  --replace            replace a secret of the same name\n"
+    "  --dir DIR            the store (default $XDG_STATE_HOME/shinken/broker)" },
   { "help",
     "usage: shinken help [COMMAND]\n"
     "The manual page of COMMAND (shinken-COMMAND(1)), or its usage where man pages\n"

@@ -34,6 +34,7 @@ static const struct subcommand commands[] = {
   { "takeover", shk_cli_takeover, "freeze a session's processes until you resume it", false },
   { "resume", shk_cli_resume, "continue a frozen session", false },
   { "persist", shk_cli_persist, "list, show or delete what persistence grants kept", true },
+  { "secret", shk_cli_secret, "the secret broker's store: add, list, rm", true },
   { "audit", shk_cli_audit, "the signed authority timeline: verify, prove, key, tail, show, export", true },
   { "help", shk_cli_help, "the manual page of a command", true },
   /* Re-executed by bwrap inside the sandbox; not for people. */

@@ -99,6 +99,7 @@ typedef struct run_session {
   const shk_sandbox_opts *opts;     /* the limits asked, for the manager's sessions view */
   shk_cli_run_log_info audit; /* an embedded manager's own timeline */
   char *panel_url;            /* --panel: its login URL, or NULL */
+  json_t *sentinels;          /* {VAR: sentinel} of the broker's secrets, for the sandbox */
 } run_session;
 
 /* Whether the launch will relay a terminal (relay.c's test), and so can
@@ -115,6 +116,7 @@ static void session_close(run_session *rs)
   /* The manager first: its proxies may still be handing over verdicts. */
   shk_manager_free(rs->embedded);
   shk_cli_refusals_free(rs->refusals);
+  json_decref(rs->sentinels);
   if (rs->socket)
     unlink(rs->socket);
   if (rs->private)
@@ -274,6 +276,25 @@ static void serve_panel(run_session *rs)
     shk__warn("warning: --panel: %s", err.message);
 }
 
+/* The broker's sentinels go into the sandbox's environment, passed
+ * although their names (GH_TOKEN, NPM_TOKEN) are of the kind the filter
+ * removes: a sentinel is not a secret, only the proxy can turn it into
+ * one. The caller's own value of such a variable is replaced. */
+static void pass_sentinels(shk_sandbox_opts *o, run_session *rs)
+{
+  const char *var;
+  json_t *v;
+  json_object_foreach(rs->sentinels, var, v) {
+    const char *val = json_string_value(v);
+    if (!val)
+      continue;
+    if (setenv(var, val, 1) < 0)
+      shk__die(RUN_FAIL, "run: out of memory");
+    o->env.v = shk__xrealloc(o->env.v, (o->env.n + 1) * sizeof *o->env.v);
+    o->env.v[o->env.n++] = shk__xstrdup(var);
+  }
+}
+
 /* Returns NULL, or one line saying why the session could not be opened. */
 static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *plan,
                           const char *proxy_config, run_session *rs)
@@ -365,6 +386,7 @@ static char *session_open(const shk_sandbox_opts *o, const shk_sandbox_plan *pla
     if (ie)
       shk__warn("warning: TLS inspection is unavailable in this session: %s", ie);
     rs->dir = shk__xstrdup(json_string_value(json_object_get(ans, "egress_dir")));
+    rs->sentinels = json_incref(json_object_get(ans, "sentinels"));
   }
   json_decref(ans);
   if (why || !rs->embedded)
@@ -666,6 +688,7 @@ int shk_cli_run(int argc, char **argv)
       shk_sandbox_plan_free(&plan);
       shk__die(RUN_FAIL, "run: egress: %s; nothing was run", why);
     }
+    pass_sentinels(&o, &rs);
   }
 
   /* The workload knows its session, to name it in a request for a grant. */

@@ -370,6 +370,14 @@ static void pump_response(shk__mitm *m)
 }
 
 /* One request head: parsed, checked, rewritten, sent. */
+/* Wipes and frees a request head the upstream's output buffer held. */
+static void wipe_head(const void *data, size_t len, void *arg)
+{
+  (void)arg;
+  OPENSSL_cleanse((void *)data, len);
+  free((void *)data);
+}
+
 static void next_request(shk__mitm *m)
 {
   struct evbuffer *in = bufferevent_get_input(m->cl);
@@ -427,6 +435,10 @@ static void next_request(shk__mitm *m)
   size_t head_len;
   int br = shk__http_build_origin(req, &m->o.host, m->o.port, 443, rw ? rw : req->headers,
                                   rw ? n_rw : req->n_headers, &head, &head_len);
+  /* Why wiped: a rewritten head may carry a brokered secret, which must
+   * not stay behind in freed memory (a core dump, a later allocation). */
+  for (size_t i = 0; rw && i < n_rw; i++)
+    OPENSSL_cleanse((void *)rw[i].value, rw[i].value_len);
   free(rw);
   if (br < 0) {
     record(m, "deny", "proxy-out-of-memory", 503);
@@ -438,8 +450,11 @@ static void next_request(shk__mitm *m)
   m->req_chunked = req->chunked;
   memset(&m->req_ck, 0, sizeof m->req_ck);
   evbuffer_drain(in, req->head_len);
-  int ar = evbuffer_add(bufferevent_get_output(m->up), head, head_len);
-  free(head);
+  /* The head is handed over by reference, not copied, and wiped when the
+   * output buffer lets it go. */
+  int ar = evbuffer_add_reference(bufferevent_get_output(m->up), head, head_len, wipe_head, NULL);
+  if (ar < 0)
+    wipe_head(head, head_len, NULL);
   if (ar < 0) {
     finish(m);
     return;

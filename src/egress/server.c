@@ -17,6 +17,7 @@
 #include <event2/util.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <openssl/ssl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -998,6 +999,9 @@ static bool http_checks(struct conn *c)
   int r = 0;
   if (rw)
     r = shk__http_build_origin(req, &c->host, c->port, 80, rw, n_rw, &head, &head_len);
+  /* Why wiped: the hook's values may hold a brokered secret. */
+  for (size_t i = 0; rw && i < n_rw; i++)
+    OPENSSL_cleanse((void *)rw[i].value, rw[i].value_len);
   free(rw);
   free(req);
   if (r < 0) {

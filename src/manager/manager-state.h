@@ -38,6 +38,13 @@ typedef struct egrant {
   char id[SHK_CAP_ID_HEX];
   char rule[32];         /* "handle:" and the first hex digits, for the proxy's lines */
   shk_cap_scope scope;
+  /* A credentials grant's broker entry (cls credentials, NULL for
+   * net.egress): the secrets it names, loaded from the store when it was
+   * granted, in locked memory, and their sentinels under the session's key. */
+  struct shk_broker_store *store;
+  struct shk_broker_use *uses;
+  size_t n_uses;
+  char *sentinels;       /* the uses' sentinels, one block */
 } egrant;
 
 /* The control plane's record of one handle of a session. */
@@ -68,6 +75,9 @@ typedef struct session {
   char id[64];
   char model[64];
   _Atomic(egrant *) egress_grants; /* newest first; written under mu */
+  /* The key of this session's sentinels (shk_broker_sentinel): random,
+   * never leaves the manager. */
+  uint8_t broker_key[32];
   /* The control plane's, under mu. */
   char trust_tier[16];
   int64_t expires_ms;

@@ -45,6 +45,7 @@
 
 #include "common/common.h"
 #include "manager/ask.h"
+#include "manager/broker.h"
 #include "manager/manager-internal.h"
 #include "manager/manager-state.h"
 #include "manager/session-view.h"
@@ -70,6 +71,8 @@ static const char *const enforced_by[SHK_CAP__COUNT] = {
                          "on revoke",
   [SHK_CAP_PERSISTENCE] = "an overlay injected into the running sandbox over the host's path, its changes kept "
                           "per image in the state directory (past the session only with survives_session)",
+  [SHK_CAP_CREDENTIALS] = "the egress proxy's broker: the secret injected into inspected requests to its "
+                          "hosts, checked live on every request",
 };
 
 /* Why a class has no mechanism in this build: said with every refusal, so
@@ -78,7 +81,6 @@ static const char *const not_built[SHK_CAP__COUNT] = {
   [SHK_CAP_CLIPBOARD] = "this version has no clipboard surface to broker it through",
   [SHK_CAP_INSTALL_PRIVILEGED] = "this version has no sudo shim nor overlay of the system directories "
                                  "to run a privileged install in",
-  [SHK_CAP_CREDENTIALS] = "this version has no credential broker in the egress proxy",
 };
 
 /* True for the classes whose grants are mounts in the running sandbox
@@ -509,6 +511,7 @@ static void session_destroy(session *s)
   shk_egress_session_close(s->egress);
   for (egrant *g = atomic_load(&s->egress_grants), *n; g; g = n) {
     n = g->next;
+    shk__broker_release(g);
     shk_cap_scope_clear(&g->scope);
     free(g);
   }
@@ -733,7 +736,8 @@ static shk_egress_verdict egress_hook(void *data, const shk_egress_request *req,
   bool dns = req->proto == SHK_EGRESS_DNS;
   const egrant *hit = NULL;
   for (egrant *g = atomic_load_explicit(&s->egress_grants, memory_order_acquire); g && !hit; g = g->next) {
-    if (atomic_load(&g->dead) || !shk_cap_scope_allows_host(&g->scope, req->host, req->port))
+    if (g->scope.cls != SHK_CAP_NET_EGRESS || atomic_load(&g->dead) ||
+        !shk_cap_scope_allows_host(&g->scope, req->host, req->port))
       continue;
     /* A DNS answer is not a use; the connection that follows is. */
     if (dns ? shk_cap_check(m->table, g->id, now) : shk_cap_use(m->table, g->id, now))
@@ -833,7 +837,7 @@ static int prepare_grant(session *s, const grant *g, const shk_cap_scope *scope,
     s->grants = ng;
     s->cap_grants = nc;
   }
-  if (g->cls != SHK_CAP_NET_EGRESS)
+  if (g->cls != SHK_CAP_NET_EGRESS && g->cls != SHK_CAP_CREDENTIALS)
     return 0;
   egrant *e = calloc(1, sizeof *e);
   if (!e || shk_cap_scope_copy(&e->scope, scope)) {
@@ -850,6 +854,7 @@ static int prepare_grant(session *s, const grant *g, const shk_cap_scope *scope,
 static void unprepare(egrant *eg)
 {
   if (eg) {
+    shk__broker_release(eg);
     shk_cap_scope_clear(&eg->scope);
     free(eg);
   }
@@ -1165,9 +1170,15 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
    * nothing remains, and the event says why. */
   egrant *eg = NULL;
   const char *delta_err = fault("grant-delta") ? "injected fault"
-                        : scope->cls == SHK_CAP_NET_EGRESS && !s->egress ? "the session has no egress proxy" : NULL;
+                        : (scope->cls == SHK_CAP_NET_EGRESS || scope->cls == SHK_CAP_CREDENTIALS) && !s->egress
+                            ? "the session has no egress proxy" : NULL;
   if (!delta_err && prepare_grant(s, &g, scope, q->once, &eg))
     delta_err = "out of memory";
+  /* A credentials grant's delta is its secrets, loaded from the store now:
+   * a name the store does not hold is refused, not granted empty. */
+  char br_why[512];
+  if (!delta_err && scope->cls == SHK_CAP_CREDENTIALS)
+    delta_err = shk__broker_prepare(s->broker_key, scope, eg, br_why, sizeof br_why);
   /* A mount class's delta is its mounts in the running sandbox, made now
    * (all or nothing) and taken away again if a later step fails; or, for a
    * session whose launcher has said a sandbox is coming and that has not
@@ -1311,6 +1322,10 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
   session *s = calloc(1, sizeof *s);
   if (!s)
     return refuse("open_session: out of memory");
+  if (getrandom(s->broker_key, sizeof s->broker_key, 0) != (ssize_t)sizeof s->broker_key) {
+    free(s);
+    return refuse("open_session: no randomness");
+  }
   s->m = m;
   s->refs = 1;
   pthread_mutex_init(&s->held_mu, NULL);
@@ -1350,6 +1365,7 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
         .name = s->id, .allow_domains = allow, .n_allow_domains = na, .deny_domains = deny,
         .n_deny_domains = nd, .config_path = str_or(req, "proxy_config", NULL),
         .hook = egress_hook, .hook_data = s, .on_verdict = egress_verdict, .on_abandon = shk__ask_abandon,
+        .rewrite = shk__broker_rewrite,
         .ca_dir = m->ca_dir, .upstream_ca = str_or(req, "upstream_ca", NULL),
       };
       shk_error err;
@@ -1384,9 +1400,12 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
     s->next = m->sessions;
     m->sessions = s;
     issue_standing(m, s);
-    ans = json_pack("{s:b, s:s, s:s?, s:I, s:s?}", "ok", 1, "session", s->id, "egress_dir",
+    /* The sentinels of the store's --env secrets: tools that insist on a
+     * token find one, and only the proxy can turn it into the secret. */
+    ans = json_pack("{s:b, s:s, s:s?, s:I, s:s?, s:o}", "ok", 1, "session", s->id, "egress_dir",
                     s->egress ? shk_egress_session_dir(s->egress) : NULL, "expires_ms", (json_int_t)s->expires_ms,
-                    "inspection_error", s->egress ? shk_egress_session_ca_error(s->egress) : NULL);
+                    "inspection_error", s->egress ? shk_egress_session_ca_error(s->egress) : NULL,
+                    "sentinels", s->egress ? shk__broker_sentinels(s->broker_key) : json_object());
   }
   pthread_mutex_unlock(&m->mu);
   if (!opened) {
@@ -1678,7 +1697,7 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
   size_t idx, n_tags = 0;
   int closed = 0, detached = 0, stopped = 0; /* tunnels closed, mounts detached, holders stopped */
   session *s = session_of_handle(m, id, &idx);
-  uint64_t *tags = calloc(s ? s->n_grants + 1 : 1, sizeof *tags);
+  uint64_t *tags = calloc(s ? 2 * s->n_grants + 1 : 1, sizeof *tags);
   shk_cap_class cls = s ? s->grants[idx].cls : SHK_CAP_NET_EGRESS;
   for (size_t i = 0; s && i < s->n_grants; i++) {
     grant *g = &s->grants[i];
@@ -1694,6 +1713,13 @@ static json_t *op_revoke(shk_manager *m, json_t *req, const shk__peer *by)
         atomic_store(&g->eg->dead, true);
         if (tags)
           tags[n_tags++] = g->eg->tag;
+      }
+      /* A revoked credential closes the session's inspected connections:
+       * none goes on with a secret injected into its earlier requests. */
+      for (size_t k = 0; tags && g->cls == SHK_CAP_CREDENTIALS && k < s->n_grants; k++) {
+        const egrant *o = s->grants[k].eg;
+        if (o && o->scope.cls == SHK_CAP_NET_EGRESS && o->scope.tls_inspect && n_tags < 2 * s->n_grants + 1)
+          tags[n_tags++] = o->tag;
       }
     }
   }
@@ -1761,9 +1787,17 @@ static json_t *op_attenuate(shk_manager *m, json_t *req, const shk__peer *by)
   grant g = { .cls = parent->cls };
   egrant *eg = NULL;
   r = shk_cap_attenuate(m->table, id, &scope, ttl ? now_ms() + ttl : 0, g.id, &aerr);
+  char br_why[512];
+  const char *br_bad = NULL;
   if (!r && prepare_grant(s, &g, &scope, q.once, &eg)) {
     unissue(m, g.id);
     r = shk__error_set(&aerr, -ENOMEM, "out of memory");
+  } else if (!r && g.cls == SHK_CAP_CREDENTIALS &&
+             (br_bad = shk__broker_prepare(s->broker_key, &scope, eg, br_why, sizeof br_why))) {
+    unprepare(eg);
+    eg = NULL;
+    unissue(m, g.id);
+    r = shk__error_set(&aerr, -EINVAL, "%s", br_bad);
   }
   shk_audit_event e;
   ev_request(&e, "attenuate", &q);

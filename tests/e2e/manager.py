@@ -517,7 +517,7 @@ def main():
         n_pending = [x["pending"] for x in json.loads(cli("sessions", "--json", env=env)[1])["sessions"]
                      if x["session"] == sid]
         for cls, scope in [("fs.scope", '{"write":["/work/x"]}'), ("gpu", '{"device_ids":["0"]}'),
-                           ("clipboard", '{"paste_in":true}'), ("credentials", '{"broker_scopes":["github:read"]}')]:
+                           ("clipboard", '{"paste_in":true}')]:
             rc, out, err = cli("grant", sid, cls, "--scope", scope, "--approve", "--json", env=env)
             a = json.loads(out) if out.strip() else {}
             why = a.get("error", "")
@@ -525,6 +525,13 @@ def main():
                   and (why.startswith(f"no enforcement point on this host for {cls}: ") if cls != "fs.scope"
                        else "no running sandbox" in why or why.startswith("no enforcement point")),
                   f"{cls}: refused for want of an enforcement point, with the reason ({out!r})")
+        # credentials has one (the broker), but a secret the store does not
+        # hold is refused by it, naming the secret: never granted empty.
+        rc, out, err = cli("grant", sid, "credentials", "--scope", '{"broker_scopes":["github:read"]}', "--approve",
+                           "--json", env=env)
+        a = json.loads(out) if out.strip() else {}
+        check(rc == 2 and a.get("decided_by") == "enforcement" and "no secret named github:read" in a.get("error", ""),
+              f"credentials: a secret the store does not hold is refused, with the reason ({out!r})")
         rc, out, _ = cli("grants", sid, "--json", env=env)
         check(len(json.loads(out)["grants"]) == n_handles, "no handle was issued for a class with no mechanism")
         rc, out, _ = cli("sessions", "--json", env=env)

@@ -191,8 +191,12 @@ static const struct gcase {
     NULL, "no enforcement point on this host for install.privileged" },
   { "standard", "persistence", "{\"paths\":[\"/home/u/.cache/x\"]}", "first-party", "approve", "refused",
     "enforcement", NULL, NULL, "no running sandbox" },
-  { "standard", "credentials", "{\"broker_scopes\":[\"github:read\"]}", "first-party", NULL, "refused",
-    "enforcement", NULL, NULL, "no enforcement point on this host for credentials" },
+  /* credentials: Ask by default; approved, the broker finds no such secret
+   * (or no proxy to inject through) and nothing is granted. */
+  { "standard", "credentials", "{\"broker_scopes\":[\"github:read\"]}", "first-party", NULL, "ask", NULL,
+    "project-manifest-tiers", "Ask", "needs a human's approval" },
+  { "standard", "credentials", "{\"broker_scopes\":[\"github:read\"]}", "first-party", "approve", "refused",
+    "enforcement", NULL, NULL, "nothing was granted" },
 };
 
 static void grants(void **state)
