@@ -2,10 +2,10 @@
 /* What one CPUID instruction costs on this machine, in microseconds: the
  * median of 50 batches of 40 (the leaf glibc's start-up reads most, the
  * cache descriptors). On a virtual machine each one traps to the
- * hypervisor, and every program with the C library runs about seventy of
- * them as it starts, so this cost decides much of the start-up ratio: the
- * launcher is one such program more than bwrap's chain. Prints "-" where
- * there is no CPUID (not x86). */
+ * hypervisor, and every program with the C library runs 68 of them as it
+ * starts (glibc 2.36), so this cost decides much of the start-up ratio:
+ * the launcher is one such program more than bwrap's chain. Prints "-"
+ * where there is no CPUID (not x86). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

@@ -99,6 +99,6 @@ else
 fi
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 # Much of the ratio is a constant of the machine: each program with the C
-# library runs about seventy CPUIDs as it starts, which trap on a virtual
+# library runs 68 CPUIDs as it starts (glibc 2.36), which trap on a virtual
 # machine, and the launcher is one such program more than bwrap's chain.
 echo "one CPUID: $("$tmp/cpuid") us"
