@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sandbox/linux/plan-internal.h"
 #include "sandbox/linux/sandbox-internal.h"
 
 static int parse(shk_sandbox_opts *o, shk_error *err, ...)
@@ -830,6 +831,60 @@ static void test_persist_store(void **state)
   assert_int_equal(system(cmd), 0);
 }
 
+/* The path helpers the plan joins its hundreds of paths with: each case
+ * names what it checks, and a path that does not fit PATH_MAX is refused,
+ * never cut. */
+static void test_path_helpers(void **state)
+{
+  (void)state;
+  static const struct {
+    const char *dir, *name, *want; /* want NULL: -ENAMETOOLONG */
+  } joins[] = {
+    { "/", "a", "/a" },
+    { "/x", "a", "/x/a" },
+    { "/x/y", "b.c", "/x/y/b.c" },
+    { "/x", "", "/x/" },
+  };
+  char out[PATH_MAX];
+  for (size_t i = 0; i < sizeof joins / sizeof joins[0]; i++) {
+    assert_int_equal(shk__path_join(out, joins[i].dir, joins[i].name), 0);
+    assert_string_equal(out, joins[i].want);
+  }
+  static const struct {
+    const char *in, *cwd, *want;
+  } norms[] = {
+    { "/a/./b//c/", "/cwd", "/a/b/c" },
+    { "a/../b", "/cwd", "/cwd/b" },
+    { "../..", "/cwd", "/" },
+    { ".", "/", "/" },
+    { "/..", "/cwd", "/" },
+    { "x", "/", "/x" },
+  };
+  for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++) {
+    assert_int_equal(shk__path_normalize(norms[i].in, norms[i].cwd, out), 0);
+    assert_string_equal(out, norms[i].want);
+  }
+  /* The longest that fits, and one byte more. */
+  static char dir[PATH_MAX], name[PATH_MAX];
+  memset(dir, 'd', PATH_MAX - 4);
+  dir[0] = '/';
+  dir[PATH_MAX - 4] = '\0';
+  strcpy(name, "ab");
+  assert_int_equal(shk__path_join(out, dir, name), 0);
+  assert_int_equal(strlen(out), PATH_MAX - 1);
+  strcpy(name, "abc");
+  assert_int_equal(shk__path_join(out, dir, name), -ENAMETOOLONG);
+  assert_int_equal(shk__path_normalize(name, dir, out), -ENAMETOOLONG);
+  name[2] = '\0';
+  assert_int_equal(shk__path_normalize(name, dir, out), 0);
+  assert_int_equal(strlen(out), PATH_MAX - 1);
+  memset(name, 'n', PATH_MAX - 1);
+  name[0] = '/';
+  name[PATH_MAX - 1] = '\0';
+  assert_int_equal(shk__path_normalize(name, "/", out), 0);
+  assert_int_equal(strlen(out), PATH_MAX - 1);
+}
+
 int main(void)
 {
   const struct CMUnitTest tests[] = {
@@ -847,6 +902,7 @@ int main(void)
     cmocka_unit_test(test_bwrap_argv),
     cmocka_unit_test(test_stage2_args_errors),
     cmocka_unit_test(test_persist_store),
+    cmocka_unit_test(test_path_helpers),
   };
   return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }
