@@ -253,6 +253,45 @@ def sandbox_procs(root):
     return {p: procs[p][1] for p in mine if procs[p][2] != own and procs[p][1] not in "ZX"}
 
 
+def cgroup_frozen(pid):
+    """Whether the cgroup freezer holds PID, read from outside: its cgroup v1
+    freezer's freezer.state, or its cgroup v2 cgroup's cgroup.events."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        _, ctl, path = line.split(":", 2)
+        try:
+            if "freezer" in ctl.split(","):
+                with open("/sys/fs/cgroup/freezer%s/freezer.state" % path) as f:
+                    if f.read().strip() == "FROZEN":
+                        return True
+            elif ctl == "" and path != "/":
+                base = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+                with open("%s%s/cgroup.events" % (base, path)) as f:
+                    if "frozen 1" in f.read().splitlines():
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def held(root):
+    """{pid: how} for the sandbox's processes under ROOT: "frozen" where the
+    cgroup freezer holds it, "stopped" where a signal stopped it, else its
+    /proc state. As root the session has a cgroup, so the freezer must hold
+    it; an unprivileged caller without a delegated cgroup is stopped."""
+    return {p: "frozen" if cgroup_frozen(p) else "stopped" if s in "Tt" else s
+            for p, s in sandbox_procs(root).items()}
+
+
+def all_held(how):
+    want = ("frozen",) if os.geteuid() == 0 else ("frozen", "stopped")
+    return bool(how) and all(h in want for h in how.values())
+
+
 def breaker(run, env, ws, P, answer):
     """Three denials in a row trip the breaker: the session is frozen (every
     process of the sandbox stopped, seen from /proc) and a breaker card
@@ -270,9 +309,8 @@ def breaker(run, env, ws, P, answer):
         time.sleep(0.6)
         t.send(b"d")
     t.expect(b"[r] resume", "the breaker card")
-    frozen = sandbox_procs(t.proc.pid)
-    ok(frozen and all(s == "T" for s in frozen.values()),
-       "breaker: after three denials every process of the sandbox is stopped (%s)" % frozen)
+    frozen = held(t.proc.pid)
+    ok(all_held(frozen), "breaker: after three denials every process of the sandbox is frozen (%s)" % frozen)
     time.sleep(1.0)
     ok(b"AFTER-BREAKER" not in t.seen, "breaker: the workload does not go on while frozen")
     time.sleep(0.3)
@@ -505,24 +543,52 @@ def main():
     t.close()
     d.stop()
 
-    # Take over from the CLI: every process stopped until resume.
-    t = Terminal(run + ["--", "sh", "-c", "sleep 2; echo AFTER-TAKEOVER"], env, ws)
+    # Take over from the CLI: the cgroup freezer holds every process until
+    # resume, judged from outside: the freezer's state, and a counter the
+    # workload writes that stops advancing and goes on after resume.
+    counter = ws + "/counter"
+    script = ("i=0; while [ ! -e stop ]; do i=$((i+1)); echo $i > counter; sleep 0.02; done; "
+              "echo AFTER-TAKEOVER")
+    t = Terminal(run + ["--", "sh", "-c", script], env, ws)
     banner = t.expect(b"grant egress with: ", "takeover: the session line")
     sid = re.search(rb"session (\S+);", banner).group(1).decode()
     cenv = dict(env, SHINKEN_SOCKET=re.match(rb"SHINKEN_SOCKET=(\S+)", t.seen).group(1).decode())
-    before = sandbox_procs(t.proc.pid)
-    ok(before and not all(s == "T" for s in before.values()), "takeover control: the sandbox runs (%s)" % before)
+
+    def count():
+        try:
+            with open(counter) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    time.sleep(0.5)
+    before, c0 = held(t.proc.pid), count()
+    time.sleep(0.3)
+    ok(before and not any(h in ("frozen", "stopped") for h in before.values()) and count() > c0 > 0,
+       "takeover control: the sandbox runs and its counter advances (%s, %d)" % (before, c0))
     rc, out, _ = cli(cenv, "takeover", sid)
-    frozen = sandbox_procs(t.proc.pid)
-    ok(rc == 0 and frozen and all(s == "T" for s in frozen.values()),
-       "takeover: every process of the sandbox is stopped (%s)" % frozen)
-    t.read_for(2.5)
+    frozen = held(t.proc.pid)
+    ok(rc == 0 and all_held(frozen), "takeover: the cgroup freezer holds every process of the sandbox (%s)" % frozen)
+    time.sleep(0.1)
+    c1 = count()
+    time.sleep(0.6)
+    ok(count() == c1, "takeover: the counter stops advancing while frozen (%d, %d)" % (c1, count()))
+    open(ws + "/stop", "w").close()
+    t.read_for(0.8)
     ok(b"AFTER-TAKEOVER" not in t.seen, "takeover: the workload does not go on")
+    os.unlink(ws + "/stop")
     rc, out, _ = cli(cenv, "resume", sid)
     ok(rc == 0, "resume is answered")
+    time.sleep(0.4)
+    after = held(t.proc.pid)
+    ok(count() > c1 and not any(h in ("frozen", "stopped") for h in after.values()),
+       "resume: the processes are thawed and the counter advances again (%d > %d, %s)" % (count(), c1, after))
+    open(ws + "/stop", "w").close()
     t.expect(b"AFTER-TAKEOVER", "the workload after resume")
     ok(t.wait("shinken run after resume") == 0, "resume: the command ends normally")
     t.close()
+    os.unlink(ws + "/stop")
+    os.unlink(counter)
 
     # Breakers: resume continues the frozen session; end kills it.
     t = breaker(run, env, ws, P, b"r")
