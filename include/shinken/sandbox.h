@@ -472,6 +472,13 @@ typedef enum shk_sandbox_signal {
 } shk_sandbox_signal;
 int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_error *err);
 
+/* The freezer of a sandbox another process launched (a session a daemon
+ * hosts): freezes (STOP) or thaws the session cgroup that holds process
+ * PID, named also by PIDFD so that a reused pid is not taken for it.
+ * -ENOSYS when that process is in no session cgroup (its sandbox has no
+ * freezer), -ESRCH when it is gone, else 0 or a negative errno (err). */
+int shk_sandbox_freeze_process(int pidfd, pid_t pid, bool stop, shk_error *err);
+
 struct shk_sandbox_result;
 typedef struct shk_sandbox_io {
   shk_sandbox_stdio stdio;

@@ -6,6 +6,10 @@
 #include "manager/ask.h"
 
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shinken/sandbox.h"
 
 /* ---- the Ask loop: connections held for a human ----
  *
@@ -322,12 +326,24 @@ static void *issuer_main(void *arg)
 
 /* ---- freezers: take over and breakers ---- */
 
+/* An embedder's freezer (fn), or the manager's own for a session whose
+ * sandbox another program launched (fn NULL): the session cgroup of the
+ * process the sandbox reported, named by a pidfd. */
 typedef struct shk__ask_freezer {
   struct shk__ask_freezer *next;
   shk_manager_freeze_fn fn;
   void *ud;
+  int pidfd;
+  pid_t pid;
   char session[64];
 } shk__ask_freezer;
+
+static void freezer_free(shk__ask_freezer *f)
+{
+  if (!f->fn && f->pidfd >= 0)
+    close(f->pidfd);
+  free(f);
+}
 
 int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_fn fn, void *ud)
 {
@@ -340,7 +356,7 @@ int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_
     if (!strcmp((*pp)->session, sid)) {
       shk__ask_freezer *f = *pp;
       *pp = f->next;
-      free(f);
+      freezer_free(f);
     } else {
       pp = &(*pp)->next;
     }
@@ -355,11 +371,41 @@ int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_
   return 0;
 }
 
+int shk__ask_hosted_freezer(shk_manager *m, const char *sid, pid_t pid)
+{
+  shk__ask_issuer *is = &m->issuer;
+  shk__ask_freezer *add = calloc(1, sizeof *add);
+  if (!add)
+    return -ENOMEM;
+  add->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (add->pidfd < 0) {
+    int r = -errno;
+    free(add);
+    return r;
+  }
+  add->pid = pid;
+  snprintf(add->session, sizeof add->session, "%s", sid);
+  pthread_mutex_lock(&is->fz_mu);
+  bool have = false;
+  for (shk__ask_freezer *f = is->freezers; f && !have; f = f->next)
+    have = !strcmp(f->session, sid);
+  /* The embedder's own freezer, which knows its processes, comes first. */
+  if (!have) {
+    add->next = is->freezers;
+    is->freezers = add;
+  }
+  pthread_mutex_unlock(&is->fz_mu);
+  if (have)
+    freezer_free(add);
+  return 0;
+}
+
 /* The approve module's freeze and thaw, with its lock held: only fz_mu is
  * taken here (never mu, which is taken before the module's lock elsewhere),
  * and the embedder's freezer calls nothing back. -ENOSYS for a session
- * whose embedder gave no freezer (a daemon's session: the processes are
- * another program's), so take over is refused and a breaker ends it. */
+ * with no freezer (a daemon's session whose sandbox has no cgroup of its
+ * own, or never reported its start), so take over is refused and a
+ * breaker ends it. */
 static int ask_freeze_as(shk_manager *m, const char *sid, bool stop)
 {
   shk__ask_issuer *is = &m->issuer;
@@ -367,7 +413,7 @@ static int ask_freeze_as(shk_manager *m, const char *sid, bool stop)
   pthread_mutex_lock(&is->fz_mu);
   for (shk__ask_freezer *f = is->freezers; f; f = f->next)
     if (!strcmp(f->session, sid)) {
-      r = f->fn(f->ud, stop);
+      r = f->fn ? f->fn(f->ud, stop) : shk_sandbox_freeze_process(f->pidfd, f->pid, stop, NULL);
       break;
     }
   pthread_mutex_unlock(&is->fz_mu);
@@ -424,7 +470,7 @@ void shk__ask_free(shk_manager *m)
   if (m->issuer.ready) {
     for (shk__ask_freezer *f = m->issuer.freezers, *n; f; f = n) {
       n = f->next;
-      free(f);
+      freezer_free(f);
     }
     pthread_cond_destroy(&m->issuer.cv);
     pthread_mutex_destroy(&m->issuer.fz_mu);

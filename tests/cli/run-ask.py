@@ -292,6 +292,61 @@ def all_held(how):
     return bool(how) and all(h in want for h in how.values())
 
 
+def takeover(run, env, ws, how):
+    """Take over from the CLI, then resume: the cgroup freezer holds every
+    process of the sandbox, judged from outside by the freezer's state and
+    by a counter the workload writes, which stops advancing and goes on
+    after resume. HOW names the manager hosting the session."""
+    counter, stop = ws + "/counter", ws + "/stop"
+    script = ("i=0; while [ ! -e stop ]; do i=$((i+1)); echo $i > counter; sleep 0.02; done; "
+              "echo AFTER-TAKEOVER")
+    t = Terminal(run + ["--", "sh", "-c", script], env, ws)
+    banner = t.expect(b"grant egress with: ", "%s takeover: the session line" % how)
+    sid = re.search(rb"session (\S+);", banner).group(1).decode()
+    m = re.search(rb"SHINKEN_SOCKET=(\S+)", t.seen)
+    cenv = dict(env, SHINKEN_SOCKET=m.group(1).decode()) if m else env
+
+    def count():
+        try:
+            with open(counter) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def runs(procs):
+        return bool(procs) and not any(h in ("frozen", "stopped") for h in procs.values())
+
+    time.sleep(0.5)
+    before, c0 = held(t.proc.pid), count()
+    time.sleep(0.3)
+    ok(runs(before) and count() > c0 > 0,
+       "%s takeover control: the sandbox runs and its counter advances (%s, %d)" % (how, before, c0))
+    rc, out, err = cli(cenv, "takeover", sid)
+    frozen = held(t.proc.pid)
+    ok(rc == 0 and all_held(frozen),
+       "%s takeover: the cgroup freezer holds every process of the sandbox (%d %s %s)" % (how, rc, frozen, err))
+    time.sleep(0.1)
+    c1 = count()
+    time.sleep(0.6)
+    ok(count() == c1, "%s takeover: the counter stops advancing while frozen (%d, %d)" % (how, c1, count()))
+    open(stop, "w").close()
+    t.read_for(0.8)
+    ok(b"AFTER-TAKEOVER" not in t.seen, "%s takeover: the workload does not go on" % how)
+    os.unlink(stop)
+    rc, out, _ = cli(cenv, "resume", sid)
+    ok(rc == 0, "%s resume is answered" % how)
+    time.sleep(0.4)
+    after = held(t.proc.pid)
+    ok(count() > c1 and runs(after),
+       "%s resume: the processes are thawed and the counter advances again (%d > %d, %s)" % (how, count(), c1, after))
+    open(stop, "w").close()
+    t.expect(b"AFTER-TAKEOVER", "%s: the workload after resume" % how)
+    ok(t.wait("shinken run after resume") == 0, "%s resume: the command ends normally" % how)
+    t.close()
+    os.unlink(stop)
+    os.unlink(counter)
+
+
 def breaker(run, env, ws, P, answer):
     """Three denials in a row trip the breaker: the session is frozen (every
     process of the sandbox stopped, seen from /proc) and a breaker card
@@ -541,54 +596,11 @@ def main():
        "daemon: the timeline records the run's terminal as who answered (%s)" % ev)
     ok(t.wait("shinken run with a daemon") == 0, "daemon: the command ends normally")
     t.close()
+    takeover(run, dict(env, SHINKEN_SOCKET=d.sock), ws, "daemon")
     d.stop()
 
-    # Take over from the CLI: the cgroup freezer holds every process until
-    # resume, judged from outside: the freezer's state, and a counter the
-    # workload writes that stops advancing and goes on after resume.
-    counter = ws + "/counter"
-    script = ("i=0; while [ ! -e stop ]; do i=$((i+1)); echo $i > counter; sleep 0.02; done; "
-              "echo AFTER-TAKEOVER")
-    t = Terminal(run + ["--", "sh", "-c", script], env, ws)
-    banner = t.expect(b"grant egress with: ", "takeover: the session line")
-    sid = re.search(rb"session (\S+);", banner).group(1).decode()
-    cenv = dict(env, SHINKEN_SOCKET=re.match(rb"SHINKEN_SOCKET=(\S+)", t.seen).group(1).decode())
-
-    def count():
-        try:
-            with open(counter) as f:
-                return int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return 0
-
-    time.sleep(0.5)
-    before, c0 = held(t.proc.pid), count()
-    time.sleep(0.3)
-    ok(before and not any(h in ("frozen", "stopped") for h in before.values()) and count() > c0 > 0,
-       "takeover control: the sandbox runs and its counter advances (%s, %d)" % (before, c0))
-    rc, out, _ = cli(cenv, "takeover", sid)
-    frozen = held(t.proc.pid)
-    ok(rc == 0 and all_held(frozen), "takeover: the cgroup freezer holds every process of the sandbox (%s)" % frozen)
-    time.sleep(0.1)
-    c1 = count()
-    time.sleep(0.6)
-    ok(count() == c1, "takeover: the counter stops advancing while frozen (%d, %d)" % (c1, count()))
-    open(ws + "/stop", "w").close()
-    t.read_for(0.8)
-    ok(b"AFTER-TAKEOVER" not in t.seen, "takeover: the workload does not go on")
-    os.unlink(ws + "/stop")
-    rc, out, _ = cli(cenv, "resume", sid)
-    ok(rc == 0, "resume is answered")
-    time.sleep(0.4)
-    after = held(t.proc.pid)
-    ok(count() > c1 and not any(h in ("frozen", "stopped") for h in after.values()),
-       "resume: the processes are thawed and the counter advances again (%d > %d, %s)" % (count(), c1, after))
-    open(ws + "/stop", "w").close()
-    t.expect(b"AFTER-TAKEOVER", "the workload after resume")
-    ok(t.wait("shinken run after resume") == 0, "resume: the command ends normally")
-    t.close()
-    os.unlink(ws + "/stop")
-    os.unlink(counter)
+    # Take over from the CLI, of the run's own manager's session.
+    takeover(run, env, ws, "embedded")
 
     # Breakers: resume continues the frozen session; end kills it.
     t = breaker(run, env, ws, P, b"r")

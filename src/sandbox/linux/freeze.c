@@ -31,6 +31,7 @@
  * nothing inside can observe). Killing sends SIGKILL to the same set,
  * stopped or not, for a session the Ask loop ended while it was frozen. */
 #include "sandbox-internal.h"
+#include "cgroup-internal.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -42,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -341,4 +343,25 @@ int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_er
    * stopped should not exist once its parent is stopped): fail, and let
    * the caller end the sandbox instead. */
   return shk__error_set(err, -EAGAIN, "the freezer could not stop every process of the sandbox");
+}
+
+/* Safe because it freezes only a cgroup Shinken made for a session
+ * (shk__cgroup_session_of) that holds the process the pidfd names, and
+ * the pidfd is checked alive after the cgroup was read: a pid reused
+ * meanwhile by another process is not taken for the sandbox. */
+int shk_sandbox_freeze_process(int pidfd, pid_t pid, bool stop, shk_error *err)
+{
+  frozen_cg c = { 0 };
+  c.dir = shk__cgroup_session_of(pid, &c.v1);
+  if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
+    free(c.dir);
+    return shk__error_set(err, -ESRCH, "the session's sandbox has ended");
+  }
+  if (!c.dir)
+    return shk__error_set(err, -ENOSYS, "the session's sandbox has no cgroup of its own to freeze");
+  int r = freeze_cg(&c, stop);
+  if (r < 0)
+    shk__error_set(err, r, "the cgroup freezer of %s: %s", c.dir, shk_strerror(r));
+  free(c.dir);
+  return r;
 }
