@@ -751,6 +751,26 @@ json_t *shk__ask_op_cards(shk_manager *m, json_t *req)
   return cards ? json_pack("{s:b, s:o}", "ok", 1, "cards", cards) : refuse("cards: out of memory");
 }
 
+/* "inline" is the terminal of a `shinken run`: the one that embeds this
+ * manager, or a control peer running this manager's own program (a run
+ * attached to this daemon). Any other peer is whatever program connected,
+ * and its answer is recorded as the CLI's or a harness's. Why that is
+ * safe: the surface changes only how the answer is labelled, never whether
+ * it is taken (the peer's uid, pid and program are recorded either way),
+ * and the sandboxed workload can make neither kind of call (it reaches
+ * neither this process's memory nor the control socket). */
+static bool inline_ok(const shk_manager *m, const shk__peer *by)
+{
+  return !strcmp(by->surface, "embedded") || (by->exe && m->self_exe[0] && !strcmp(by->exe, m->self_exe));
+}
+
+/* The surfaces a human's answer may name: cli, harness, or inline from the
+ * terminal of a run (inline_ok). */
+static bool surface_ok(const shk_manager *m, const shk__peer *by, const char *surface)
+{
+  return !strcmp(surface, "cli") || !strcmp(surface, "harness") || (!strcmp(surface, "inline") && inline_ok(m, by));
+}
+
 /* A human's answer to a card: {"card": ID, "resolution": once | session |
  * pattern | deny | cancel | takeover | resume | end, "reason", "pattern",
  * "surface": "cli" (default), "harness", or "inline" from the embedding
@@ -770,20 +790,9 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
   if (!card || shk_approve_how_parse(res, &a.how))
     return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
                   "end) are required");
-  /* "inline" is the terminal of a `shinken run`: the one that embeds this
-   * manager, or a control peer running this manager's own program (a run
-   * attached to this daemon). Any other peer is whatever program
-   * connected, and its answer is recorded as the CLI's or a harness's.
-   * Why that is safe: the surface changes only how the answer is
-   * labelled, never whether it is taken (the peer's uid, pid and program
-   * are recorded either way), and the sandboxed workload can make neither
-   * kind of call (it reaches neither this process's memory nor the control
-   * socket). */
-  bool embedded = !strcmp(by->surface, "embedded") ||
-                  (by->exe && m->self_exe[0] && !strcmp(by->exe, m->self_exe));
-  if (strcmp(surface, "cli") && strcmp(surface, "harness") && (!embedded || strcmp(surface, "inline")))
-    return refuse(embedded ? "resolve: surface must be cli, harness or inline"
-                           : "resolve: surface must be cli or harness");
+  if (!surface_ok(m, by, surface))
+    return refuse(inline_ok(m, by) ? "resolve: surface must be cli, harness or inline"
+                                   : "resolve: surface must be cli or harness");
   /* The panel's transport names its own surface: a request that arrived
    * through it is the panel's answer whatever it says of itself. */
   if (!strcmp(by->surface, "panel"))
@@ -797,7 +806,8 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
 }
 
 /* A human takes over a session or gives it back: {"op": "takeover" |
- * "resume", "session": ID, "surface": "cli" (default) or "harness"}. Take
+ * "resume", "session": ID, "surface": "cli" (default), "harness", or
+ * "inline" from the terminal of a run}. Take
  * over freezes every process of the session (its embedder's freezer) and
  * stops its cards' countdowns; resume continues them. Recorded, like a
  * card's answer, with the control peer's uid, pid and program. */
@@ -811,8 +821,8 @@ json_t *shk__ask_op_session(shk_manager *m, json_t *req, const shk__peer *by, bo
   const char *sid = str_or(req, "session", NULL), *surface = str_or(req, "surface", "cli");
   if (!sid)
     return refuse("%s: session (an id) is required", what);
-  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
-    return refuse("%s: surface must be cli or harness", what);
+  if (!surface_ok(m, by, surface))
+    return refuse("%s: surface must be cli or harness%s", what, inline_ok(m, by) ? " or inline" : "");
   shk_approve_who who = { .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe };
   shk_error err;
   int r = takeover ? shk_approve_takeover(m->approve, sid, &who, &err) : shk_approve_resume(m->approve, sid, &who, &err);

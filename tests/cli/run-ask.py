@@ -298,7 +298,7 @@ def takeover(run, env, ws, how):
     by a counter the workload writes, which stops advancing and goes on
     after resume. HOW names the manager hosting the session."""
     counter, stop = ws + "/counter", ws + "/stop"
-    script = ("i=0; while [ ! -e stop ]; do i=$((i+1)); echo $i > counter; sleep 0.02; done; "
+    script = ("i=0; while [ ! -e stop ]; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.02; done; "
               "echo AFTER-TAKEOVER")
     t = Terminal(run + ["--", "sh", "-c", script], env, ws)
     banner = t.expect(b"grant egress with: ", "%s takeover: the session line" % how)
@@ -316,7 +316,9 @@ def takeover(run, env, ws, how):
     def runs(procs):
         return bool(procs) and not any(h in ("frozen", "stopped") for h in procs.values())
 
-    time.sleep(0.5)
+    end = time.monotonic() + TIMEOUT
+    while count() == 0 and time.monotonic() < end:
+        time.sleep(0.05)
     before, c0 = held(t.proc.pid), count()
     time.sleep(0.3)
     ok(runs(before) and count() > c0 > 0,
@@ -344,6 +346,61 @@ def takeover(run, env, ws, how):
     ok(t.wait("shinken run after resume") == 0, "%s resume: the command ends normally" % how)
     t.close()
     os.unlink(stop)
+    os.unlink(counter)
+
+
+def inline_takeover(run, env, ws, P, up):
+    """Take over from the inline prompt: [t] on a card freezes the sandbox
+    (judged from outside: the freezer's state, a counter that stops), the
+    prompt offers resume or end; [r] thaws it and draws the card again,
+    which [o] then approves; a second run is ended with [e] while frozen,
+    and its upstream gets nothing."""
+    counter = ws + "/counter"
+    ticker = "(i=0; while :; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.02; done) & T=$!; "
+    script = (ticker + "curl -sS --max-time 60 http://tk.test:%d/; echo RC-tk=$?; kill $T; echo AFTER-TK" % P)
+    cmd = run + ["--resolve", "tk.test:127.0.0.1", "--", "sh", "-c", script]
+
+    def count():
+        try:
+            with open(counter) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    for key in (b"r", b"e"):
+        t = Terminal(cmd, env, ws)
+        t.expect(CARD, "inline takeover: the card for tk.test")
+        t.read_for(0.6)
+        ok("[t] take over" in plain(t.seen), "inline takeover: the card offers [t] take over")
+        end = time.monotonic() + TIMEOUT
+        while count() == 0 and time.monotonic() < end:
+            time.sleep(0.05)
+        c0 = count()
+        ok(c0 > 0 and not all_held(held(t.proc.pid)), "inline takeover control: the sandbox runs (%d)" % c0)
+        t.send(b"t")
+        shown = plain(t.expect(b"[e] end the session", "inline takeover: the take over prompt"))
+        frozen = held(t.proc.pid)
+        ok(all_held(frozen), "inline takeover: [t] freezes every process of the sandbox (%s)" % frozen)
+        c1 = count()
+        time.sleep(0.6)
+        ok(count() == c1, "inline takeover: the counter stops while frozen (%d, %d)" % (c1, count()))
+        t.send(key)
+        if key == b"r":
+            plain(t.expect(CARD, "inline takeover: the card again after resume"))
+            time.sleep(0.2)
+            ok(count() > c1 and not all_held(held(t.proc.pid)),
+               "inline takeover: [r] thaws the sandbox, its counter goes on, the card is drawn again")
+            time.sleep(0.6)
+            t.send(b"o")
+            out = plain(t.expect(b"AFTER-TK", "inline takeover: the workload after approve"))
+            ok("hello tk.test" in out and up.count("tk.test") == 1,
+               "inline takeover: the card still approves after resume, on the same connection")
+            ok(t.wait("shinken run after inline resume") == 0, "inline takeover: the command ends normally")
+        else:
+            rc = t.wait("shinken run ended while taken over")
+            ok(rc != 0 and b"AFTER-TK" not in t.seen and b"the session was ended" in t.seen and up.count("tk.test") == 1,
+               "inline takeover: [e] kills the frozen sandbox, the run says why, the upstream got nothing (%d)" % rc)
+        t.close()
     os.unlink(counter)
 
 
@@ -601,6 +658,7 @@ def main():
 
     # Take over from the CLI, of the run's own manager's session.
     takeover(run, env, ws, "embedded")
+    inline_takeover(run, env, ws, P, up)
 
     # Breakers: resume continues the frozen session; end kills it.
     t = breaker(run, env, ws, P, b"r")
