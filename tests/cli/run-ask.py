@@ -325,6 +325,19 @@ def takeover(run, env, ws, how):
        "%s takeover control: the sandbox runs and its counter advances (%s, %d)" % (how, before, c0))
     rc, out, err = cli(cenv, "takeover", sid)
     frozen = held(t.proc.pid)
+    if how == "daemon" and os.geteuid() != 0 and not any(h == "frozen" for h in frozen.values()):
+        # An unprivileged caller's sandbox has no cgroup of its own here,
+        # and the daemon did not launch it: refused, saying so, and nothing
+        # is left half-frozen.
+        ok(rc != 0 and "no freezer" in err and runs(frozen) and count() > c0,
+           "%s takeover without a cgroup: refused with the reason, the sandbox still runs (%s)" % (how, err.strip()))
+        open(stop, "w").close()
+        t.expect(b"AFTER-TAKEOVER", "%s: the workload ends" % how)
+        ok(t.wait("shinken run") == 0, "%s: the command ends normally" % how)
+        t.close()
+        os.unlink(stop)
+        os.unlink(counter)
+        return
     ok(rc == 0 and all_held(frozen),
        "%s takeover: the cgroup freezer holds every process of the sandbox (%d %s %s)" % (how, rc, frozen, err))
     time.sleep(0.1)
@@ -433,6 +446,18 @@ def breaker(run, env, ws, P, answer):
 def main():
     if not shutil.which("curl"):
         skip("no curl")
+    # --as-user: the same test as an unprivileged caller (uid 65534), which
+    # root becomes with setpriv.
+    if sys.argv[1:] == ["--as-user"]:
+        if os.geteuid() != 0:
+            skip("needs root to become another user")
+        if not shutil.which("setpriv"):
+            skip("no setpriv")
+        # The system's interpreter: root's own may live where that user
+        # cannot read.
+        py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        os.execvp("setpriv", ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                              py, os.path.abspath(__file__)])
     tmp = scratch("shk-run-ask.")
     atexit.register(shutil.rmtree, tmp, True)
     ws, xdg = tmp + "/ws", tmp + "/xdg"
