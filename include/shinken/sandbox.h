@@ -77,6 +77,10 @@ typedef struct shk_sandbox_opts {
    * mounts (read-only until a grant puts a writable one there) carry what
    * is granted now. Empty: Landlock allows the writable roots alone. */
   shk_sandbox_paths ceiling;
+  /* Not an option: the session has an Ask loop that may take it over, so
+   * it gets a cgroup of its own to freeze where this host gives one, even
+   * with no limit asked. */
+  bool freezer;
   char *hostname;     /* the sandbox's host name; NULL: "shinken" */
   char *machine_id;   /* its /etc/machine-id (32 hex digits); NULL: a new one per run */
   char *report;       /* NULL: no report */
@@ -454,8 +458,12 @@ void shk_sandbox_prompt_cancel(shk_sandbox_prompt *p);
 
 /* Stops, continues or kills every process of the sandboxes this process
  * launched: its descendants in another PID namespace. Stopping repeats
- * until none is left running. *COUNT (may be NULL) gets how many were
- * signalled. 0, or a negative errno (err): then the caller must not count
+ * until none is left running. Where the sandbox has a cgroup (a freezer
+ * session, shk_sandbox_opts.freezer), stopping and continuing use the
+ * cgroup freezer instead (cgroup v1's freezer.state, or cgroup v2's
+ * cgroup.freeze): the processes are frozen where they stand, and nothing
+ * inside can see it or undo it. *COUNT (may be NULL) gets how many were
+ * signalled (or frozen). 0, or a negative errno (err): then the caller must not count
  * them as stopped. Any thread. */
 typedef enum shk_sandbox_signal {
   SHK_SANDBOX_STOP,
@@ -463,6 +471,13 @@ typedef enum shk_sandbox_signal {
   SHK_SANDBOX_KILL,
 } shk_sandbox_signal;
 int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_error *err);
+
+/* The freezer of a sandbox another process launched (a session a daemon
+ * hosts): freezes (STOP) or thaws the session cgroup that holds process
+ * PID, named also by PIDFD so that a reused pid is not taken for it.
+ * -ENOSYS when that process is in no session cgroup (its sandbox has no
+ * freezer), -ESRCH when it is gone, else 0 or a negative errno (err). */
+int shk_sandbox_freeze_process(int pidfd, pid_t pid, bool stop, shk_error *err);
 
 struct shk_sandbox_result;
 typedef struct shk_sandbox_io {

@@ -712,6 +712,9 @@ static int takeover_locked(shk_approve *ap, shk__session *s, const shk_approve_w
     return shk__error_set(err, -ENOSYS, "this manager has no freezer: it cannot take over session %s",
                           s->name);
   int r = ap->o.freeze(ap->o.ud, s->name);
+  if (r == -ENOSYS)
+    return shk__error_set(err, r, "session %s has no freezer: its sandbox is in no cgroup of its own, and this "
+                          "manager did not launch it", s->name);
   if (r < 0)
     return shk__error_set(err, r, "could not freeze session %s: %s", s->name, shk_strerror(r));
   s->frozen = true;

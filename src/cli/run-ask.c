@@ -4,7 +4,8 @@
  * connection the proxy holds for a human) are drawn at the bottom of the
  * caller's terminal by the relay (shk_sandbox_prompt_ask) and answered
  * with one key: approve once, approve for the session, approve the card's
- * pattern (when it proposes one), deny, or cancel.
+ * pattern (when it proposes one), deny, cancel, or take over (the sandbox
+ * is frozen, and the prompt then offers to resume it or end it).
  *
  * Why the workload cannot answer, draw over or type into the prompt: the
  * card is drawn by the launcher on the caller's own terminal, which the
@@ -48,6 +49,10 @@
 
 /* A card's id, or for a notice the handle's. */
 #define ITEM_ID 96
+
+/* What `shown` holds while the prompt of a taken-over session shows: no
+ * card's id (those are hex), so that its "resumed" line can withdraw it. */
+#define TAKEN_OVER "taken-over"
 
 typedef struct ask_card {
   char id[ITEM_ID];
@@ -188,6 +193,11 @@ static void on_line(void *ud, const char *line, size_t len)
   } else if (!strcmp(kind, "resolved")) {
     if (json_is_string(card))
       card_gone(a, json_string_value(card));
+  } else if (!strcmp(kind, "resumed")) {
+    /* Resumed elsewhere while this terminal offers to resume it. */
+    const char *sname = json_string_value(json_object_get(ev, "session"));
+    if (sname && !strcmp(sname, a->sid))
+      card_gone(a, TAKEN_OVER);
   } else if (!strcmp(kind, "ended")) {
     const char *sname = json_string_value(json_object_get(ev, "session"));
     bool mine = sname && !strcmp(sname, a->sid);
@@ -254,49 +264,53 @@ static char *card_text(json_t *card, int64_t left_ms, const char **keys)
   /* [p] only when the card proposes a pattern: the manager offered it
    * because the decision allows it, and it grants that pattern alone. */
   const char *pattern = json_string_value(json_object_get(card, "pattern"));
-  *keys = pattern ? "ospdc" : "osdc";
+  *keys = pattern ? "ospdct" : "osdct";
   shk_autofree char *pline = pattern ? shk__xasprintf("   [p] approve the pattern %s", pattern) : NULL;
   return shk__xasprintf("shinken: the sandbox asks for %s (tier %s%s%s)\n"
                         "  %lld attempt%s held; refused in %ld s if nobody answers\n"
                         "  [o] approve once   [s] approve for this session%s\n"
-                        "  [d] deny   [c] cancel (refused now, may ask again)",
+                        "  [d] deny   [c] cancel (refused now, may ask again)   [t] take over (freeze the sandbox)",
                         what, tier ? tier : "ask", rule ? ", rule " : "", rule ? rule : "",
                         (long long)attempts, attempts == 1 ? "" : "s", secs, pline ? pline : "");
 }
 
 /* One request REQ (taken over) to the manager: the embedded one, or the
- * daemon on a connection of its own (the subscribed one carries the stream). The
- * answer does not matter: a card resolved meanwhile by someone else is
- * refused, and there is nothing to do then. */
-static void call(shk_cli_ask *a, json_t *req)
+ * daemon on a connection of its own (the subscribed one carries the
+ * stream). Whether it was taken; a card resolved meanwhile by someone else
+ * is refused, and there is nothing to do then but take the next. */
+static bool call(shk_cli_ask *a, json_t *req)
 {
   shk_autofree char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
   if (!text)
-    return;
+    return false;
   char *ans = NULL;
-  if (a->m) {
-    if (shk_manager_call(a->m, text, &ans) == 0)
-      free(ans);
-    return;
-  }
-  int fd = shk_manager_connect(a->socket);
+  int fd = -1;
   shk_error err;
-  if (fd >= 0 && shk_manager_rpc(fd, text, &ans, &err) == 0)
-    free(ans);
+  if (a->m) {
+    if (shk_manager_call(a->m, text, &ans) < 0)
+      ans = NULL;
+  } else if ((fd = shk_manager_connect(a->socket)) < 0 || shk_manager_rpc(fd, text, &ans, &err) < 0) {
+    ans = NULL;
+  }
   if (fd >= 0)
     close(fd);
+  json_t *j = ans ? json_loads(ans, 0, NULL) : NULL;
+  bool ok = json_is_true(json_object_get(j, "ok"));
+  json_decref(j);
+  free(ans);
+  return ok;
 }
 
 /* Answers card ID with RESOLUTION, as the terminal of this run (surface
  * "inline"). */
-static void answer(shk_cli_ask *a, const char *id, const char *resolution)
+static bool answer(shk_cli_ask *a, const char *id, const char *resolution)
 {
   json_t *req = json_pack("{s:s, s:s, s:s, s:s}", "op", "resolve", "card", id, "resolution", resolution,
                           "surface", "inline");
   if (req && !strcmp(resolution, "deny"))
     json_object_set_new(req, "reason", json_string("denied at the terminal of shinken run"));
-  call(a, req);
+  return call(a, req);
 }
 
 /* Withdraws the card on the screen that has left (or every prompt, once
@@ -323,6 +337,46 @@ static void *withdrawer_thread(void *arg)
 static void revoke_handle(shk_cli_ask *a, const char *handle)
 {
   call(a, json_pack("{s:s, s:s}", "op", "revoke", "handle", handle));
+}
+
+/* Caller holds mu. Card ID is drawn again (its session resumed, or take
+ * over refused): its countdown runs again, and it still waits for a key. */
+static void card_again(shk_cli_ask *a, const char *id)
+{
+  ask_card *c = *card_find(a, id);
+  if (c) {
+    c->asked = false;
+    pthread_cond_broadcast(&a->cv);
+  }
+}
+
+/* The session was taken over from this terminal: its sandbox is frozen
+ * until the key here says resume (the manager's resume, answered as the
+ * terminal's) or end (this process kills the sandbox it launched, and the
+ * run ends saying so). Resumed elsewhere, the prompt is withdrawn. The
+ * card that was taken over is drawn again after a resume. */
+static void taken_over(shk_cli_ask *a, const char *id)
+{
+  pthread_mutex_lock(&a->mu);
+  snprintf(a->shown, sizeof a->shown, "%s", TAKEN_OVER);
+  a->gone = false;
+  bool stop = a->stop;
+  pthread_mutex_unlock(&a->mu);
+  int r = stop ? -ECANCELED
+               : shk_sandbox_prompt_ask(a->prompt, "shinken: you took over this session: every process of the "
+                                                   "sandbox is frozen\n"
+                                                   "  [r] resume it   [e] end the session (its processes are killed)",
+                                        "re", 0);
+  if (r == 'r')
+    (void)call(a, json_pack("{s:s, s:s, s:s}", "op", "resume", "session", a->sid, "surface", "inline"));
+  pthread_mutex_lock(&a->mu);
+  if (r == 'e' && !a->ended) {
+    a->ended = shk__xstrdup("ended at the terminal of shinken run while taken over");
+    (void)shk_sandbox_signal_launched(SHK_SANDBOX_KILL, NULL, NULL);
+  } else {
+    card_again(a, id);
+  }
+  pthread_mutex_unlock(&a->mu);
 }
 
 static void *prompt_thread(void *arg)
@@ -375,6 +429,17 @@ static void *prompt_thread(void *arg)
       answer(a, id, "deny");
     else if (r == 'c' && !breaker)
       answer(a, id, "cancel");
+    else if (r == 't' && !breaker) {
+      /* Refused (no freezer, or the freeze failed): the card stays, and
+       * is drawn again. */
+      if (answer(a, id, "takeover"))
+        taken_over(a, id);
+      else {
+        pthread_mutex_lock(&a->mu);
+        card_again(a, id);
+        pthread_mutex_unlock(&a->mu);
+      }
+    }
     else if (r == 'r' && breaker)
       answer(a, id, "resume");
     else if (r == 'e' && breaker)

@@ -645,7 +645,10 @@ int shk_cli_run(int argc, char **argv)
 
   shk_sandbox_features f;
   bool limits = o.mem || o.pids || o.cpu_milli;
-  if (shk_sandbox_features_detect(&f, &env, limits ? SHK_DETECT_CGROUP : 0) < 0)
+  /* A session with an Ask loop can be taken over: the cgroup freezer holds
+   * it then, which signals cannot do unseen. */
+  o.freezer = o.net == SHK_NET_PROXY;
+  if (shk_sandbox_features_detect(&f, &env, limits || o.freezer ? SHK_DETECT_CGROUP : 0) < 0)
     shk__die(RUN_FAIL, "run: out of memory");
   shk_sandbox_assessment a;
   shk_sandbox_assess(&f, &env, &o, &a);

@@ -6,6 +6,10 @@
 #include "manager/ask.h"
 
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shinken/sandbox.h"
 
 /* ---- the Ask loop: connections held for a human ----
  *
@@ -327,12 +331,24 @@ static void *issuer_main(void *arg)
 
 /* ---- freezers: take over and breakers ---- */
 
+/* An embedder's freezer (fn), or the manager's own for a session whose
+ * sandbox another program launched (fn NULL): the session cgroup of the
+ * process the sandbox reported, named by a pidfd. */
 typedef struct shk__ask_freezer {
   struct shk__ask_freezer *next;
   shk_manager_freeze_fn fn;
   void *ud;
+  int pidfd;
+  pid_t pid;
   char session[64];
 } shk__ask_freezer;
+
+static void freezer_free(shk__ask_freezer *f)
+{
+  if (!f->fn && f->pidfd >= 0)
+    close(f->pidfd);
+  free(f);
+}
 
 int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_fn fn, void *ud)
 {
@@ -345,7 +361,7 @@ int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_
     if (!strcmp((*pp)->session, sid)) {
       shk__ask_freezer *f = *pp;
       *pp = f->next;
-      free(f);
+      freezer_free(f);
     } else {
       pp = &(*pp)->next;
     }
@@ -360,11 +376,41 @@ int shk_manager_set_freezer(shk_manager *m, const char *sid, shk_manager_freeze_
   return 0;
 }
 
+int shk__ask_hosted_freezer(shk_manager *m, const char *sid, pid_t pid)
+{
+  shk__ask_issuer *is = &m->issuer;
+  shk__ask_freezer *add = calloc(1, sizeof *add);
+  if (!add)
+    return -ENOMEM;
+  add->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (add->pidfd < 0) {
+    int r = -errno;
+    free(add);
+    return r;
+  }
+  add->pid = pid;
+  snprintf(add->session, sizeof add->session, "%s", sid);
+  pthread_mutex_lock(&is->fz_mu);
+  bool have = false;
+  for (shk__ask_freezer *f = is->freezers; f && !have; f = f->next)
+    have = !strcmp(f->session, sid);
+  /* The embedder's own freezer, which knows its processes, comes first. */
+  if (!have) {
+    add->next = is->freezers;
+    is->freezers = add;
+  }
+  pthread_mutex_unlock(&is->fz_mu);
+  if (have)
+    freezer_free(add);
+  return 0;
+}
+
 /* The approve module's freeze and thaw, with its lock held: only fz_mu is
  * taken here (never mu, which is taken before the module's lock elsewhere),
  * and the embedder's freezer calls nothing back. -ENOSYS for a session
- * whose embedder gave no freezer (a daemon's session: the processes are
- * another program's), so take over is refused and a breaker ends it. */
+ * with no freezer (a daemon's session whose sandbox has no cgroup of its
+ * own, or never reported its start), so take over is refused and a
+ * breaker ends it. */
 static int ask_freeze_as(shk_manager *m, const char *sid, bool stop)
 {
   shk__ask_issuer *is = &m->issuer;
@@ -372,7 +418,7 @@ static int ask_freeze_as(shk_manager *m, const char *sid, bool stop)
   pthread_mutex_lock(&is->fz_mu);
   for (shk__ask_freezer *f = is->freezers; f; f = f->next)
     if (!strcmp(f->session, sid)) {
-      r = f->fn(f->ud, stop);
+      r = f->fn ? f->fn(f->ud, stop) : shk_sandbox_freeze_process(f->pidfd, f->pid, stop, NULL);
       break;
     }
   pthread_mutex_unlock(&is->fz_mu);
@@ -429,7 +475,7 @@ void shk__ask_free(shk_manager *m)
   if (m->issuer.ready) {
     for (shk__ask_freezer *f = m->issuer.freezers, *n; f; f = n) {
       n = f->next;
-      free(f);
+      freezer_free(f);
     }
     pthread_cond_destroy(&m->issuer.cv);
     pthread_mutex_destroy(&m->issuer.fz_mu);
@@ -711,6 +757,26 @@ json_t *shk__ask_op_cards(shk_manager *m, json_t *req)
   return cards ? json_pack("{s:b, s:o}", "ok", 1, "cards", cards) : refuse("cards: out of memory");
 }
 
+/* "inline" is the terminal of a `shinken run`: the one that embeds this
+ * manager, or a control peer running this manager's own program (a run
+ * attached to this daemon). Any other peer is whatever program connected,
+ * and its answer is recorded as the CLI's or a harness's. Why that is
+ * safe: the surface changes only how the answer is labelled, never whether
+ * it is taken (the peer's uid, pid and program are recorded either way),
+ * and the sandboxed workload can make neither kind of call (it reaches
+ * neither this process's memory nor the control socket). */
+static bool inline_ok(const shk_manager *m, const shk__peer *by)
+{
+  return !strcmp(by->surface, "embedded") || (by->exe && m->self_exe[0] && !strcmp(by->exe, m->self_exe));
+}
+
+/* The surfaces a human's answer may name: cli, harness, or inline from the
+ * terminal of a run (inline_ok). */
+static bool surface_ok(const shk_manager *m, const shk__peer *by, const char *surface)
+{
+  return !strcmp(surface, "cli") || !strcmp(surface, "harness") || (!strcmp(surface, "inline") && inline_ok(m, by));
+}
+
 /* A human's answer to a card: {"card": ID, "resolution": once | session |
  * pattern | deny | cancel | takeover | resume | end, "reason", "pattern",
  * "surface": "cli" (default), "harness", or "inline" from the embedding
@@ -730,20 +796,9 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
   if (!card || shk_approve_how_parse(res, &a.how))
     return refuse("resolve: card (an id) and resolution (once, session, pattern, deny, cancel, takeover, resume or "
                   "end) are required");
-  /* "inline" is the terminal of a `shinken run`: the one that embeds this
-   * manager, or a control peer running this manager's own program (a run
-   * attached to this daemon). Any other peer is whatever program
-   * connected, and its answer is recorded as the CLI's or a harness's.
-   * Why that is safe: the surface changes only how the answer is
-   * labelled, never whether it is taken (the peer's uid, pid and program
-   * are recorded either way), and the sandboxed workload can make neither
-   * kind of call (it reaches neither this process's memory nor the control
-   * socket). */
-  bool embedded = !strcmp(by->surface, "embedded") ||
-                  (by->exe && m->self_exe[0] && !strcmp(by->exe, m->self_exe));
-  if (strcmp(surface, "cli") && strcmp(surface, "harness") && (!embedded || strcmp(surface, "inline")))
-    return refuse(embedded ? "resolve: surface must be cli, harness or inline"
-                           : "resolve: surface must be cli or harness");
+  if (!surface_ok(m, by, surface))
+    return refuse(inline_ok(m, by) ? "resolve: surface must be cli, harness or inline"
+                                   : "resolve: surface must be cli or harness");
   /* The panel's transport names its own surface: a request that arrived
    * through it is the panel's answer whatever it says of itself. */
   if (!strcmp(by->surface, "panel"))
@@ -757,7 +812,8 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
 }
 
 /* A human takes over a session or gives it back: {"op": "takeover" |
- * "resume", "session": ID, "surface": "cli" (default) or "harness"}. Take
+ * "resume", "session": ID, "surface": "cli" (default), "harness", or
+ * "inline" from the terminal of a run}. Take
  * over freezes every process of the session (its embedder's freezer) and
  * stops its cards' countdowns; resume continues them. Recorded, like a
  * card's answer, with the control peer's uid, pid and program. */
@@ -771,8 +827,8 @@ json_t *shk__ask_op_session(shk_manager *m, json_t *req, const shk__peer *by, bo
   const char *sid = str_or(req, "session", NULL), *surface = str_or(req, "surface", "cli");
   if (!sid)
     return refuse("%s: session (an id) is required", what);
-  if (strcmp(surface, "cli") && strcmp(surface, "harness"))
-    return refuse("%s: surface must be cli or harness", what);
+  if (!surface_ok(m, by, surface))
+    return refuse("%s: surface must be cli or harness%s", what, inline_ok(m, by) ? " or inline" : "");
   /* As for a card's answer: the panel's transport names its own surface. */
   if (!strcmp(by->surface, "panel"))
     surface = "panel";

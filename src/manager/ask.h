@@ -15,6 +15,11 @@ int shk__ask_start(shk_manager *m, const shk_manager_opts *o, shk_error *err);
 void shk__ask_stop(shk_manager *m);
 /* Frees what shk__ask_start made, once no session is left. */
 void shk__ask_free(shk_manager *m);
+/* The manager's own freezer for session SID, whose sandbox another
+ * program launched: the session cgroup of process PID (the one its start
+ * reported). Kept only when no embedder gave the session a freezer; it
+ * goes with the session (shk_manager_set_freezer with NULL). */
+int shk__ask_hosted_freezer(shk_manager *m, const char *sid, pid_t pid);
 /* The egress hook's answer for what no live handle covers (proxy thread). */
 shk_egress_verdict shk__ask_connection(session *s, const shk_egress_request *req, const char **message);
 /* Caller holds mu. A handle was just issued to s: the held connections it

@@ -652,6 +652,7 @@ json_t *shk__manager_close_session(shk_manager *m, const char *id, const shk__pe
     return refuse("no such session: %s", id ? id : "(none)");
   /* Its cards close and its held connections are refused. */
   shk_approve_session_close(m->approve, s->id);
+  (void)shk_manager_set_freezer(m, s->id, NULL, NULL);
   /* A session's end is never refused: it only takes authority away. */
   shk_audit_event e;
   ev_init(&e, "session-close", s, by);
@@ -2035,6 +2036,12 @@ static json_t *op_sandbox_started(shk_manager *m, json_t *req, const shk__peer *
     }
     apply_deferred(m, s, no ? no : !jpid ? "the launcher did not say which process the sandbox runs as" : NULL);
     pthread_mutex_unlock(&m->mu);
+    /* Take over of a session whose sandbox this manager did not launch
+     * freezes the session cgroup of the reported process. Only once that
+     * process was checked to be a sandbox of the asker's own user (the
+     * target above): a peer cannot have another user's processes frozen. */
+    if (jpid && !no)
+      (void)shk__ask_hosted_freezer(m, s->id, (pid_t)json_integer_value(jpid));
     ans = no ? json_pack("{s:b, s:s}", "ok", 1, "unlocks", no) : json_pack("{s:b}", "ok", 1);
   }
   session_put(m, s);

@@ -253,6 +253,170 @@ def sandbox_procs(root):
     return {p: procs[p][1] for p in mine if procs[p][2] != own and procs[p][1] not in "ZX"}
 
 
+def cgroup_frozen(pid):
+    """Whether the cgroup freezer holds PID, read from outside: its cgroup v1
+    freezer's freezer.state, or its cgroup v2 cgroup's cgroup.events."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        _, ctl, path = line.split(":", 2)
+        try:
+            if "freezer" in ctl.split(","):
+                with open("/sys/fs/cgroup/freezer%s/freezer.state" % path) as f:
+                    if f.read().strip() == "FROZEN":
+                        return True
+            elif ctl == "" and path != "/":
+                base = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+                with open("%s%s/cgroup.events" % (base, path)) as f:
+                    if "frozen 1" in f.read().splitlines():
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def held(root):
+    """{pid: how} for the sandbox's processes under ROOT: "frozen" where the
+    cgroup freezer holds it, "stopped" where a signal stopped it, else its
+    /proc state. As root the session has a cgroup, so the freezer must hold
+    it; an unprivileged caller without a delegated cgroup is stopped."""
+    return {p: "frozen" if cgroup_frozen(p) else "stopped" if s in "Tt" else s
+            for p, s in sandbox_procs(root).items()}
+
+
+def all_held(how):
+    want = ("frozen",) if os.geteuid() == 0 else ("frozen", "stopped")
+    return bool(how) and all(h in want for h in how.values())
+
+
+def takeover(run, env, ws, how):
+    """Take over from the CLI, then resume: the cgroup freezer holds every
+    process of the sandbox, judged from outside by the freezer's state and
+    by a counter the workload writes, which stops advancing and goes on
+    after resume. HOW names the manager hosting the session."""
+    counter, stop = ws + "/counter", ws + "/stop"
+    script = ("i=0; while [ ! -e stop ]; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.02; done; "
+              "echo AFTER-TAKEOVER")
+    t = Terminal(run + ["--", "sh", "-c", script], env, ws)
+    banner = t.expect(b"grant egress with: ", "%s takeover: the session line" % how)
+    sid = re.search(rb"session (\S+);", banner).group(1).decode()
+    m = re.search(rb"SHINKEN_SOCKET=(\S+)", t.seen)
+    cenv = dict(env, SHINKEN_SOCKET=m.group(1).decode()) if m else env
+
+    def count():
+        try:
+            with open(counter) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    def runs(procs):
+        return bool(procs) and not any(h in ("frozen", "stopped") for h in procs.values())
+
+    end = time.monotonic() + TIMEOUT
+    while count() == 0 and time.monotonic() < end:
+        time.sleep(0.05)
+    before, c0 = held(t.proc.pid), count()
+    time.sleep(0.3)
+    ok(runs(before) and count() > c0 > 0,
+       "%s takeover control: the sandbox runs and its counter advances (%s, %d)" % (how, before, c0))
+    rc, out, err = cli(cenv, "takeover", sid)
+    frozen = held(t.proc.pid)
+    if how == "daemon" and os.geteuid() != 0 and not any(h == "frozen" for h in frozen.values()):
+        # An unprivileged caller's sandbox has no cgroup of its own here,
+        # and the daemon did not launch it: refused, saying so, and nothing
+        # is left half-frozen.
+        ok(rc != 0 and "no freezer" in err and runs(frozen) and count() > c0,
+           "%s takeover without a cgroup: refused with the reason, the sandbox still runs (%s)" % (how, err.strip()))
+        open(stop, "w").close()
+        t.expect(b"AFTER-TAKEOVER", "%s: the workload ends" % how)
+        ok(t.wait("shinken run") == 0, "%s: the command ends normally" % how)
+        t.close()
+        os.unlink(stop)
+        os.unlink(counter)
+        return
+    ok(rc == 0 and all_held(frozen),
+       "%s takeover: the cgroup freezer holds every process of the sandbox (%d %s %s)" % (how, rc, frozen, err))
+    time.sleep(0.1)
+    c1 = count()
+    time.sleep(0.6)
+    ok(count() == c1, "%s takeover: the counter stops advancing while frozen (%d, %d)" % (how, c1, count()))
+    open(stop, "w").close()
+    t.read_for(0.8)
+    ok(b"AFTER-TAKEOVER" not in t.seen, "%s takeover: the workload does not go on" % how)
+    os.unlink(stop)
+    rc, out, _ = cli(cenv, "resume", sid)
+    ok(rc == 0, "%s resume is answered" % how)
+    time.sleep(0.4)
+    after = held(t.proc.pid)
+    ok(count() > c1 and runs(after),
+       "%s resume: the processes are thawed and the counter advances again (%d > %d, %s)" % (how, count(), c1, after))
+    open(stop, "w").close()
+    t.expect(b"AFTER-TAKEOVER", "%s: the workload after resume" % how)
+    ok(t.wait("shinken run after resume") == 0, "%s resume: the command ends normally" % how)
+    t.close()
+    os.unlink(stop)
+    os.unlink(counter)
+
+
+def inline_takeover(run, env, ws, P, up):
+    """Take over from the inline prompt: [t] on a card freezes the sandbox
+    (judged from outside: the freezer's state, a counter that stops), the
+    prompt offers resume or end; [r] thaws it and draws the card again,
+    which [o] then approves; a second run is ended with [e] while frozen,
+    and its upstream gets nothing."""
+    counter = ws + "/counter"
+    ticker = "(i=0; while :; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.02; done) & T=$!; "
+    script = (ticker + "curl -sS --max-time 60 http://tk.test:%d/; echo RC-tk=$?; kill $T; echo AFTER-TK" % P)
+    cmd = run + ["--resolve", "tk.test:127.0.0.1", "--", "sh", "-c", script]
+
+    def count():
+        try:
+            with open(counter) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    for key in (b"r", b"e"):
+        t = Terminal(cmd, env, ws)
+        t.expect(CARD, "inline takeover: the card for tk.test")
+        t.read_for(0.6)
+        ok("[t] take over" in plain(t.seen), "inline takeover: the card offers [t] take over")
+        end = time.monotonic() + TIMEOUT
+        while count() == 0 and time.monotonic() < end:
+            time.sleep(0.05)
+        c0 = count()
+        ok(c0 > 0 and not all_held(held(t.proc.pid)), "inline takeover control: the sandbox runs (%d)" % c0)
+        t.send(b"t")
+        shown = plain(t.expect(b"[e] end the session", "inline takeover: the take over prompt"))
+        frozen = held(t.proc.pid)
+        ok(all_held(frozen), "inline takeover: [t] freezes every process of the sandbox (%s)" % frozen)
+        c1 = count()
+        time.sleep(0.6)
+        ok(count() == c1, "inline takeover: the counter stops while frozen (%d, %d)" % (c1, count()))
+        t.send(key)
+        if key == b"r":
+            plain(t.expect(CARD, "inline takeover: the card again after resume"))
+            time.sleep(0.2)
+            ok(count() > c1 and not all_held(held(t.proc.pid)),
+               "inline takeover: [r] thaws the sandbox, its counter goes on, the card is drawn again")
+            time.sleep(0.6)
+            t.send(b"o")
+            out = plain(t.expect(b"AFTER-TK", "inline takeover: the workload after approve"))
+            ok("hello tk.test" in out and up.count("tk.test") == 1,
+               "inline takeover: the card still approves after resume, on the same connection")
+            ok(t.wait("shinken run after inline resume") == 0, "inline takeover: the command ends normally")
+        else:
+            rc = t.wait("shinken run ended while taken over")
+            ok(rc != 0 and b"AFTER-TK" not in t.seen and b"the session was ended" in t.seen and up.count("tk.test") == 1,
+               "inline takeover: [e] kills the frozen sandbox, the run says why, the upstream got nothing (%d)" % rc)
+        t.close()
+    os.unlink(counter)
+
+
 def breaker(run, env, ws, P, answer):
     """Three denials in a row trip the breaker: the session is frozen (every
     process of the sandbox stopped, seen from /proc) and a breaker card
@@ -270,9 +434,8 @@ def breaker(run, env, ws, P, answer):
         time.sleep(0.6)
         t.send(b"d")
     t.expect(b"[r] resume", "the breaker card")
-    frozen = sandbox_procs(t.proc.pid)
-    ok(frozen and all(s == "T" for s in frozen.values()),
-       "breaker: after three denials every process of the sandbox is stopped (%s)" % frozen)
+    frozen = held(t.proc.pid)
+    ok(all_held(frozen), "breaker: after three denials every process of the sandbox is frozen (%s)" % frozen)
     time.sleep(1.0)
     ok(b"AFTER-BREAKER" not in t.seen, "breaker: the workload does not go on while frozen")
     time.sleep(0.3)
@@ -283,6 +446,18 @@ def breaker(run, env, ws, P, answer):
 def main():
     if not shutil.which("curl"):
         skip("no curl")
+    # --as-user: the same test as an unprivileged caller (uid 65534), which
+    # root becomes with setpriv.
+    if sys.argv[1:] == ["--as-user"]:
+        if os.geteuid() != 0:
+            skip("needs root to become another user")
+        if not shutil.which("setpriv"):
+            skip("no setpriv")
+        # The system's interpreter: root's own may live where that user
+        # cannot read.
+        py = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        os.execvp("setpriv", ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                              py, os.path.abspath(__file__)])
     tmp = scratch("shk-run-ask.")
     atexit.register(shutil.rmtree, tmp, True)
     ws, xdg = tmp + "/ws", tmp + "/xdg"
@@ -503,26 +678,12 @@ def main():
        "daemon: the timeline records the run's terminal as who answered (%s)" % ev)
     ok(t.wait("shinken run with a daemon") == 0, "daemon: the command ends normally")
     t.close()
+    takeover(run, dict(env, SHINKEN_SOCKET=d.sock), ws, "daemon")
     d.stop()
 
-    # Take over from the CLI: every process stopped until resume.
-    t = Terminal(run + ["--", "sh", "-c", "sleep 2; echo AFTER-TAKEOVER"], env, ws)
-    banner = t.expect(b"grant egress with: ", "takeover: the session line")
-    sid = re.search(rb"session (\S+);", banner).group(1).decode()
-    cenv = dict(env, SHINKEN_SOCKET=re.match(rb"SHINKEN_SOCKET=(\S+)", t.seen).group(1).decode())
-    before = sandbox_procs(t.proc.pid)
-    ok(before and not all(s == "T" for s in before.values()), "takeover control: the sandbox runs (%s)" % before)
-    rc, out, _ = cli(cenv, "takeover", sid)
-    frozen = sandbox_procs(t.proc.pid)
-    ok(rc == 0 and frozen and all(s == "T" for s in frozen.values()),
-       "takeover: every process of the sandbox is stopped (%s)" % frozen)
-    t.read_for(2.5)
-    ok(b"AFTER-TAKEOVER" not in t.seen, "takeover: the workload does not go on")
-    rc, out, _ = cli(cenv, "resume", sid)
-    ok(rc == 0, "resume is answered")
-    t.expect(b"AFTER-TAKEOVER", "the workload after resume")
-    ok(t.wait("shinken run after resume") == 0, "resume: the command ends normally")
-    t.close()
+    # Take over from the CLI, of the run's own manager's session.
+    takeover(run, env, ws, "embedded")
+    inline_takeover(run, env, ws, P, up)
 
     # Breakers: resume continues the frozen session; end kills it.
     t = breaker(run, env, ws, P, b"r")

@@ -142,7 +142,9 @@ void shk_sandbox_assess(const shk_sandbox_features *f, const shk_sandbox_env *en
   a->landlock_scope = f->landlock_abi >= 6;
   a->seccomp = f->seccomp;
   a->guard = f->seccomp && f->connect_guard;
-  a->cgroup = limits && shk_sandbox_cgroup_usable(f, o);
+  /* A session the Ask loop may take over gets a cgroup for its freezer
+   * where the host has one this caller may use (it needs no controller). */
+  a->cgroup = (limits || (o && o->freezer)) && shk_sandbox_cgroup_usable(f, o);
   a->netns = net != SHK_NET_HOST;
 
   /* In the order `shinken run` names them when it refuses: the first is

@@ -19,3 +19,7 @@ int shk__cgroup_v1_create(const shk_sandbox_features *f, const shk_sandbox_opts 
                           shk_sandbox_cgroup *cg, shk_error *err);
 int shk__cgroup_v1_join(const shk_sandbox_cgroup *cg);
 void shk__cgroup_v1_destroy(shk_sandbox_cgroup *cg);
+
+/* The absolute directory of the session cgroup Shinken made that holds
+ * PID (its v1 freezer's when *V1, else its v2 one), or NULL. */
+char *shk__cgroup_session_of(pid_t pid, bool *v1);

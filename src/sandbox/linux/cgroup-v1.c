@@ -35,7 +35,8 @@ static bool has_word(const char *list, const char *tok)
   }
 }
 
-/* The mount point and mount root of the v1 hierarchy carrying `ctl`, from
+/* The mount point and mount root of the v1 hierarchy carrying `ctl` (or of
+ * the cgroup v2 mount, for NULL), from
  * /proc/self/mountinfo lines "ID PARENT DEV ROOT POINT OPTS [TAGS] - TYPE
  * SOURCE SUPEROPTS". A name with escaped characters is skipped rather than
  * guessed at. */
@@ -59,7 +60,8 @@ static bool find_hierarchy(const char *ctl, char **point, char **root)
       else if (j < 3)
         post[j++] = t;
     }
-    if (!post[2] || strcmp(post[0], "cgroup") || !has_word(post[2], ctl) ||
+    /* ctl NULL: the cgroup v2 mount. */
+    if (!post[2] || (ctl ? strcmp(post[0], "cgroup") || !has_word(post[2], ctl) : strcmp(post[0], "cgroup2")) ||
         strchr(fields[3], '\\') || strchr(fields[4], '\\'))
       continue;
     *root = strdup(fields[3]);
@@ -413,4 +415,46 @@ void shk__cgroup_v1_destroy(shk_sandbox_cgroup *cg)
   }
   free(cg->path);
   cg->path = NULL;
+}
+
+/* The session cgroup that holds PID, by the /proc/PID/cgroup lines
+ * "ID:CONTROLLERS:PATH": its cgroup v1 freezer's, else its cgroup v2 one.
+ * Only a cgroup Shinken made for a session is taken (named shinken-* in v1,
+ * session-* in v2, by shk_sandbox_cgroup_create): a process's cgroup may
+ * also be a user's slice or a service's, which must never be frozen. */
+char *shk__cgroup_session_of(pid_t pid, bool *v1)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+  char *text;
+  size_t len;
+  if (shk__read_file(path, &text, &len) < 0)
+    return NULL;
+  char *fz = NULL, *uni = NULL, *save = NULL;
+  for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+    char *list = strchr(l, ':');
+    char *cg = list ? strchr(list + 1, ':') : NULL;
+    if (!cg || cg[1] != '/')
+      continue;
+    *cg++ = '\0';
+    const char *base = strrchr(cg, '/') + 1;
+    if (has_word(list + 1, "freezer") && !strncmp(base, "shinken-", 8))
+      fz = cg;
+    else if (list[1] == '\0' && !strncmp(base, "session-", 8))
+      uni = cg;
+  }
+  char *res = NULL;
+  char *point = NULL, *root = NULL;
+  const char *cg = fz ? fz : uni;
+  /* The mount shows the hierarchy from its root: the path beneath it. */
+  if (cg && find_hierarchy(fz ? "freezer" : NULL, &point, &root)) {
+    size_t n = strcmp(root, "/") ? strlen(root) : 0;
+    if (!strncmp(cg, root, n) && cg[n] == '/' && asprintf(&res, "%s%s", point, cg + n) < 0)
+      res = NULL;
+  }
+  *v1 = fz != NULL;
+  free(point);
+  free(root);
+  free(text);
+  return res;
 }

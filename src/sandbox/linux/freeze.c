@@ -1,7 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Stopping and continuing every process of the sandboxes this process
- * launched: the freezer behind the Ask loop's take over and breakers when
- * the sandbox has no cgroup of its own.
+ * launched: the freezer behind the Ask loop's take over and breakers.
+ *
+ * Where a sandbox has a session cgroup (the launcher attaches it here),
+ * the cgroup freezer holds it: cgroup v1's freezer.state set to FROZEN, or
+ * cgroup v2's cgroup.freeze set to 1, and the kernel says when every task
+ * is frozen. Why that is preferred: a frozen task is held where it stands,
+ * whatever it was doing, nothing inside can see it (no job-control
+ * notice, no SIGCHLD to a parent) or undo it (no SIGCONT reaches it), and
+ * a process forked meanwhile is born in the cgroup and frozen with it.
+ * Without a cgroup (an unprivileged caller with no delegated hierarchy, a
+ * host with no freezer) signals do it, as follows.
  *
  * Which processes: every descendant of the calling process (the launcher)
  * that lives in another PID namespace than the caller's. bwrap gives each
@@ -22,19 +31,166 @@
  * nothing inside can observe). Killing sends SIGKILL to the same set,
  * stopped or not, for a session the Ask loop ended while it was frozen. */
 #include "sandbox-internal.h"
+#include "cgroup-internal.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
+
+/* How long the kernel may take to freeze a cgroup, in milliseconds, before
+ * the freeze is taken as failed (and undone). */
+#define FREEZE_WAIT_MS 2000
+
+/* The attached session cgroups: the directory whose freezer holds each
+ * sandbox, and whether it is a cgroup v1 freezer's. */
+typedef struct frozen_cg {
+  struct frozen_cg *next;
+  char *dir;
+  bool v1;
+} frozen_cg;
+
+static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;
+static frozen_cg *cgs;
+
+/* The directory of CG whose freezer holds it: the v1 freezer hierarchy's,
+ * or the v2 session cgroup (every non-root v2 cgroup has cgroup.freeze). */
+static const char *freezer_dir(const shk_sandbox_cgroup *cg, bool *v1)
+{
+  *v1 = cg->v1[SHK_CG1_FREEZER] != NULL;
+  if (*v1)
+    return cg->v1[SHK_CG1_FREEZER];
+  return cg->procs_fd >= 0 ? cg->path : NULL;
+}
+
+int shk__freezer_attach(const shk_sandbox_cgroup *cg)
+{
+  bool v1;
+  const char *dir = freezer_dir(cg, &v1);
+  if (!dir)
+    return 0;
+  frozen_cg *c = calloc(1, sizeof *c);
+  if (!c || !(c->dir = strdup(dir))) {
+    free(c);
+    return -ENOMEM;
+  }
+  c->v1 = v1;
+  pthread_mutex_lock(&cg_mu);
+  c->next = cgs;
+  cgs = c;
+  pthread_mutex_unlock(&cg_mu);
+  return 0;
+}
+
+void shk__freezer_detach(const shk_sandbox_cgroup *cg)
+{
+  bool v1;
+  const char *dir = freezer_dir(cg, &v1);
+  if (!dir)
+    return;
+  pthread_mutex_lock(&cg_mu);
+  for (frozen_cg **pp = &cgs; *pp; pp = &(*pp)->next)
+    if (!strcmp((*pp)->dir, dir)) {
+      frozen_cg *c = *pp;
+      *pp = c->next;
+      free(c->dir);
+      free(c);
+      break;
+    }
+  pthread_mutex_unlock(&cg_mu);
+}
+
+/* Whether the file NAME of DIR holds a line starting with WANT. */
+static bool file_says(const char *dir, const char *name, const char *want)
+{
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+    return false;
+  char *text;
+  size_t len;
+  if (shk__read_file(path, &text, &len) < 0)
+    return false;
+  size_t n = strlen(want);
+  bool found = false;
+  for (char *l = text; l && !found; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    found = !strncmp(l, want, n);
+  free(text);
+  return found;
+}
+
+/* How many processes cgroup.procs of DIR lists. */
+static unsigned count_procs(const char *dir)
+{
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/cgroup.procs", dir) >= (int)sizeof path)
+    return 0;
+  char *text;
+  size_t len;
+  if (shk__read_file(path, &text, &len) < 0)
+    return 0;
+  unsigned n = 0;
+  for (size_t i = 0; i < len; i++)
+    n += text[i] == '\n';
+  free(text);
+  return n;
+}
+
+/* Freezes (FREEZE) or thaws one cgroup, and for a freeze waits until the
+ * kernel says every task is frozen: v1's freezer.state reads FROZEN (not
+ * FREEZING), v2's cgroup.events says "frozen 1". A freeze that does not
+ * complete is undone and fails: a half-frozen session is not held. */
+static int freeze_cg(const frozen_cg *c, bool freeze)
+{
+  shk_autoclose int dir = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return -errno;
+  const char *file = c->v1 ? "freezer.state" : "cgroup.freeze";
+  int r = shk__write_at(dir, file, c->v1 ? (freeze ? "FROZEN" : "THAWED") : (freeze ? "1" : "0"));
+  if (r < 0 || !freeze)
+    return r;
+  for (int ms = 0; ms < FREEZE_WAIT_MS; ms++) {
+    if (c->v1 ? file_says(c->dir, "freezer.state", "FROZEN") : file_says(c->dir, "cgroup.events", "frozen 1"))
+      return 0;
+    nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+  }
+  (void)shk__write_at(dir, file, c->v1 ? "THAWED" : "0");
+  return -ETIMEDOUT;
+}
+
+/* The cgroup freezer's part of shk_sandbox_signal_launched: -ENOENT when
+ * no sandbox has an attached cgroup (signals do it then). Killing thaws,
+ * so that the SIGKILLs the scan sent are acted on. */
+static int freeze_cgroups(shk_sandbox_signal what, unsigned *count, shk_error *err)
+{
+  pthread_mutex_lock(&cg_mu);
+  int r = cgs ? 0 : -ENOENT;
+  unsigned n = 0;
+  for (frozen_cg *c = cgs; c && r == 0; c = c->next) {
+    if ((r = freeze_cg(c, what == SHK_SANDBOX_STOP)) < 0)
+      shk__error_set(err, r, "the cgroup freezer of %s: %s", c->dir, shk_strerror(r));
+    else
+      n += count_procs(c->dir);
+  }
+  /* A session only partly frozen is thawed whole again. */
+  if (r < 0 && r != -ENOENT && what == SHK_SANDBOX_STOP)
+    for (frozen_cg *c = cgs; c; c = c->next)
+      (void)freeze_cg(c, false);
+  pthread_mutex_unlock(&cg_mu);
+  if (r == 0 && count)
+    *count = n;
+  return r;
+}
 
 /* Passes of the stopping scan before it gives up (each after the last
  * found a process still running). */
@@ -140,6 +296,11 @@ static bool other_pidns(pid_t pid, ino_t own)
 
 int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_error *err)
 {
+  if (what != SHK_SANDBOX_KILL) {
+    int r = freeze_cgroups(what, count, err);
+    if (r != -ENOENT)
+      return r;
+  }
   bool stop = what == SHK_SANDBOX_STOP;
   int sig = what == SHK_SANDBOX_KILL ? SIGKILL : SIGCONT;
   struct stat own;
@@ -168,6 +329,9 @@ int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_er
     }
     free(v);
     if (!stop || !running) {
+      /* Killed while frozen, they die as soon as they are thawed. */
+      if (what == SHK_SANDBOX_KILL)
+        (void)freeze_cgroups(SHK_SANDBOX_CONTINUE, NULL, NULL);
       if (count)
         *count = signalled;
       return 0;
@@ -179,4 +343,25 @@ int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_er
    * stopped should not exist once its parent is stopped): fail, and let
    * the caller end the sandbox instead. */
   return shk__error_set(err, -EAGAIN, "the freezer could not stop every process of the sandbox");
+}
+
+/* Safe because it freezes only a cgroup Shinken made for a session
+ * (shk__cgroup_session_of) that holds the process the pidfd names, and
+ * the pidfd is checked alive after the cgroup was read: a pid reused
+ * meanwhile by another process is not taken for the sandbox. */
+int shk_sandbox_freeze_process(int pidfd, pid_t pid, bool stop, shk_error *err)
+{
+  frozen_cg c = { 0 };
+  c.dir = shk__cgroup_session_of(pid, &c.v1);
+  if (syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0) {
+    free(c.dir);
+    return shk__error_set(err, -ESRCH, "the session's sandbox has ended");
+  }
+  if (!c.dir)
+    return shk__error_set(err, -ENOSYS, "the session's sandbox has no cgroup of its own to freeze");
+  int r = freeze_cg(&c, stop);
+  if (r < 0)
+    shk__error_set(err, r, "the cgroup freezer of %s: %s", c.dir, shk_strerror(r));
+  free(c.dir);
+  return r;
 }

@@ -486,8 +486,21 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   char resolv[PATH_MAX], resolv_src[PATH_MAX];
 
   int r = 0;
-  if (a->cgroup && (r = shk_sandbox_cgroup_create(f, o, &cg, err)) < 0)
+  bool limits = o->mem || o->pids || o->cpu_milli;
+  if (a->cgroup && (r = shk_sandbox_cgroup_create(f, o, &cg, err)) < 0) {
+    /* A cgroup asked for the freezer alone is best effort: without it take
+     * over stops the processes with signals instead. A limit is never
+     * dropped. */
+    if (limits)
+      goto out;
+    r = 0;
+    if (err)
+      memset(err, 0, sizeof *err);
+  }
+  if ((r = shk__freezer_attach(&cg)) < 0) {
+    nomem(err);
     goto out;
+  }
   if ((r = keep_cgroup_paths(&cg, res)) < 0) {
     nomem(err);
     goto out;
@@ -685,6 +698,7 @@ out:
   shk__guard_free(g);
   res->oom_kills = oom_kills(&cg);
   res->pids_refused = pids_refused(&cg);
+  shk__freezer_detach(&cg);
   shk_sandbox_cgroup_destroy(&cg);
   /* Every process of the sandbox died with its pid namespace. */
   shk_sandbox_plan_cleanup(&res->plan);

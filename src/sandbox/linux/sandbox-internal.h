@@ -82,6 +82,12 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
 void shk__stage2_args_free(shk__stage2_args *a);
 void shk__strv_free(char **v);
 
+/* The session cgroup of a running sandbox, made known to the freezer
+ * (freeze.c) from its creation to its removal: take over then freezes that
+ * cgroup. Detaching forgets it. Both only take the freezer's lock. */
+int shk__freezer_attach(const shk_sandbox_cgroup *cg);
+void shk__freezer_detach(const shk_sandbox_cgroup *cg);
+
 /* ---- stage 2 (inside the sandbox) ----
  *
  * Stage 2's code (stage2.c and the pieces below) makes system calls itself
