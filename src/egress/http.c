@@ -14,7 +14,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define MAX_HEADERS 100
 #define MAX_CONN_TOKENS 16
 
 static bool is_tchar(unsigned char c)
@@ -105,312 +104,6 @@ static long find_end(const char *buf, size_t len, shk__http_refusal *ref)
     return refuse(ref, 431, "http-head-too-large");
   return 0;
 }
-
-static int parse_target(struct slice method, struct slice target, shk__http_req *req,
-                        struct slice *path, shk__http_refusal *ref)
-{
-  const char *r;
-  if (slice_eq(method, "CONNECT")) {
-    req->is_connect = true;
-    r = shk__authority_parse(target.p, target.n, 0, &req->host, &req->port);
-    return r ? refuse(ref, 400, r) : 0;
-  }
-  if (target.n < 7 || strncasecmp(target.p, "http://", 7)) {
-    if (target.n >= 8 && !strncasecmp(target.p, "https://", 8))
-      return refuse(ref, 400, "http-https-needs-connect");
-    return refuse(ref, 400, "http-not-absolute-form");
-  }
-  const char *a = target.p + 7, *end = target.p + target.n, *q = a;
-  while (q < end && *q != '/' && *q != '?' && *q != '#')
-    q++;
-  r = shk__authority_parse(a, (size_t)(q - a), 80, &req->host, &req->port);
-  if (r)
-    return refuse(ref, 400, r);
-  for (const char *p = q; p < end; p++)
-    if (*p == '#' || (unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
-      return refuse(ref, 400, "http-bad-target");
-  path->p = q;
-  path->n = (size_t)(end - q);
-  return 0;
-}
-
-/* Safe on any bytes: every read is bounded by the head length found first,
- * and the result is either a complete request or a refusal. */
-int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
-                         shk__http_refusal *ref)
-{
-  memset(req, 0, sizeof *req);
-  ref->status = 0;
-  ref->reason = NULL;
-  long end = find_end(buf, len, ref);
-  if (end <= 0)
-    return (int)end;
-  const char *p = buf, *e = buf + end;
-
-  /* Request line: METHOD SP TARGET SP HTTP/1.x CRLF, single spaces. */
-  struct slice method = { p, 0 }, target, version, path = { NULL, 0 };
-  while (p < e && is_tchar((unsigned char)*p))
-    p++;
-  method.n = (size_t)(p - method.p);
-  if (method.n == 0 || method.n > 16 || *p != ' ')
-    return refuse(ref, 400, "http-bad-request-line");
-  target.p = ++p;
-  while (p < e && *p != ' ' && *p != '\r')
-    p++;
-  target.n = (size_t)(p - target.p);
-  if (target.n == 0 || *p != ' ')
-    return refuse(ref, 400, "http-bad-request-line");
-  version.p = ++p;
-  while (p < e && *p != '\r')
-    p++;
-  version.n = (size_t)(p - version.p);
-  if (!(version.n == 8 && (!memcmp(version.p, "HTTP/1.1", 8) || !memcmp(version.p, "HTTP/1.0", 8))))
-    return refuse(ref, 505, "http-bad-version");
-  p += 2;
-  if (parse_target(method, target, req, &path, ref) < 0)
-    return -1;
-
-  struct header hs[MAX_HEADERS];
-  size_t nh = 0;
-  struct slice conn_tokens[MAX_CONN_TOKENS];
-  size_t nconn = 0;
-  int n_host = 0, n_cl = 0, n_te = 0;
-  struct slice host_value = { NULL, 0 }, te_value = { NULL, 0 };
-  while (p < e && *p != '\r') {
-    if (*p == ' ' || *p == '\t')
-      return refuse(ref, 400, "http-obs-fold");
-    if (nh == MAX_HEADERS)
-      return refuse(ref, 431, "http-too-many-headers");
-    struct header *h = &hs[nh++];
-    h->name.p = p;
-    while (p < e && is_tchar((unsigned char)*p))
-      p++;
-    h->name.n = (size_t)(p - h->name.p);
-    if (h->name.n == 0 || *p != ':')
-      return refuse(ref, 400, "http-bad-header-name");
-    p++;
-    while (*p == ' ' || *p == '\t')
-      p++;
-    h->value.p = p;
-    while (*p != '\r') {
-      unsigned char c = (unsigned char)*p;
-      if ((c < 0x20 && c != '\t') || c == 0x7f)
-        return refuse(ref, 400, "http-bad-header-value");
-      p++;
-    }
-    const char *ve = p;
-    while (ve > h->value.p && (ve[-1] == ' ' || ve[-1] == '\t'))
-      ve--;
-    h->value.n = (size_t)(ve - h->value.p);
-    p += 2;
-
-    if (slice_eq(h->name, "host")) {
-      n_host++;
-      host_value = h->value;
-    } else if (slice_eq(h->name, "content-length")) {
-      if (++n_cl > 1)
-        return refuse(ref, 400, "http-two-content-length");
-      if (h->value.n == 0 || h->value.n > 15)
-        return refuse(ref, 400, "http-bad-content-length");
-      for (size_t i = 0; i < h->value.n; i++) {
-        if (h->value.p[i] < '0' || h->value.p[i] > '9')
-          return refuse(ref, 400, "http-bad-content-length");
-        req->content_length = req->content_length * 10 + (uint64_t)(h->value.p[i] - '0');
-      }
-    } else if (slice_eq(h->name, "transfer-encoding")) {
-      n_te++;
-      te_value = h->value;
-    } else if (slice_eq(h->name, "connection")) {
-      const char *t = h->value.p, *te = h->value.p + h->value.n;
-      while (t < te) {
-        while (t < te && (*t == ' ' || *t == '\t' || *t == ','))
-          t++;
-        const char *ts = t;
-        while (t < te && is_tchar((unsigned char)*t))
-          t++;
-        if (t == ts) {
-          if (t < te)
-            return refuse(ref, 400, "http-bad-connection");
-          break;
-        }
-        if (nconn == MAX_CONN_TOKENS)
-          return refuse(ref, 400, "http-bad-connection");
-        conn_tokens[nconn++] = (struct slice){ ts, (size_t)(t - ts) };
-      }
-    }
-  }
-  if (n_cl && n_te)
-    return refuse(ref, 400, "http-cl-and-te");
-  if (n_te > 1 || (n_te && !slice_eq(te_value, "chunked")))
-    return refuse(ref, 501, "http-transfer-encoding-unsupported");
-  if (n_te && version.p[7] == '0')
-    return refuse(ref, 400, "http-chunked-in-1.0");
-  req->chunked = n_te == 1;
-  if (req->is_connect && req->chunked)
-    return refuse(ref, 400, "http-connect-with-body");
-  if (n_host > 1)
-    return refuse(ref, 400, "http-two-host");
-  if (req->is_connect && req->content_length)
-    return refuse(ref, 400, "http-connect-with-body");
-  if (n_host == 0 && !req->is_connect && version.p[7] == '1')
-    return refuse(ref, 400, "http-host-missing");
-  if (n_host) {
-    shk_host hh;
-    uint16_t hp;
-    if (shk__authority_parse(host_value.p, host_value.n, req->is_connect ? req->port : 80,
-                             &hh, &hp) ||
-        strcmp(hh.text, req->host.text) || hp != req->port)
-      return refuse(ref, 400, "http-host-mismatch");
-  }
-  req->head_len = (size_t)end;
-  if (req->is_connect)
-    return 1;
-
-  /* The head for the origin: origin-form target, our own Host (the
-   * canonical one that was checked), the end-to-end headers, and
-   * Connection: close so the origin ends the exchange after one response
-   * and nothing the client sends later can ride along unchecked. */
-  size_t cap = (size_t)end + 128, ulen = 0;
-  char *u = malloc(cap);
-  if (u)
-    u[0] = '\0';
-  append(&u, &ulen, &cap, method.p, method.n);
-  appends(&u, &ulen, &cap, " ");
-  if (path.n == 0 || path.p[0] == '?')
-    appends(&u, &ulen, &cap, "/");
-  append(&u, &ulen, &cap, path.p ? path.p : "", path.n);
-  /* The client's own version: an HTTP/1.0 client must not be sent a
-   * chunked response it cannot read. */
-  appends(&u, &ulen, &cap, " ");
-  append(&u, &ulen, &cap, version.p, version.n);
-  appends(&u, &ulen, &cap, "\r\nHost: ");
-  bool v6 = req->host.kind == SHK_HOST_IPV6;
-  if (v6)
-    appends(&u, &ulen, &cap, "[");
-  appends(&u, &ulen, &cap, req->host.text);
-  if (v6)
-    appends(&u, &ulen, &cap, "]");
-  if (req->port != 80) {
-    char port[8];
-    snprintf(port, sizeof port, ":%u", req->port);
-    appends(&u, &ulen, &cap, port);
-  }
-  appends(&u, &ulen, &cap, "\r\n");
-  if (req->chunked)
-    appends(&u, &ulen, &cap, "Transfer-Encoding: chunked\r\n");
-  if (n_cl) {
-    char cl[32];
-    snprintf(cl, sizeof cl, "Content-Length: %llu\r\n", (unsigned long long)req->content_length);
-    appends(&u, &ulen, &cap, cl);
-  }
-  for (size_t i = 0; i < nh; i++) {
-    bool drop = is_hop_by_hop(hs[i].name);
-    for (size_t j = 0; j < nconn && !drop; j++)
-      drop = hs[i].name.n == conn_tokens[j].n &&
-             !strncasecmp(hs[i].name.p, conn_tokens[j].p, conn_tokens[j].n);
-    if (drop)
-      continue;
-    append(&u, &ulen, &cap, hs[i].name.p, hs[i].name.n);
-    appends(&u, &ulen, &cap, ": ");
-    append(&u, &ulen, &cap, hs[i].value.p, hs[i].value.n);
-    appends(&u, &ulen, &cap, "\r\n");
-  }
-  appends(&u, &ulen, &cap, "Connection: close\r\n\r\n");
-  if (!u)
-    return refuse(ref, 503, "proxy-out-of-memory");
-  req->upstream = u;
-  req->upstream_len = ulen;
-  return 1;
-}
-
-void shk__http_req_free(shk__http_req *req)
-{
-  free(req->upstream);
-  req->upstream = NULL;
-}
-
-enum { CK_SIZE, CK_SIZE_LF, CK_DATA, CK_DATA_CR, CK_DATA_LF, CK_END_CR, CK_END_LF, CK_DONE };
-
-/* Safe on any bytes: one byte at a time through a small state machine,
- * sizes capped at 16 hex digits so nothing overflows, and data bytes are
- * only counted, never interpreted. */
-long shk__chunked_feed(shk__chunked *c, const char *buf, size_t len, const char **reason)
-{
-  size_t i = 0;
-  while (i < len && c->state != CK_DONE) {
-    char ch = buf[i];
-    switch (c->state) {
-    case CK_SIZE: {
-      int d = ch >= '0' && ch <= '9' ? ch - '0'
-              : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-              : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-      if (d >= 0 && c->digits < 16) {
-        c->size = c->size * 16 + (uint64_t)d;
-        c->digits++;
-      } else if (ch == '\r' && c->digits > 0) {
-        c->state = CK_SIZE_LF;
-      } else {
-        *reason = ch == ';' ? "chunk-extension-unsupported" : "chunk-bad-size";
-        return -1;
-      }
-      i++;
-      break;
-    }
-    case CK_SIZE_LF:
-      if (ch != '\n') {
-        *reason = "chunk-bare-cr";
-        return -1;
-      }
-      c->state = c->size ? CK_DATA : CK_END_CR;
-      i++;
-      break;
-    case CK_DATA: {
-      size_t n = len - i;
-      if ((uint64_t)n > c->size)
-        n = (size_t)c->size;
-      c->size -= n;
-      i += n;
-      if (c->size == 0)
-        c->state = CK_DATA_CR;
-      break;
-    }
-    case CK_DATA_CR:
-    case CK_END_CR:
-      if (ch != '\r') {
-        *reason = c->state == CK_END_CR ? "chunk-trailer-unsupported" : "chunk-bad-end";
-        return -1;
-      }
-      c->state++;
-      i++;
-      break;
-    case CK_DATA_LF:
-    case CK_END_LF:
-      if (ch != '\n') {
-        *reason = "chunk-bare-cr";
-        return -1;
-      }
-      c->state = c->state == CK_DATA_LF ? CK_SIZE : CK_DONE;
-      c->digits = 0;
-      i++;
-      break;
-    default:
-      *reason = "chunk-state";
-      return -1;
-    }
-  }
-  return (long)i;
-}
-
-bool shk__chunked_done(const shk__chunked *c)
-{
-  return c->state == CK_DONE;
-}
-
-/* ------------------------------------------------------------------------
- * HTTP/1.1 on an inspected connection: origin-form request heads and the
- * upstream's response heads. The same strictness as the proxy's own
- * requests: one reading of every head, or a refusal.
- */
 
 /* The framing and connection headers of one head, read once. */
 struct fields {
@@ -521,6 +214,250 @@ static bool is_proxy_owned(const struct fields *f, struct slice name)
   return false;
 }
 
+/* The request line: METHOD SP TARGET SP HTTP/1.x CRLF, single spaces.
+ * Advances *P past it. */
+static int read_request_line(const char **pp, const char *e, struct slice *method,
+                             struct slice *target, struct slice *version, shk__http_refusal *ref)
+{
+  const char *p = *pp;
+  *method = (struct slice){ p, 0 };
+  while (p < e && is_tchar((unsigned char)*p))
+    p++;
+  method->n = (size_t)(p - method->p);
+  if (method->n == 0 || method->n > 16 || *p != ' ')
+    return refuse(ref, 400, "http-bad-request-line");
+  target->p = ++p;
+  while (p < e && *p != ' ' && *p != '\r')
+    p++;
+  target->n = (size_t)(p - target->p);
+  if (target->n == 0 || *p != ' ')
+    return refuse(ref, 400, "http-bad-request-line");
+  version->p = ++p;
+  while (p < e && *p != '\r')
+    p++;
+  version->n = (size_t)(p - version->p);
+  if (!(version->n == 8 && (!memcmp(version->p, "HTTP/1.1", 8) || !memcmp(version->p, "HTTP/1.0", 8))))
+    return refuse(ref, 505, "http-bad-version");
+  *pp = p + 2;
+  return 0;
+}
+
+static int parse_target(struct slice method, struct slice target, shk__http_req *req,
+                        struct slice *path, shk__http_refusal *ref)
+{
+  const char *r;
+  if (slice_eq(method, "CONNECT")) {
+    req->is_connect = true;
+    r = shk__authority_parse(target.p, target.n, 0, &req->host, &req->port);
+    return r ? refuse(ref, 400, r) : 0;
+  }
+  if (target.n < 7 || strncasecmp(target.p, "http://", 7)) {
+    if (target.n >= 8 && !strncasecmp(target.p, "https://", 8))
+      return refuse(ref, 400, "http-https-needs-connect");
+    return refuse(ref, 400, "http-not-absolute-form");
+  }
+  const char *a = target.p + 7, *end = target.p + target.n, *q = a;
+  while (q < end && *q != '/' && *q != '?' && *q != '#')
+    q++;
+  r = shk__authority_parse(a, (size_t)(q - a), 80, &req->host, &req->port);
+  if (r)
+    return refuse(ref, 400, r);
+  for (const char *p = q; p < end; p++)
+    if (*p == '#' || (unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+      return refuse(ref, 400, "http-bad-target");
+  path->p = q;
+  path->n = (size_t)(end - q);
+  return 0;
+}
+
+/* Safe on any bytes: every read is bounded by the head length found first,
+ * and the result is either a complete request or a refusal. */
+int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
+                         shk__http_refusal *ref)
+{
+  memset(req, 0, sizeof *req);
+  ref->status = 0;
+  ref->reason = NULL;
+  long end = find_end(buf, len, ref);
+  if (end <= 0)
+    return (int)end;
+  const char *p = buf, *e = buf + end;
+
+  struct slice method, target, version, path = { NULL, 0 };
+  if (read_request_line(&p, e, &method, &target, &version, ref) < 0)
+    return -1;
+  if (parse_target(method, target, req, &path, ref) < 0)
+    return -1;
+
+  struct fields f;
+  if (read_fields(p, e, &f, ref) < 0)
+    return -1;
+  req->content_length = f.content_length;
+  if (f.n_te && version.p[7] == '0')
+    return refuse(ref, 400, "http-chunked-in-1.0");
+  req->chunked = f.n_te == 1;
+  if (req->is_connect && req->chunked)
+    return refuse(ref, 400, "http-connect-with-body");
+  if (f.n_host > 1)
+    return refuse(ref, 400, "http-two-host");
+  if (req->is_connect && req->content_length)
+    return refuse(ref, 400, "http-connect-with-body");
+  if (f.n_host == 0 && !req->is_connect && version.p[7] == '1')
+    return refuse(ref, 400, "http-host-missing");
+  if (f.n_host) {
+    shk_host hh;
+    uint16_t hp;
+    if (shk__authority_parse(f.host_value.p, f.host_value.n, req->is_connect ? req->port : 80,
+                             &hh, &hp) ||
+        strcmp(hh.text, req->host.text) || hp != req->port)
+      return refuse(ref, 400, "http-host-mismatch");
+  }
+  req->head_len = (size_t)end;
+  if (req->is_connect)
+    return 1;
+
+  /* The head for the origin: origin-form target, our own Host (the
+   * canonical one that was checked), the end-to-end headers, and
+   * Connection: close so the origin ends the exchange after one response
+   * and nothing the client sends later can ride along unchecked. */
+  size_t cap = (size_t)end + 128, ulen = 0;
+  char *u = malloc(cap);
+  if (u)
+    u[0] = '\0';
+  append(&u, &ulen, &cap, method.p, method.n);
+  appends(&u, &ulen, &cap, " ");
+  if (path.n == 0 || path.p[0] == '?')
+    appends(&u, &ulen, &cap, "/");
+  append(&u, &ulen, &cap, path.p ? path.p : "", path.n);
+  /* The client's own version: an HTTP/1.0 client must not be sent a
+   * chunked response it cannot read. */
+  appends(&u, &ulen, &cap, " ");
+  append(&u, &ulen, &cap, version.p, version.n);
+  appends(&u, &ulen, &cap, "\r\nHost: ");
+  bool v6 = req->host.kind == SHK_HOST_IPV6;
+  if (v6)
+    appends(&u, &ulen, &cap, "[");
+  appends(&u, &ulen, &cap, req->host.text);
+  if (v6)
+    appends(&u, &ulen, &cap, "]");
+  if (req->port != 80) {
+    char port[8];
+    snprintf(port, sizeof port, ":%u", req->port);
+    appends(&u, &ulen, &cap, port);
+  }
+  appends(&u, &ulen, &cap, "\r\n");
+  if (req->chunked)
+    appends(&u, &ulen, &cap, "Transfer-Encoding: chunked\r\n");
+  if (f.n_cl) {
+    char cl[32];
+    snprintf(cl, sizeof cl, "Content-Length: %llu\r\n", (unsigned long long)req->content_length);
+    appends(&u, &ulen, &cap, cl);
+  }
+  for (size_t i = 0; i < f.nh; i++) {
+    if (is_proxy_owned(&f, f.hs[i].name))
+      continue;
+    append(&u, &ulen, &cap, f.hs[i].name.p, f.hs[i].name.n);
+    appends(&u, &ulen, &cap, ": ");
+    append(&u, &ulen, &cap, f.hs[i].value.p, f.hs[i].value.n);
+    appends(&u, &ulen, &cap, "\r\n");
+  }
+  appends(&u, &ulen, &cap, "Connection: close\r\n\r\n");
+  if (!u)
+    return refuse(ref, 503, "proxy-out-of-memory");
+  req->upstream = u;
+  req->upstream_len = ulen;
+  return 1;
+}
+
+void shk__http_req_free(shk__http_req *req)
+{
+  free(req->upstream);
+  req->upstream = NULL;
+}
+
+enum { CK_SIZE, CK_SIZE_LF, CK_DATA, CK_DATA_CR, CK_DATA_LF, CK_END_CR, CK_END_LF, CK_DONE };
+
+/* Safe on any bytes: one byte at a time through a small state machine,
+ * sizes capped at 16 hex digits so nothing overflows, and data bytes are
+ * only counted, never interpreted. */
+long shk__chunked_feed(shk__chunked *c, const char *buf, size_t len, const char **reason)
+{
+  size_t i = 0;
+  while (i < len && c->state != CK_DONE) {
+    char ch = buf[i];
+    switch (c->state) {
+    case CK_SIZE: {
+      int d = ch >= '0' && ch <= '9' ? ch - '0'
+              : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+              : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+      if (d >= 0 && c->digits < 16) {
+        c->size = c->size * 16 + (uint64_t)d;
+        c->digits++;
+      } else if (ch == '\r' && c->digits > 0) {
+        c->state = CK_SIZE_LF;
+      } else {
+        *reason = ch == ';' ? "chunk-extension-unsupported" : "chunk-bad-size";
+        return -1;
+      }
+      i++;
+      break;
+    }
+    case CK_SIZE_LF:
+      if (ch != '\n') {
+        *reason = "chunk-bare-cr";
+        return -1;
+      }
+      c->state = c->size ? CK_DATA : CK_END_CR;
+      i++;
+      break;
+    case CK_DATA: {
+      size_t n = len - i;
+      if ((uint64_t)n > c->size)
+        n = (size_t)c->size;
+      c->size -= n;
+      i += n;
+      if (c->size == 0)
+        c->state = CK_DATA_CR;
+      break;
+    }
+    case CK_DATA_CR:
+    case CK_END_CR:
+      if (ch != '\r') {
+        *reason = c->state == CK_END_CR ? "chunk-trailer-unsupported" : "chunk-bad-end";
+        return -1;
+      }
+      c->state++;
+      i++;
+      break;
+    case CK_DATA_LF:
+    case CK_END_LF:
+      if (ch != '\n') {
+        *reason = "chunk-bare-cr";
+        return -1;
+      }
+      c->state = c->state == CK_DATA_LF ? CK_SIZE : CK_DONE;
+      c->digits = 0;
+      i++;
+      break;
+    default:
+      *reason = "chunk-state";
+      return -1;
+    }
+  }
+  return (long)i;
+}
+
+bool shk__chunked_done(const shk__chunked *c)
+{
+  return c->state == CK_DONE;
+}
+
+/* ------------------------------------------------------------------------
+ * HTTP/1.1 on an inspected connection: origin-form request heads and the
+ * upstream's response heads. The same strictness as the proxy's own
+ * requests: one reading of every head, or a refusal.
+ */
+
 int shk__http_parse_origin(const char *buf, size_t len, const shk_host *host, uint16_t port,
                            uint16_t default_port, shk__http_origin_req *req,
                            shk__http_refusal *ref)
@@ -532,25 +469,9 @@ int shk__http_parse_origin(const char *buf, size_t len, const shk_host *host, ui
   if (end <= 0)
     return (int)end;
   const char *p = buf, *e = buf + end;
-  struct slice method = { p, 0 }, target, version;
-  while (p < e && is_tchar((unsigned char)*p))
-    p++;
-  method.n = (size_t)(p - method.p);
-  if (method.n == 0 || method.n > 16 || *p != ' ')
-    return refuse(ref, 400, "http-bad-request-line");
-  target.p = ++p;
-  while (p < e && *p != ' ' && *p != '\r')
-    p++;
-  target.n = (size_t)(p - target.p);
-  if (target.n == 0 || *p != ' ')
-    return refuse(ref, 400, "http-bad-request-line");
-  version.p = ++p;
-  while (p < e && *p != '\r')
-    p++;
-  version.n = (size_t)(p - version.p);
-  if (!(version.n == 8 && (!memcmp(version.p, "HTTP/1.1", 8) || !memcmp(version.p, "HTTP/1.0", 8))))
-    return refuse(ref, 505, "http-bad-version");
-  p += 2;
+  struct slice method, target, version;
+  if (read_request_line(&p, e, &method, &target, &version, ref) < 0)
+    return -1;
   if (slice_eq(method, "CONNECT"))
     return refuse(ref, 405, "inspect-connect-inside");
   bool asterisk = target.n == 1 && target.p[0] == '*';
