@@ -324,7 +324,9 @@ int shk_approve_notify(shk_approve *ap, const shk_approve_notice *n, shk_error *
 
 typedef enum shk_approve_how {
   SHK_APPROVE_ONCE,      /* each held attempt once; nothing later */
-  SHK_APPROVE_SESSION,   /* each held attempt's exact scope, for the session */
+  SHK_APPROVE_SESSION,   /* for the session: the card's pattern when its held
+                          * attempts name several exact scopes and it
+                          * proposes one, else each attempt's exact scope */
   SHK_APPROVE_PATTERN,   /* the proposed pattern or one of the wider ones */
   SHK_APPROVE_DENY,
   SHK_APPROVE_CANCEL,
@@ -338,11 +340,22 @@ typedef enum shk_approve_how {
 const char *shk_approve_how_name(shk_approve_how h);
 int shk_approve_how_parse(const char *name, shk_approve_how *out);
 
+/* What an approval for the session granted, for the answer the human
+ * reads: a batch whose held attempts name more than one exact scope is
+ * granted as the card's pattern when it proposes one, else as each exact
+ * scope on its own. */
+typedef struct shk_approve_granted {
+  shk_approve_result result; /* the result the held attempts are released with */
+  unsigned scopes;           /* distinct exact scopes the card's attempts named */
+  char pattern[300];         /* APPROVED_PATTERN: the granted pattern; else "" */
+} shk_approve_granted;
+
 typedef struct shk_approve_answer {
   shk_approve_how how;
   const char *pattern;   /* PATTERN: the chosen one; NULL: the proposed */
   const char *reason;    /* optional; the agent reads a denial's */
   shk_approve_who who;   /* required */
+  shk_approve_granted *granted; /* optional: filled for an approval */
 } shk_approve_answer;
 
 /* Resolves a card. Returns 0, or:

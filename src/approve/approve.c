@@ -779,6 +779,20 @@ static int pick_pattern(const shk__card *c, const char *p, shk_approve_tier *tie
                         offered[0] ? offered : "it offers none");
 }
 
+/* How many different exact scopes a card's held attempts name (siblings
+ * of a batch differ; repeated attempts at one scope do not). */
+static unsigned distinct_scopes(const shk__card *c)
+{
+  unsigned n = 0;
+  for (const shk__attempt *t = c->held; t; t = t->next) {
+    bool seen = false;
+    for (const shk__attempt *u = c->held; u != t && !seen; u = u->next)
+      seen = !strcmp(u->scope, t->scope);
+    n += !seen;
+  }
+  return n;
+}
+
 static int resolve_breaker(shk_approve *ap, shk__card *c, const shk_approve_answer *a, shk_error *err)
 {
   switch (a->how) {
@@ -826,7 +840,20 @@ int shk_approve_resolve(shk_approve *ap, const char *id, const shk_approve_answe
   const char *pattern = NULL;
   switch (a->how) {
   case SHK_APPROVE_ONCE: result = SHK_APPROVE_APPROVED_ONCE; break;
-  case SHK_APPROVE_SESSION: result = SHK_APPROVE_APPROVED_SESSION; break;
+  case SHK_APPROVE_SESSION:
+    result = SHK_APPROVE_APPROVED_SESSION;
+    /* A batch standing for several exact scopes is granted as one handle:
+     * the card's proposed pattern. Why that is no wider than the human
+     * meant: the card proposes a pattern only when the policy answers Ask
+     * for it (its tier is the card's, never a laxer one), the human saw it
+     * on the card, and the manager puts it to the decision again when it
+     * grants it. With no pattern the exact scopes are granted one by one,
+     * and the answer says so. */
+    if (distinct_scopes(c) > 1 && c->pattern) {
+      result = SHK_APPROVE_APPROVED_PATTERN;
+      pattern = c->pattern;
+    }
+    break;
   case SHK_APPROVE_PATTERN:
     result = SHK_APPROVE_APPROVED_PATTERN;
     if ((r = pick_pattern(c, a->pattern, &tier, err)))
@@ -843,6 +870,12 @@ int shk_approve_resolve(shk_approve *ap, const char *id, const shk_approve_answe
     r = shk__error_set(err, -EINVAL, "resume and end answer a breaker card; card %s asks about a request",
                        id);
     goto out;
+  }
+  if (a->granted) {
+    a->granted->result = result;
+    a->granted->scopes = distinct_scopes(c);
+    snprintf(a->granted->pattern, sizeof a->granted->pattern, "%s",
+             result == SHK_APPROVE_APPROVED_PATTERN && pattern ? pattern : "");
   }
   shk__resolution *res = shk__approve_resolution_new(result, tier, pattern, a->reason, &a->who);
   if (!res) {

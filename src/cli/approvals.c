@@ -117,6 +117,8 @@ static int finish(const char *what, json_t *ans, bool as_json)
     fprintf(stderr, "shinken: %s%s: %s\n", what, status == SHK_EXIT_REFUSED ? " refused" : "", str(ans, "error"));
   } else if (json_object_get(ans, "resolution")) {
     printf("%s: %s\n", str(ans, "card"), str(ans, "resolution"));
+    if (json_is_string(json_object_get(ans, "note")))
+      printf("%s: %s\n", str(ans, "card"), str(ans, "note"));
   }
   json_decref(ans);
   return status;

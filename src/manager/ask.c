@@ -131,12 +131,13 @@ static void ask_release(void *attempt, const shk_approve_outcome *o)
     bool live = false;
     for (session *t = m->sessions; t && !live; t = t->next)
       live = t == s;
-    egrant *have = live && by_pattern ? covering(m, s, h, now_ms()) : NULL;
+    egrant *have = live && !once ? covering(m, s, h, now_ms()) : NULL;
     if (!live) {
       why = "the session ended before the grant was issued";
     } else if (have) {
-      /* Several attempts of one card arrive with the same pattern: the
-       * first one's grant covers the rest, so the pattern is granted once. */
+      /* Several attempts of one card arrive with the same pattern, or the
+       * same exact scope: the first one's grant covers the rest, so the
+       * card is granted once, as one handle. */
       tag = have->tag;
       flags = shk__egress_flags(&have->scope);
       snprintf(rule, sizeof rule, "%s", have->rule);
@@ -805,10 +806,28 @@ json_t *shk__ask_op_resolve_card(shk_manager *m, json_t *req, const shk__peer *b
     surface = "panel";
   a.who = (shk_approve_who){ .surface = surface, .uid = by->uid, .pid = by->pid, .exe = by->exe,
                              .user = by->user };
+  shk_approve_granted granted = { .result = SHK_APPROVE_DENIED };
+  a.granted = &granted;
   shk_error err;
   if (shk_approve_resolve(m->approve, card, &a, &err))
     return refuse("resolve: %s", err.message);
-  return json_pack("{s:b, s:s, s:s}", "ok", 1, "card", card, "resolution", shk_approve_how_name(a.how));
+  json_t *ans = json_pack("{s:b, s:s, s:s}", "ok", 1, "card", card, "resolution", shk_approve_how_name(a.how));
+  /* What an approval for the session granted, so that the human reads
+   * whether the batch became one handle or several. */
+  if (ans && a.how == SHK_APPROVE_SESSION && granted.scopes > 1) {
+    char note[512];
+    if (granted.result == SHK_APPROVE_APPROVED_PATTERN)
+      snprintf(note, sizeof note, "the batch's %u scopes are granted as one handle for the pattern %s",
+               granted.scopes, granted.pattern);
+    else
+      snprintf(note, sizeof note, "the batch's %u scopes share no pattern the manifest allows at this tier: each "
+               "exact scope is granted as a handle of its own", granted.scopes);
+    json_object_set_new(ans, "granted", granted.result == SHK_APPROVE_APPROVED_PATTERN
+                                            ? json_pack("{s:s}", "pattern", granted.pattern)
+                                            : json_pack("{s:s}", "exact", "each"));
+    json_object_set_new(ans, "note", json_string(note));
+  }
+  return ans;
 }
 
 /* A human takes over a session or gives it back: {"op": "takeover" |

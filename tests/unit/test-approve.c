@@ -330,8 +330,15 @@ static int do_raise(fx *f, const step *st)
       wider[nw++] = (shk_approve_pattern){ t, tier_of(at + 1) };
     }
   }
+  /* A key shaped like a pattern is the pattern the card proposes (as the
+   * manager's keys are); "nopat" proposes none; any other key proposes
+   * the host itself. */
   char pattern[160];
-  snprintf(pattern, sizeof pattern, "%s:443", st->host);
+  if (st->key && st->key[0] == '*')
+    snprintf(pattern, sizeof pattern, "%s", st->key);
+  else
+    snprintf(pattern, sizeof pattern, "%s:443", st->host);
+  bool none = st->key && !strcmp(st->key, "nopat");
   shk_approve_request rq = {
     .session = st->session ? st->session : "s1",
     .cls = st->cls ? st->cls : "net.egress",
@@ -342,7 +349,7 @@ static int do_raise(fx *f, const step *st)
     .rule = "project.ask-egress",
     .why = "the decision's own line",
     .batch_key = st->key,
-    .pattern = pattern,
+    .pattern = none ? NULL : pattern,
     .wider = wider,
     .n_wider = nw,
     .attempt = a,
@@ -378,11 +385,15 @@ static void run_steps(fx *f, const step *steps)
       do_raise(f, st);
       break;
     case S_ANSWER: {
-      shk_approve_answer an = { st->how, st->pattern, st->reason, who_of(st->who) };
+      shk_approve_granted granted = { .scopes = 0 };
+      shk_approve_answer an = { st->how, st->pattern, st->reason, who_of(st->who), &granted };
       int r = shk_approve_resolve(f->ap, a->card, &an, &err);
       if (r != st->expect)
         fail_msg("answer %s on attempt %d: got %d (%s), want %d", shk_approve_how_name(st->how), st->att,
                  r, err.message, st->expect);
+      /* n, when set: the distinct exact scopes the answer says it granted. */
+      if (!r && st->n && granted.scopes != (unsigned)st->n)
+        fail_msg("answer on attempt %d: %u scopes, want %d", st->att, granted.scopes, st->n);
       if (r)
         assert_true(err.message[0] != '\0');
       break;
@@ -488,6 +499,20 @@ static const scenario scenarios[] = {
   { "approve for the session", human, {
       RAISE(0, "a.example.org", "k", 0), ANSWER(0, SESSION, 0), RELEASED(0, APPROVED_SESSION),
       ANSWER(0, DENY, -ENOENT), RELEASED(0, APPROVED_SESSION) } },
+  { "approving a batch of siblings for the session grants its one pattern", human, {
+      RAISE(0, "a.example.org", "*.example.org:443", 0), RAISE(1, "b.example.org", "*.example.org:443", 1),
+      RAISE(2, "b.example.org", "*.example.org:443", 1), SAME_CARD(0, 2),
+      { .op = S_ANSWER, .att = 0, .how = SHK_APPROVE_SESSION, .n = 2 },
+      RELEASED_W(0, APPROVED_PATTERN, "*.example.org:443"), RELEASED_W(1, APPROVED_PATTERN, "*.example.org:443"),
+      RELEASED_W(2, APPROVED_PATTERN, "*.example.org:443") } },
+  { "a batch with no pattern is approved as its exact scopes", human, {
+      RAISE(0, "a.example.org", "nopat", 0), RAISE(1, "b.example.org", "nopat", 1), SAME_CARD(0, 1),
+      { .op = S_ANSWER, .att = 0, .how = SHK_APPROVE_SESSION, .n = 2 },
+      RELEASED(0, APPROVED_SESSION), RELEASED(1, APPROVED_SESSION) } },
+  { "one scope asked twice is approved as that scope", human, {
+      RAISE(0, "a.example.org", "*.example.org:443", 0), RAISE(1, "a.example.org", "*.example.org:443", 1),
+      { .op = S_ANSWER, .att = 0, .how = SHK_APPROVE_SESSION, .n = 1 },
+      RELEASED(0, APPROVED_SESSION), RELEASED(1, APPROVED_SESSION) } },
   { "approve the proposed pattern", human, {
       RAISE(0, "a.example.org", "k", 0), ANSWER_P(0, NULL, 0), RELEASED_W(0, APPROVED_PATTERN, "a.example.org:443") } },
   { "approve a wider pattern the manifest allows", human, {
@@ -752,8 +777,8 @@ static void card_shows_its_attempts(void **state)
                       "h1.example.org:443");
   json_decref(arr);
   free(text);
-  run_steps(f, (const step[]){ ANSWER(0, SESSION, 0), RELEASED(0, APPROVED_SESSION), RELEASED(19, APPROVED_SESSION),
-                               { S_END } });
+  run_steps(f, (const step[]){ ANSWER(0, SESSION, 0), RELEASED_W(0, APPROVED_PATTERN, "**.example.org:443"),
+                               RELEASED_W(19, APPROVED_PATTERN, "**.example.org:443"), { S_END } });
   assert_non_null(strstr(f->a[19].scope, "h19.example.org"));
   fx_free(f);
 }
