@@ -177,6 +177,21 @@ static const char *mount_one(shk__fs_state *st, fs_grant *g, const char *path, b
   return why;
 }
 
+/* Room for one more grant in ST's table: 0 or -ENOMEM, before anything is
+ * mounted, so a grant never fails after its mounts are made. */
+static int reserve(shk__fs_state *st)
+{
+  if (st->n < st->cap)
+    return 0;
+  size_t nc = st->cap ? st->cap * 2 : 8;
+  fs_grant *ng = realloc(st->grants, nc * sizeof *ng);
+  if (!ng)
+    return -ENOMEM;
+  st->grants = ng;
+  st->cap = nc;
+  return 0;
+}
+
 const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_cap_scope *scope,
                               const shk__persist_where *pw, char *buf, size_t len)
 {
@@ -190,14 +205,8 @@ const char *shk__unlock_grant(shk__fs_state *st, const char *handle, const shk_c
     return "no store to keep persisted data in";
   if (persist ? !scope->paths.n : !scope->read.n && !scope->write.n)
     return persist ? "the grant names no path to persist" : "the grant names no path to read or write";
-  if (st->n == st->cap) {
-    size_t nc = st->cap ? st->cap * 2 : 8;
-    fs_grant *ng = realloc(st->grants, nc * sizeof *ng);
-    if (!ng)
-      return "out of memory";
-    st->grants = ng;
-    st->cap = nc;
-  }
+  if (reserve(st) < 0)
+    return "out of memory";
   fs_grant g = { 0 };
   snprintf(g.handle, sizeof g.handle, "%s", handle);
   shk_sandbox_env env;
@@ -235,14 +244,8 @@ const char *shk__unlock_devices(shk__fs_state *st, const char *handle, const cha
     return missing;
   if (!st)
     return "the session has no running sandbox to mount into (its launcher did not report one)";
-  if (st->n == st->cap) {
-    size_t nc = st->cap ? st->cap * 2 : 8;
-    fs_grant *ng = realloc(st->grants, nc * sizeof *ng);
-    if (!ng)
-      return "out of memory";
-    st->grants = ng;
-    st->cap = nc;
-  }
+  if (reserve(st) < 0)
+    return "out of memory";
   fs_grant g = { 0 };
   snprintf(g.handle, sizeof g.handle, "%s", handle);
   const char *why = NULL;
