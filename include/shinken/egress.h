@@ -110,6 +110,12 @@ typedef struct shk_egress_http_request {
   const char *method; /* NUL-terminated */
   const shk_egress_header *headers;
   size_t n_headers;
+  /* The request target as the client sent it in origin form (path and
+   * query), TARGET_LEN bytes, not NUL-terminated; NULL when unknown. It
+   * is given so that a hook can refuse what the request line carries
+   * (a sentinel in a query string); it cannot be rewritten. */
+  const char *target;
+  size_t target_len;
 } shk_egress_http_request;
 
 /* The rewrite hook: called on the proxy's thread for each request before it

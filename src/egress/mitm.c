@@ -421,7 +421,8 @@ static void next_request(shk__mitm *m)
     shk_egress_http_request hr = { .session = m->o.session, .conn_id = m->o.conn_id,
                                    .tag = m->o.tag, .host = m->host_text, .port = m->o.port,
                                    .tls = true, .method = req->method, .headers = req->headers,
-                                   .n_headers = req->n_headers };
+                                   .n_headers = req->n_headers, .target = req->target,
+                                   .target_len = req->target_len };
     int rr = m->o.rewrite(m->o.rewrite_data, &hr, &rw, &n_rw, &reason);
     if (rr < 0) {
       free(rw);
