@@ -110,6 +110,12 @@ typedef struct shk_egress_http_request {
   const char *method; /* NUL-terminated */
   const shk_egress_header *headers;
   size_t n_headers;
+  /* The request target as the client sent it in origin form (path and
+   * query), TARGET_LEN bytes, not NUL-terminated; NULL when unknown. It
+   * is given so that a hook can refuse what the request line carries
+   * (a sentinel in a query string); it cannot be rewritten. */
+  const char *target;
+  size_t target_len;
 } shk_egress_http_request;
 
 /* The rewrite hook: called on the proxy's thread for each request before it
@@ -291,6 +297,12 @@ const char *shk_egress_session_dir(const shk_egress_session *s);
  * and the path the sandbox sees it at, in place of the system's. */
 #define SHK_EGRESS_CA_BUNDLE "ca-bundle.crt"
 #define SHK_EGRESS_SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+/* The same certificates as a PKCS#12 trust store for Java, which reads no
+ * PEM bundle; the sandbox sees it read-only in its egress directory. Its
+ * password only keys the store's checksum (the contents are public), so
+ * it is Java's own well-known one. */
+#define SHK_EGRESS_JAVA_STORE "ca-truststore.p12"
+#define SHK_EGRESS_JAVA_STORE_PASSWORD "changeit"
 /* The inspection CA's certificate (PEM), or NULL without ca_dir. */
 const char *shk_egress_session_ca_pem(const shk_egress_session *s);
 /* Why the session has no CA though ca_dir was given (one sentence: the
@@ -347,6 +359,11 @@ int shk_egress_apply_env(void);
  * PIP_CERT, npm_config_cafile) at BUNDLE, overriding whatever was set:
  * stage 2 does it when the session can inspect. */
 int shk_egress_apply_ca_env(const char *bundle);
+/* Adds the trust-store options (-Djavax.net.ssl.trustStore=STORE, its
+ * type PKCS12 and its password) after the caller's own in
+ * JAVA_TOOL_OPTIONS, GRADLE_OPTS and MAVEN_OPTS: stage 2 does it when the
+ * session can inspect. */
+int shk_egress_apply_java_trust(const char *store);
 
 #ifdef __cplusplus
 }

@@ -500,6 +500,25 @@ int shk_egress_apply_env(void)
   return add_git_config("http.proxy", http);
 }
 
+int shk_egress_apply_java_trust(const char *store)
+{
+  char opts[PATH_MAX + 160];
+  int n = snprintf(opts, sizeof opts,
+                   "-Djavax.net.ssl.trustStore=%s -Djavax.net.ssl.trustStoreType=PKCS12 "
+                   "-Djavax.net.ssl.trustStorePassword=" SHK_EGRESS_JAVA_STORE_PASSWORD,
+                   store);
+  if (n < 0 || (size_t)n >= sizeof opts || strchr(store, ' '))
+    return -EINVAL;
+  /* After the caller's options, as the proxy's: a later -D wins. */
+  static const char *const java_vars[] = { "JAVA_TOOL_OPTIONS", "GRADLE_OPTS", "MAVEN_OPTS" };
+  for (size_t i = 0; i < sizeof java_vars / sizeof java_vars[0]; i++) {
+    int r = append_words(java_vars[i], opts);
+    if (r < 0)
+      return r;
+  }
+  return 0;
+}
+
 int shk_egress_apply_ca_env(const char *bundle)
 {
   /* Most tools read the system path, where the bundle is bound; these

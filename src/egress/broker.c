@@ -705,6 +705,43 @@ static const char *find_bytes(const char *hay, size_t hn, const char *needle, si
   return memmem(hay, hn, needle, nn);
 }
 
+static int hex_digit(char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  c = (char)(c | 0x20);
+  return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Whether the request target holds NEEDLE, as sent or once its %XX
+ * escapes are decoded: an escaped letter is the same letter to the
+ * server, so escaping must not carry a sentinel past the check. */
+static bool target_holds(const char *t, size_t tn, const char *needle, size_t nn)
+{
+  if (find_bytes(t, tn, needle, nn))
+    return true;
+  if (!memchr(t, '%', tn))
+    return false;
+  char stack[512], *d = tn <= sizeof stack ? stack : malloc(tn);
+  if (!d)
+    return true; /* fail closed: an unchecked target is refused */
+  size_t n = 0;
+  for (size_t i = 0; i < tn; i++) {
+    int hi, lo;
+    if (t[i] == '%' && i + 2 < tn && (hi = hex_digit(t[i + 1])) >= 0 &&
+        (lo = hex_digit(t[i + 2])) >= 0) {
+      d[n++] = (char)(hi << 4 | lo);
+      i += 2;
+    } else {
+      d[n++] = t[i];
+    }
+  }
+  bool hit = find_bytes(d, n, needle, nn) != NULL;
+  if (d != stack)
+    free(d);
+  return hit;
+}
+
 /* The header list's value with every sentinel of a use in INJECT replaced
  * by its secret, written to DST (NULL: only measured). */
 static size_t replaced(const shk_egress_header *h, const shk_broker_use *uses, size_t n_uses,
@@ -768,6 +805,17 @@ int shk_broker_rewrite(const shk_broker_use *uses, size_t n_uses, const shk_egre
         if (hit)
           *hit = x;
       }
+    }
+    /* Why: the request line is as good a way out as a header (a query
+     * string carries a token as well), and the target is never rewritten,
+     * so a sentinel there headed for a host its secret is not bound to is
+     * refused the same way. On the secret's own host it goes as sent. */
+    if (!r && x->sentinel && !inject[u] && req->target &&
+        target_holds(req->target, req->target_len, x->sentinel, x->sentinel_len)) {
+      r = -EACCES;
+      *reason = "broker-sentinel-refused";
+      if (hit)
+        *hit = x;
     }
     /* Why: a revoked credential on its own host closes the connection
      * rather than let the request go without it: the workload learns at

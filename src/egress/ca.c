@@ -13,7 +13,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/pkcs12.h>
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -390,4 +392,93 @@ void shk__eg_ca_free(shk__eg_ca *ca)
   X509_free(ca->cert);
   free(ca->cert_pem);
   free(ca);
+}
+
+/* Java's attribute that makes a certificate bag of a PKCS#12 store a
+ * trusted entry (Java 9 and later read certificate-only stores only with
+ * it): its value is the extended key usage the certificate is trusted
+ * for, anyExtendedKeyUsage for every purpose, as keytool writes it. */
+#define JDK_TRUSTED_KEY_USAGE "2.16.840.1.113894.746875.1.1"
+
+int shk__eg_java_store_write(const char *bundle, const char *out, shk_error *err)
+{
+  int r = -EIO;
+  STACK_OF(PKCS12_SAFEBAG) *bags = sk_PKCS12_SAFEBAG_new_null();
+  STACK_OF(PKCS7) *safes = sk_PKCS7_new_null();
+  PKCS12 *p12 = NULL;
+  BIO *in = BIO_new_file(bundle, "r"), *o = NULL;
+  if (!bags || !safes) {
+    r = shk__error_set(err, -ENOMEM, "out of memory");
+    goto done;
+  }
+  if (!in) {
+    r = shk__error_set(err, -EIO, "cannot read %s", bundle);
+    goto done;
+  }
+  X509 *x;
+  int n = 0;
+  while ((x = PEM_read_bio_X509(in, NULL, NULL, NULL))) {
+    PKCS12_SAFEBAG *bag = PKCS12_SAFEBAG_create_cert(x);
+    /* Java names each entry by its friendly name; a bag without one
+     * gets a generated alias, and a name of our own keeps them apart. */
+    char alias[32];
+    snprintf(alias, sizeof alias, "shinken-%d", n);
+    bool ok = bag && PKCS12_add_friendlyname_asc(bag, alias, -1) &&
+              PKCS12_add1_attr_by_txt(bag, JDK_TRUSTED_KEY_USAGE, V_ASN1_OBJECT,
+                                      (const unsigned char *)OBJ_nid2obj(NID_anyExtendedKeyUsage),
+                                      -1) &&
+              sk_PKCS12_SAFEBAG_push(bags, bag) > 0;
+    X509_free(x);
+    if (!ok) {
+      PKCS12_SAFEBAG_free(bag);
+      r = shk__error_set(err, -ENOMEM, "cannot build the Java trust store");
+      goto done;
+    }
+    n++;
+  }
+  ERR_clear_error(); /* the end of the file reads as a PEM error */
+  if (n == 0) {
+    r = shk__error_set(err, -EINVAL, "%s holds no certificate", bundle);
+    goto done;
+  }
+  /* The certificates go unencrypted (they are public); the MAC, which
+   * Java checks when it is given a password, is keyed with the
+   * well-known one of Java's own store. */
+  PKCS7 *p7 = PKCS12_pack_p7data(bags);
+  if (!p7 || sk_PKCS7_push(safes, p7) <= 0) {
+    PKCS7_free(p7);
+    r = shk__error_set(err, -ENOMEM, "cannot build the Java trust store");
+    goto done;
+  }
+  p12 = PKCS12_add_safes(safes, 0);
+  if (!p12 || !PKCS12_set_mac(p12, SHK_EGRESS_JAVA_STORE_PASSWORD, -1, NULL, 0,
+                              PKCS12_DEFAULT_ITER, EVP_sha256())) {
+    r = shk__error_set(err, -ENOMEM, "cannot build the Java trust store");
+    goto done;
+  }
+  int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    r = shk__error_set(err, -errno, "cannot write %s: %s", out, strerror(errno));
+    goto done;
+  }
+  o = BIO_new_fd(fd, BIO_CLOSE);
+  if (!o) {
+    close(fd);
+    unlink(out);
+    r = shk__error_set(err, -ENOMEM, "out of memory");
+    goto done;
+  }
+  if (i2d_PKCS12_bio(o, p12) != 1 || BIO_flush(o) != 1) {
+    unlink(out);
+    r = shk__error_set(err, -EIO, "cannot write %s", out);
+    goto done;
+  }
+  r = 0;
+done:
+  BIO_free(o);
+  BIO_free(in);
+  PKCS12_free(p12);
+  sk_PKCS7_pop_free(safes, PKCS7_free);
+  sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+  return r;
 }

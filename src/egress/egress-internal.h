@@ -409,6 +409,10 @@ X509 *shk__eg_ca_leaf(shk__eg_ca *ca, const shk_host *host);
 unsigned long shk__eg_ca_minted(const shk__eg_ca *ca);
 size_t shk__eg_ca_cached(const shk__eg_ca *ca);
 void shk__eg_ca_free(shk__eg_ca *ca);
+/* Writes OUT (0644, new) as a PKCS#12 trust store for Java holding every
+ * certificate of the PEM file BUNDLE as a trusted entry, its MAC keyed
+ * with SHK_EGRESS_JAVA_STORE_PASSWORD. 0 or a negative errno with err. */
+int shk__eg_java_store_write(const char *bundle, const char *out, shk_error *err);
 
 #define SHK__HTTP_MAX_HEADERS 100
 

@@ -371,6 +371,11 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
 
 void shk__http_req_free(shk__http_req *req)
 {
+  /* Why wiped: once the rewrite hook has run, the rebuilt head may carry
+   * a brokered secret, which must not stay behind in freed memory (a
+   * core dump, a later allocation that is sent somewhere). */
+  if (req->upstream)
+    explicit_bzero(req->upstream, req->upstream_len);
   free(req->upstream);
   req->upstream = NULL;
 }

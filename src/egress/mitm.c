@@ -52,6 +52,7 @@ struct shk__mitm {
   bool cl_ready, up_ready, finished, closing;
   bool sni_refused;
   const char *up_failed; /* the upstream's handshake failed: the reason */
+  bool refuse_armed;     /* the 502 waits for the client's request */
   long up_verify;        /* and its verification result */
   shk__http_origin_req req; /* the head being read */
   enum req_phase rp;
@@ -217,6 +218,7 @@ static void refuse(shk__mitm *m, int status, const char *reason, const char *tex
 }
 
 static void client_read(struct bufferevent *bev, void *arg);
+static void refuse_upstream(shk__mitm *m);
 /* Moves up to N bytes of body from IN to OUT, counting chunked framing
  * when CK is set: returns the bytes moved, or -1 with *why for framing the
  * chunked reader refuses. */
@@ -421,7 +423,8 @@ static void next_request(shk__mitm *m)
     shk_egress_http_request hr = { .session = m->o.session, .conn_id = m->o.conn_id,
                                    .tag = m->o.tag, .host = m->host_text, .port = m->o.port,
                                    .tls = true, .method = req->method, .headers = req->headers,
-                                   .n_headers = req->n_headers };
+                                   .n_headers = req->n_headers, .target = req->target,
+                                   .target_len = req->target_len };
     int rr = m->o.rewrite(m->o.rewrite_data, &hr, &rw, &n_rw, &reason);
     if (rr < 0) {
       free(rw);
@@ -471,6 +474,11 @@ static void client_read(struct bufferevent *bev, void *arg)
   shk__mitm *m = arg;
   if (m->finished || m->closing)
     return;
+  if (m->up_failed) {
+    if (m->refuse_armed)
+      refuse_upstream(m);
+    return;
+  }
   if (m->rp == R_HEAD && m->sp == S_IDLE)
     next_request(m);
   else if (m->rp == R_BODY)
@@ -522,7 +530,7 @@ static void both_ready(shk__mitm *m)
   client_read(m->cl, m);
 }
 
-static void refuse_upstream(shk__mitm *m)
+static void refuse_upstream_now(shk__mitm *m)
 {
   char text[MESSAGE_MAX - 64];
   snprintf(text, sizeof text,
@@ -531,6 +539,28 @@ static void refuse_upstream(shk__mitm *m)
            m->up_verify != X509_V_OK ? X509_verify_cert_error_string(m->up_verify)
                                      : "the handshake failed");
   refuse(m, 502, m->up_failed, text);
+}
+
+/* Why the refusal waits for the client's request: answered the moment its
+ * handshake is up, the client's request then arrives at a socket the
+ * proxy is closing, and the reset that unread data causes can destroy
+ * the 502 before the client reads it, leaving it an empty reply and no
+ * reason. What the client sent is dropped unread: nothing goes upstream.
+ * A client that sends nothing is not waited on for long. */
+static void refuse_upstream(shk__mitm *m)
+{
+  struct evbuffer *in = bufferevent_get_input(m->cl);
+  if (evbuffer_get_length(in) == 0 && !m->refuse_armed) {
+    struct timeval wait = { 2, 0 };
+    m->refuse_armed = true;
+    bufferevent_setwatermark(m->cl, EV_READ, 0, 0);
+    bufferevent_enable(m->cl, EV_READ);
+    evtimer_add(m->done_ev, &wait);
+    return;
+  }
+  evtimer_del(m->done_ev);
+  evbuffer_drain(in, evbuffer_get_length(in));
+  refuse_upstream_now(m);
 }
 
 static void client_event(struct bufferevent *bev, short what, void *arg)

@@ -732,6 +732,8 @@ static void established(struct conn *c)
   }
   /* An allow the record does not take is not given. */
   if (audit(c, "allow", "allowed")) {
+    if (o.c2u_pre)
+      explicit_bzero(o.c2u_pre, o.c2u_pre_len);
     free(o.c2u_pre);
     free(o.u2c_pre);
     refuse(c, "deny", "proxy-audit-refused", 503, SHK__SOCKS5_FAILURE);
@@ -986,7 +988,8 @@ static bool http_checks(struct conn *c)
     shk_egress_http_request hr = { .session = s->name, .conn_id = c->id, .tag = c->tag,
                                    .host = c->host.text, .port = c->port, .tls = false,
                                    .method = req->method, .headers = req->headers,
-                                   .n_headers = req->n_headers };
+                                   .n_headers = req->n_headers, .target = req->target,
+                                   .target_len = req->target_len };
     if (s->rewrite(s->rewrite_data, &hr, &rw, &n_rw, &reason) < 0) {
       free(rw);
       free(req);
@@ -1009,6 +1012,10 @@ static bool http_checks(struct conn *c)
     return false;
   }
   if (head) {
+    /* The head the hook replaced holds only what the client sent, but it
+     * is wiped all the same, so that no head of a request that went
+     * through the hook is left in freed memory. */
+    explicit_bzero(c->req.upstream, c->req.upstream_len);
     free(c->req.upstream);
     c->req.upstream = head;
     c->req.upstream_len = head_len;

@@ -175,7 +175,10 @@ static int write_bundle(shk_egress_session *s, shk_error *err)
     return shk__error_set(err, -EIO, "cannot write %s", path);
   }
   s->bundle = true;
-  return 0;
+  /* Java reads no PEM bundle: the same certificates as its own store. */
+  char jpath[PATH_MAX + 32];
+  snprintf(jpath, sizeof jpath, "%s/" SHK_EGRESS_JAVA_STORE, s->dir);
+  return shk__eg_java_store_write(path, jpath, err);
 }
 
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
@@ -395,10 +398,12 @@ void shk_egress_session_close(shk_egress_session *s)
   if (s->wake_fd >= 0)
     close(s->wake_fd);
   if (s->dir[0]) {
-    char rpath[PATH_MAX + 16];
+    char rpath[PATH_MAX + 32];
     snprintf(rpath, sizeof rpath, "%s/resolv.conf", s->dir);
     unlink(rpath);
     snprintf(rpath, sizeof rpath, "%s/" SHK_EGRESS_CA_BUNDLE, s->dir);
+    unlink(rpath);
+    snprintf(rpath, sizeof rpath, "%s/" SHK_EGRESS_JAVA_STORE, s->dir);
     unlink(rpath);
     rmdir(s->dir);
   }

@@ -65,6 +65,16 @@ static void dir_done(struct dir *d)
     finish(r);
 }
 
+/* Why wiped: the bytes sent first may be a plain-HTTP head the rewrite
+ * hook rebuilt with a brokered secret in it; freed memory keeps it no
+ * longer than the relay needs it. */
+static void wipe_free(char *p, size_t n)
+{
+  if (p)
+    explicit_bzero(p, n);
+  free(p);
+}
+
 /* Sends what is left of PRE: 1 when it is all sent, 0 when the socket is
  * full, -1 on an error. */
 static int flush_pre(struct dir *d)
@@ -92,7 +102,7 @@ static void wait_for(struct dir *d, bool write)
 static int pump_chunked(struct dir *d)
 {
   if (d->pre_cap < CHUNKED_BUF) {
-    free(d->pre);
+    wipe_free(d->pre, d->pre_cap);
     d->pre_cap = 0;
     d->pre = malloc(CHUNKED_BUF);
     if (!d->pre)
@@ -212,7 +222,7 @@ shk__relay *shk__relay_new(struct event_base *base, const shk__relay_opts *o)
     /* What the relay owns from the call on is released on failure too. */
     close(o->client_fd);
     close(o->up_fd);
-    free(o->c2u_pre);
+    wipe_free(o->c2u_pre, o->c2u_pre_len);
     free(o->u2c_pre);
     return NULL;
   }
@@ -250,7 +260,7 @@ void shk__relay_free(shk__relay *r)
       close(d->pipe[0]);
     if (d->pipe[1] >= 0)
       close(d->pipe[1]);
-    free(d->pre);
+    wipe_free(d->pre, d->pre_cap);
   }
   if (r->d[0].from >= 0)
     close(r->d[0].from);

@@ -128,6 +128,8 @@ def main():
         curl -sS -o /dev/null -H "X-Key: $GH_TOKEN" '{api}/hello?n=2'
         curl -sS -o /dev/null -w '%{{http_code}}' -H "Authorization: Bearer $GH_TOKEN" '{other}/hello?n=3' > other.code
         curl -sS -o /dev/null -H 'Authorization: Bearer client-own' '{other}/hello?n=4'
+        curl -sS -o /dev/null -w '%{{http_code}}' "{other}/hello?t=$GH_TOKEN&n=3q" > otherq.code
+        curl -sS -o /dev/null -w '%{{http_code}}' "http://other.test:{pport}/q/$GH_TOKEN?n=p3" > plain-otherq.code
         curl -sS -o /dev/null -w '%{{http_code}}' -H 'Authorization: Bearer client-own' 'http://api.test:{pport}/hello?n=p1' > plain.code
         curl -sS -o /dev/null -w '%{{http_code}}' 'http://other.test:{pport}/hello?n=p2' > plain-other.code
         sleep 300 & echo $! > sleeper.pid
@@ -194,6 +196,11 @@ def main():
             "other.test got nothing")
         chk("4" in reqs and reqs["4"].get("auth") == "Bearer client-own",
             "control: other.test gets a request without the sentinel as sent")
+        # In the request line (a query, a path) it is refused the same way,
+        # over TLS and over plain HTTP; the control is request 4 and p2.
+        codeq = open(os.path.join(work, "otherq.code")).read().strip()
+        chk(codeq == "403" and "3q" not in reqs and not log.find(lambda r: "n=3q" in r["path"]),
+            f"the sentinel in the query to other.test is refused ({codeq}) and other.test got nothing")
 
         # Plain HTTP to the secret's host: refused, since the secret was not
         # added with --allow-plain-http; the plain upstream got nothing.
@@ -204,6 +211,9 @@ def main():
         pcode2 = open(os.path.join(work, "plain-other.code")).read().strip()
         chk(pcode2 == "200" and plog.find(lambda r: "n=p2" in r["path"]),
             f"control: plain HTTP to another host goes through ({pcode2})")
+        pcodeq = open(os.path.join(work, "plain-otherq.code")).read().strip()
+        chk(pcodeq == "403" and not plog.find(lambda r: "n=p3" in r["path"]),
+            f"the sentinel in a plain-HTTP path to another host is refused ({pcodeq}) and reached nothing")
 
         # The sandboxed process: its environment and memory hold the
         # sentinel at most, never the secret.

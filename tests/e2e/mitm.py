@@ -268,6 +268,24 @@ def main():
         chk(rc == 0 and out == "served through an inspected grant\n", f"git clone over HTTPS ({rc}, {out!r}, {err[-300:]!r})")
         rc, out, err = run(f"HOME=$PWD npm view tiny version --registry {api}/npm/")
         chk(rc == 0 and out.strip() == "1.0.0", f"npm view against the registry ({rc}, {out!r}, {err[-300:]!r})")
+        # Java reads no PEM bundle: it trusts the CA through the PKCS#12
+        # store stage 2 names in JAVA_TOOL_OPTIONS. Control: the same
+        # program without the variable fails with a trust error.
+        if shutil.which("java"):
+            with open(os.path.join(work, "Get.java"), "w") as f:
+                f.write("import java.net.*;\n"
+                        "public class Get { public static void main(String[] a) throws Exception {\n"
+                        "  HttpURLConnection c = (HttpURLConnection) new URL(a[0]).openConnection();\n"
+                        "  System.out.print(new String(c.getInputStream().readAllBytes())); } }\n")
+            rc, out, err = run(f"java Get.java {api}/hello", timeout=180)
+            chk(rc == 0 and out == "hello from upstream\n", f"java through an inspected grant ({rc}, {out!r}, {err[-400:]!r})")
+            rc, out, err = run("echo $JAVA_TOOL_OPTIONS")
+            chk(rc == 0 and "-Djavax.net.ssl.trustStore=" in out and "trustStoreType=PKCS12" in out,
+                f"JAVA_TOOL_OPTIONS names the PKCS#12 trust store ({out!r})")
+            rc, out, err = run("unset JAVA_TOOL_OPTIONS; java -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=3128 "
+                               f"Get.java {api}/hello 2>&1", timeout=180)
+            chk("PKIX path building failed" in out and "hello from upstream" not in out,
+                f"control: without JAVA_TOOL_OPTIONS java fails with a trust error ({out[-300:]!r})")
 
         # Many at once, a large body, and clients that leave mid-response.
         rc, out, err = run(f"for i in $(seq 12); do curl -sS {api}/big?n=3000000 | wc -c & done; "
@@ -458,6 +476,8 @@ def main():
         srv.shutdown()
         bsrv.shutdown()
         psrv.shutdown()
+    if not shutil.which("java") and not chk.failed:
+        skip("java is not installed: the Java trust store was not tried")
     chk.finish()
 
 

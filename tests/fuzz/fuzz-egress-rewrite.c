@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the secret broker's header rewriter. The input is a
  * byte of flags (bit 0: TLS, bits 1-2: which of the two secrets are live),
- * a host line, then header lines "name:value". Besides not crashing or
+ * a host line (the host, then after a space the request target, if any),
+ * then header lines "name:value". Besides not crashing or
  * leaking, every answer must keep the broker's promises: a secret's value
  * goes only to a host its pattern matches, over TLS unless the secret was
  * opted in to plain HTTP, and only while its use is live; no sentinel ever
- * leaves (it is replaced or the request is refused); an injected request
+ * leaves (it is replaced or the request is refused), and one in the
+ * request target goes only to the secret's own hosts; an injected request
  * carries exactly one header of the secret's name; a refusal names its
  * reason and returns no list. */
 #include <stdint.h>
@@ -41,6 +43,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   host[hl] = 0;
   if (memchr(host, 0, hl))
     return 0;
+  const char *target = NULL;
+  size_t target_len = 0;
+  char *sp = strchr(host, ' ');
+  if (sp) {
+    *sp = 0;
+    target = in + (sp - host) + 1;
+    target_len = hl - (size_t)(sp - host) - 1;
+    hl = (size_t)(sp - host);
+  }
 
   shk_egress_header hs[64];
   size_t n = 0;
@@ -68,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     { .secret = &npm, .live = flags & 4 },
   };
   shk_egress_http_request req = { .session = "s", .host = host, .port = (flags & 8) ? 80 : 443,
-                                  .tls = flags & 1, .method = "GET", .headers = hs, .n_headers = n };
+                                  .tls = flags & 1, .method = "GET", .headers = hs, .n_headers = n,
+                                  .target = target, .target_len = target_len };
   shk_egress_header *out = NULL;
   size_t n_out = 0;
   const char *reason = NULL;
@@ -80,6 +92,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       abort();
     return 0;
   }
+  /* A sentinel in the target, which is never rewritten, goes only where
+   * its secret is injected. */
+  if (target && has(target, target_len, GH_SENTINEL) && !injected[0])
+    abort();
   /* A sentinel never leaves as it was sent. */
   for (size_t i = 0; i < (out ? n_out : n); i++) {
     const shk_egress_header *h = out ? &out[i] : &hs[i];

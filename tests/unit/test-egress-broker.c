@@ -283,6 +283,39 @@ static void test_rewrite(void **state)
   assert_string_equal(reason, "broker-sentinel-refused");
   assert_ptr_equal(hit, &uses[0]);
 
+  /* In the request target, as sent or %-escaped, it is refused on
+   * another host too; on the secret's own host it goes as sent. */
+  shk_egress_header h4[] = { HDR("Accept", "*/*") };
+  char target[256], escaped[256];
+  snprintf(target, sizeof target, "/search?q=%s&x=1", sent);
+  size_t e = (size_t)snprintf(escaped, sizeof escaped, "/p/");
+  for (const char *c = sent; *c; c++)
+    e += (size_t)snprintf(escaped + e, sizeof escaped - e, "%%%02X", (unsigned char)*c);
+  r = request("example.test", 443, true, h4, 1);
+  r.target = "/search?q=harmless";
+  r.target_len = strlen(r.target);
+  assert_int_equal(shk_broker_rewrite(uses, 2, &r, &out, &n_out, &reason, &hit, NULL), 0);
+  assert_null(out);
+  r.target = target;
+  r.target_len = strlen(target);
+  hit = NULL;
+  assert_int_equal(shk_broker_rewrite(uses, 2, &r, &out, &n_out, &reason, &hit, NULL), -EACCES);
+  assert_null(out);
+  assert_string_equal(reason, "broker-sentinel-refused");
+  assert_ptr_equal(hit, &uses[0]);
+  r.target = escaped;
+  r.target_len = e;
+  assert_int_equal(shk_broker_rewrite(uses, 2, &r, &out, &n_out, &reason, &hit, NULL), -EACCES);
+  /* Without its last escaped character the sentinel is not there. */
+  r.target_len = e - 3;
+  assert_int_equal(shk_broker_rewrite(uses, 2, &r, &out, &n_out, &reason, &hit, NULL), 0);
+  r = request("api.github.test", 443, true, h4, 1);
+  r.target = target;
+  r.target_len = strlen(target);
+  assert_int_equal(shk_broker_rewrite(uses, 2, &r, &out, &n_out, &reason, &hit, NULL), 0);
+  free(out);
+  out = NULL;
+
   /* Over plain HTTP only a secret opted in is injected. */
   r = request("api.github.test", 80, false, h1, 3);
   assert_int_equal(shk_broker_rewrite(uses, 2, &r, &out, &n_out, &reason, &hit, NULL), -EACCES);

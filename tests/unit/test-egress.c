@@ -28,6 +28,8 @@
 #include "egress/egress-internal.h"
 
 #include <openssl/evp.h>
+#include <openssl/objects.h>
+#include <openssl/pkcs12.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -1394,6 +1396,66 @@ static void test_ca(void **state)
   assert_int_equal(shk__eg_ca_minted(ca), minted); /* still cached */
   assert_non_null(shk__eg_ca_leaf(ca, &ip));
   assert_int_equal(shk__eg_ca_minted(ca), minted + 1); /* was evicted */
+
+  /* Java's trust store: every certificate of the bundle, as a certificate
+   * bag carrying Java's trusted-key-usage attribute (anyExtendedKeyUsage),
+   * behind a MAC keyed with the store's password. */
+  char bundle[sizeof dir + 16], store[sizeof dir + 16];
+  snprintf(bundle, sizeof bundle, "%s/b.pem", dir);
+  snprintf(store, sizeof store, "%s/t.p12", dir);
+  FILE *bf = fopen(bundle, "w");
+  assert_non_null(bf);
+  fprintf(bf, "%s\n%s", shk__eg_ca_pem(ca), shk__eg_ca_pem(ca));
+  fclose(bf);
+  assert_int_equal(shk__eg_java_store_write(bundle, store, &err), 0);
+  assert_int_equal(shk__eg_java_store_write(bundle, store, &err), -EEXIST); /* never over a file */
+  BIO *sb = BIO_new_file(store, "rb");
+  PKCS12 *p12 = d2i_PKCS12_bio(sb, NULL);
+  BIO_free(sb);
+  assert_non_null(p12);
+  assert_int_equal(PKCS12_verify_mac(p12, SHK_EGRESS_JAVA_STORE_PASSWORD, -1), 1);
+  assert_int_equal(PKCS12_verify_mac(p12, "wrong", -1), 0);
+  STACK_OF(PKCS7) *safes = PKCS12_unpack_authsafes(p12);
+  assert_non_null(safes);
+  assert_int_equal(sk_PKCS7_num(safes), 1);
+  STACK_OF(PKCS12_SAFEBAG) *bags = PKCS12_unpack_p7data(sk_PKCS7_value(safes, 0));
+  assert_non_null(bags);
+  assert_int_equal(sk_PKCS12_SAFEBAG_num(bags), 2);
+  for (int i = 0; i < 2; i++) {
+    const PKCS12_SAFEBAG *bag = sk_PKCS12_SAFEBAG_value(bags, i);
+    assert_int_equal(PKCS12_SAFEBAG_get_nid(bag), NID_certBag);
+    X509 *bx = PKCS12_SAFEBAG_get1_cert(bag);
+    assert_int_equal(X509_cmp(bx, shk__eg_ca_cert(ca)), 0);
+    X509_free(bx);
+    const STACK_OF(X509_ATTRIBUTE) *attrs = PKCS12_SAFEBAG_get0_attrs(bag);
+    bool trusted = false;
+    for (int a = 0; a < X509at_get_attr_count(attrs); a++) {
+      X509_ATTRIBUTE *at = X509at_get_attr(attrs, a);
+      char oid[64];
+      OBJ_obj2txt(oid, sizeof oid, X509_ATTRIBUTE_get0_object(at), 1);
+      if (strcmp(oid, "2.16.840.1.113894.746875.1.1"))
+        continue;
+      ASN1_TYPE *v = X509_ATTRIBUTE_get0_type(at, 0);
+      assert_non_null(v);
+      assert_int_equal(ASN1_TYPE_get(v), V_ASN1_OBJECT);
+      assert_int_equal(OBJ_obj2nid(v->value.object), NID_anyExtendedKeyUsage);
+      trusted = true;
+    }
+    assert_true(trusted);
+  }
+  sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+  sk_PKCS7_pop_free(safes, PKCS7_free);
+  PKCS12_free(p12);
+  unlink(store);
+  /* A file with no certificate in it gives no store. */
+  bf = fopen(bundle, "w");
+  assert_non_null(bf);
+  fputs("not a certificate\n", bf);
+  fclose(bf);
+  assert_int_equal(shk__eg_java_store_write(bundle, store, &err), -EINVAL);
+  assert_non_null(strstr(err.message, "holds no certificate"));
+  assert_int_equal(access(store, F_OK), -1);
+  unlink(bundle);
   shk__eg_ca_free(ca);
 
   /* A key file others can read is refused, not used. */

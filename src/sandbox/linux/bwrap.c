@@ -448,6 +448,12 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
       snprintf(bundle, sizeof bundle, "%s/" SHK_EGRESS_CA_BUNDLE, l->egress_dir) < (int)sizeof bundle &&
       access(bundle, R_OK) == 0)
     push3(&s, "--ro-bind", bundle, SHK_EGRESS_SYSTEM_BUNDLE);
+  /* Java's copy of it, read-only over itself in the bound directory. */
+  char jstore[PATH_MAX];
+  if (l->egress_dir &&
+      snprintf(jstore, sizeof jstore, "%s/" SHK_EGRESS_JAVA_STORE, l->egress_dir) < (int)sizeof jstore &&
+      access(jstore, R_OK) == 0)
+    push3(&s, "--ro-bind", jstore, SHK_SANDBOX_EGRESS_DIR "/" SHK_EGRESS_JAVA_STORE);
   for (size_t i = 0; i < p->n; i++) {
     const shk_sandbox_rule *r = &p->rules[i];
     /* A symlink cannot be masked by bwrap, which follows it: stage 2

@@ -20,6 +20,8 @@ static int bridge(void)
    * system's; the runtimes with stores of their own are pointed at it. */
   if (r == 0 && access(SHK_SANDBOX_EGRESS_DIR "/" SHK_EGRESS_CA_BUNDLE, R_OK) == 0)
     r = shk_egress_apply_ca_env(SHK_EGRESS_SYSTEM_BUNDLE);
+  if (r == 0 && access(SHK_SANDBOX_EGRESS_DIR "/" SHK_EGRESS_JAVA_STORE, R_OK) == 0)
+    r = shk_egress_apply_java_trust(SHK_SANDBOX_EGRESS_DIR "/" SHK_EGRESS_JAVA_STORE);
   return r;
 }
 
