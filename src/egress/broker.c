@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,8 +59,10 @@ void *shk_broker_secure_alloc(size_t len)
     return NULL;
   /* Why: a secret must never reach swap nor a core dump of the manager.
    * Failing to lock or to exclude the pages is a refusal, not a warning:
-   * a secret in pageable memory is a secret that may be written out. */
-  if (madvise(p, n, MADV_DONTDUMP) || mlock(p, n)) {
+   * a secret in pageable memory is a secret that may be written out.
+   * The system call itself, not the C library's mlock: a sanitizer's
+   * interceptor turns mlock into a no-op that reports success. */
+  if (madvise(p, n, MADV_DONTDUMP) || syscall(SYS_mlock, p, n)) {
     int e = errno;
     munmap(p, n);
     errno = e;
@@ -74,7 +77,7 @@ void shk_broker_secure_free(void *p, size_t len)
     return;
   size_t n = page_round(len ? len : 1);
   OPENSSL_cleanse(p, n);
-  munlock(p, n);
+  syscall(SYS_munlock, p, n);
   munmap(p, n);
 }
 

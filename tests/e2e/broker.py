@@ -40,13 +40,28 @@ def proc_memory_has(pid, needle):
             if not m or "[vvar]" in line or "[vsyscall]" in line:
                 continue
             a, b = int(m.group(1), 16), int(m.group(2), 16)
-            try:
-                mem.seek(a)
-                if needle in mem.read(b - a):
-                    found = True
-            except OSError:
+            # A sanitizer build's stage 2 reserves terabytes of shadow,
+            # which holds the sanitizer's bookkeeping, never data.
+            if SANITIZED and b - a > 1 << 32:
                 continue
+            # In chunks, overlapping by the needle's length, so that a
+            # large mapping is never read into memory at once.
+            step = 1 << 24
+            for off in range(a, b, step):
+                try:
+                    mem.seek(off)
+                    if needle in mem.read(min(step + len(needle), b - off)):
+                        found = True
+                except OSError:
+                    break
     return found
+
+
+# A sanitizer build maps terabytes of shadow memory, which gcore cannot
+# dump in any useful time: the core dump checks are made against the
+# release build, whose run of this same test (CI runs the e2e suite against
+# it as well) is the one that judges them.
+SANITIZED = b"libasan.so" in open(os.environ["SHINKEN"], "rb").read()
 
 
 def core_has(pid, needle, tmp, control=None):
@@ -168,9 +183,12 @@ def main():
                 sentinel_early = open(os.path.join(work, "sentinel")).read().strip()
                 break
             time.sleep(0.05)
-        has_token, has_sentinel = core_has(d.p.pid, TOKEN.encode(), tmp, sentinel_early.encode())
-        chk(has_token is False, "the daemon's core dump holds no secret")
-        chk(has_sentinel is True, "control: the core dump holds the broker's ordinary memory (the sentinel)")
+        if SANITIZED:
+            print("# core dumps: checked by the release build's run (a sanitizer build cannot be dumped in time)")
+        else:
+            has_token, has_sentinel = core_has(d.p.pid, TOKEN.encode(), tmp, sentinel_early.encode())
+            chk(has_token is False, "the daemon's core dump holds no secret")
+            chk(has_sentinel is True, "control: the core dump holds the broker's ordinary memory (the sentinel)")
         open(os.path.join(work, "granted"), "w").close()
         # Hold the workload until the grant is there: it waits for "ready"
         # only after its first requests, so grant before it starts them.
@@ -219,22 +237,31 @@ def main():
         # sentinel at most, never the secret.
         pid_in = int(open(os.path.join(work, "sleeper.pid")).read())
         host_pids = [p for p in os.listdir("/proc") if p.isdigit()]
-        sandboxed = []
+        sandboxed = {}
         for p in host_pids:
             try:
-                if sentinel.encode() in open(f"/proc/{p}/environ", "rb").read():
-                    sandboxed.append(int(p))
+                environ = open(f"/proc/{p}/environ", "rb").read()
             except OSError:
-                pass
+                continue
+            if sentinel.encode() in environ:
+                sandboxed[int(p)] = environ
         chk(sandboxed, f"a sandboxed process (pid {pid_in} inside) is found by its environment")
-        for p in sandboxed:
-            chk(TOKEN.encode() not in open(f"/proc/{p}/environ", "rb").read(),
-                f"process {p}'s environment holds no secret")
-            chk(not proc_memory_has(p, TOKEN.encode()), f"process {p}'s memory holds no secret")
+        # A process that ends while it is read (a short-lived tool of the
+        # workload) is passed over; the long-lived ones must be read whole.
+        read_whole = 0
+        for p, environ in sandboxed.items():
+            chk(TOKEN.encode() not in environ, f"process {p}'s environment holds no secret")
+            try:
+                chk(not proc_memory_has(p, TOKEN.encode()), f"process {p}'s memory holds no secret")
+                read_whole += 1
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+        chk(read_whole > 0, "the memory of at least one sandboxed process was read whole")
 
         # After brokered requests too: the proxy wipes the heads it sent.
-        chk(core_has(d.p.pid, TOKEN.encode(), tmp) is False,
-            "the daemon's core dump after brokered requests holds no secret")
+        if not SANITIZED:
+            chk(core_has(d.p.pid, TOKEN.encode(), tmp) is False,
+                "the daemon's core dump after brokered requests holds no secret")
         # Revoke: the next request is not injected (its connection closes).
         rc, out, err, _t = d.cli("revoke", handle, "--json")
         chk(rc == 0, f"revoke ({out!r} {err!r})")

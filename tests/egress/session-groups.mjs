@@ -360,7 +360,11 @@ export async function groupFlood({ dns, canary }) {
     });
     await t('flood: a revoke in the other session lands at once: its tunnel closes, its next connection is refused', async () => {
       ok(tunnel.status === 200, `tunnel ${tunnel.status}`);
-      ok((await h.cmd('revoke b 5')) === 'ok 1', 'revoke did not count the tunnel');
+      // The probe tunnel of the test before was closed by its client just
+      // now; the proxy's loop may not have reaped it yet, so it can still be
+      // counted. The held tunnel must be: at least one, and it closes below.
+      const rv = await h.cmd('revoke b 5');
+      ok(rv === 'ok 1' || rv === 'ok 2', `revoke did not count the tunnel (${rv})`);
       await tunnel.conn.until((buf, closed) => (closed ? true : undefined), 3000);
       ok(tunnel.conn.closed, 'the revoked tunnel is still open');
       const o = await observe(canary, () => connectTunnel(b, 'ok.test:443'));
