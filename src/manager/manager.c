@@ -1195,6 +1195,7 @@ json_t *shk__manager_grant_locked(shk_manager *m, const grant_req *q)
                       : mount_delta(m, s, g.id, scope, fs_why, sizeof fs_why);
   g.deferred = defer && !delta_err;
   if (delta_err) {
+    unprepare(eg);
     unissue(m, g.id);
     snprintf(why, sizeof why, "the OS delta failed (%.960s); nothing was granted", delta_err);
     ev_grant(m, q, &pa, NULL, why, "os-delta", NULL);
