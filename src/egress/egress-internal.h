@@ -173,6 +173,9 @@ typedef struct shk__http_refusal {
 int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
                          shk__http_refusal *ref);
 void shk__http_req_free(shk__http_req *req);
+/* The reason phrase of an HTTP status the proxy answers with ("Error" for
+ * any other), for its own responses on both paths. */
+const char *shk__http_status_text(int status);
 
 /* A chunked request body, framed strictly: hex sizes without extensions,
  * CRLF everywhere, no trailers. The proxy forwards exactly the bytes of
@@ -446,7 +449,8 @@ int shk__http_parse_origin(const char *buf, size_t len, const shk_host *host, ui
  * or the rewrite hook's): REQ's request line, Host for HOST:PORT, REQ's
  * framing, and H without any header that is the proxy's (hop-by-hop, Host,
  * framing), so a rewrite cannot change how the body is delimited.
- * Malloc'd into *out; -ENOMEM. */
+ * Malloc'd into *out; -ENOMEM, or -E2BIG when the head would hold more
+ * than SHK__HTTP_MAX_HEADERS fields (the proxy's own parser's limit). */
 int shk__http_build_origin(const shk__http_origin_req *req, const shk_host *host, uint16_t port,
                            uint16_t default_port, const shk_egress_header *h, size_t n,
                            char **out, size_t *out_len);

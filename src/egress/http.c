@@ -369,6 +369,25 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
   return 1;
 }
 
+const char *shk__http_status_text(int status)
+{
+  switch (status) {
+  case 400: return "Bad Request";
+  case 403: return "Forbidden";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 411: return "Length Required";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 501: return "Not Implemented";
+  case 502: return "Bad Gateway";
+  case 503: return "Service Unavailable";
+  case 504: return "Gateway Timeout";
+  case 505: return "HTTP Version Not Supported";
+  }
+  return "Error";
+}
+
 void shk__http_req_free(shk__http_req *req)
 {
   /* Why wiped: once the rewrite hook has run, the rebuilt head may carry
@@ -577,10 +596,18 @@ int shk__http_build_origin(const shk__http_origin_req *req, const shk_host *host
     snprintf(line, sizeof line, "Content-Length: %llu\r\n", (unsigned long long)req->content_length);
     appends(&u, &ulen, &cap, line);
   }
+  /* Why counted: the proxy never sends a head it would refuse itself, so
+   * both hops read every head the same way; the client's own head may be
+   * at the limit and the proxy adds Host, framing and Connection. */
+  size_t fields = 1 + (req->chunked || req->content_length) + (req->close || req->http10);
   for (size_t i = 0; i < n; i++) {
     struct slice name = { h[i].name, h[i].name_len };
     if (!field_ok(&h[i]) || is_proxy_owned(NULL, name))
       continue;
+    if (++fields > SHK__HTTP_MAX_HEADERS) {
+      free(u);
+      return -E2BIG;
+    }
     append(&u, &ulen, &cap, h[i].name, h[i].name_len);
     appends(&u, &ulen, &cap, ": ");
     append(&u, &ulen, &cap, h[i].value, h[i].value_len);

@@ -135,21 +135,6 @@ static SSL_SESSION *session_take(shk__mitm_sessions *c, const shk__mitm_opts *o)
 
 static int new_session_cb(SSL *ssl, SSL_SESSION *sess);
 
-static const char *status_text(int status)
-{
-  switch (status) {
-  case 400: return "Bad Request";
-  case 403: return "Forbidden";
-  case 405: return "Method Not Allowed";
-  case 431: return "Request Header Fields Too Large";
-  case 501: return "Not Implemented";
-  case 502: return "Bad Gateway";
-  case 503: return "Service Unavailable";
-  case 505: return "HTTP Version Not Supported";
-  }
-  return "Error";
-}
-
 static uint64_t elapsed_us(const struct timespec *t0)
 {
   struct timespec t;
@@ -213,7 +198,7 @@ static void refuse(shk__mitm *m, int status, const char *reason, const char *tex
   evbuffer_add_printf(bufferevent_get_output(m->cl),
                       "HTTP/1.1 %d %s\r\nX-Shinken-Decision: %s\r\nContent-Type: text/plain; "
                       "charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-                      status, status_text(status), reason, bl, body);
+                      status, shk__http_status_text(status), reason, bl, body);
   close_after_flush(m);
 }
 
@@ -443,6 +428,11 @@ static void next_request(shk__mitm *m)
   for (size_t i = 0; rw && i < n_rw; i++)
     OPENSSL_cleanse((void *)rw[i].value, rw[i].value_len);
   free(rw);
+  if (br == -E2BIG) {
+    record(m, "deny", "http-too-many-headers", 431);
+    refuse(m, 431, "http-too-many-headers", "The request has more header fields than the proxy forwards.");
+    return;
+  }
   if (br < 0) {
     record(m, "deny", "proxy-out-of-memory", 503);
     refuse(m, 503, "proxy-out-of-memory", "The proxy is out of memory.");

@@ -502,25 +502,6 @@ static void close_with(struct conn *c, const char *reply, size_t len)
   arm(c, LINGER_MS);
 }
 
-static const char *status_text(int status)
-{
-  switch (status) {
-  case 400: return "Bad Request";
-  case 403: return "Forbidden";
-  case 405: return "Method Not Allowed";
-  case 408: return "Request Timeout";
-  case 411: return "Length Required";
-  case 429: return "Too Many Requests";
-  case 431: return "Request Header Fields Too Large";
-  case 501: return "Not Implemented";
-  case 502: return "Bad Gateway";
-  case 503: return "Service Unavailable";
-  case 504: return "Gateway Timeout";
-  case 505: return "HTTP Version Not Supported";
-  }
-  return "Error";
-}
-
 /* The refusal of C as an HTTP response, into OUT: the token in
  * X-Shinken-Decision, and a body written for an agent (the caller's
  * message, or the proxy's own text). */
@@ -546,7 +527,7 @@ static size_t http_refusal(const struct conn *c, int status, const char *reason,
   int n = snprintf(out, cap,
                    "HTTP/1.1 %d %s\r\nX-Shinken-Decision: %s\r\nContent-Type: text/plain; "
                    "charset=utf-8\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                   status, status_text(status), reason, bl);
+                   status, shk__http_status_text(status), reason, bl);
   if (n < 0 || (size_t)n + bl > cap)
     return 0;
   memcpy(out + n, body, bl);
@@ -1008,7 +989,10 @@ static bool http_checks(struct conn *c)
   free(rw);
   free(req);
   if (r < 0) {
-    deny(c, "proxy-out-of-memory", 503, 0);
+    if (r == -E2BIG)
+      deny(c, "http-too-many-headers", 431, 0);
+    else
+      deny(c, "proxy-out-of-memory", 503, 0);
     return false;
   }
   if (head) {
