@@ -65,6 +65,7 @@
 #include "manager/panel-assets.h"
 #include "manager/panel-conns.h"
 #include "manager/panel-internal.h"
+#include "manager/line-queue.h"
 #include "manager/panel-stream.h"
 
 #define TOKEN_BYTES 32
@@ -104,8 +105,8 @@ struct shk__panel {
   struct evhttp *http;
   shk__panel_conns *conns;  /* its connections, counted and capped */
   pthread_t thread;
-  int wake_fd, lines_fd;
-  struct event *wake, *lines, *tick;
+  int wake_fd;
+  struct event *wake, *tick;
   char host[80];        /* what the Host header must say: ADDR:PORT */
   char origin[96];      /* what the Origin header must say */
   char *login_file;
@@ -127,11 +128,9 @@ struct shk__panel {
   shk__audit_stream *stream; /* the Timeline's new events, read on a thread of its own */
   json_t *host_view;         /* the Host view's answer, and when it was made */
   int64_t host_at_ms;
-  /* The card stream's lines, copied here by whichever thread delivers
-   * them, under mu, until the panel thread sends them. */
-  pthread_mutex_t mu;
-  char *pend;
-  size_t n_pend, cap_pend;
+  /* The card stream's lines, from whichever thread delivers them, until
+   * the panel thread sends them. */
+  shk__line_queue *lines;
 };
 
 static int64_t now_ms(void)
@@ -523,27 +522,9 @@ static void sse_close_cb(struct evhttp_connection *conn, void *arg)
 static void sub_line(void *ud, const char *line, size_t len)
 {
   shk__panel *p = ud;
-  pthread_mutex_lock(&p->mu);
   /* A browser that cannot keep up loses lines, not the manager's memory:
    * each line only tells the page to fetch the state again. */
-  if (p->n_pend + len <= (1u << 20)) {
-    if (p->n_pend + len > p->cap_pend) {
-      size_t cap = (p->n_pend + len) * 2;
-      char *np = realloc(p->pend, cap);
-      if (np) {
-        p->pend = np;
-        p->cap_pend = cap;
-      }
-    }
-    if (p->n_pend + len <= p->cap_pend) {
-      memcpy(p->pend + p->n_pend, line, len);
-      p->n_pend += len;
-    }
-  }
-  pthread_mutex_unlock(&p->mu);
-  uint64_t one = 1;
-  ssize_t w = write(p->lines_fd, &one, sizeof one);
-  (void)w; /* an eventfd write fails only when its counter would overflow: then it is set anyway */
+  shk__line_queue_push(p->lines, line, len);
 }
 
 /* Forgets a stream; `finish` ends its reply too (which frees a request
@@ -635,26 +616,9 @@ static void route_events(shk__panel *p, struct evhttp_request *req)
   sse_send_one(c, "hello", hello, sizeof hello - 1);
 }
 
-static void lines_cb(evutil_socket_t fd, short what, void *arg)
+static void card_line(void *ud, const char *line, size_t len)
 {
-  shk__panel *p = arg;
-  uint64_t n;
-  ssize_t rd = read(p->lines_fd, &n, sizeof n);
-  (void)rd;
-  pthread_mutex_lock(&p->mu);
-  char *buf = p->pend;
-  size_t len = p->n_pend;
-  p->pend = NULL;
-  p->n_pend = p->cap_pend = 0;
-  pthread_mutex_unlock(&p->mu);
-  for (size_t off = 0; off < len;) {
-    char *nl = memchr(buf + off, '\n', len - off);
-    size_t l = nl ? (size_t)(nl - (buf + off)) : len - off;
-    if (l)
-      sse_send(p, "card", buf + off, l);
-    off += l + 1;
-  }
-  free(buf);
+  sse_send(ud, "card", line, len);
 }
 
 /* A batch of new audit events, from the stream's thread, to every page. */
@@ -890,23 +854,18 @@ static void panel_free(shk__panel *p)
   shk__panel_conns_free(p->conns);
   if (p->wake)
     event_free(p->wake);
-  if (p->lines)
-    event_free(p->lines);
+  shk__line_queue_free(p->lines);
   if (p->tick)
     event_free(p->tick);
   if (p->base)
     event_base_free(p->base);
   if (p->wake_fd >= 0)
     close(p->wake_fd);
-  if (p->lines_fd >= 0)
-    close(p->lines_fd);
   if (p->login_file)
     unlink(p->login_file);
   OPENSSL_cleanse(p->token, sizeof p->token);
   OPENSSL_cleanse(p->logins, sizeof p->logins);
-  pthread_mutex_destroy(&p->mu);
   free(p->login_file);
-  free(p->pend);
   free(p->last_state);
   if (p->reader)
     shk_audit_reader_close(p->reader);
@@ -958,8 +917,7 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
   if (!p)
     return shk__error_set(err, -ENOMEM, "out of memory");
   p->m = m;
-  p->wake_fd = p->lines_fd = -1;
-  pthread_mutex_init(&p->mu, NULL);
+  p->wake_fd = -1;
   /* Who answers through the panel: the holder of a token only this user
    * can read, so the manager's own user, recorded as the panel surface. */
   p->peer = (shk__peer){ "panel", shk__self_uid(), getpid(), NULL, NULL };
@@ -985,8 +943,8 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
   p->login_file = strdup(login_file);
   p->audit_db = audit_db ? strdup(audit_db) : NULL;
   p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  p->lines_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (!p->http || !p->login_file || (audit_db && !p->audit_db) || p->wake_fd < 0 || p->lines_fd < 0) {
+  if (!p->http || !p->login_file || (audit_db && !p->audit_db) || p->wake_fd < 0 ||
+      shk__line_queue_new(p->base, 1u << 20, card_line, p, &p->lines)) {
     r = shk__error_set(err, -ENOMEM, "panel: cannot set up its event loop");
     goto fail;
   }
@@ -1027,11 +985,9 @@ int shk_manager_serve_panel(shk_manager *m, const char *listen, const char *logi
     goto fail;
   }
   p->wake = event_new(p->base, p->wake_fd, EV_READ, wake_cb, p);
-  p->lines = event_new(p->base, p->lines_fd, EV_READ | EV_PERSIST, lines_cb, p);
   p->tick = event_new(p->base, -1, EV_PERSIST, tick_cb, p);
   struct timeval poll = { 0, STATE_POLL_MS * 1000 };
-  if (!p->wake || !p->lines || !p->tick || event_add(p->wake, NULL) || event_add(p->lines, NULL) ||
-      event_add(p->tick, &poll)) {
+  if (!p->wake || !p->tick || event_add(p->wake, NULL) || event_add(p->tick, &poll)) {
     r = shk__error_set(err, -ENOMEM, "panel: cannot set up its event loop");
     goto fail;
   }
