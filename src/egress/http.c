@@ -242,6 +242,23 @@ static int read_request_line(const char **pp, const char *e, struct slice *metho
   return 0;
 }
 
+/* What every request parser starts with: the head's end (returned: its
+ * length, 0 for more bytes, -1 refused) and its request line, with *P
+ * just past it. */
+static long read_start(const char *buf, size_t len, const char **p, struct slice *method,
+                       struct slice *target, struct slice *version, shk__http_refusal *ref)
+{
+  ref->status = 0;
+  ref->reason = NULL;
+  long end = find_end(buf, len, ref);
+  if (end <= 0)
+    return end;
+  *p = buf;
+  if (read_request_line(p, buf + end, method, target, version, ref) < 0)
+    return -1;
+  return end;
+}
+
 static int parse_target(struct slice method, struct slice target, shk__http_req *req,
                         struct slice *path, shk__http_refusal *ref)
 {
@@ -276,16 +293,12 @@ int shk__http_parse_head(const char *buf, size_t len, shk__http_req *req,
                          shk__http_refusal *ref)
 {
   memset(req, 0, sizeof *req);
-  ref->status = 0;
-  ref->reason = NULL;
-  long end = find_end(buf, len, ref);
+  const char *p;
+  struct slice method, target, version, path = { NULL, 0 };
+  long end = read_start(buf, len, &p, &method, &target, &version, ref);
   if (end <= 0)
     return (int)end;
-  const char *p = buf, *e = buf + end;
-
-  struct slice method, target, version, path = { NULL, 0 };
-  if (read_request_line(&p, e, &method, &target, &version, ref) < 0)
-    return -1;
+  const char *e = buf + end;
   if (parse_target(method, target, req, &path, ref) < 0)
     return -1;
 
@@ -487,15 +500,12 @@ int shk__http_parse_origin(const char *buf, size_t len, const shk_host *host, ui
                            shk__http_refusal *ref)
 {
   memset(req, 0, sizeof *req);
-  ref->status = 0;
-  ref->reason = NULL;
-  long end = find_end(buf, len, ref);
+  const char *p;
+  struct slice method, target, version;
+  long end = read_start(buf, len, &p, &method, &target, &version, ref);
   if (end <= 0)
     return (int)end;
-  const char *p = buf, *e = buf + end;
-  struct slice method, target, version;
-  if (read_request_line(&p, e, &method, &target, &version, ref) < 0)
-    return -1;
+  const char *e = buf + end;
   if (slice_eq(method, "CONNECT"))
     return refuse(ref, 405, "inspect-connect-inside");
   bool asterisk = target.n == 1 && target.p[0] == '*';
