@@ -745,6 +745,20 @@ static bool target_holds(const char *t, size_t tn, const char *needle, size_t nn
   return hit;
 }
 
+/* Whether H leaves the request: the client's own Authorization always
+ * (the credential on an injected request is the broker's alone), and the
+ * header of each secret injected into it. */
+static bool dropped(const shk_egress_header *h, const shk_broker_use *uses, size_t n_uses,
+                    const bool *inject)
+{
+  if (name_is(h, "Authorization"))
+    return true;
+  for (size_t u = 0; u < n_uses; u++)
+    if (inject[u] && name_is(h, uses[u].secret->header_name))
+      return true;
+  return false;
+}
+
 /* The header list's value with every sentinel of a use in INJECT replaced
  * by its secret, written to DST (NULL: only measured). */
 static size_t replaced(const shk_egress_header *h, const shk_broker_use *uses, size_t n_uses,
@@ -850,10 +864,7 @@ int shk_broker_rewrite(const shk_broker_use *uses, size_t n_uses, const shk_egre
   size_t count = 0, bytes = 0;
   for (size_t i = 0; i < req->n_headers; i++) {
     const shk_egress_header *h = &req->headers[i];
-    bool drop = name_is(h, "Authorization");
-    for (size_t u = 0; u < n_uses && !drop; u++)
-      drop = inject[u] && name_is(h, uses[u].secret->header_name);
-    if (drop)
+    if (dropped(h, uses, n_uses, inject))
       continue;
     count++;
     bytes += h->name_len + 1 + replaced(h, uses, n_uses, inject, NULL) + 1;
@@ -875,10 +886,7 @@ int shk_broker_rewrite(const shk_broker_use *uses, size_t n_uses, const shk_egre
   size_t k = 0;
   for (size_t i = 0; i < req->n_headers; i++) {
     const shk_egress_header *h = &req->headers[i];
-    bool drop = name_is(h, "Authorization");
-    for (size_t u = 0; u < n_uses && !drop; u++)
-      drop = inject[u] && name_is(h, uses[u].secret->header_name);
-    if (drop)
+    if (dropped(h, uses, n_uses, inject))
       continue;
     hs[k].name = p;
     hs[k].name_len = h->name_len;
