@@ -165,6 +165,22 @@ static int open_root(const char *root, bool create, shk_error *err)
   return fd;
 }
 
+/* A directory stream over a copy of FD, so that closing the stream leaves
+ * FD open; NULL with errno set. */
+static DIR *dir_of(int fd)
+{
+  int d = dup(fd);
+  if (d < 0)
+    return NULL;
+  DIR *dir = fdopendir(d);
+  if (!dir) {
+    int e = errno;
+    close(d);
+    errno = e;
+  }
+  return dir;
+}
+
 /* Removes NAME beneath DIRFD and everything in it, through no symlink (a
  * link is removed, never followed). The overlay leaves directories of mode
  * 0 in its work directory: those are made this user's to enter first. */
@@ -220,13 +236,9 @@ static bool in_use(int image, const char *name)
  * ended without removing them, and their session is over. */
 static void sweep(int image)
 {
-  int fd = dup(image);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
+  DIR *d = dir_of(image);
+  if (!d)
     return;
-  }
   for (struct dirent *e; (e = readdir(d));)
     if (strchr(e->d_name, '@') && e->d_name[0] != '.' && !in_use(image, e->d_name))
       rm_tree(image, e->d_name);
@@ -384,13 +396,9 @@ void shk_sandbox_persist_close(shk_sandbox_persist *p, bool discard)
 /* Adds up the files of the upper layer beneath DIRFD. */
 static void tally(int at, uint64_t *bytes, uint64_t *files, int depth)
 {
-  int fd = dup(at);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
+  DIR *d = dir_of(at);
+  if (!d)
     return;
-  }
   for (struct dirent *e; (e = readdir(d));) {
     struct stat st;
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
@@ -469,11 +477,8 @@ int shk_sandbox_persist_list(const char *root, const char *image, shk_sandbox_pe
     return 0; /* nothing was ever persisted */
   if (top < 0)
     return top;
-  int fd = dup(top);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  DIR *d = dir_of(top);
   if (!d) {
-    if (fd >= 0)
-      close(fd);
     close(top);
     return shk__error_set(err, -errno, "%s: %s", root, strerror(errno));
   }
@@ -483,10 +488,7 @@ int shk_sandbox_persist_list(const char *root, const char *image, shk_sandbox_pe
     if (!image_ok(e->d_name) || (image && strcmp(e->d_name, image)))
       continue;
     int im = own_dir(top, e->d_name, false);
-    int f2 = im < 0 ? -1 : dup(im);
-    DIR *di = f2 < 0 ? NULL : fdopendir(f2);
-    if (!di && f2 >= 0)
-      close(f2);
+    DIR *di = im < 0 ? NULL : dir_of(im);
     for (struct dirent *x; !r && di && (x = readdir(di));) {
       if (x->d_name[0] == '.')
         continue;
@@ -596,13 +598,9 @@ int shk_sandbox_persist_show(const char *root, const char *image, const char *pa
 /* Lists what the upper layer beneath DIRFD holds, REL its path. */
 static int walk(int at, const char *rel, shk_sandbox_persist_walk_fn fn, void *data, int depth)
 {
-  int fd = dup(at);
-  DIR *d = fd < 0 ? NULL : fdopendir(fd);
-  if (!d) {
-    if (fd >= 0)
-      close(fd);
+  DIR *d = dir_of(at);
+  if (!d)
     return -errno;
-  }
   int r = 0;
   for (struct dirent *e; !r && (e = readdir(d));) {
     struct stat st;
