@@ -9,6 +9,7 @@
 
 #include "common/common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -44,6 +45,7 @@ struct shk__eg_ca {
   X509 *cert;         /* the CA's */
   EVP_PKEY *leaf_key; /* one key for every leaf of this process's CA object */
   char *cert_pem;
+  char *dir;          /* where ca.pem is, and the trust files built from it */
   struct leaf *leaves;
   size_t n_leaves, cap;
   uint64_t clock;
@@ -162,7 +164,7 @@ static int read_ca(int dfd, const char *dir, EVP_PKEY **key, X509 **cert, shk_er
     return errno == ENOENT ? 1
                            : shk__error_set(err, -errno, "%s/ca.pem: %s", dir, strerror(errno));
   struct stat st;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != shk__self_uid() ||
       (st.st_mode & 077)) {
     close(fd);
     return shk__error_set(err, -EPERM,
@@ -223,7 +225,7 @@ int shk__eg_ca_open(const char *dir, shk__eg_ca **out, shk_error *err)
     return shk__error_set(err, -errno, "%s: %s", dir, strerror(errno));
   struct stat st;
   /* Why: the directory's owner could replace ca.pem under us. */
-  if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+  if (fstat(dfd, &st) < 0 || st.st_uid != shk__self_uid() || (st.st_mode & 022)) {
     close(dfd);
     return shk__error_set(err, -EPERM,
                           "%s: the inspection CA's directory must belong to this user and be "
@@ -282,6 +284,10 @@ int shk__eg_ca_open(const char *dir, shk__eg_ca **out, shk_error *err)
   ca->cert = cert;
   ca->leaf_key = leaf_key;
   ca->cert_pem = pem;
+  if (!(ca->dir = strdup(dir))) {
+    shk__eg_ca_free(ca);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
   *out = ca;
   return 0;
 }
@@ -391,6 +397,7 @@ void shk__eg_ca_free(shk__eg_ca *ca)
   EVP_PKEY_free(ca->leaf_key);
   X509_free(ca->cert);
   free(ca->cert_pem);
+  free(ca->dir);
   free(ca);
 }
 
@@ -480,5 +487,138 @@ done:
   PKCS12_free(p12);
   sk_PKCS7_pop_free(safes, PKCS7_free);
   sk_PKCS12_SAFEBAG_pop_free(bags, PKCS12_SAFEBAG_free);
+  return r;
+}
+
+/* ------------------------------------------------------------------------
+ * The trust files a sandbox is given
+ */
+
+/* Copies FROM (opened beneath DFD) to TO, a new 0644 file. */
+static int copy_file(int dfd, const char *from, const char *to)
+{
+  int in = openat(dfd, from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0)
+    return -errno;
+  int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (out < 0) {
+    int e = -errno;
+    close(in);
+    return e;
+  }
+  char buf[65536];
+  ssize_t n;
+  int r = 0;
+  while ((n = read(in, buf, sizeof buf)) > 0)
+    if (write(out, buf, (size_t)n) != n) {
+      r = -EIO;
+      break;
+    }
+  if (n < 0)
+    r = -errno;
+  close(in);
+  if (close(out) < 0 && !r)
+    r = -EIO;
+  if (r)
+    unlink(to);
+  return r;
+}
+
+/* Writes PATH (new): the system's bundle, then the CA's certificate. */
+static int write_bundle(const shk__eg_ca *ca, const char *path)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return -errno;
+  bool ok = true;
+  int sys = open(SHK_EGRESS_SYSTEM_BUNDLE, O_RDONLY | O_CLOEXEC);
+  char buf[65536];
+  ssize_t n;
+  while (sys >= 0 && ok && (n = read(sys, buf, sizeof buf)) > 0)
+    ok = write(fd, buf, (size_t)n) == n;
+  if (sys >= 0)
+    close(sys);
+  size_t pl = strlen(ca->cert_pem);
+  ok = ok && write(fd, "\n", 1) == 1 && write(fd, ca->cert_pem, pl) == (ssize_t)pl;
+  if (close(fd) < 0 || !ok) {
+    unlink(path);
+    return -EIO;
+  }
+  return 0;
+}
+
+/* The name the trust files built from this CA and the system's bundle as
+ * it is now are kept under: a new bundle (a package update) or a new CA
+ * gives a new name, so a stale file is never handed out. */
+static void trust_stamp(const shk__eg_ca *ca, char *out, size_t len)
+{
+  struct stat st;
+  if (stat(SHK_EGRESS_SYSTEM_BUNDLE, &st) < 0)
+    memset(&st, 0, sizeof st);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned mdl = 0;
+  if (!X509_digest(ca->cert, EVP_sha256(), md, &mdl) || mdl < 8)
+    memset(md, 0, 8);
+  snprintf(out, len, "trust-%02x%02x%02x%02x%02x%02x%02x%02x-%lx-%lx-%llx-%llx.%09ld", md[0], md[1], md[2],
+           md[3], md[4], md[5], md[6], md[7], (unsigned long)st.st_dev, (unsigned long)st.st_ino,
+           (unsigned long long)st.st_size, (unsigned long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+}
+
+/* Builds the trust files of STAMP in the CA's directory DFD: each written
+ * under a name of this process's, then renamed, so that another manager
+ * sharing the directory sees a whole file or none. */
+static int build_trust(const shk__eg_ca *ca, int dfd, const char *stamp, shk_error *err)
+{
+  char tmp_crt[PATH_MAX], tmp_p12[PATH_MAX], crt[PATH_MAX], p12[PATH_MAX];
+  snprintf(tmp_crt, sizeof tmp_crt, "%s/.%s.%ld.crt", ca->dir, stamp, (long)getpid());
+  snprintf(tmp_p12, sizeof tmp_p12, "%s/.%s.%ld.p12", ca->dir, stamp, (long)getpid());
+  snprintf(crt, sizeof crt, "%s/%s.crt", ca->dir, stamp);
+  snprintf(p12, sizeof p12, "%s/%s.p12", ca->dir, stamp);
+  unlink(tmp_crt);
+  unlink(tmp_p12);
+  int r = write_bundle(ca, tmp_crt);
+  if (r < 0)
+    return shk__error_set(err, r, "cannot write %s: %s", tmp_crt, strerror(-r));
+  r = shk__eg_java_store_write(tmp_crt, tmp_p12, err);
+  /* The store first: a bundle found without its store is built again. */
+  if (r == 0 && (rename(tmp_p12, p12) < 0 || rename(tmp_crt, crt) < 0))
+    r = shk__error_set(err, -errno, "cannot keep the trust files in %s: %s", ca->dir, strerror(errno));
+  unlink(tmp_crt);
+  unlink(tmp_p12);
+  if (r < 0)
+    return r;
+  /* The files of an older bundle or CA are of no more use. */
+  int fd = dup(dfd);
+  DIR *d = fd < 0 ? NULL : fdopendir(fd);
+  if (!d && fd >= 0)
+    close(fd);
+  size_t sl = strlen(stamp);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (!strncmp(e->d_name, "trust-", 6) && strncmp(e->d_name, stamp, sl))
+      unlinkat(dfd, e->d_name, 0);
+  if (d)
+    closedir(d);
+  return 0;
+}
+
+int shk__eg_ca_trust_files(const shk__eg_ca *ca, const char *dir, shk_error *err)
+{
+  char stamp[160], name[176], to[PATH_MAX + 32];
+  trust_stamp(ca, stamp, sizeof stamp);
+  int dfd = open(ca->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return shk__error_set(err, -errno, "%s: %s", ca->dir, strerror(errno));
+  snprintf(name, sizeof name, "%s.crt", stamp);
+  struct stat st;
+  int r = 0;
+  if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    r = build_trust(ca, dfd, stamp, err);
+  for (int i = 0; r == 0 && i < 2; i++) {
+    snprintf(name, sizeof name, "%s.%s", stamp, i ? "p12" : "crt");
+    snprintf(to, sizeof to, "%s/%s", dir, i ? SHK_EGRESS_JAVA_STORE : SHK_EGRESS_CA_BUNDLE);
+    if ((r = copy_file(dfd, name, to)) < 0)
+      shk__error_set(err, r, "cannot write %s: %s", to, strerror(-r));
+  }
+  close(dfd);
   return r;
 }

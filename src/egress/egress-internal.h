@@ -412,6 +412,13 @@ X509 *shk__eg_ca_leaf(shk__eg_ca *ca, const shk_host *host);
 unsigned long shk__eg_ca_minted(const shk__eg_ca *ca);
 size_t shk__eg_ca_cached(const shk__eg_ca *ca);
 void shk__eg_ca_free(shk__eg_ca *ca);
+/* Writes the sandbox's trust files into DIR (new, 0644): SHK_EGRESS_CA_BUNDLE,
+ * the system's bundle followed by the CA's certificate, and
+ * SHK_EGRESS_JAVA_STORE, the same certificates for Java. Both are built
+ * once per CA and system bundle and kept in the CA's directory: the Java
+ * store costs tens of milliseconds to build, which no session's start
+ * should pay. 0 or a negative errno with err. */
+int shk__eg_ca_trust_files(const shk__eg_ca *ca, const char *dir, shk_error *err);
 /* Writes OUT (0644, new) as a PKCS#12 trust store for Java holding every
  * certificate of the PEM file BUNDLE as a trusted entry, its MAC keyed
  * with SHK_EGRESS_JAVA_STORE_PASSWORD. 0 or a negative errno with err. */

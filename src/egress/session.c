@@ -49,7 +49,6 @@ struct shk_egress_session {
   bool stop;
   shk__eg_ca *ca; /* the inspection CA, or NULL */
   char ca_error[512]; /* why there is none, though ca_dir was given */
-  bool bundle;    /* ca-bundle.crt was written */
 };
 
 static void post_free(struct post *p)
@@ -147,40 +146,6 @@ static int build_config(const shk_egress_session_opts *o, shk__eg_config **out, 
   return 0;
 }
 
-/* The trust store the sandbox sees in place of the system's: the
- * system's bundle (Debian's path; none where there is none) followed by
- * the inspection CA, so that what the workload verifies against is what
- * it would have trusted anyway plus the one CA the proxy signs with. The
- * file is public: it holds certificates only. */
-static int write_bundle(shk_egress_session *s, shk_error *err)
-{
-  char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/" SHK_EGRESS_CA_BUNDLE, s->dir);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0)
-    return shk__error_set(err, -errno, "cannot write %s: %s", path, strerror(errno));
-  bool ok = true;
-  int sys = open("/etc/ssl/certs/ca-certificates.crt", O_RDONLY | O_CLOEXEC);
-  char buf[65536];
-  ssize_t n;
-  while (sys >= 0 && ok && (n = read(sys, buf, sizeof buf)) > 0)
-    ok = write(fd, buf, (size_t)n) == n;
-  if (sys >= 0)
-    close(sys);
-  const char *pem = shk__eg_ca_pem(s->ca);
-  size_t pl = strlen(pem);
-  ok = ok && write(fd, "\n", 1) == 1 && write(fd, pem, pl) == (ssize_t)pl;
-  if (close(fd) < 0 || !ok) {
-    unlink(path);
-    return shk__error_set(err, -EIO, "cannot write %s", path);
-  }
-  s->bundle = true;
-  /* Java reads no PEM bundle: the same certificates as its own store. */
-  char jpath[PATH_MAX + 32];
-  snprintf(jpath, sizeof jpath, "%s/" SHK_EGRESS_JAVA_STORE, s->dir);
-  return shk__eg_java_store_write(path, jpath, err);
-}
-
 int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_session **out,
                             shk_error *err)
 {
@@ -235,7 +200,11 @@ int shk_egress_session_open(const shk_egress_session_opts *opts, shk_egress_sess
     if (r < 0 && r != -ENOMEM)
       snprintf(s->ca_error, sizeof s->ca_error, "%s", cerr.message);
     else if (r == 0)
-      r = write_bundle(s, err);
+      /* The trust store the sandbox sees in place of the system's: the
+       * system's bundle followed by the inspection CA, so that what the
+       * workload verifies against is what it would have trusted anyway
+       * plus the one CA the proxy signs with (and the same for Java). */
+      r = shk__eg_ca_trust_files(s->ca, s->dir, err);
     else
       shk__error_set(err, r, "out of memory");
     if (r < 0 && !s->ca_error[0]) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/common.h"
 #include "egress/egress-internal.h"
 
 #include <openssl/evp.h>
@@ -1456,6 +1458,57 @@ static void test_ca(void **state)
   assert_non_null(strstr(err.message, "holds no certificate"));
   assert_int_equal(access(store, F_OK), -1);
   unlink(bundle);
+
+  /* The sandbox's trust files: built once, kept in the CA's directory and
+   * copied into each session's; a second session gets the kept ones, not
+   * a new build, and nothing is written over a file. */
+  char s1[sizeof dir + 8], s2[sizeof dir + 8];
+  snprintf(s1, sizeof s1, "%s/s1", dir);
+  snprintf(s2, sizeof s2, "%s/s2", dir);
+  assert_int_equal(mkdir(s1, 0700), 0);
+  assert_int_equal(mkdir(s2, 0700), 0);
+  assert_int_equal(shk__eg_ca_trust_files(ca, s1, &err), 0);
+  char kept[2][sizeof cadir + 260];
+  int n_kept = 0;
+  DIR *cd = opendir(cadir);
+  assert_non_null(cd);
+  for (struct dirent *e; (e = readdir(cd));)
+    if (!strncmp(e->d_name, "trust-", 6) && n_kept < 2)
+      snprintf(kept[n_kept++], sizeof kept[0], "%s/%s", cadir, e->d_name);
+  closedir(cd);
+  assert_int_equal(n_kept, 2);
+  struct stat k1, k2;
+  assert_int_equal(stat(kept[0], &k1), 0);
+  assert_int_equal(shk__eg_ca_trust_files(ca, s2, &err), 0);
+  assert_int_equal(stat(kept[0], &k2), 0);
+  assert_true(k1.st_ino == k2.st_ino && k1.st_mtim.tv_nsec == k2.st_mtim.tv_nsec);
+  for (int i = 0; i < 2; i++) {
+    const char *name = i ? SHK_EGRESS_JAVA_STORE : SHK_EGRESS_CA_BUNDLE;
+    char a[sizeof s1 + 32], b[sizeof s2 + 32];
+    snprintf(a, sizeof a, "%s/%s", s1, name);
+    snprintf(b, sizeof b, "%s/%s", s2, name);
+    char *da, *db;
+    size_t la, lb;
+    assert_int_equal(shk__read_file(a, &da, &la), 0);
+    assert_int_equal(shk__read_file(b, &db, &lb), 0);
+    assert_true(la == lb && la > 0 && !memcmp(da, db, la));
+    /* The bundle ends with the CA's certificate. */
+    size_t pl = strlen(shk__eg_ca_pem(ca));
+    if (!i)
+      assert_true(la > pl && !memcmp(da + la - pl, shk__eg_ca_pem(ca), pl));
+    free(da);
+    free(db);
+    unlink(b);
+  }
+  assert_int_equal(shk__eg_ca_trust_files(ca, s1, &err), -EEXIST);
+  for (int i = 0; i < 2; i++) {
+    char a[sizeof s1 + 32];
+    snprintf(a, sizeof a, "%s/%s", s1, i ? SHK_EGRESS_JAVA_STORE : SHK_EGRESS_CA_BUNDLE);
+    unlink(a);
+    unlink(kept[i]);
+  }
+  rmdir(s1);
+  rmdir(s2);
   shk__eg_ca_free(ca);
 
   /* A key file others can read is refused, not used. */
