@@ -48,11 +48,12 @@ int shk__oom_guard(int (*fn)(void *ctx), void *ctx, shk_error *err)
 
 void shk__oom_unwind(void)
 {
-  if (ALWAYS(guard))
-    longjmp(*guard, 1);
   /* Unreachable in a correct engine: every entry point that allocates
-   * runs under a guard, which the out-of-memory test checks. */
-  abort();
+   * runs under a guard, which the out-of-memory test checks. A missing one
+   * is a bug, reported as every broken belief is. */
+  if (!guard)
+    shk__assert_fail("an allocation outside any out-of-memory guard", __FILE__, __LINE__);
+  longjmp(*guard, 1);
 }
 
 void *shk__umalloc(size_t n)

@@ -13,6 +13,16 @@ uid_t shk__self_uid(void)
   return geteuid();
 }
 
+pid_t shk__fork_call(int (*fn)(void *), void *arg)
+{
+  pid_t pid = fork();
+  if (pid < 0)
+    return -errno;
+  if (pid == 0)
+    _exit(fn(arg) & 0xff);
+  return pid;
+}
+
 void shk__assert_fail(const char *expr, const char *file, int line)
 {
   fprintf(stderr, "shinken: internal error: %s at %s:%d\n", expr, file, line);

@@ -129,6 +129,13 @@ SHK_PRINTF(6, 0) int shk__error_vat(shk_error *err, int code, const char *file, 
  * directories and peers by comparing against it. Keeping the question in
  * one function keeps every trust decision on the same answer. */
 uid_t shk__self_uid(void);
+
+/* Runs FN(ARG) in a child process made with fork(2) and returns the
+ * child's pid, or -errno. The child ends with FN's return value as its
+ * exit status. This is the one place library code ends a process, and it
+ * is always the child it has just made: no library function exits its
+ * caller. */
+pid_t shk__fork_call(int (*fn)(void *), void *arg);
 /* Fills *err with "out of memory" and returns -ENOMEM. */
 int shk__error_nomem(shk_error *err);
 

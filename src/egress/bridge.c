@@ -321,30 +321,40 @@ static void on_udp(evutil_socket_t udp, short what, void *arg)
   event_add(q->ev, &tv);
 }
 
-/* The helper is a process of its own, forked by shk_egress_bridge_start:
- * its _exit calls end the helper, never the caller. */
-SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], pid_t parent)
+struct helper_args {
+  struct helper *h;
+  const int *fds; /* L_COUNT listeners */
+  pid_t parent;
+};
+
+/* The helper is a process of its own, forked by shk_egress_bridge_start
+ * (shk__fork_call): what it returns ends the helper, never the caller. */
+static int helper_main(void *arg)
 {
+  struct helper_args *a = arg;
+  struct helper *h = a->h;
+  const int *fds = a->fds;
+  pid_t parent = a->parent;
   /* Not dumpable: no ptrace attach and no /proc/PID/mem from the workload,
    * which runs as the same user. Dies with stage 2 (the workload). */
   if (prctl(PR_SET_DUMPABLE, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 ||
       getppid() != parent)
-    _exit(1);
+    return 1;
   /* The listeners are bound; nothing here needs a capability any more, so
    * a bug in the relay cannot lend one to anybody. */
   struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
   struct __user_cap_data_struct none[2] = { { 0 } };
   if (syscall(SYS_capset, &hdr, none) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-    _exit(1);
+    return 1;
   /* Bounded, soft and hard: the workload (same uid, no CAP_SYS_RESOURCE)
    * may lower these with prlimit but never raise them past this. */
   struct rlimit nofile;
   if (getrlimit(RLIMIT_NOFILE, &nofile) < 0)
-    _exit(1);
+    return 1;
   rlim_t bound = nofile.rlim_max < HELPER_NOFILE ? nofile.rlim_max : HELPER_NOFILE;
   nofile.rlim_cur = nofile.rlim_max = bound;
   if (setrlimit(RLIMIT_NOFILE, &nofile) < 0)
-    _exit(1);
+    return 1;
   signal(SIGPIPE, SIG_IGN);
   /* Nothing of stage 2 but the listeners stays open here, not even the
    * workload's stdio (which would keep its pipes open). */
@@ -362,7 +372,7 @@ SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], p
   }
   h->base = event_base_new();
   if (!h->base)
-    _exit(1);
+    return 1;
   struct stream_ctx sc[L_COUNT];
   for (int i = 0; i < L_COUNT; i++) {
     sc[i] = (struct stream_ctx){ h, h->paths[i], NULL, NULL };
@@ -371,10 +381,10 @@ SHK_NORETURN static void helper_main(struct helper *h, const int fds[L_COUNT], p
                          bridge_ports[i].type == SOCK_DGRAM ? (void *)h : (void *)&sc[i]);
     sc[i].pause = evtimer_new(h->base, resume_listener, &sc[i]);
     if (!sc[i].ev || !sc[i].pause || event_add(sc[i].ev, NULL) < 0)
-      _exit(1);
+      return 1;
   }
   event_base_dispatch(h->base);
-  _exit(0);
+  return 0;
 }
 
 /* Safe to run with the sandbox's capabilities: it binds loopback addresses
@@ -401,11 +411,9 @@ int shk_egress_bridge_start(const char *dir)
       return r;
     }
   }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0)
-    helper_main(&h, fds, parent);
-  r = pid < 0 ? -errno : 0;
+  struct helper_args a = { &h, fds, getpid() };
+  pid_t pid = shk__fork_call(helper_main, &a);
+  r = pid < 0 ? pid : 0;
   /* The listeners are the helper's alone: the workload cannot accept on
    * them and steal connections. */
   for (int i = 0; i < L_COUNT; i++)

@@ -63,24 +63,27 @@ static long read_long(const char *path)
 }
 
 
+static int userns_child(void *arg)
+{
+  (void)arg;
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+    return 1;
+  if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    return 2;
+  if (mount("shinken-probe", "/tmp", "tmpfs", 0, NULL) < 0)
+    return 3;
+  return 0;
+}
+
 /* Tries a user namespace in a child: unshare, then mount a tmpfs in a new
  * mount namespace, which is what bwrap needs and what Ubuntu's AppArmor
  * restriction takes away. The child touches nothing outside itself. */
 static bool try_userns(void)
 {
-  pid_t pid = fork();
+  pid_t pid = shk__fork_call(userns_child, NULL);
   if (pid < 0)
     return false;
-  if (pid == 0) {
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
-      _exit(1);
-    if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-      _exit(2);
-    if (mount("shinken-probe", "/tmp", "tmpfs", 0, NULL) < 0)
-      _exit(3);
-    _exit(0);
-  }
-  int st;
+  int st = -1;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
     ;
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
@@ -89,21 +92,24 @@ static bool try_userns(void)
 /* Under Ubuntu's AppArmor restriction a program may still get a working
  * user namespace from its own profile, as bwrap does where one ships: the
  * only honest test is to run it. Costs one bwrap start, on such hosts only. */
+static int bwrap_child(void *arg)
+{
+  const char *bwrap = arg;
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+    return 127;
+  execl(bwrap, bwrap, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc", "--",
+        "/bin/true", (char *)NULL);
+  return 127;
+}
+
 static bool bwrap_userns_works(const char *bwrap)
 {
   if (!bwrap)
     return false;
-  pid_t pid = fork();
+  pid_t pid = shk__fork_call(bwrap_child, (void *)bwrap);
   if (pid < 0)
     return false;
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-      _exit(127);
-    execl(bwrap, bwrap, "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--proc",
-          "/proc", "--", "/bin/true", (char *)NULL);
-    _exit(127);
-  }
   int st;
   while (waitpid(pid, &st, 0) < 0)
     if (errno != EINTR)

@@ -49,7 +49,9 @@ static void forward(int sig)
  * failed. The child shares the launcher's memory (CLONE_VM) while the
  * launcher waits for it (CLONE_VFORK), as posix_spawn's does: it writes
  * nothing else here, calls no function that takes a lock or allocates,
- * and leaves through exec or _exit. */
+ * and leaves through exec or by returning, which ends it with the exit
+ * system call (clone's own trampoline: no atexit handler of the launcher
+ * runs in it). */
 typedef struct child_args {
   int parent;      /* the launcher's pidfd */
   bool mapped;     /* in a user namespace of its own: map the caller */
@@ -111,7 +113,9 @@ static int map_self(const char *file, unsigned id)
  * there, and nothing else). It joins the session cgroup, so every process
  * of the sandbox is inside, and keeps no descriptor but the relay's stdin,
  * stdout and stderr (never the caller's own) and the sync socket: any other
- * the caller left open would be authority the command was not given. */
+ * the caller left open would be authority the command was not given.
+ * Started by clone(2), it ends with the value it returns (125 when a step
+ * fails, the status bwrap's own failures use). */
 static int child_main(void *arg)
 {
   child_args *a = arg;
@@ -120,14 +124,14 @@ static int child_main(void *arg)
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || poll(&p, 1, 0) != 0) {
     a->err = -ESRCH;
     a->what = "the launcher died while bwrap started";
-    _exit(125);
+    return 125;
   }
   if (a->mapped && ((r = map_self("uid_map", (unsigned)a->uid)) < 0 ||
                     (r = shk__write_at(AT_FDCWD, "/proc/self/setgroups", "deny")) < 0 ||
                     (r = map_self("gid_map", (unsigned)a->gid)) < 0)) {
     a->err = r;
     a->what = "mapping the caller in bwrap's user namespace";
-    _exit(125);
+    return 125;
   }
   /* bwrap copies this mount namespace and then, for each mount beneath a
    * bind it makes (the read-only /), remounts it read-only from a list it
@@ -142,18 +146,18 @@ static int child_main(void *arg)
   if (a->newns && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
     a->err = -errno;
     a->what = "making the sandbox's mount namespace private";
-    _exit(125);
+    return 125;
   }
   if (a->cg->path && (r = shk_sandbox_cgroup_join(a->cg)) < 0) {
     a->err = r;
     a->what = "joining the session cgroup";
-    _exit(125);
+    return 125;
   }
   for (int i = 0; i < 3; i++)
     if (dup2(a->stdio[i], i) < 0) {
       a->err = -errno;
       a->what = "the sandbox's stdio";
-      _exit(125);
+      return 125;
     }
   unsigned from = 3;
   for (int i = 0; i < 2; i++) {
@@ -164,14 +168,14 @@ static int child_main(void *arg)
         fcntl(a->keep[i], F_SETFD, 0) < 0) {
       a->err = k < from ? -EBADF : -errno;
       a->what = "closing inherited descriptors";
-      _exit(125);
+      return 125;
     }
     from = k + 1;
   }
   if (close_range(from, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
     a->err = -errno;
     a->what = "closing inherited descriptors";
-    _exit(125);
+    return 125;
   }
   /* The handlers are the launcher's: bwrap starts with the defaults, and
    * with the signal mask the caller gave. */
@@ -184,7 +188,7 @@ static int child_main(void *arg)
   execve(a->argv[0], a->argv, a->envp);
   a->err = -errno;
   a->what = a->argv[0];
-  _exit(125);
+  return 125;
 }
 
 /* Starts bwrap (A->argv) as pid 1 of a fresh pid namespace, because bwrap

@@ -172,7 +172,7 @@ out:
 }
 
 /* In a forked child of a possibly threaded process: system calls only,
- * then _exit. Enters the sandbox's namespaces; 0 or -errno. */
+ * until the child ends. Enters the sandbox's namespaces; 0 or -errno. */
 static int enter(const shk_sandbox_target *t)
 {
   if (setns(t->userns, CLONE_NEWUSER) < 0 || setns(t->mntns, CLONE_NEWNS) < 0)
@@ -214,6 +214,21 @@ static int detach_child(const shk_sandbox_target *t, int tree)
   return 0;
 }
 
+struct in_child_args {
+  int (*fn)(const shk_sandbox_target *, int, const char *);
+  const shk_sandbox_target *t;
+  int tree;
+  const char *path;
+  int out; /* where the child writes FN's result */
+};
+
+static int in_child_main(void *arg)
+{
+  struct in_child_args *a = arg;
+  int r = a->fn(a->t, a->tree, a->path);
+  return write(a->out, &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1;
+}
+
 /* Runs FN in a forked child and returns what it returned. The child is
  * single-threaded, as setns() into a user namespace needs. */
 static int in_child(int (*fn)(const shk_sandbox_target *, int, const char *), const shk_sandbox_target *t,
@@ -222,20 +237,13 @@ static int in_child(int (*fn)(const shk_sandbox_target *, int, const char *), co
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) < 0)
     return -errno;
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = -errno;
-    close(pipefd[0]);
-    close(pipefd[1]);
-    return e;
-  }
-  if (pid == 0) {
-    close(pipefd[0]);
-    int r = fn(t, tree, path);
-    ssize_t w = write(pipefd[1], &r, sizeof r);
-    _exit(w == (ssize_t)sizeof r ? 0 : 1);
-  }
+  struct in_child_args a = { fn, t, tree, path, pipefd[1] };
+  pid_t pid = shk__fork_call(in_child_main, &a);
   close(pipefd[1]);
+  if (pid < 0) {
+    close(pipefd[0]);
+    return pid;
+  }
   int r = -EIO;
   ssize_t n;
   while ((n = read(pipefd[0], &r, sizeof r)) < 0 && errno == EINTR)
@@ -716,6 +724,59 @@ static int map_self(const char *file, unsigned id)
   return r;
 }
 
+struct tree_child_args {
+  const char *path;
+  bool writable;
+  const layers *ov;
+  bool device;
+  const shk_sandbox_cover *covers;
+  size_t n_covers;
+  uid_t uid;
+  gid_t gid;
+  int out; /* where the child sends its answer and the tree */
+};
+
+/* The child of build_tree_userns: a user namespace of its own, the tree
+ * built in it, and the answer sent with the tree's descriptor. */
+static int tree_child_main(void *arg)
+{
+  struct tree_child_args *a = arg;
+  built b = { 0 };
+  shk_error cerr = { 0 };
+  int tree = -1, fd;
+  b.r = unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0 ? -errno : 0;
+  if (b.r == 0 && (fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC)) >= 0) {
+    if (write(fd, "deny", 4) != 4)
+      b.r = -errno;
+    close(fd);
+  }
+  if (b.r == 0)
+    b.r = map_self("uid_map", a->uid);
+  if (b.r == 0)
+    b.r = map_self("gid_map", a->gid);
+  if (b.r < 0)
+    shk__error_set(&cerr, b.r, "a user namespace to clone %s in: %s", a->path, strerror(-b.r));
+  else
+    b.r = build_tree(a->path, a->writable, a->ov, a->device, true, a->covers, a->n_covers, &tree, &cerr);
+  memcpy(b.message, cerr.message, sizeof b.message);
+  struct iovec iov = { &b, sizeof b };
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+  if (tree >= 0) {
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof u.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &tree, sizeof tree);
+  }
+  return sendmsg(a->out, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof b ? 0 : 1;
+}
+
 /* Safe because the child holds nothing more than the caller: a new user
  * namespace maps only the caller's own ids, and the mount namespace it
  * comes with is a private copy of the caller's view, so what it clones from
@@ -729,51 +790,12 @@ static int build_tree_userns(const char *path, bool writable, const layers *ov, 
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
-  uid_t uid = shk__self_uid();
-  gid_t gid = getegid();
-  pid_t pid = fork();
+  struct tree_child_args a = { path, writable, ov, device, covers, n_covers, shk__self_uid(), getegid(), sv[1] };
+  pid_t pid = shk__fork_call(tree_child_main, &a);
   if (pid < 0) {
-    int e = -errno;
     close(sv[0]);
     close(sv[1]);
-    return shk__error_set(err, e, "fork: %s", strerror(-e));
-  }
-  if (pid == 0) {
-    close(sv[0]);
-    built b = { 0 };
-    shk_error cerr = { 0 };
-    int tree = -1, fd;
-    b.r = unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0 ? -errno : 0;
-    if (b.r == 0 && (fd = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC)) >= 0) {
-      if (write(fd, "deny", 4) != 4)
-        b.r = -errno;
-      close(fd);
-    }
-    if (b.r == 0)
-      b.r = map_self("uid_map", uid);
-    if (b.r == 0)
-      b.r = map_self("gid_map", gid);
-    if (b.r < 0)
-      shk__error_set(&cerr, b.r, "a user namespace to clone %s in: %s", path, strerror(-b.r));
-    else
-      b.r = build_tree(path, writable, ov, device, true, covers, n_covers, &tree, &cerr);
-    memcpy(b.message, cerr.message, sizeof b.message);
-    struct iovec iov = { &b, sizeof b };
-    union {
-      struct cmsghdr h;
-      char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-    if (tree >= 0) {
-      mh.msg_control = u.buf;
-      mh.msg_controllen = sizeof u.buf;
-      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(c), &tree, sizeof tree);
-    }
-    _exit(sendmsg(sv[1], &mh, MSG_NOSIGNAL) == (ssize_t)sizeof b ? 0 : 1);
+    return shk__error_set(err, pid, "fork: %s", strerror(-pid));
   }
   close(sv[1]);
   built b = { .r = -EIO };
