@@ -16,24 +16,13 @@ handle."""
 import json
 import os
 import shutil
-import socket
 import tempfile
 import time
 
-from mgrlib import SRC, Checks, Client, Control, Daemon, Upstream, cards, proxy_config, proxy_connect
+from mgrlib import (SRC, Checks, Client, Control, Daemon, Upstream, cards, closed_by_peer, proxy_config,
+                    proxy_connect, wait_cards)
 
 chk = Checks()
-
-
-def wait_cards(d, sid, attempts, timeout=10):
-    deadline = time.monotonic() + timeout
-    cs = []
-    while time.monotonic() < deadline:
-        cs = cards(d, sid)
-        if cs and sum(c.get("attempts", 0) for c in cs) >= attempts:
-            return cs
-        time.sleep(0.05)
-    return cs
 
 
 def egress_grants(d, sid):
@@ -54,21 +43,6 @@ def tunnel(edir, host, port):
         s.close()
         return None
     return s
-
-
-def closed(s, timeout=5):
-    """Whether the proxy closed the tunnel (EOF or reset) within timeout."""
-    s.settimeout(timeout)
-    try:
-        s.sendall(b"ping")
-        while True:
-            d = s.recv(4096)
-            if not d:
-                return True
-    except socket.timeout:
-        return False
-    except OSError:
-        return True
 
 
 def main():
@@ -94,7 +68,7 @@ def main():
         n0 = up.count()
         s1 = Client(edir, "solo.test", up.port)
         s2 = Client(edir, "solo.test", up.port)
-        cs = wait_cards(d, sid, 2)
+        cs = wait_cards(d, sid, 1, 2)
         chk(len(cs) == 1, f"two attempts at one host make one card ({[(c.get('scope'), c.get('attempts')) for c in cs]})")
         rc, out, err, _ = d.cli("approve", cs[0].get("id", "x") if cs else "x", "--session")
         chk(rc == 0 and "one handle" not in out, f"approve --session of one scope ({rc}, {out!r}, {err!r})")
@@ -111,7 +85,7 @@ def main():
         n1 = up.count()
         x = Client(edir, "a.pkg.test", up.port)
         y = Client(edir, "b.pkg.test", up.port)
-        cs = wait_cards(d, sid, 2)
+        cs = wait_cards(d, sid, 1, 2)
         chk(len(cs) == 1 and cs[0].get("attempts") == 2 and cs[0].get("pattern") == pat,
             f"two held siblings make one card proposing {pat} ({[(c.get('pattern'), c.get('attempts')) for c in cs]})")
         time.sleep(0.2)
@@ -139,7 +113,7 @@ def main():
         rc, out, err, _ = d.cli("revoke", handle, "--json")
         closed_n = json.loads(out).get("tunnels_closed") if rc == 0 else None
         chk(rc == 0 and closed_n == 2, f"revoking the batch's handle closed its two tunnels ({rc}, {out!r}, {err!r})")
-        chk(ta is not None and closed(ta) and tb is not None and closed(tb),
+        chk(ta is not None and closed_by_peer(ta, 5) and tb is not None and closed_by_peer(tb, 5),
             "the revoke closed both siblings' tunnels")
         if ts is not None:
             ts.settimeout(5)
@@ -150,7 +124,7 @@ def main():
         p = Client(edir, "a.pkg.test", up.port)
         q = Client(edir, "b.pkg.test", up.port)
         time.sleep(0.5)
-        for c in wait_cards(d, sid, 1, timeout=3):
+        for c in wait_cards(d, sid, 1, 1, timeout=3):
             d.cli("cancel", c.get("id", "x"))
         p.join(10)
         q.join(10)

@@ -18,22 +18,10 @@ import shutil
 import tempfile
 import time
 
-from mgrlib import SRC, Checks, Client, Control, Daemon, Upstream, audit_events, cards, proxy_config, proxy_connect
+from mgrlib import (SRC, Checks, Client, Control, Daemon, Upstream, audit_events, cards, proxy_config, proxy_connect,
+                    wait_cards)
 
 chk = Checks()
-
-
-def wait_cards(d, sid, n, attempts, timeout=10):
-    """The session's open cards once there are n standing for `attempts`
-    attempts in all."""
-    deadline = time.monotonic() + timeout
-    cs = []
-    while time.monotonic() < deadline:
-        cs = cards(d, sid)
-        if len(cs) >= n and sum(c.get("attempts", 0) for c in cs) >= attempts:
-            return cs
-        time.sleep(0.05)
-    return cs
 
 
 def session(ctl, cfg, name):

@@ -28,7 +28,7 @@ import tempfile
 import termios
 import time
 
-from mgrlib import UNLIMITED, Checks, Control, Daemon, cpu_seconds, proxy_config
+from mgrlib import UNLIMITED, Checks, Control, Daemon, closed_by_peer, cpu_seconds, proxy_config
 
 chk = Checks()
 
@@ -36,20 +36,6 @@ chk = Checks()
 def pending_bytes(s):
     """Bytes waiting in the socket's receive queue."""
     return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
-
-
-def closed_by_peer(s, within):
-    """True when the manager closes s (EOF) within `within` seconds."""
-    s.settimeout(within)
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                return True
-    except socket.timeout:
-        return False
-    except OSError:
-        return True
 
 
 def stuck_and_idle(tmp):

@@ -274,6 +274,33 @@ def cards(d, sid):
     return ans.get("cards", [])
 
 
+def wait_cards(d, sid, n, attempts, timeout=10):
+    """The session's open cards once there are n standing for `attempts`
+    attempts in all (what there is when the time runs out)."""
+    deadline = time.monotonic() + timeout
+    cs = []
+    while time.monotonic() < deadline:
+        cs = cards(d, sid)
+        if len(cs) >= n and sum(c.get("attempts", 0) for c in cs) >= attempts:
+            return cs
+        time.sleep(0.05)
+    return cs
+
+
+def closed_by_peer(s, within):
+    """True when the other end closes s (EOF or reset) within `within` seconds."""
+    s.settimeout(within)
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return True
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
 def percentile(values, p):
     v = sorted(values)
     return v[min(len(v) - 1, int(len(v) * p / 100))] if v else float("nan")
