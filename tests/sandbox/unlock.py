@@ -134,6 +134,23 @@ done
 '''
 
 
+def start_daemon(policy_dir, **config):
+    """A daemon of this test's own (in TMP/daemon), with CONFIG's keys
+    besides; its socket."""
+    ddir = TMP + "/daemon"
+    os.mkdir(ddir, 0o700)
+    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db", "policy_dir": policy_dir,
+            "state_dir": ddir + "/state", **config}
+    json.dump(conf, open(ddir + "/daemon.json", "w"))
+    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    atexit.register(dmn.kill)
+    banner = dmn.stdout.readline()
+    if not banner.startswith("listening "):
+        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
+    return conf["socket"]
+
+
 class Sandbox:
     def __init__(self, extra=(), user=None, daemon=None, policy_dir=None, hold=None):
         env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
@@ -471,18 +488,8 @@ def case_ceiling():
         if c["class"] == "fs.scope":
             c["scope"]["write"] = [w for w in c["scope"]["write"] if w != "/srv"]
     json.dump(m, open(mpath, "w"))
-    ddir = TMP + "/daemon"
-    os.mkdir(ddir, 0o700)
-    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db", "policy_dir": src,
-            "state_dir": ddir + "/state"}
-    json.dump(conf, open(ddir + "/daemon.json", "w"))
-    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    atexit.register(dmn.kill)
-    banner = dmn.stdout.readline()
-    if not banner.startswith("listening "):
-        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
-    sb = Sandbox(daemon=conf["socket"], policy_dir=narrow)
+    sock = start_daemon(src)
+    sb = Sandbox(daemon=sock, policy_dir=narrow)
     rc, h, out = sb.grant('{"write":["%s"]}' % d)
     if rc == 0 or h:
         fail("a write grant beyond the sandbox's Landlock was answered granted: %s" % out)
@@ -492,7 +499,7 @@ def case_ceiling():
     sb.run.wait()
     # Control: the run reads the daemon's own manifest; the same grant is
     # given and the write lands.
-    sb = Sandbox(daemon=conf["socket"])
+    sb = Sandbox(daemon=sock)
     rc, h, out = sb.grant('{"write":["%s"]}' % d)
     if rc != 0 or not h:
         fail("control: the write grant within the ceiling was not given: %s" % out)
@@ -701,18 +708,7 @@ def device_daemon(devroot):
         if c["class"] in ("gpu", "peripheral"):
             c["tier"] = "Notify"
     json.dump(m, open(mpath, "w"))
-    ddir = TMP + "/daemon"
-    os.mkdir(ddir, 0o700)
-    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db", "policy_dir": pdir,
-            "state_dir": ddir + "/state", "device_root": devroot}
-    json.dump(conf, open(ddir + "/daemon.json", "w"))
-    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    atexit.register(dmn.kill)
-    banner = dmn.stdout.readline()
-    if not banner.startswith("listening "):
-        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
-    return conf["socket"], pdir
+    return start_daemon(pdir, device_root=devroot), pdir
 
 
 def node(path, major, minor):
