@@ -105,6 +105,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lib import fail, scratch, skip  # noqa: E402  (tests/lib.py: how a test skips and fails)
 
 
+def read_count(path):
+    """The counter the workload writes (0 before its first write)."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def ok(cond, what):
     if not cond:
         fail(what)
@@ -306,22 +315,16 @@ def takeover(run, env, ws, how):
     m = re.search(rb"SHINKEN_SOCKET=(\S+)", t.seen)
     cenv = dict(env, SHINKEN_SOCKET=m.group(1).decode()) if m else env
 
-    def count():
-        try:
-            with open(counter) as f:
-                return int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return 0
 
     def runs(procs):
         return bool(procs) and not any(h in ("frozen", "stopped") for h in procs.values())
 
     end = time.monotonic() + TIMEOUT
-    while count() == 0 and time.monotonic() < end:
+    while read_count(counter) == 0 and time.monotonic() < end:
         time.sleep(0.05)
-    before, c0 = held(t.proc.pid), count()
+    before, c0 = held(t.proc.pid), read_count(counter)
     time.sleep(0.3)
-    ok(runs(before) and count() > c0 > 0,
+    ok(runs(before) and read_count(counter) > c0 > 0,
        "%s takeover control: the sandbox runs and its counter advances (%s, %d)" % (how, before, c0))
     rc, out, err = cli(cenv, "takeover", sid)
     frozen = held(t.proc.pid)
@@ -329,7 +332,7 @@ def takeover(run, env, ws, how):
         # An unprivileged caller's sandbox has no cgroup of its own here,
         # and the daemon did not launch it: refused, saying so, and nothing
         # is left half-frozen.
-        ok(rc != 0 and "no freezer" in err and runs(frozen) and count() > c0,
+        ok(rc != 0 and "no freezer" in err and runs(frozen) and read_count(counter) > c0,
            "%s takeover without a cgroup: refused with the reason, the sandbox still runs (%s)" % (how, err.strip()))
         open(stop, "w").close()
         t.expect(b"AFTER-TAKEOVER", "%s: the workload ends" % how)
@@ -341,9 +344,9 @@ def takeover(run, env, ws, how):
     ok(rc == 0 and all_held(frozen),
        "%s takeover: the cgroup freezer holds every process of the sandbox (%d %s %s)" % (how, rc, frozen, err))
     time.sleep(0.1)
-    c1 = count()
+    c1 = read_count(counter)
     time.sleep(0.6)
-    ok(count() == c1, "%s takeover: the counter stops advancing while frozen (%d, %d)" % (how, c1, count()))
+    ok(read_count(counter) == c1, "%s takeover: the counter stops advancing while frozen (%d, %d)" % (how, c1, read_count(counter)))
     open(stop, "w").close()
     t.read_for(0.8)
     ok(b"AFTER-TAKEOVER" not in t.seen, "%s takeover: the workload does not go on" % how)
@@ -352,8 +355,8 @@ def takeover(run, env, ws, how):
     ok(rc == 0, "%s resume is answered" % how)
     time.sleep(0.4)
     after = held(t.proc.pid)
-    ok(count() > c1 and runs(after),
-       "%s resume: the processes are thawed and the counter advances again (%d > %d, %s)" % (how, count(), c1, after))
+    ok(read_count(counter) > c1 and runs(after),
+       "%s resume: the processes are thawed and the counter advances again (%d > %d, %s)" % (how, read_count(counter), c1, after))
     open(stop, "w").close()
     t.expect(b"AFTER-TAKEOVER", "%s: the workload after resume" % how)
     ok(t.wait("shinken run after resume") == 0, "%s resume: the command ends normally" % how)
@@ -373,12 +376,6 @@ def inline_takeover(run, env, ws, P, up):
     script = (ticker + "curl -sS --max-time 60 http://tk.test:%d/; echo RC-tk=$?; kill $T; echo AFTER-TK" % P)
     cmd = run + ["--resolve", "tk.test:127.0.0.1", "--", "sh", "-c", script]
 
-    def count():
-        try:
-            with open(counter) as f:
-                return int(f.read().strip() or 0)
-        except (OSError, ValueError):
-            return 0
 
     for key in (b"r", b"e"):
         t = Terminal(cmd, env, ws)
@@ -386,22 +383,22 @@ def inline_takeover(run, env, ws, P, up):
         t.read_for(0.6)
         ok("[t] take over" in plain(t.seen), "inline takeover: the card offers [t] take over")
         end = time.monotonic() + TIMEOUT
-        while count() == 0 and time.monotonic() < end:
+        while read_count(counter) == 0 and time.monotonic() < end:
             time.sleep(0.05)
-        c0 = count()
+        c0 = read_count(counter)
         ok(c0 > 0 and not all_held(held(t.proc.pid)), "inline takeover control: the sandbox runs (%d)" % c0)
         t.send(b"t")
         shown = plain(t.expect(b"[e] end the session", "inline takeover: the take over prompt"))
         frozen = held(t.proc.pid)
         ok(all_held(frozen), "inline takeover: [t] freezes every process of the sandbox (%s)" % frozen)
-        c1 = count()
+        c1 = read_count(counter)
         time.sleep(0.6)
-        ok(count() == c1, "inline takeover: the counter stops while frozen (%d, %d)" % (c1, count()))
+        ok(read_count(counter) == c1, "inline takeover: the counter stops while frozen (%d, %d)" % (c1, read_count(counter)))
         t.send(key)
         if key == b"r":
             plain(t.expect(CARD, "inline takeover: the card again after resume"))
             time.sleep(0.2)
-            ok(count() > c1 and not all_held(held(t.proc.pid)),
+            ok(read_count(counter) > c1 and not all_held(held(t.proc.pid)),
                "inline takeover: [r] thaws the sandbox, its counter goes on, the card is drawn again")
             time.sleep(0.6)
             t.send(b"o")
