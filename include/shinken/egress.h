@@ -303,6 +303,11 @@ const char *shk_egress_session_dir(const shk_egress_session *s);
  * it is Java's own well-known one. */
 #define SHK_EGRESS_JAVA_STORE "ca-truststore.p12"
 #define SHK_EGRESS_JAVA_STORE_PASSWORD "changeit"
+/* The session directory's socket for privileged commands (`sudo` inside):
+ * the session's manager listens on it, and the bridge inside the sandbox
+ * leads 127.0.0.1:SHK_EGRESS_SUDO_PORT to it. */
+#define SHK_EGRESS_SUDO_SOCK "sudo.sock"
+#define SHK_EGRESS_SUDO_PORT 3130
 /* The inspection CA's certificate (PEM), or NULL without ca_dir. */
 const char *shk_egress_session_ca_pem(const shk_egress_session *s);
 /* Why the session has no CA though ca_dir was given (one sentence: the

@@ -253,6 +253,11 @@ extern const char *const shk_sandbox_system_dirs[];
  * the egress socket directory appear inside. */
 #define SHK_SANDBOX_STAGE2_EXE "/run/shinken/shinken"
 #define SHK_SANDBOX_EGRESS_DIR "/run/shinken/egress"
+/* With --net proxy, the sudo shim (the shinken binary, which acts as the
+ * shim when called sudo) at this path, its directory put first on PATH,
+ * and over /usr/bin/sudo when the host has one. */
+#define SHK_SANDBOX_SUDO_DIR "/run/shinken/bin"
+#define SHK_SANDBOX_SUDO_EXE SHK_SANDBOX_SUDO_DIR "/sudo"
 
 
 /* ---- what this host can enforce ---- */
@@ -680,6 +685,33 @@ int shk_sandbox_unlock_device(const shk_sandbox_target *t, const char *host, con
 /* NULL when this host can mount overlays for persistence (beyond what
  * shk_sandbox_unlock_missing says); else a static sentence. */
 const char *shk_sandbox_overlay_missing(void);
+
+/* ---- privileged commands in a running sandbox (sudo) ---- */
+
+/* NULL when this process can run a privileged command in a sandbox (root,
+ * with the mount API and the overlay filesystem); else a static sentence
+ * saying why not. */
+const char *shk_sandbox_sudo_missing(void);
+/* Mounts into the running sandbox T, at PATH, an overlay of the host's
+ * PATH whose changes go to P's store entry: read-only for the sandbox
+ * (its own mounts beneath PATH carried over on top), writable only for the
+ * privileged commands shk_sandbox_sudo_spawn starts, which mount *rw_tree
+ * (a detached writable clone of the same overlay, the caller's to close).
+ * Undone with shk_sandbox_unlock_undo. 0, or -errno with err; nothing is
+ * mounted then. */
+int shk_sandbox_unlock_system(const shk_sandbox_target *t, const char *path, const shk_sandbox_persist *p,
+                              shk_sandbox_unlock **out, int *rw_tree, shk_error *err);
+/* Starts ARGV (looked up on a fixed system PATH when it has no slash) in
+ * the sandbox T's namespaces, as uid 0 of a user namespace of its own with
+ * the capabilities a package manager needs and no other, each of the N_RW
+ * writable trees RW_TREES mounted at RW_PATHS in a mount namespace of its
+ * own, in CWD (else /), its output to OUT_FD and ERR_FD. *pid is a helper
+ * whose exit status is the command's (128+N for signal N); *status_fd
+ * yields, until its end, the one line saying what failed before the
+ * command started (nothing when it started). 0, or -errno. */
+int shk_sandbox_sudo_spawn(const shk_sandbox_target *t, const char *const *rw_paths, const int *rw_trees,
+                           size_t n_rw, char *const *argv, const char *cwd, int out_fd, int err_fd, pid_t *pid,
+                           int *status_fd, shk_error *err);
 
 /* The protections shk_sandbox_plan_build gives a root at PATH (deny
  * rules, read-only git metadata, pins) beneath it, as covers for a grant

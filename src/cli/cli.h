@@ -51,6 +51,8 @@ int shk_cli_answer_status(const struct json_t *ans);
 int shk_cli_cedar(int argc, char **argv);
 int shk_cli_run(int argc, char **argv);
 int shk_cli_stage2(int argc, char **argv);
+/* The sudo shim inside a sandbox (sudo.c): argv[0] is "sudo". */
+int shk_cli_sudo(int argc, char **argv);
 int shk_cli_doctor(int argc, char **argv);
 int shk_cli_proxy(int argc, char **argv);
 int shk_cli_daemon(int argc, char **argv);

@@ -53,6 +53,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+  /* Called sudo: the shim a sandbox with --net proxy has on its PATH. */
+  const char *base = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+  if (argc > 0 && argv[0] && !strcmp(base ? base + 1 : argv[0], "sudo"))
+    return shk_cli_sudo(argc, argv);
   if (argc < 2) {
     usage(stderr);
     return SHK_EXIT_USAGE;

@@ -44,7 +44,7 @@
 /* After accept() fails for want of descriptors, the listener rests. */
 #define PAUSE_MS 100
 
-enum { L_HTTP, L_SOCKS5, L_DNS_TCP, L_DNS_UDP, L_COUNT };
+enum { L_HTTP, L_SOCKS5, L_DNS_TCP, L_DNS_UDP, L_SUDO, L_COUNT };
 
 static const struct {
   uint16_t port;
@@ -55,6 +55,9 @@ static const struct {
   [L_SOCKS5] = { 1080, SOCK_STREAM, "socks5.sock" },
   [L_DNS_TCP] = { 53, SOCK_STREAM, "dns.sock" },
   [L_DNS_UDP] = { 53, SOCK_DGRAM, "dns.sock" },
+  /* The sudo shim's way to the manager (a privileged command is a request
+   * like a connection: decided, maybe asked, outside the sandbox). */
+  [L_SUDO] = { SHK_EGRESS_SUDO_PORT, SOCK_STREAM, SHK_EGRESS_SUDO_SOCK },
 };
 
 struct helper {

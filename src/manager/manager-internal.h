@@ -131,6 +131,10 @@ void shk__devices_free(char **v, size_t n);
 size_t shk__unlock_revoke(shk__fs_state *st, const char *handle, bool stop, unsigned *stopped);
 /* Detaches everything and frees ST (NULL is a no-op). */
 void shk__unlock_free(shk__fs_state *st);
+/* The running sandbox ST reaches (NULL for NULL), valid until
+ * shk__unlock_free. */
+struct shk_sandbox_target;
+const struct shk_sandbox_target *shk__unlock_target(const shk__fs_state *st);
 
 /* The Permission Panel's server (panel.c): the same, for its HTTP server. */
 void shk__manager_set_panel(shk_manager *m, shk__panel *p);

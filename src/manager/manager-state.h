@@ -111,6 +111,7 @@ typedef struct session {
   shk__opener opener;      /* set at open, for the listing */
   shk__tally *refusals;    /* its proxy's refusals by kind; its own lock */
   shk__fs_state *fs;       /* its running sandbox and fs.scope mounts (unlock.c), under mu */
+  struct shk__sudo *sudo;  /* its privileged commands (sudo.c): the listener, the overlays */
   struct session *next;
   struct session *reap_next; /* ended by the Ask loop's breaker: let go at the next tick */
 } session;
@@ -260,3 +261,18 @@ shk_policy_session shk__manager_policy_session(const shk_manager *m, const sessi
 /* The "decision" event of a grant request. 0, or a negative errno (err). */
 int shk__manager_ev_decision(shk_manager *m, const grant_req *q, const shk_policy_answer *pa, shk_error *err);
 
+/* ---- privileged commands: the sudo shim's requests (sudo.c) ---- */
+
+/* NULL when this manager can run privileged commands in its sessions'
+ * sandboxes; else why not (static). */
+const char *shk__sudo_missing(void);
+/* Listens on the session's sudo.sock (in its egress directory) for the
+ * shim's requests. 0, or -errno with err. */
+int shk__sudo_open(session *s, shk_error *err);
+/* Stops listening and ends the session's running privileged commands;
+ * called as the session is destroyed, before its held attempts are
+ * waited for (each request counts as one). */
+void shk__sudo_stop(session *s);
+/* Detaches the system directories' overlays and discards what they kept;
+ * before the session's sandbox target goes. */
+void shk__sudo_free(session *s);

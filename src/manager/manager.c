@@ -73,14 +73,16 @@ static const char *const enforced_by[SHK_CAP__COUNT] = {
                           "per image in the state directory (past the session only with survives_session)",
   [SHK_CAP_CREDENTIALS] = "the egress proxy's broker: the secret injected into inspected requests to its "
                           "hosts, checked live on every request",
+  [SHK_CAP_INSTALL_PRIVILEGED] = "the sudo shim inside the sandbox: each command it sends is checked against "
+                                 "the live handle and run in the sandbox's namespaces with a package "
+                                 "manager's capabilities, over overlays of /usr, /etc, /var and /opt "
+                                 "discarded when the session ends",
 };
 
 /* Why a class has no mechanism in this build: said with every refusal, so
  * a grant is never "recorded and does nothing". */
 static const char *const not_built[SHK_CAP__COUNT] = {
   [SHK_CAP_CLIPBOARD] = "this version has no clipboard surface to broker it through",
-  [SHK_CAP_INSTALL_PRIVILEGED] = "this version has no sudo shim nor overlay of the system directories "
-                                 "to run a privileged install in",
 };
 
 /* True for the classes whose grants are mounts in the running sandbox
@@ -97,6 +99,7 @@ static const char *no_mechanism(shk_cap_class c, char *buf, size_t len)
   const char *missing = c == SHK_CAP_FS_SCOPE || c == SHK_CAP_GPU || c == SHK_CAP_PERIPHERAL
                           ? shk__unlock_missing()
                       : c == SHK_CAP_PERSISTENCE ? shk__persist_missing()
+                      : c == SHK_CAP_INSTALL_PRIVILEGED ? shk__sudo_missing()
                                                  : not_built[c];
   if (enforced_by[c] && !missing)
     return NULL;
@@ -501,6 +504,9 @@ static void pending_free(pending *p)
  * proxy's thread, so from then on no hook reads its egress grants. */
 static void session_destroy(session *s)
 {
+  /* No new privileged command, and the running ones end: each is a held
+   * attempt waited for below. */
+  shk__sudo_stop(s);
   /* The approve module has been told the session ended, so every held
    * connection's release is on its way (on whichever thread delivers it):
    * the proxy they resume on stays open until they have all come. */
@@ -524,6 +530,7 @@ static void session_destroy(session *s)
   free(s->roots);
   free(s->grants);
   shk__tally_free(s->refusals);
+  shk__sudo_free(s);
   shk__unlock_free(s->fs);
   json_decref(s->sandbox_report);
   pthread_cond_destroy(&s->held_cv);
@@ -1373,6 +1380,10 @@ static json_t *op_open_session(shk_manager *m, json_t *req, shk__conn *conn, con
       shk_error err;
       if (shk_egress_session_open(&eo, &s->egress, &err))
         ans = refuse("open_session: egress proxy: %s", err.message);
+      /* The sudo shim's socket beside the proxy's, in the directory the
+       * sandbox's bridge reaches. */
+      else if (shk__sudo_open(s, &err))
+        ans = refuse("open_session: privileged commands: %s", err.message);
     }
     free(allow);
     free(deny);

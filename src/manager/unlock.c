@@ -303,3 +303,8 @@ void shk__unlock_free(shk__fs_state *st)
   shk_sandbox_target_free(st->target);
   free(st);
 }
+
+const shk_sandbox_target *shk__unlock_target(const shk__fs_state *st)
+{
+  return st ? st->target : NULL;
+}

@@ -436,6 +436,15 @@ int shk__bwrap_argv(const shk_sandbox_plan *p, const shk__bwrap_opts *l, char **
     push3(&s, "--ro-bind", l->exe, stage2);
   if (l->egress_dir)
     push3(&s, "--bind", l->egress_dir, SHK_SANDBOX_EGRESS_DIR);
+  /* The sudo shim: the same binary, read-only, which only sends the
+   * command line to the session's manager through the bridge and prints
+   * what comes back. It holds no authority: what runs is decided outside. */
+  if (l->egress_dir && l->exe_fd < 0) {
+    push3(&s, "--ro-bind", l->exe, SHK_SANDBOX_SUDO_EXE);
+    struct stat sst;
+    if (lstat("/usr/bin/sudo", &sst) == 0 && S_ISREG(sst.st_mode))
+      push3(&s, "--ro-bind", l->exe, "/usr/bin/sudo");
+  }
   if (l->resolv)
     push3(&s, "--ro-bind", l->resolv_src ? l->resolv_src : l->resolv, l->resolv);
   /* A session that can inspect TLS wrote the trust store its sandbox sees

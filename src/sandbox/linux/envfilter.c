@@ -154,6 +154,24 @@ int shk__env_for_command(const shk_sandbox_env *env, const shk_sandbox_opts *o,
       r = push(&out, *e);
     }
   }
+  /* With --net proxy the sudo shim's directory comes first on PATH, so
+   * that `sudo CMD` reaches the session's manager. The shim grants
+   * nothing itself; a program of the same name elsewhere is simply not
+   * found first. */
+  if (r == 0 && o->net == SHK_NET_PROXY) {
+    size_t i = 0;
+    while (i < out.n && strncmp(out.v[i], "PATH=", 5))
+      i++;
+    char *path = concat("PATH=" SHK_SANDBOX_SUDO_DIR ":", i < out.n ? out.v[i] + 5 : "/usr/local/bin:/usr/bin:/bin");
+    if (!path || push(&keep, path) < 0) {
+      free(path);
+      r = -ENOMEM;
+    } else if (i < out.n) {
+      out.v[i] = path;
+    } else {
+      r = push(&out, path);
+    }
+  }
   if (r == 0 && !out.v && !(out.v = calloc(1, sizeof *out.v)))
     r = -ENOMEM;
   res->environ = out.v;

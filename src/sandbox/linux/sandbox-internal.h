@@ -186,3 +186,13 @@ shk__guard *shk__guard_new(bool deny_abstract);
 void shk__guard_attach_diag(shk__guard *g, int diag);
 int shk__guard_serve(shk__guard *g, int listener);
 void shk__guard_free(shk__guard *g);
+
+/* A running sandbox, as the manager reaches it from outside (unlock.c
+ * opens it; sudo.c runs privileged commands in it). */
+struct shk_sandbox_target {
+  int userns; /* the user namespace that owns the sandbox's mount namespace */
+  int mntns;  /* the sandbox's mount namespace */
+  int root;   /* the sandbox's root directory (O_PATH) */
+  pid_t pid;  /* the process it was opened from (its /proc/PID/mountinfo) */
+  int other[4]; /* its net, uts, ipc and pid namespaces, in that order */
+};

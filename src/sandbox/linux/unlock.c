@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "shinken/match.h"
 #include "shinken/sandbox.h"
 
 #ifndef MOUNT_ATTR_SIZE_VER0
@@ -59,11 +60,6 @@ struct mount_attr {
 #define MOUNT_ATTR_SIZE_VER0 32
 #endif
 
-struct shk_sandbox_target {
-  int userns; /* the user namespace that owns the sandbox's mount namespace */
-  int mntns;  /* the sandbox's mount namespace */
-  int root;   /* the sandbox's root directory (O_PATH) */
-};
 
 struct shk_sandbox_unlock {
   int tree; /* the attached mount: detached again on revoke */
@@ -101,6 +97,9 @@ void shk_sandbox_target_free(shk_sandbox_target *t)
     close(t->mntns);
   if (t->root >= 0)
     close(t->root);
+  for (size_t i = 0; i < sizeof t->other / sizeof t->other[0]; i++)
+    if (t->other[i] >= 0)
+      close(t->other[i]);
   free(t);
 }
 
@@ -119,7 +118,7 @@ int shk_sandbox_target_open(pid_t pid, uid_t for_uid, shk_sandbox_target **out, 
   shk_sandbox_target *t = malloc(sizeof *t);
   if (!t)
     return shk__error_set(err, -ENOMEM, "out of memory");
-  *t = (shk_sandbox_target){ -1, -1, -1 };
+  *t = (shk_sandbox_target){ .userns = -1, .mntns = -1, .root = -1, .pid = pid, .other = { -1, -1, -1, -1 } };
   int r = 0;
   int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   char p[64];
@@ -136,6 +135,17 @@ int shk_sandbox_target_open(pid_t pid, uid_t for_uid, shk_sandbox_target **out, 
   if ((t->root = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
     r = shk__error_set(err, -errno, "%s: %s", p, strerror(errno));
     goto out;
+  }
+  /* The rest of its namespaces, for a privileged command run inside
+   * (sudo.c): the network, host name, IPC and pid namespaces of the
+   * sandbox, so that such a command reaches nothing the workload cannot. */
+  static const char *const other[] = { "net", "uts", "ipc", "pid" };
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+    snprintf(p, sizeof p, "/proc/%d/ns/%s", (int)pid, other[i]);
+    if ((t->other[i] = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+      r = shk__error_set(err, -errno, "%s: %s", p, strerror(errno));
+      goto out;
+    }
   }
   if ((t->userns = ioctl(t->mntns, NS_GET_USERNS)) < 0) {
     r = shk__error_set(err, -errno, "the owner of process %d's mount namespace: %s", (int)pid, strerror(errno));
@@ -1142,4 +1152,260 @@ const char *shk_sandbox_overlay_missing(void)
   if (errno == ENOSYS)
     return "the kernel lacks the mount API persistence uses (fsopen, Linux 5.2)";
   return NULL;
+}
+
+/* ---- the system directories' overlay of privileged commands (sudo) ---- */
+
+/* The mount points of the sandbox's own mounts strictly beneath PATH (in
+ * its /proc/PID/mountinfo, which names them relative to its root), the
+ * outermost of each nest only: a recursive clone of one carries the rest.
+ * 0 with *out (NULL-terminated), or -errno. A mount point mountinfo had to
+ * escape (a space, a backslash) is refused, not skipped: skipping it would
+ * let what it hides show through the overlay. */
+static int submounts(pid_t pid, const char *path, char ***out, size_t *n_out)
+{
+  char p[64];
+  snprintf(p, sizeof p, "/proc/%d/mountinfo", (int)pid);
+  FILE *f = fopen(p, "re");
+  if (!f)
+    return -errno;
+  char **v = NULL;
+  size_t n = 0;
+  int r = 0;
+  char *line = NULL;
+  size_t cap = 0;
+  while (r == 0 && getline(&line, &cap, f) > 0) {
+    /* id parent major:minor root mountpoint ... */
+    char *save = NULL, *tok = strtok_r(line, " ", &save);
+    for (int i = 0; tok && i < 4; i++)
+      tok = strtok_r(NULL, " ", &save);
+    if (!tok || !shk_path_within(tok, path) || !strcmp(tok, path))
+      continue;
+    if (strchr(tok, '\\')) {
+      r = -EINVAL;
+      break;
+    }
+    bool nested = false;
+    for (size_t i = 0; i < n && !nested; i++)
+      nested = shk_path_within(tok, v[i]);
+    if (nested)
+      continue;
+    /* A mount that comes later and is outer than earlier ones replaces
+     * them (it was mounted over their parent). */
+    for (size_t i = 0; i < n;)
+      if (shk_path_within(v[i], tok)) {
+        free(v[i]);
+        v[i] = v[--n];
+      } else {
+        i++;
+      }
+    char **nv = realloc(v, (n + 2) * sizeof *v);
+    if (!nv || !(nv[n] = strdup(tok))) {
+      v = nv ? nv : v;
+      r = -ENOMEM;
+      break;
+    }
+    v = nv;
+    v[++n] = NULL;
+  }
+  free(line);
+  fclose(f);
+  if (r < 0) {
+    for (size_t i = 0; i < n; i++)
+      free(v[i]);
+    free(v);
+    return r;
+  }
+  *out = v;
+  *n_out = n;
+  return 0;
+}
+
+struct clone_args {
+  const shk_sandbox_target *t;
+  char *const *paths;
+  size_t n;
+  int out;
+};
+
+/* The child of carry_submounts: in the sandbox's namespaces, a recursive
+ * clone of each mount point, sent back one message each ({r} and the
+ * clone's descriptor). */
+static int clone_child_main(void *arg)
+{
+  struct clone_args *a = arg;
+  int r = enter(a->t);
+  for (size_t i = 0; i < a->n; i++) {
+    int fd = -1, tree = -1;
+    if (r == 0)
+      fd = open_how(a->t->root, a->paths[i], O_PATH | O_NOFOLLOW,
+                    RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    int one = r < 0 ? r : fd < 0 ? fd : 0;
+    if (one == 0 && (tree = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                                            AT_EMPTY_PATH)) < 0)
+      one = -errno;
+    if (fd >= 0)
+      close(fd);
+    struct iovec iov = { &one, sizeof one };
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (tree >= 0) {
+      mh.msg_control = u.buf;
+      mh.msg_controllen = sizeof u.buf;
+      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(c), &tree, sizeof tree);
+    }
+    if (sendmsg(a->out, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof one)
+      return 1;
+    if (tree >= 0)
+      close(tree);
+  }
+  return 0;
+}
+
+/* Puts a clone of each of the sandbox's own mounts beneath PATH (its
+ * private /var/tmp, its /etc/resolv.conf, /etc/hostname, masks) at the
+ * same place in the detached TREE, an overlay of the host's PATH: what the
+ * sandbox hid or replaced there stays so in the overlay. */
+static int carry_submounts(const shk_sandbox_target *t, int tree, const char *path, shk_error *err)
+{
+  char **v = NULL;
+  size_t n = 0;
+  int r = submounts(t->pid, path, &v, &n);
+  if (r < 0)
+    return shk__error_set(err, r, "the sandbox's mounts beneath %s: %s", path, strerror(-r));
+  int sv[2] = { -1, -1 };
+  pid_t pid = -1;
+  if (n && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    r = shk__error_set(err, -errno, "socketpair: %s", strerror(errno));
+  struct clone_args a = { t, v, n, sv[1] };
+  if (n && r == 0 && (pid = shk__fork_call(clone_child_main, &a)) < 0)
+    r = shk__error_set(err, pid, "fork: %s", strerror(-pid));
+  if (sv[1] >= 0)
+    close(sv[1]);
+  for (size_t i = 0; r == 0 && i < n; i++) {
+    int one = -EIO, clone = -1;
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    struct iovec iov = { &one, sizeof one };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+    ssize_t got;
+    while ((got = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+      ;
+    struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+      memcpy(&clone, CMSG_DATA(c), sizeof clone);
+    if (got != (ssize_t)sizeof one)
+      one = -EIO;
+    if (one == 0 && clone < 0)
+      one = -EIO;
+    const char *rel = v[i] + strlen(path);
+    while (*rel == '/')
+      rel++;
+    const unsigned long long how = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    int at = one < 0 ? one : open_how(tree, rel, O_PATH | O_NOFOLLOW, how);
+    if (at == -ENOENT) {
+      /* The host's directory lacks it (the sandbox made its mount point):
+       * the overlay gets one, in its upper layer. */
+      struct stat st;
+      int m = fstat(clone, &st) < 0 ? -errno : make_point(tree, rel, S_ISDIR(st.st_mode));
+      at = m < 0 && m != -EEXIST ? m : open_how(tree, rel, O_PATH | O_NOFOLLOW, how);
+    }
+    if (at >= 0 && syscall(SYS_move_mount, clone, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+      one = -errno;
+    else if (at < 0)
+      one = at;
+    if (at >= 0)
+      close(at);
+    if (clone >= 0)
+      close(clone);
+    if (one < 0)
+      r = shk__error_set(err, one, "the sandbox's own mount at %s could not be carried into the overlay of %s "
+                         "(%s); nothing was mounted", v[i], path, strerror(-one));
+  }
+  if (sv[0] >= 0)
+    close(sv[0]);
+  if (pid > 0) {
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+  }
+  for (size_t i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+  return r;
+}
+
+/* Safe because the overlay's only writable layer is the store's entry
+ * (outside every sandbox's view): nothing written through it reaches the
+ * host's PATH. It is attached read-only (its top mount; what the sandbox
+ * had mounted beneath PATH is carried over on top with its own flags), so
+ * the workload gains no write there: only a privileged command, in a
+ * mount namespace of its own, sees it writable (sudo.c). Built and
+ * completed while detached, attached whole or not at all. Root only: an
+ * unprivileged user's sandbox does not map the host's root, who owns these
+ * directories (shk_sandbox_sudo_missing). */
+int shk_sandbox_unlock_system(const shk_sandbox_target *t, const char *path, const shk_sandbox_persist *p,
+                              shk_sandbox_unlock **out, int *rw_tree, shk_error *err)
+{
+  *out = NULL;
+  *rw_tree = -1;
+  if (!path || path[0] != '/')
+    return shk__error_set(err, -EINVAL, "'%s' is not an absolute path", path ? path : "");
+  layers ov = { shk_sandbox_persist_layer(p, "upper"), shk_sandbox_persist_layer(p, "work"),
+                shk_sandbox_persist_where(p) };
+  int r = 0, tree = -1;
+  if (ov.upper < 0 || ov.work < 0)
+    r = shk__error_set(err, ov.upper < 0 ? ov.upper : ov.work, "the store's layers for %s: %s", path,
+                       strerror(ov.upper < 0 ? -ov.upper : -ov.work));
+  if (r == 0)
+    r = build_tree(path, true, &ov, false, false, NULL, 0, &tree, err);
+  if (ov.upper >= 0)
+    close(ov.upper);
+  if (ov.work >= 0)
+    close(ov.work);
+  if (r == 0)
+    r = carry_submounts(t, tree, path, err);
+  /* The privileged commands' writable view: a clone of the whole tree
+   * taken before its top is made read-only, kept detached (only this
+   * process holds it) and mounted in each command's own namespace. */
+  int rw = -1;
+  if (r == 0 && (rw = (int)syscall(SYS_open_tree, tree, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                                     AT_EMPTY_PATH)) < 0)
+    r = shk__error_set(err, -errno, "a writable clone of the overlay of %s: %s", path, strerror(errno));
+  struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+  if (r == 0 && syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &ro, MOUNT_ATTR_SIZE_VER0) < 0)
+    r = shk__error_set(err, -errno, "making the overlay of %s read-only: %s", path, strerror(errno));
+  if (r == 0 && (r = in_child(attach_fn, t, tree, path)) < 0)
+    shk__error_set(err, r, "mounting the overlay of %s into the sandbox: %s", path, strerror(-r));
+  if (r < 0) {
+    if (tree >= 0)
+      close(tree);
+    if (rw >= 0)
+      close(rw);
+    return r;
+  }
+  shk_sandbox_unlock *u = calloc(1, sizeof *u);
+  char *copy = strdup(path);
+  if (!u || !copy) {
+    free(u);
+    free(copy);
+    in_child(detach_fn, t, tree, NULL);
+    close(tree);
+    close(rw);
+    return shk__error_set(err, -ENOMEM, "out of memory");
+  }
+  u->tree = tree;
+  u->path = copy;
+  *out = u;
+  *rw_tree = rw;
+  return 0;
 }
