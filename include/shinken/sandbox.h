@@ -692,6 +692,9 @@ const char *shk_sandbox_overlay_missing(void);
  * with the mount API and the overlay filesystem); else a static sentence
  * saying why not. */
 const char *shk_sandbox_sudo_missing(void);
+/* NULL when privileged commands may run in the sandbox T (a root caller's);
+ * else why not (in buf). */
+const char *shk_sandbox_sudo_refuses(const shk_sandbox_target *t, char *buf, size_t len);
 /* Mounts into the running sandbox T, at PATH, an overlay of the host's
  * PATH whose changes go to P's store entry: read-only for the sandbox
  * (its own mounts beneath PATH carried over on top), writable only for the

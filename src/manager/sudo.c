@@ -553,6 +553,8 @@ static void handle_request(sudo_req *q)
     snprintf(text, sizeof text, "the session has ended");
   } else if (!(t = shk__unlock_target(s->fs))) {
     snprintf(text, sizeof text, "the session's sandbox has not reported its start");
+  } else if (shk_sandbox_sudo_refuses(t, text, sizeof text)) {
+    t = NULL;
   } else if (!m->persist_root) {
     snprintf(text, sizeof text, "the manager has no state directory to keep the system directories' overlays in");
   } else if (!covering(m, s, &scope, handle)) {

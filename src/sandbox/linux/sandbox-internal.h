@@ -194,5 +194,6 @@ struct shk_sandbox_target {
   int mntns;  /* the sandbox's mount namespace */
   int root;   /* the sandbox's root directory (O_PATH) */
   pid_t pid;  /* the process it was opened from (its /proc/PID/mountinfo) */
+  uid_t owner; /* who made its user namespace */
   int other[4]; /* its net, uts, ipc and pid namespaces, in that order */
 };

@@ -66,9 +66,8 @@ struct mount_attr {
 const char *shk_sandbox_sudo_missing(void)
 {
   if (geteuid() != 0)
-    return "an unprivileged user's sandbox does not map the host's root, who owns the system directories, "
-           "so no capability inside it could install into them: a privileged command needs a manager "
-           "running as root (shinken daemon)";
+    return "this manager is not root, and an unprivileged user's sandbox does not map the host's root, who "
+           "owns the system directories, so no capability inside it could install into them";
   const char *m = shk_sandbox_unlock_missing();
   return m ? m : shk_sandbox_overlay_missing();
 }
@@ -232,6 +231,19 @@ static int helper_main(void *arg)
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Safe to refuse: a sandbox made by another user than root maps only
+ * that user, and a command given package managers' capabilities over the
+ * host's ids there would hold more than its caller ever could. */
+const char *shk_sandbox_sudo_refuses(const shk_sandbox_target *t, char *buf, size_t len)
+{
+  if (t->owner == 0)
+    return NULL;
+  snprintf(buf, len, "the sandbox belongs to uid %u, and an unprivileged user's sandbox does not map the host's "
+           "root, who owns the system directories: a privileged command runs only in a root caller's sandbox",
+           (unsigned)t->owner);
+  return buf;
+}
+
 int shk_sandbox_sudo_spawn(const shk_sandbox_target *t, const char *const *rw_paths, const int *rw_trees,
                            size_t n_rw, char *const *argv, const char *cwd, int out_fd, int err_fd, pid_t *pid,
                            int *status_fd, shk_error *err)
@@ -240,6 +252,9 @@ int shk_sandbox_sudo_spawn(const shk_sandbox_target *t, const char *const *rw_pa
   *status_fd = -1;
   if (!argv || !argv[0])
     return shk__error_set(err, -EINVAL, "no command");
+  char why[256];
+  if (shk_sandbox_sudo_refuses(t, why, sizeof why))
+    return shk__error_set(err, -EPERM, "%s", why);
   int sp[2], go[2], ready[2];
   if (pipe2(sp, O_CLOEXEC) < 0)
     return shk__error_set(err, -errno, "pipe: %s", strerror(errno));

@@ -162,6 +162,7 @@ int shk_sandbox_target_open(pid_t pid, uid_t for_uid, shk_sandbox_target **out, 
     r = shk__error_set(err, -errno, "the owner of process %d's user namespace: %s", (int)pid, strerror(errno));
     goto out;
   }
+  t->owner = owner;
   if (for_uid != 0 && owner != for_uid) {
     r = shk__error_set(err, -EPERM, "process %d's sandbox belongs to uid %u, not to uid %u", (int)pid,
                        (unsigned)owner, (unsigned)for_uid);

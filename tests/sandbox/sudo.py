@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""sudo.py CASE: privileged commands inside a running sandbox (the sudo
+shim and install.privileged), judged from outside the sandbox.
+
+A `shinken run --net proxy` whose session is a daemon's (the test's own,
+root, with the shipped policy: install.privileged {scope: pkg} is Ask) runs
+a shell loop that executes the steps this test drops into its working
+directory (go.N -> rc.N, out.N). The human's answers come from outside,
+through the daemon's control socket (shinken approvals / approve / deny),
+as a person's would.
+
+Cases:
+  install  `sudo apt-get update` and `sudo apt-get install -y shk-hello`
+           from a file: repository the test builds (dpkg-deb,
+           dpkg-scanpackages) raise a card naming the exact command; once
+           approved for the session the package's program runs inside the
+           sandbox, while the host's dpkg database and /usr/bin do not
+           change. Controls: before the approval the program is not there
+           inside; the workload itself still cannot write /usr (its view
+           of the overlay is read-only).
+  deny     the card denied with a reason: the shim exits nonzero printing
+           the reason, and neither apt's index of the repository nor the
+           package is inside (the control is install's, where the same
+           command approved makes both).
+  scope    `sudo id`, not a package manager's command, is refused at once
+           under the shipped scope pkg, with no card; the control, `sudo
+           dpkg --print-architecture` in the same sandbox, raises a card and
+           prints the host's architecture once approved.
+  user     an unprivileged caller (its manager embedded): the manager
+           refuses the privileged command with the reason (the sandbox does
+           not map the host's root) and raises no card; the control shows
+           the request reached the manager (its refusal, not the shim's
+           "no manager").
+"""
+import atexit
+import hashlib
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SHINKEN = os.environ["SHINKEN"]
+CASE = sys.argv[1]
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from lib import fail, skip  # noqa: E402
+
+if os.getuid() != 0:
+    skip("needs root (the test user, and a repository outside /tmp)")
+for tool in ("dpkg-deb", "dpkg-scanpackages", "apt-get"):
+    if not shutil.which(tool):
+        skip("%s is missing (scripts/install-deps.sh installs dpkg-dev)" % tool)
+
+# Outside /tmp and /var/tmp, which are the sandbox's own: /srv.
+os.makedirs("/srv", exist_ok=True)
+TMP = tempfile.mkdtemp(prefix="shk-sudo.", dir="/srv")
+os.chmod(TMP, 0o755)
+atexit.register(shutil.rmtree, TMP, True)
+WS, XDG = TMP + "/ws", TMP + "/xdg"
+os.mkdir(WS)
+os.mkdir(XDG, 0o700)
+
+LOOP = r'''
+i=1
+while [ $i -le 40 ]; do
+  while [ ! -e go.$i ]; do sleep 0.01; done
+  sh go.$i > out.$i 2>&1; echo $? > rc.tmp.$i; mv rc.tmp.$i rc.$i
+  i=$((i+1))
+done
+'''
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def build_repo():
+    """A file: repository holding one tiny package, shk-hello; the apt
+    options that use it alone."""
+    pkg = TMP + "/pkg"
+    os.makedirs(pkg + "/DEBIAN")
+    os.makedirs(pkg + "/usr/bin")
+    with open(pkg + "/DEBIAN/control", "w") as f:
+        f.write("Package: shk-hello\nVersion: 1.0\nArchitecture: all\nMaintainer: test <t@example.invalid>\n"
+                "Description: the sudo test's package\n")
+    with open(pkg + "/usr/bin/shk-hello", "w") as f:
+        f.write("#!/bin/sh\necho hello from shk-hello\n")
+    os.chmod(pkg + "/usr/bin/shk-hello", 0o755)
+    repo = TMP + "/repo"
+    os.mkdir(repo)
+    subprocess.run(["dpkg-deb", "--build", pkg, repo + "/shk-hello_1.0_all.deb"], check=True,
+                   capture_output=True)
+    idx = subprocess.run(["dpkg-scanpackages", ".", "/dev/null"], cwd=repo, check=True, capture_output=True)
+    with open(repo + "/Packages", "wb") as f:
+        f.write(idx.stdout)
+    for dirpath, dirs, files in os.walk(TMP + "/repo"):
+        os.chmod(dirpath, 0o755)
+        for n in files:
+            os.chmod(os.path.join(dirpath, n), 0o644)
+    with open(TMP + "/sources.list", "w") as f:
+        f.write("deb [trusted=yes] file:%s ./\n" % repo)
+    os.chmod(TMP + "/sources.list", 0o644)
+    return "-q -o Dir::Etc::SourceList=%s/sources.list -o Dir::Etc::SourceParts=/nonexistent" % TMP
+
+
+def start_daemon():
+    """A daemon of this test's own (in TMP/daemon); its socket."""
+    ddir = TMP + "/daemon"
+    os.mkdir(ddir, 0o700)
+    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db",
+            "policy_dir": os.environ["SHINKEN_POLICY_DIR"], "state_dir": ddir + "/state"}
+    json.dump(conf, open(ddir + "/daemon.json", "w"))
+    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    atexit.register(dmn.kill)
+    banner = dmn.stdout.readline()
+    if not banner.startswith("listening "):
+        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
+    return conf["socket"]
+
+
+class Sandbox:
+    def __init__(self, user=None):
+        daemon = None if user else start_daemon()
+        env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
+               "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
+               "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        pre = []
+        if user:
+            pw = pwd.getpwnam(user)
+            for d in (TMP, WS, XDG):
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+            pre = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid), "--clear-groups", "--"]
+        degraded = [] if user else ["--allow-degraded"]
+        self.n = 0
+        self.run = subprocess.Popen(pre + [SHINKEN, "run"] + degraded + ["--net", "proxy", "--verbose", "--",
+                                                                           "sh", "-c", LOOP],
+                                    cwd=WS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE)
+        atexit.register(self.run.kill)
+        line = b""
+        end = time.monotonic() + 30
+        while b"grant egress with" not in line:
+            if time.monotonic() > end or self.run.poll() is not None:
+                fail("no session line: %r" % line)
+            line = self.run.stderr.readline()
+        m = re.search(rb"session (\S+); grant egress with: (?:SHINKEN_SOCKET=(\S+) )?", line)
+        self.sid = m.group(1).decode()
+        self.env = dict(env, SHINKEN_SOCKET=m.group(2).decode() if m.group(2) else daemon)
+        self.pre = pre
+        self.inside("true")
+
+    def start(self, script):
+        """Starts SCRIPT in the sandbox; its step number."""
+        self.n += 1
+        with open("%s/go.tmp" % WS, "w") as f:
+            f.write(script + "\n")
+        os.chmod("%s/go.tmp" % WS, 0o644)
+        os.rename("%s/go.tmp" % WS, "%s/go.%d" % (WS, self.n))
+        return self.n
+
+    def wait(self, n, script="", limit=120):
+        """(status, output) of step N."""
+        end = time.monotonic() + limit
+        rc = "%s/rc.%d" % (WS, n)
+        while not os.path.exists(rc):
+            if time.monotonic() > end or self.run.poll() is not None:
+                fail("the sandbox did not finish step %d (%s)" % (n, script))
+            time.sleep(0.02)
+        out = open("%s/out.%d" % (WS, n)).read()
+        status = int(open(rc).read())
+        print("inside: %s -> %d %r" % (script, status, out), file=sys.stderr)
+        return status, out
+
+    def inside(self, script):
+        return self.wait(self.start(script), script)
+
+    def cli(self, *args):
+        p = subprocess.run(self.pre + [SHINKEN] + list(args), env=self.env, capture_output=True, text=True,
+                           timeout=30)
+        print("--- shinken %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr), file=sys.stderr)
+        return p.returncode, p.stdout, p.stderr
+
+    def cards(self):
+        rc, out, _ = self.cli("approvals", self.sid, "--json")
+        return [c for c in json.loads(out).get("cards", []) if c.get("class") == "install.privileged"] \
+            if rc == 0 else []
+
+    def card(self, n, limit=30):
+        """The install.privileged card step N raised."""
+        end = time.monotonic() + limit
+        while True:
+            cs = self.cards()
+            if cs:
+                return cs[0]
+            if time.monotonic() > end or os.path.exists("%s/rc.%d" % (WS, n)):
+                fail("no install.privileged card was raised for step %d" % n)
+            time.sleep(0.1)
+
+
+def host_state():
+    return (digest("/var/lib/dpkg/status"), os.path.exists("/usr/bin/shk-hello"))
+
+
+def card_names(card, words):
+    text = json.dumps(card)
+    for w in words:
+        if w not in text:
+            fail("the card does not name the command (%r missing): %s" % (w, text))
+
+
+def case_install():
+    opts = build_repo()
+    before = host_state()
+    if before[1]:
+        fail("the host already has /usr/bin/shk-hello: the test cannot judge the install")
+    sb = Sandbox()
+    rc, _ = sb.inside("test -e /usr/bin/shk-hello")
+    if rc == 0:
+        fail("control: the package's program is inside before any install")
+    n = sb.start("sudo apt-get %s update && sudo apt-get %s install -y shk-hello && shk-hello" % (opts, opts))
+    card = sb.card(n)
+    card_names(card, ["apt-get", "update"])
+    rc, _, _ = sb.cli("approve", card["id"], "--session")
+    if rc != 0:
+        fail("the approval failed")
+    rc, out = sb.wait(n, "sudo apt-get install")
+    if rc != 0 or "hello from shk-hello" not in out:
+        fail("after the approval the install did not work inside: %d %r" % (rc, out))
+    rc, out = sb.inside("grep -A1 '^Package: shk-hello' /var/lib/dpkg/status")
+    if rc != 0 or "install ok installed" not in out:
+        fail("the sandbox's dpkg database does not list the package: %r" % out)
+    if host_state() != before:
+        fail("the install changed the host: its dpkg database or /usr/bin/shk-hello")
+    rc, _ = sb.inside("touch /usr/bin/shk-workload")
+    if rc == 0 or os.path.exists("/usr/bin/shk-workload"):
+        fail("the workload itself could write /usr after the install")
+    rc, out = sb.inside("sudo dpkg -s shk-hello")
+    if rc != 0 or "Status: install ok installed" not in out or sb.cards():
+        fail("the session's approval does not cover the next package command: %d %r" % (rc, out))
+
+
+def case_deny():
+    opts = build_repo()
+    before = host_state()
+    sb = Sandbox()
+    n = sb.start("sudo apt-get %s update" % opts)
+    card = sb.card(n)
+    card_names(card, ["apt-get", "update"])
+    rc, _, _ = sb.cli("deny", card["id"], "--reason", "not-in-this-session")
+    if rc != 0:
+        fail("the denial failed")
+    rc, out = sb.wait(n, "sudo apt-get update")
+    if rc == 0 or "not-in-this-session" not in out:
+        fail("the denied command did not fail with the reason: %d %r" % (rc, out))
+    rc, _ = sb.inside("test -e /var/lib/apt/lists/%s_repo_._Packages" % TMP.replace("/", "_")
+                      + " || test -e /usr/bin/shk-hello")
+    if rc == 0:
+        fail("the denied command ran anyway")
+    if host_state() != before:
+        fail("the host changed")
+
+
+def case_scope():
+    sb = Sandbox()
+    rc, out = sb.inside("sudo id -u")
+    if rc == 0 or "Shinken refused" not in out or '"any"' not in out:
+        fail("sudo of a non-package command was not refused with the scope's reason: %d %r" % (rc, out))
+    if sb.cards():
+        fail("a card was raised for a command the scope refuses")
+    n = sb.start("sudo dpkg --print-architecture")
+    card = sb.card(n)
+    card_names(card, ["dpkg", "--print-architecture"])
+    sb.cli("approve", card["id"], "--once")
+    rc, out = sb.wait(n, "sudo dpkg --print-architecture")
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout
+    if rc != 0 or out != arch:
+        fail("control: the package command was not run after the approval: %d %r" % (rc, out))
+
+
+def case_user():
+    import fcntl
+    with open("/var/lock/shinken-test-user.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam("shinken-test")
+        except KeyError:
+            if subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                               "--shell", "/bin/sh", "shinken-test"]).returncode != 0:
+                fail("cannot create the user shinken-test")
+    sb = Sandbox(user="shinken-test")
+    rc, out = sb.inside("sudo dpkg --print-architecture")
+    if rc == 0 or "Shinken refused" not in out or "does not map the host's root" not in out:
+        fail("an unprivileged caller's sudo was not refused with the reason: %d %r" % (rc, out))
+    if sb.cards():
+        fail("a card was raised for a command this manager cannot run")
+
+
+globals()["case_" + CASE]()
+print("1 passed, 0 failed")
