@@ -445,7 +445,9 @@ def case_doctor():
     want = {"fs.scope", "persistence", "install.privileged", "gpu", "peripheral"}
     if set(live) != want:
         fail("doctor does not list each class of live unlock: %s" % sorted(live))
-    scopes = {"install.privileged": '{"scope":"pkg"}'}
+    # Every class has a mechanism here (root); one this version could not
+    # apply would be listed with its scope below and judged refused.
+    scopes = {}
     sb = Sandbox()
     for cls, scope in scopes.items():
         c = live[cls]
@@ -461,7 +463,7 @@ def case_doctor():
         # refusal is doctor's sentence.
         if a.get("decided_by") == "enforcement" and a.get("error") != c["refused"]:
             fail("%s: the grant's reason %r is not doctor's %r" % (cls, a.get("error"), c["refused"]))
-    for cls in ("fs.scope", "persistence", "gpu", "peripheral"):
+    for cls in ("fs.scope", "persistence", "install.privileged", "gpu", "peripheral"):
         if not live[cls]["available"] or not live[cls]["mechanism"]:
             fail("doctor calls %s unavailable here: %s" % (cls, live[cls]["refused"]))
     # Where this host has no GPU, doctor says so, and a gpu grant is
