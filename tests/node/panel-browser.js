@@ -258,9 +258,13 @@ async function main() {
     const egressRow = await page.textContent('#host-live tr[data-class="net.egress"]');
     const gpuRow = await page.textContent('#host-live tr[data-class="gpu"]');
     const sudoRow = await page.textContent('#host-live tr[data-class="install.privileged"]');
-    chk(egressRow.includes('proxy') && gpuRow.includes('device nodes') && sudoRow.includes('no enforcement point'),
-      `the Host view names the live mechanisms, and their absence (${egressRow} | ${gpuRow} | ${sudoRow})`);
     const doctor = JSON.parse(cli(d.env, 'doctor', '--json').out || '{}');
+    // Privileged commands have a mechanism where the manager is root, and
+    // the row says which, or that there is none, as doctor does.
+    const sudoLive = ((doctor.live_unlocks || []).find((c) => c.class === 'install.privileged') || {}).available;
+    chk(egressRow.includes('proxy') && gpuRow.includes('device nodes') &&
+        sudoRow.includes(sudoLive ? 'sudo shim' : 'no enforcement point'),
+      `the Host view names the live mechanisms, and their absence (${egressRow} | ${gpuRow} | ${sudoRow})`);
     const net = (doctor.classes || []).find((c) => c.class === 'network') || {};
     chk((await page.textContent('#host-sandbox tr[data-class=network]')).includes(net.level || '?'),
       `the Host view agrees with shinken doctor (${net.level})`);
