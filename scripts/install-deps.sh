@@ -11,13 +11,15 @@ PKGS="meson ninja-build gcc clang libclang-rt-14-dev pkg-config make
 bubblewrap libseccomp-dev libevent-dev libssl-dev libjansson-dev
 libsqlite3-dev libcmocka-dev scdoc zlib1g-dev libc6-dev python3 curl wget git
 iproute2 procps util-linux passwd ca-certificates time openssl shellcheck binutils
-cvc5 zsh chromium openjdk-17-jre-headless"
+cvc5 zsh chromium openjdk-17-jre-headless dpkg-dev apt"
 
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 # openjdk-17-jre-headless: the TLS inspection test runs a Java client
+# dpkg-dev and apt: the sudo test builds a package and a file: repository
+# (dpkg-deb, dpkg-scanpackages) and installs from it with apt-get
 # against the session's PKCS#12 trust store (Java reads no PEM bundle).
 # chromium: the Permission Panel's browser tests drive it headless through
 # playwright-core (tests/node). Node and npm run the official Cedar engine
