@@ -56,6 +56,7 @@ static const char *const system_dirs[] = { "/usr", "/etc", "/var", "/opt" };
 
 typedef struct shk__sudo {
   int listen_fd;
+  char path[108];           /* the socket's, removed when the session ends */
   int stop_pipe[2];
   pthread_t thread;
   bool started;
@@ -548,6 +549,7 @@ static void handle_request(sudo_req *q)
   const shk_sandbox_target *t = NULL;
   bool ask = false;
   shk_policy_answer pa;
+  shk_policy_taint taint = { 0 };
   pthread_mutex_lock(&m->mu);
   if (!session_live(m, s)) {
     snprintf(text, sizeof text, "the session has ended");
@@ -566,16 +568,18 @@ static void handle_request(sudo_req *q)
       snprintf(text, sizeof text, "the request could not be decided");
     } else if (pa.verdict == SHK_POLICY_ALLOW) {
       issue(m, s, &scope, scope_text, SHK_POLICY_UNASKED, NULL, NULL, false, handle, text, sizeof text);
-    } else if (pa.verdict == SHK_POLICY_ASK && !s->no_ask) {
-      ask = shk__manager_ev_decision(m, &gq, &pa, NULL) == 0;
-      if (!ask)
+    } else if (pa.verdict == SHK_POLICY_ASK) {
+      bool recorded = shk__manager_ev_decision(m, &gq, &pa, NULL) == 0;
+      ask = recorded && !s->no_ask;
+      taint = s->taint;
+      if (!recorded)
         snprintf(text, sizeof text, "the audit log cannot record the decision");
+      else if (s->no_ask)
+        snprintf(text, sizeof text, "the session asks no human (its opener turned the Ask loop off), and "
+                 "install.privileged %s needs one", scope_text);
     } else {
       /* Recorded as any refused grant is, through the one grant path. */
       issue(m, s, &scope, scope_text, SHK_POLICY_UNASKED, NULL, NULL, false, handle, text, sizeof text);
-      if (pa.verdict == SHK_POLICY_ASK)
-        snprintf(text, sizeof text, "the session asks no human (its opener turned the Ask loop off), and "
-                 "install.privileged %s needs one", scope_text);
     }
   }
   pthread_mutex_unlock(&m->mu);
@@ -584,7 +588,7 @@ static void handle_request(sudo_req *q)
     snprintf(cwhy, sizeof cwhy, "sudo %.800s (%.500s)", line, pa.why);
     shk_approve_request rq = {
       .session = s->id, .cls = shk_cap_class_name(SHK_CAP_INSTALL_PRIVILEGED), .scope = scope_text,
-      .ingested_external = s->taint.ingested_external, .touched_sensitive = s->taint.touched_sensitive,
+      .ingested_external = taint.ingested_external, .touched_sensitive = taint.touched_sensitive,
       .tier = SHK_APPROVE_ASK, .rule = pa.policy[0] ? pa.policy : NULL, .why = cwhy,
       .batch_key = NULL, .attempt = q, .release = sudo_release,
     };
@@ -719,7 +723,8 @@ int shk__sudo_open(session *s, shk_error *err)
                        SHK_EGRESS_SUDO_SOCK) >= sizeof sa.sun_path)
     return shk__error_set(err, -ENAMETOOLONG, "the session directory's path is too long for a socket");
   if ((st->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
-      bind(st->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(st->listen_fd, 16) < 0 ||
+      bind(st->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+      (snprintf(st->path, sizeof st->path, "%s", sa.sun_path), listen(st->listen_fd, 16) < 0) ||
       pipe2(st->stop_pipe, O_CLOEXEC) < 0)
     return shk__error_set(err, -errno, "cannot listen on %s: %s", sa.sun_path, strerror(errno));
   int r = pthread_create(&st->thread, NULL, accept_main, s);
@@ -739,6 +744,14 @@ void shk__sudo_stop(session *s)
     pthread_join(st->thread, NULL);
     st->started = false;
   }
+  /* Before the proxy's directory is removed, which it is in. */
+  if (st->listen_fd >= 0) {
+    close(st->listen_fd);
+    st->listen_fd = -1;
+  }
+  if (st->path[0])
+    unlink(st->path);
+  st->path[0] = 0;
   /* The session is ending: its running commands end with it (their
    * threads then answer their shims and let the session go). */
   pthread_mutex_lock(&st->mu_);
