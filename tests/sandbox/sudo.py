@@ -247,6 +247,18 @@ def case_install():
     rc, out = sb.inside("sudo dpkg -s shk-hello")
     if rc != 0 or "Status: install ok installed" not in out or sb.cards():
         fail("the session's approval does not cover the next package command: %d %r" % (rc, out))
+    # What the overlays kept is in the daemon's store while the session
+    # lives (the control), and gone once it has ended.
+    store = TMP + "/daemon/state/persist/sudo"
+    if not os.path.isdir(store) or not os.listdir(store):
+        fail("control: the overlays' store entries are not in %s" % store)
+    sb.run.terminate()
+    sb.run.wait(30)
+    end = time.monotonic() + 20
+    while os.listdir(store):
+        if time.monotonic() > end:
+            fail("the overlays' store entries outlived the session: %s" % os.listdir(store))
+        time.sleep(0.1)
 
 
 def case_deny():
