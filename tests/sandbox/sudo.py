@@ -27,6 +27,13 @@ Cases:
            under the shipped scope pkg, with no card; the control, `sudo
            dpkg --print-architecture` in the same sandbox, raises a card and
            prints the host's architecture once approved.
+  caps     with a manifest whose install.privileged entry is scope any,
+           `sudo sleep` approved: the host reads the command's /proc
+           status while it runs: uid 0 of a user namespace that is neither
+           the host's nor the sandbox's, effective, permitted and bounding
+           sets exactly the six capabilities, no_new_privs set, and the
+           sandbox's network namespace (the control: the workload's, which
+           the host reads the same way, shares it; the host's does not).
   user     an unprivileged caller (its manager embedded): the manager
            refuses the privileged command with the reason (the sandbox does
            not map the host's root) and raises no card; the control shows
@@ -109,12 +116,12 @@ def build_repo():
     return "-q -o Dir::Etc::SourceList=%s/sources.list -o Dir::Etc::SourceParts=/nonexistent" % TMP
 
 
-def start_daemon():
+def start_daemon(policy_dir=None):
     """A daemon of this test's own (in TMP/daemon); its socket."""
     ddir = TMP + "/daemon"
     os.mkdir(ddir, 0o700)
     conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db",
-            "policy_dir": os.environ["SHINKEN_POLICY_DIR"], "state_dir": ddir + "/state"}
+            "policy_dir": policy_dir or os.environ["SHINKEN_POLICY_DIR"], "state_dir": ddir + "/state"}
     json.dump(conf, open(ddir + "/daemon.json", "w"))
     dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -126,8 +133,8 @@ def start_daemon():
 
 
 class Sandbox:
-    def __init__(self, user=None):
-        daemon = None if user else start_daemon()
+    def __init__(self, user=None, policy_dir=None):
+        daemon = None if user else start_daemon(policy_dir)
         env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
                "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
                "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
@@ -297,6 +304,75 @@ def case_scope():
     arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout
     if rc != 0 or out != arch:
         fail("control: the package command was not run after the approval: %d %r" % (rc, out))
+
+
+def status_of(pid):
+    fields = {}
+    for line in open("/proc/%d/status" % pid):
+        k, _, v = line.partition(":")
+        fields[k] = v.strip()
+    return fields
+
+
+def find_proc(prog, word):
+    """The pid of the process running PROG with the argument WORD (not the
+    shim, whose command line has it too)."""
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                argv = open("/proc/%s/cmdline" % d, "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if argv and os.path.basename(argv[0]) == prog.encode() and word.encode() in argv:
+                return int(d)
+    return None
+
+
+def case_caps():
+    pol = TMP + "/policies"
+    shutil.copytree(os.environ["SHINKEN_POLICY_DIR"], pol)
+    mf = pol + "/manifests/default.json"
+    text = open(mf).read()
+    wide = text.replace('{ "class": "install.privileged", "tier": "Ask", "scope": { "scope": "pkg" } }',
+                        '{ "class": "install.privileged", "tier": "Ask", "scope": { "scope": "any" } }')
+    if wide == text:
+        fail("the shipped manifest has no install.privileged entry this test knows how to widen")
+    open(mf, "w").write(wide)
+    sb = Sandbox(policy_dir=pol)
+    word = "7.%d" % os.getpid()
+    n = sb.start("sleep 9.%d & sudo sleep %s; echo done" % (os.getpid(), word))
+    card = sb.card(n)
+    card_names(card, ["sleep", word])
+    sb.cli("approve", card["id"], "--once")
+    end = time.monotonic() + 30
+    pid = None
+    while not pid:
+        pid = find_proc("sleep", word)
+        if time.monotonic() > end:
+            fail("the approved command never ran")
+        time.sleep(0.05)
+    st = status_of(pid)
+    print("command status: %r" % st, file=sys.stderr)
+    want = sum(1 << c for c in (0, 1, 3, 4, 6, 7))  # CHOWN DAC_OVERRIDE FOWNER FSETID SETGID SETUID
+    for k in ("CapEff", "CapPrm", "CapBnd"):
+        if int(st[k], 16) != want:
+            fail("the command's %s is %s, not exactly the six capabilities (%x)" % (k, st[k], want))
+    if int(st["CapAmb"], 16) != 0 or st.get("NoNewPrivs") != "1":
+        fail("the command has ambient capabilities or may gain privileges: %r" % st)
+    ns = lambda p, k: os.stat("/proc/%s/ns/%s" % (p, k)).st_ino  # noqa: E731
+    # The workload: its own sleep, started beside the shim.
+    workload = find_proc("sleep", "9.%d" % os.getpid())
+    if workload is None:
+        fail("control: the workload's process was not found")
+    if ns(pid, "user") in (ns("self", "user"), ns(workload, "user")):
+        fail("the command is in the host's or the workload's user namespace")
+    if ns(workload, "net") == ns("self", "net"):
+        fail("control: the workload shares the host's network namespace")
+    if ns(pid, "net") != ns(workload, "net"):
+        fail("the command is not in the sandbox's network namespace")
+    rc, out = sb.wait(n, "sudo sleep")
+    if rc != 0 or "done" not in out:
+        fail("the approved command did not end well: %d %r" % (rc, out))
 
 
 def case_user():
