@@ -56,13 +56,6 @@
 #include "common/common.h"
 #include "shinken/sandbox.h"
 
-#ifndef MOUNT_ATTR_SIZE_VER0
-struct mount_attr {
-  __u64 attr_set, attr_clr, propagation, userns_fd;
-};
-#define MOUNT_ATTR_SIZE_VER0 32
-#endif
-
 const char *shk_sandbox_sudo_missing(void)
 {
   if (geteuid() != 0)
@@ -112,7 +105,11 @@ static int fail(int fd, const char *what, int e)
   return 127;
 }
 
-/* The command itself: in the sandbox's pid namespace already. */
+/* The command itself: in the sandbox's pid namespace already. Safe
+ * because before exec it holds only uid 0 of a user namespace of its own
+ * (which owns none of the namespaces it is in), the six capabilities in
+ * every set including the bounding set, no_new_privs, a fixed environment
+ * and /dev/null as input; any step that fails ends it before exec. */
 static int command_main(void *arg)
 {
   struct spawn_args *a = arg;
@@ -171,7 +168,14 @@ static int write_map(int procfd, pid_t pid, const char *name, const char *text)
   return r;
 }
 
-/* The helper: root of the host, it enters the sandbox's mount, network,
+/* Safe because every namespace it enters is the sandbox's (opened from the
+ * sandbox's process, checked by shk_sandbox_target_open), the mount
+ * namespace it then makes is a copy of the sandbox's in which only the
+ * overlays' writable clones are added, and it never execs anything itself:
+ * the command it starts gives up the host's root in a user namespace of
+ * its own before it runs (command_main).
+ *
+ * The helper: root of the host, it enters the sandbox's mount, network,
  * host name, IPC and pid namespaces, mounts the writable trees in a copy of
  * the mount namespace of its own, starts the command in the sandbox's pid
  * namespace, maps the command's new user namespace, and ends with the
