@@ -319,9 +319,19 @@ static const char *overlays(shk_manager *m, session *s, const shk_sandbox_target
     shk_error err;
     /* A fresh entry of the store for this session: discarded at its end,
      * so a privileged install lasts as long as the session. */
-    if (shk_sandbox_persist_open(m->persist_root, "sudo", system_dirs[i], false, s->id, &st->stores[i], &err) < 0 ||
-        shk_sandbox_unlock_system(t, system_dirs[i], st->stores[i], &st->overlays[i], &st->rw_trees[st->n_rw],
-                                  &err) < 0) {
+    int r = shk_sandbox_persist_open(m->persist_root, "sudo", system_dirs[i], false, s->id, &st->stores[i], &err);
+    if (r == 0)
+      r = shk_sandbox_unlock_system(t, system_dirs[i], st->stores[i], &st->overlays[i], &st->rw_trees[st->n_rw],
+                                    &err);
+    /* A directory the sandbox's view does not show (--restrict-reads
+     * binds the system directories it lists) stays out of it: nothing is
+     * mounted there, and the command does without. */
+    if (r == -ENOENT && st->stores[i]) {
+      shk_sandbox_persist_close(st->stores[i], true);
+      st->stores[i] = NULL;
+      continue;
+    }
+    if (r < 0) {
       snprintf(buf, len, "%s", err.message);
       why = buf;
       shk_sandbox_persist_close(st->stores[i], true);

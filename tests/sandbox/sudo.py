@@ -34,6 +34,11 @@ Cases:
            sets exactly the six capabilities, no_new_privs set, and the
            sandbox's network namespace (the control: the workload's, which
            the host reads the same way, shares it; the host's does not).
+  restricted  a sandbox with --restrict-reads (whose Landlock rules name
+           the system directories' own files, which an overlay would hide):
+           sudo is refused with that reason and raises no card; the
+           workload still reads /etc afterwards (control: the same read
+           before).
   user     an unprivileged caller (its manager embedded): the manager
            refuses the privileged command with the reason (the sandbox does
            not map the host's root) and raises no card; the control shows
@@ -133,7 +138,7 @@ def start_daemon(policy_dir=None):
 
 
 class Sandbox:
-    def __init__(self, user=None, policy_dir=None):
+    def __init__(self, user=None, policy_dir=None, extra=()):
         daemon = None if user else start_daemon(policy_dir)
         env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
                "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
@@ -149,7 +154,8 @@ class Sandbox:
             pre = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid), "--clear-groups", "--"]
         degraded = [] if user else ["--allow-degraded"]
         self.n = 0
-        self.run = subprocess.Popen(pre + [SHINKEN, "run"] + degraded + ["--net", "proxy", "--verbose", "--",
+        self.run = subprocess.Popen(pre + [SHINKEN, "run"] + degraded + list(extra) + ["--net", "proxy", "--verbose",
+                                                                                         "--",
                                                                            "sh", "-c", LOOP],
                                     cwd=WS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE)
@@ -373,6 +379,21 @@ def case_caps():
     rc, out = sb.wait(n, "sudo sleep")
     if rc != 0 or "done" not in out:
         fail("the approved command did not end well: %d %r" % (rc, out))
+
+
+def case_restricted():
+    sb = Sandbox(extra=["--restrict-reads"])
+    rc, before = sb.inside("cat /etc/hostname")
+    if rc != 0:
+        fail("control: the restricted sandbox cannot read /etc/hostname")
+    rc, out = sb.inside("sudo dpkg --print-architecture")
+    if rc == 0 or "Shinken refused" not in out or "--restrict-reads" not in out:
+        fail("sudo in a sandbox with restricted reads was not refused with the reason: %d %r" % (rc, out))
+    if sb.cards():
+        fail("a card was raised for a command this sandbox cannot take")
+    rc, after = sb.inside("cat /etc/hostname")
+    if rc != 0 or after != before:
+        fail("after the refusal the workload no longer reads /etc: %d %r" % (rc, after))
 
 
 def case_user():

@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -240,12 +241,23 @@ static int helper_main(void *arg)
  * host's ids there would hold more than its caller ever could. */
 const char *shk_sandbox_sudo_refuses(const shk_sandbox_target *t, char *buf, size_t len)
 {
-  if (t->owner == 0)
-    return NULL;
-  snprintf(buf, len, "the sandbox belongs to uid %u, and an unprivileged user's sandbox does not map the host's "
-           "root, who owns the system directories: a privileged command runs only in a root caller's sandbox",
-           (unsigned)t->owner);
-  return buf;
+  if (t->owner != 0) {
+    snprintf(buf, len, "the sandbox belongs to uid %u, and an unprivileged user's sandbox does not map the host's "
+             "root, who owns the system directories: a privileged command runs only in a root caller's sandbox",
+             (unsigned)t->owner);
+    return buf;
+  }
+  /* A sandbox whose root is not the host's (--restrict-reads: a root of
+   * its own with the system directories bound in) has Landlock rules on
+   * those directories' own files, which an overlay over them would hide:
+   * the workload could read nothing there any more. */
+  struct stat a, b;
+  if (fstat(t->root, &a) < 0 || stat("/", &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+    snprintf(buf, len, "the sandbox restricts reads (--restrict-reads): its Landlock rules name the system "
+             "directories' own files, so the workload could not use what an overlay over them would show");
+    return buf;
+  }
+  return NULL;
 }
 
 int shk_sandbox_sudo_spawn(const shk_sandbox_target *t, const char *const *rw_paths, const int *rw_trees,
