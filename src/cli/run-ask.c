@@ -233,6 +233,14 @@ static char *card_what(json_t *card)
     return json_is_integer(port) ? shk__xasprintf("a connection to %s:%lld", host, (long long)json_integer_value(port))
                                  : shk__xasprintf("connections to %s", host);
   }
+  /* A privileged command's card names the exact command line in its
+   * why ("sudo CMD (...)"): that is what the human approves. */
+  const char *why = json_string_value(json_object_get(card, "why"));
+  if (cls && !strcmp(cls, "install.privileged") && why && !strncmp(why, "sudo ", 5)) {
+    const char *scope_name = json_string_value(json_object_get(scope, "scope"));
+    return shk__xasprintf("a privileged command (install.privileged, scope %s): %s",
+                          scope_name ? scope_name : "?", why);
+  }
   shk_autofree char *text = scope ? json_dumps(scope, JSON_COMPACT) : NULL;
   return shk__xasprintf("%s %s", cls ? cls : "a capability", text ? text : "{}");
 }
