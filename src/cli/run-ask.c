@@ -238,8 +238,7 @@ static char *card_what(json_t *card)
   const char *why = json_string_value(json_object_get(card, "why"));
   if (cls && !strcmp(cls, "install.privileged") && why && !strncmp(why, "sudo ", 5)) {
     const char *scope_name = json_string_value(json_object_get(scope, "scope"));
-    return shk__xasprintf("a privileged command (install.privileged, scope %s): %s",
-                          scope_name ? scope_name : "?", why);
+    return shk__xasprintf("%s, install.privileged scope %s", why, scope_name ? scope_name : "?");
   }
   shk_autofree char *text = scope ? json_dumps(scope, JSON_COMPACT) : NULL;
   return shk__xasprintf("%s %s", cls ? cls : "a capability", text ? text : "{}");

@@ -39,6 +39,10 @@ Cases:
            sudo is refused with that reason and raises no card; the
            workload still reads /etc afterwards (control: the same read
            before).
+  inline   the embedded manager of a `shinken run` on a terminal: the
+           inline prompt shows the card with the exact command line, and
+           nothing of the command's output before the answer (the
+           control); [o] runs it and the shim prints its output and status.
   user     an unprivileged caller (its manager embedded): the manager
            refuses the privileged command with the reason (the sandbox does
            not map the host's root) and raises no card; the control shows
@@ -394,6 +398,56 @@ def case_restricted():
     rc, after = sb.inside("cat /etc/hostname")
     if rc != 0 or after != before:
         fail("after the refusal the workload no longer reads /etc: %d %r" % (rc, after))
+
+
+def case_inline():
+    import fcntl
+    import select
+    import termios
+    import struct
+    master, slave = os.openpty()
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
+
+    def child():
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG, "TERM": "dumb",
+           "SHINKEN_SOCKET": TMP + "/no-daemon.sock", "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    word = "--print-architecture"
+    proc = subprocess.Popen([SHINKEN, "run", "--allow-degraded", "--net", "proxy", "--", "sh", "-c",
+                             "sudo dpkg %s; echo RC=$?" % word], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, cwd=WS, preexec_fn=child, close_fds=True)
+    atexit.register(proc.kill)
+    seen = b""
+
+    def expect(needle, what):
+        nonlocal seen
+        end = time.monotonic() + 60
+        while needle not in seen:
+            if time.monotonic() > end:
+                fail("%s: %r never appeared; the terminal showed:\n%s" % (what, needle, seen.decode(errors="replace")))
+            r, _, _ = select.select([master], [], [], 0.2)
+            if r:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    pass
+        before, _, seen = seen.partition(needle)
+        return before
+
+    expect(b"the sandbox asks for sudo dpkg " + word.encode(), "the card naming the command")
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
+    shown = expect(b"[o] approve once", "the card's keys")
+    if arch.encode() in shown or b"RC=" in shown:
+        fail("control: the command's output came before the answer")
+    time.sleep(0.6)  # the prompt takes no key in its first 400 ms (a stray keystroke answers nothing)
+    os.write(master, b"o")
+    expect(arch.encode(), "the command's output after [o]")
+    expect(b"RC=0", "the shim's status")
 
 
 def case_user():
