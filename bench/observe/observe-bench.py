@@ -26,7 +26,12 @@ SHINKEN, WRITES, ROUNDS, N = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="shk-observe-bench.", dir="/var/tmp")
+    # Not under /tmp or /var/tmp, which the sandbox replaces with its own:
+    # the workload and the archive must be visible inside.
+    base = "/var/lib/shinken-bench"
+    os.makedirs(base, exist_ok=True)
+    os.chmod(base, 0o755)
+    tmp = tempfile.mkdtemp(prefix="observe.", dir=base)
     os.chmod(tmp, 0o777)
     home = os.path.join(tmp, "home")
     os.mkdir(home, 0o777)
