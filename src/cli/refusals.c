@@ -6,7 +6,9 @@
  * on shinken's own stderr (never the workload's). With SHINKEN_EVENT_LOG
  * every verdict is also kept there, one JSON line each. A session a daemon
  * hosts is summed up from the daemon's count (op refusals), asked for
- * before the session ends. */
+ * before the session ends. The workload's refused writes, which the
+ * sandbox's write observer counts by tree, are said the same way, live
+ * with --verbose and once at the end. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
