@@ -207,6 +207,63 @@ static void no_setid(scmp_filter_ctx ctx)
   rule(ctx, SCMP_ACT_ERRNO(ENOSYS), sys("openat2"), 0, NULL);
 }
 
+/* The write observer's calls (observe.c): every call that creates,
+ * removes, renames or truncates a name, and open() and openat() when their
+ * flags ask to write (an access mode that writes, O_CREAT or O_TRUNC: four
+ * rules, since a filter compares a masked value with one other). openat2()
+ * is not among them: the main filter refuses it (ENOSYS), which takes
+ * precedence over a notification. */
+static void observed(scmp_filter_ctx ctx)
+{
+  static const char *const always[] = {
+    "creat", "mkdir", "mkdirat", "mknod", "mknodat", "unlink", "unlinkat", "rmdir", "rename",
+    "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate", NULL,
+  };
+  for (const char *const *c = always; *c; c++)
+    rule(ctx, SCMP_ACT_NOTIFY, sys(*c), 0, NULL);
+  static const struct {
+    const char *name;
+    unsigned flags;
+  } opens[] = { { "open", 1 }, { "openat", 2 } };
+  static const scmp_datum_t bits[] = { 01 /* O_WRONLY */, 02 /* O_RDWR */, 0100 /* O_CREAT */,
+                                       01000 /* O_TRUNC */ };
+  for (size_t i = 0; i < 2; i++)
+    for (size_t b = 0; b < 4; b++) {
+      struct scmp_arg_cmp cmp = cmp_arg(opens[i].flags, SCMP_CMP_MASKED_EQ, bits[b], bits[b]);
+      rule(ctx, SCMP_ACT_NOTIFY, sys(opens[i].name), 1, &cmp);
+    }
+}
+
+/* Writes CTX's BPF into OUT as the array NAME. */
+static void emit(FILE *out, const char *name, scmp_filter_ctx ctx);
+
+/* The filter of the write observer, installed beside the main one: its
+ * only action besides ALLOW is the notification, so it can never refuse
+ * anything itself. With GUARD it also carries the connect() guard's two
+ * rules, and the main filter is then installed without them: the kernel
+ * allows one filter with a listener per process, and the guard's and the
+ * observer's notifications share it. */
+static void build_observer(FILE *out, const char *name, int guard)
+{
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (!ctx)
+    die("seccomp_init", ENOMEM);
+  /* A foreign architecture is the main filter's to kill. */
+  int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
+  if (r < 0)
+    die("badarch", r);
+  if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+    die("optimize", r);
+  if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
+    die("nnp", r);
+  observed(ctx);
+  if (guard) {
+    rule(ctx, SCMP_ACT_NOTIFY, sys("connect"), 0, NULL);
+    rule(ctx, SCMP_ACT_NOTIFY, sys("bind"), 0, NULL);
+  }
+  emit(out, name, ctx);
+}
+
 static void build(FILE *out, const char *name, const int *allowed, int netlink_route, int guard)
 {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -289,7 +346,12 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
     rule(ctx, SCMP_ACT_NOTIFY, sys("connect"), 0, NULL);
     rule(ctx, SCMP_ACT_NOTIFY, sys("bind"), 0, NULL);
   }
+  emit(out, name, ctx);
+}
 
+static void emit(FILE *out, const char *name, scmp_filter_ctx ctx)
+{
+  int r;
   FILE *tmp = tmpfile();
   if (!tmp)
     die("tmpfile", errno);
@@ -337,6 +399,8 @@ int main(int argc, char **argv)
   build(out, "shk__seccomp_net_none_guard", unix_only, 0, 1);
   build(out, "shk__seccomp_net_proxy_guard", inet, 1, 1);
   build(out, "shk__seccomp_net_host_guard", inet, 1, 1);
+  build_observer(out, "shk__seccomp_observe", 0);
+  build_observer(out, "shk__seccomp_observe_guard", 1);
   if (fclose(out) != 0)
     die(argv[1], errno);
   return 0;

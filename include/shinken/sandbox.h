@@ -61,6 +61,7 @@ typedef struct shk_sandbox_opts {
   bool read_only, restrict_reads, env_clean, allow_degraded;
   bool help;          /* --help was given: nothing else was parsed after it */
   bool verbose;       /* --verbose: say the session and each refusal as it happens */
+  bool no_observe;    /* --no-observe: no write observer (refused writes are not counted) */
   bool panel;         /* --panel: the run's own manager serves the Permission Panel
                        * (the CLI's to do; the sandbox itself has no part in it) */
   shk_net_mode net;
@@ -422,6 +423,7 @@ typedef struct shk_sandbox_applied {
   bool keyring;         /* a fresh session keyring */
   bool bridge;          /* the egress bridge runs (--net proxy) */
   bool userns;          /* the command runs in stage 2's own user namespace */
+  bool observe;         /* the write observer is installed, its listener with the launcher */
   unsigned masks;       /* mounts stage 2 made itself (bwrap made the others) */
 } shk_sandbox_applied;
 
@@ -484,6 +486,16 @@ int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_er
  * freezer), -ESRCH when it is gone, else 0 or a negative errno (err). */
 int shk_sandbox_freeze_process(int pidfd, pid_t pid, bool stop, shk_error *err);
 
+/* Writes of the workload the sandbox refused, by tree (the write
+ * observer: shk_sandbox_opts.no_observe turns it off). */
+typedef struct shk_sandbox_write_refusal {
+  /* The protected or read-only tree the plan has a rule for, or, outside
+   * every writable root, the directory written in. */
+  char *tree;
+  const char *why; /* "protected", "read-only" or "outside the writable roots" */
+  unsigned n;
+} shk_sandbox_write_refusal;
+
 struct shk_sandbox_result;
 typedef struct shk_sandbox_io {
   shk_sandbox_stdio stdio;
@@ -496,6 +508,10 @@ typedef struct shk_sandbox_io {
    * start of every sandbox that goes on running. */
   int (*on_started)(void *data, const struct shk_sandbox_result *res, shk_error *err);
   void *started_data;
+  /* Called on the launcher's thread for each refused write the observer
+   * counts, W->n being its tree's count so far; NULL: none. */
+  void (*on_write_refused)(void *data, const shk_sandbox_write_refusal *w);
+  void *refused_data;
 } shk_sandbox_io;
 
 /* What one launch did. */
@@ -523,6 +539,11 @@ typedef struct shk_sandbox_result {
   bool pty;               /* the workload had a pseudo-terminal (else pipes) */
   unsigned oom_kills;     /* processes the session's memory limit killed */
   unsigned pids_refused;  /* forks the session's pids limit refused */
+  /* The workload's refused writes, by tree, in the order first seen; and
+   * how many more there were under trees past the most kept. */
+  shk_sandbox_write_refusal *writes_refused;
+  size_t nwrites_refused;
+  unsigned writes_refused_more;
 } shk_sandbox_result;
 
 /* Runs one sandbox from PLAN (built by shk_sandbox_plan_build for O and

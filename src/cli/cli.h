@@ -155,6 +155,13 @@ shk_cli_refusals *shk_cli_refusals_hosted(int fd, const char *session);
  * when there is one. */
 void shk_cli_refusals_print(shk_cli_refusals *r, const char *kept_at);
 void shk_cli_refusals_free(shk_cli_refusals *r);
+/* The workload's refused writes (the sandbox's write observer): live, one
+ * line each (shk_sandbox_io.on_write_refused, with --verbose), and at exit
+ * one line per tree, on shinken's own stderr. */
+struct shk_sandbox_write_refusal;
+struct shk_sandbox_result;
+void shk_cli_refusals_write_live(void *data, const struct shk_sandbox_write_refusal *w);
+void shk_cli_refusals_print_writes(const struct shk_sandbox_result *res);
 /* The image manifest's fs.scope write ceiling, into o->ceiling (ceiling.c):
  * what Landlock must allow for live grants to work. */
 void shk_cli_fs_ceiling(shk_sandbox_opts *o);

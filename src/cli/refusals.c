@@ -6,7 +6,9 @@
  * on shinken's own stderr (never the workload's). With SHINKEN_EVENT_LOG
  * every verdict is also kept there, one JSON line each. A session a daemon
  * hosts is summed up from the daemon's count (op refusals), asked for
- * before the session ends. */
+ * before the session ends. The workload's refused writes, which the
+ * sandbox's write observer counts by tree, are said the same way, live
+ * with --verbose and once at the end. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -21,6 +23,7 @@
 #include "common/common.h"
 #include "shinken/egress.h"
 #include "shinken/manager.h"
+#include "shinken/sandbox.h"
 
 struct kind {
   char *why;    /* the sentence in parentheses */
@@ -245,4 +248,24 @@ void shk_cli_refusals_free(shk_cli_refusals *r)
     close(r->log);
   pthread_mutex_destroy(&r->lock);
   free(r);
+}
+
+/* Safe to call on the launcher's thread while the workload runs: one line
+ * to shinken's own stderr, nothing else. */
+void shk_cli_refusals_write_live(void *data, const shk_sandbox_write_refusal *w)
+{
+  (void)data;
+  fprintf(stderr, "shinken: refused a write under %s (%s)\n", w->tree, w->why);
+}
+
+void shk_cli_refusals_print_writes(const shk_sandbox_result *res)
+{
+  for (size_t i = 0; i < res->nwrites_refused; i++) {
+    const shk_sandbox_write_refusal *w = &res->writes_refused[i];
+    fprintf(stderr, "shinken: refused %u write%s under %s (%s)\n", w->n, w->n == 1 ? "" : "s",
+            w->tree, w->why);
+  }
+  if (res->writes_refused_more)
+    fprintf(stderr, "shinken: refused %u more write%s under other trees\n",
+            res->writes_refused_more, res->writes_refused_more == 1 ? "" : "s");
 }

@@ -715,7 +715,8 @@ int shk_cli_run(int argc, char **argv)
   if (rs.inline_prompt && !inline_ask)
     shk__warn("warning: approval cards cannot be drawn on this terminal (no memory or thread for them); they wait for "
               "%s CARD", hint ? hint : "shinken approve");
-  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt, session_started, &rs };
+  shk_sandbox_io io = { SHK_SANDBOX_STDIO_AUTO, prompt, session_started, &rs,
+                        o.verbose ? shk_cli_refusals_write_live : NULL, NULL };
   shk_sandbox_result res;
   int r = shk_sandbox_launch(&o, &env, &f, &a, &plan, &eg, &io, &res, &e);
   session_report(&rs, &res);
@@ -730,6 +731,7 @@ int shk_cli_run(int argc, char **argv)
   shk_manager_free(rs.embedded);
   rs.embedded = NULL;
   shk_cli_refusals_print(rs.refusals, rs.log);
+  shk_cli_refusals_print_writes(&res);
   shk_cli_run_log_say(&rs.audit, o.verbose || isatty(STDERR_FILENO));
   session_close(&rs);
   if (r < 0)

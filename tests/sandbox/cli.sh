@@ -77,8 +77,9 @@ profile() { # JSON: writes it to $scratch/p.json
   printf '%s\n' "$1" >"$scratch/p.json"
 }
 
-json() { # EXPR over the report in $scratch/report.json, python syntax on r
-  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($1)" "$scratch/report.json"
+json() { # EXPR [ARG...] over the report in $scratch/report.json, python syntax on r (ARGs from sys.argv[2])
+  e=$1; shift
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($e)" "$scratch/report.json" "$@"
 }
 
 # The nesting layout: /w writable (the workspace), /w/a denied, /w/a/b writable.
@@ -413,6 +414,80 @@ EOS
     [ "$control" = 0 ] && skip "bwrap alone started $tries times without failing here: the race cannot be shown"
     echo "control ok: bwrap alone failed at try $control: $(head -1 "$scratch/churn/control.err")" >&2
     [ "$failed" = 0 ] || fail "shinken run failed to start $failed times of 400: $(sort "$scratch/churn/run.err" | uniq -c | head -3)" ;;
+  refused-writes)
+    # The write observer: writes under a protected tree (~/.ssh, the
+    # repository's .git/hooks) and outside the writable roots are refused by
+    # the kernel, and shinken run names exactly those trees with exact
+    # counts; failures that are no refusal (a name that exists for mkdir, a
+    # missing one for rm) and permitted writes give no line. The control
+    # runs the same workload unconfined on a copy and sees every write land.
+    command -v git >/dev/null || skip "needs git for a repository's .git/hooks"
+    cat >"$scratch/writes.sh" <<'EOS'
+h=$1 w=$2 o=$3
+echo key >"$h/.ssh/authorized_keys"; echo host >>"$h/.ssh/config"; mkdir "$h/.ssh/keys"
+echo hook >"$w/.git/hooks/pre-commit"; ln -s /bin/true "$w/.git/hooks/post-checkout"
+touch "$o/new"; mkdir "$o/dir"; rm "$o/sentinel"
+mkdir -p "$o"; rm -f "$o/missing"
+echo ok >"$w/ok"; mkdir "$w/sub"; rm "$w/ok"; echo t >/tmp/t
+exit 0
+EOS
+    layout() { # ROOT: home/.ssh, a repository, and a directory outside
+      rm -rf "$1"; mkdir -p "$1/home/.ssh" "$1/ws" "$1/out"
+      git init -q "$1/ws" || fail "git init"
+      echo sentinel >"$1/out/sentinel"
+      [ -z "$AS" ] || chown -R 65534:65534 "$1"
+    }
+    state() { # ROOT: every name, type and content the workload could change
+      (cd "$1" && find home out ws/.git/hooks -printf '%p %y %s\n' 2>/dev/null | sort
+       cat home/.ssh/* out/* ws/.git/hooks/pre-commit 2>/dev/null) | sha256sum
+    }
+    ctl=$scratch/ctl
+    layout "$ctl"; before=$(state "$ctl")
+    $AS env HOME="$ctl/home" sh "$scratch/writes.sh" "$ctl/home" "$ctl/ws" "$ctl/out"
+    [ "$(state "$ctl")" = "$before" ] && fail "control: the unconfined workload changed nothing"
+    [ -f "$ctl/home/.ssh/authorized_keys" ] && [ -d "$ctl/home/.ssh/keys" ] &&
+      [ -f "$ctl/ws/.git/hooks/pre-commit" ] && [ -L "$ctl/ws/.git/hooks/post-checkout" ] &&
+      [ -f "$ctl/out/new" ] && [ -d "$ctl/out/dir" ] && [ ! -e "$ctl/out/sentinel" ] ||
+      fail "control: a write of the workload did not land unconfined"
+    box=$scratch/box
+    export HOME="$box/home"
+    fresh_box() { layout "$box"; cd "$box/ws" || fail "cd"; before=$(state "$box"); }
+    fresh_box
+    sr --report "$box/report.json" -- sh "$scratch/writes.sh" "$box/home" "$box/ws" "$box/out"
+    [ $rc = 0 ] || fail "the workload failed (status $rc)"
+    cp "$box/report.json" "$scratch/report.json" || fail "no report"
+    [ "$(json 'r["applied"]["write-observer"]')" = True ] || fail "the report does not show the observer"
+    [ "$(json 'sorted((t["tree"][len(sys.argv[2]):], t["why"], t["count"]) for t in r["refused-writes"]["trees"])' "$box")" = \
+      "[('/home/.ssh', 'protected', 3), ('/out', 'outside the writable roots', 3), ('/ws/.git/hooks', 'protected', 2)]" ] ||
+      fail "the report's refused writes: $(json 'r["refused-writes"]')"
+    [ "$(state "$box")" = "$before" ] || fail "a refused write changed the host"
+    [ -d "$box/ws/sub" ] || fail "the permitted write did not land"
+    grep 'write' "$scratch/err" | grep '^shinken: refused' | sort >"$scratch/got"
+    sort >"$scratch/want" <<EOS
+shinken: refused 2 writes under $box/ws/.git/hooks (protected)
+shinken: refused 3 writes under $box/home/.ssh (protected)
+shinken: refused 3 writes under $box/out (outside the writable roots)
+EOS
+    diff -u "$scratch/want" "$scratch/got" >&2 || fail "the summary does not name exactly the refused writes"
+    # --verbose says each one as it happens, and the summary still follows.
+    fresh_box
+    sr --verbose -- sh "$scratch/writes.sh" "$box/home" "$box/ws" "$box/out"
+    # (A live line may land after a partial line of the workload's own
+    # stderr, which shares the terminal: counted wherever it starts.)
+    n=$(grep -o 'shinken: refused a write under ' "$scratch/err" | wc -l)
+    [ "$n" = 8 ] || fail "--verbose said $n refused writes live, not 8"
+    grep -q "^shinken: refused 3 writes under $box/out (outside the writable roots)\$" "$scratch/err" ||
+      fail "--verbose: no summary"
+    # --no-observe: the same writes refused, and nothing said.
+    fresh_box
+    sr --no-observe -- sh "$scratch/writes.sh" "$box/home" "$box/ws" "$box/out"
+    [ "$(state "$box")" = "$before" ] || fail "--no-observe: a refused write changed the host"
+    grep -q 'refused.*write' "$scratch/err" && fail "--no-observe: refused writes were counted"
+    # Only permitted writes: no line at all.
+    sr -- sh -c 'echo a >f; mkdir d; mv f d/g; rm -r d; echo t >/tmp/t'
+    [ $rc = 0 ] || fail "the permitted writes failed (status $rc)"
+    grep -q 'refused' "$scratch/err" && fail "a permitted write was reported refused"
+    ;;
   *) fail "unknown case '$CASE'" ;;
 esac
 echo "ok: $CASE"

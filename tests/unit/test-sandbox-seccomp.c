@@ -416,6 +416,97 @@ static void test_default_allow(void **state)
   }
 }
 
+/* The write observer's filter: it notifies exactly the write-intent calls
+ * (and, in its guard variant, connect() and bind()), an open only when its
+ * flags ask to write, and allows everything else, a foreign architecture
+ * included: it has no action that could refuse a call. */
+static void test_observer(void **state)
+{
+  (void)state;
+  static const struct {
+    const char *what;
+    int nr;
+    uint64_t args[6];
+  } notified[] = {
+    { "openat O_WRONLY", SYS_openat, { 3, 0, 01 } },
+    { "openat O_RDWR|O_CLOEXEC", SYS_openat, { 3, 0, 02 | 02000000 } },
+    { "openat O_RDONLY|O_CREAT", SYS_openat, { 3, 0, 0100, 0644 } },
+    { "openat O_RDONLY|O_TRUNC", SYS_openat, { 3, 0, 01000 } },
+    { "openat O_WRONLY, high bits", SYS_openat, { 3, 0, 0xffffffff00000001ULL } },
+    { "mkdirat", SYS_mkdirat, { 3, 0, 0755 } },
+    { "mknodat", SYS_mknodat, { 3, 0, 010644 } },
+    { "unlinkat", SYS_unlinkat, { 3, 0, 0 } },
+    { "renameat2", SYS_renameat2, { 3, 0, 3, 0, 0 } },
+    { "renameat", SYS_renameat, { 3, 0, 3, 0 } },
+    { "linkat", SYS_linkat, { 3, 0, 3, 0, 0 } },
+    { "symlinkat", SYS_symlinkat, { 0, 3, 0 } },
+    { "truncate", SYS_truncate, { 0, 0 } },
+#if defined(__x86_64__)
+    { "open O_WRONLY|O_APPEND", SYS_open, { 0, 01 | 02000 } },
+    { "creat", SYS_creat, { 0, 0644 } },
+    { "mkdir", SYS_mkdir, { 0, 0755 } },
+    { "mknod", SYS_mknod, { 0, 010644 } },
+    { "unlink", SYS_unlink, { 0 } },
+    { "rmdir", SYS_rmdir, { 0 } },
+    { "rename", SYS_rename, { 0, 0 } },
+    { "link", SYS_link, { 0, 0 } },
+    { "symlink", SYS_symlink, { 0, 0 } },
+#endif
+  };
+  static const struct {
+    const char *what;
+    int nr;
+    uint64_t args[6];
+  } allowed[] = {
+    { "openat O_RDONLY", SYS_openat, { 3, 0, 0 } },
+    { "openat O_RDONLY|O_DIRECTORY|O_CLOEXEC", SYS_openat, { 3, 0, 0200000 | 02000000 } },
+    { "openat O_PATH", SYS_openat, { 3, 0, 010000000 } },
+    { "read", SYS_read, { 3, 0, 10 } },
+    { "write", SYS_write, { 1, 0, 10 } },
+    { "ftruncate", SYS_ftruncate, { 3, 0 } },
+    { "execve", SYS_execve, { 0, 0, 0 } },
+#if defined(__x86_64__)
+    { "open O_RDONLY", SYS_open, { 0, 0 } },
+#endif
+  };
+  for (int guard = 0; guard < 2; guard++) {
+    const struct sock_filter *prog;
+    size_t len;
+    assert_int_equal(shk__seccomp_observer(guard, &prog, &len), 0);
+    for (size_t c = 0; c < sizeof notified / sizeof notified[0]; c++) {
+      struct seccomp_data d = { .nr = notified[c].nr, .arch = NATIVE };
+      memcpy(d.args, notified[c].args, sizeof d.args);
+      if (run(prog, len, &d) != NOTIFY)
+        fail_msg("%s is not notified (%s guard)", notified[c].what, guard ? "with" : "without");
+    }
+    for (size_t c = 0; c < sizeof allowed / sizeof allowed[0]; c++) {
+      struct seccomp_data d = { .nr = allowed[c].nr, .arch = NATIVE };
+      memcpy(d.args, allowed[c].args, sizeof d.args);
+      if (run(prog, len, &d) != ALLOW)
+        fail_msg("%s is not allowed (%s guard)", allowed[c].what, guard ? "with" : "without");
+    }
+    int net_calls[] = { SYS_connect, SYS_bind };
+    for (size_t c = 0; c < 2; c++) {
+      struct seccomp_data d = { .nr = net_calls[c], .arch = NATIVE };
+      assert_int_equal(run(prog, len, &d), guard ? NOTIFY : ALLOW);
+    }
+    /* Every number, with any of a few argument patterns, gets one of the
+     * two actions: nothing is refused here. */
+    static const uint64_t patterns[] = { 0, 1, 0x41, ~0ULL };
+    for (int nr = 0; nr < 512; nr++)
+      for (size_t p = 0; p < 4; p++) {
+        struct seccomp_data d = { .nr = nr, .arch = NATIVE };
+        for (int i = 0; i < 6; i++)
+          d.args[i] = patterns[p];
+        uint32_t got = run(prog, len, &d);
+        if (got != ALLOW && got != NOTIFY)
+          fail_msg("syscall %d: action 0x%08x in the observer's filter", nr, got);
+      }
+    struct seccomp_data foreign = { .nr = SYS_openat, .arch = FOREIGN, .args = { 3, 0, 01 } };
+    assert_int_equal(run(prog, len, &foreign), ALLOW);
+  }
+}
+
 /* The interpreter itself refuses what the kernel would. */
 static void test_interpreter(void **state)
 {
@@ -438,6 +529,7 @@ int main(void)
     cmocka_unit_test(test_interpreter),
     cmocka_unit_test(test_table),
     cmocka_unit_test(test_default_allow),
+    cmocka_unit_test(test_observer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

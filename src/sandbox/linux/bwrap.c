@@ -279,7 +279,8 @@ static int stage2_args(const shk_sandbox_plan *p, const shk__bwrap_opts *l, cons
   if (r == 0 && p->read_restricted)
     r = add(&ro, "/proc");
   *a = (shk__stage2_args){ .net = l->net, .landlock = l->landlock, .seccomp = l->seccomp,
-                           .guard = l->guard, .sync_fd = l->sync_fd, .exe_fd = l->exe_fd,
+                           .guard = l->guard, .observe = l->observe && l->seccomp,
+                           .sync_fd = l->sync_fd, .exe_fd = l->exe_fd,
                            .ctty = l->ctty,
                            .map_uid = l->map_uid, .map_gid = l->map_gid,
                            .mask_files = done(&mask_files), .mask_dirs = done(&mask_dirs),

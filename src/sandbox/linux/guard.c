@@ -357,13 +357,10 @@ static int connect_for(shk__guard *g, pid_t tid, int sock, struct sockaddr_stora
  * namespace and the allowed socket families confine; and it lets a bind()
  * through unchanged (the workload's own Landlock and mounts apply to it),
  * only noting which socket it was. */
-int shk__guard_serve(shk__guard *g, int listener)
+int shk__guard_serve(shk__guard *g, int listener, const struct seccomp_notif *request)
 {
-  struct seccomp_notif req;
+  struct seccomp_notif req = *request;
   struct seccomp_notif_resp resp;
-  memset(&req, 0, sizeof req);
-  if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
-    return errno == EINTR || errno == ENOENT ? 0 : -errno;
   memset(&resp, 0, sizeof resp);
   resp.id = req.id;
   bool bind_call = req.data.nr == SYS_bind;

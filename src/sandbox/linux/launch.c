@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <linux/seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -281,20 +283,41 @@ static int receive_report(int sock, const shk__stage2_args *s2, shk_sandbox_appl
            "out of descriptors?)";
     return -EPROTO;
   }
-  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0 && *diag >= 0, s2, applied, why) < 0)
+  if (shk__stage2_report_read(&rep, (size_t)n, *listener >= 0, *diag >= 0, s2, applied, why) < 0)
     return -EPROTO;
   return 1;
 }
 
+/* Takes one notification from the seccomp LISTENER and hands it to the
+ * connect() guard (connect, bind) or the write observer (the rest). A call
+ * neither asked for is refused: only the filters stage 2 installed notify,
+ * so it cannot happen, and if it did, refusing is the closed outcome. */
+static int serve_listener(int listener, shk__guard *g, shk__observer *obs)
+{
+  struct seccomp_notif req;
+  memset(&req, 0, sizeof req);
+  if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
+    return errno == EINTR || errno == ENOENT ? 0 : -errno;
+  bool net = req.data.nr == SYS_connect || req.data.nr == SYS_bind;
+  if (net && g)
+    return shk__guard_serve(g, listener, &req);
+  if (!net && obs)
+    return shk__observer_serve(obs, listener, &req);
+  struct seccomp_notif_resp resp = { .id = req.id, .error = -EPERM };
+  if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) < 0 && errno != ENOENT)
+    return -errno;
+  return 0;
+}
+
 /* Until bwrap exits (EXITED, its pidfd, is readable) and its output is
  * delivered: takes stage 2's report that the sandbox is complete, serves
- * the workload's connect() calls (guard.c), and relays its stdio (relay.c).
- * Without a listener every connect() inside fails (ENOSYS): the guard fails
- * closed. After a signal to the launcher, output still undelivered once
+ * the workload's connect() calls (guard.c) and its observed writes
+ * (observe.c), and relays its stdio (relay.c). Without a listener every
+ * connect() and observed write inside fails (ENOSYS): both fail closed. After a signal to the launcher, output still undelivered once
  * bwrap is gone is dropped. Returns 0, or -errno when supervising failed
  * (the caller then kills the sandbox). */
 static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guard *g,
-                     shk__relay *relay, const shk_sandbox_io *io, shk_sandbox_result *res, int *listener,
+                     shk__observer *obs, shk__relay *relay, const shk_sandbox_io *io, shk_sandbox_result *res, int *listener,
                      const char **why)
 {
   struct pollfd fds[3 + SHK__RELAY_FDS] = { { sync, POLLIN, 0 }, { -1, POLLIN, 0 },
@@ -345,7 +368,7 @@ static int supervise(int exited, int sync, const shk__stage2_args *s2, shk__guar
       fds[1].fd = *listener;
     }
     /* A hang-up means no process is left under the filter. */
-    if (((fds[1].revents & POLLIN) && shk__guard_serve(g, *listener) < 0) ||
+    if (((fds[1].revents & POLLIN) && serve_listener(*listener, g, obs) < 0) ||
         (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL))) {
       close(*listener);
       *listener = fds[1].fd = -1;
@@ -482,6 +505,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   shk__identity id;
   shk__stage2_args s2 = { 0 };
   shk__guard *g = NULL;
+  shk__observer *obs = NULL;
   shk__relay *relay = NULL;
   pid_t pid = -1;
   bool handlers = false, reaped = false;
@@ -598,6 +622,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     .ceiling = &o->ceiling,
     .seccomp = a->seccomp,
     .guard = a->guard,
+    .observe = a->seccomp && !o->no_observe,
     .sync_fd = sync[1],
     .exe_fd = exe >= 0 ? exe : -1,
     .ctty = res->pty,
@@ -606,7 +631,9 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
   };
   if ((r = shk__bwrap_argv(&res->plan, &l, &bargv, &s2)) < 0 ||
       shk__env_for_command(env, o, &cenv) < 0 ||
-      (a->guard && !(g = shk__guard_new(o->net == SHK_NET_HOST)))) {
+      (a->guard && !(g = shk__guard_new(o->net == SHK_NET_HOST))) ||
+      (l.observe && !(obs = shk__observer_new(&res->plan, io ? io->on_write_refused : NULL,
+                                              io ? io->refused_data : NULL)))) {
     r = nomem(err);
     goto out;
   }
@@ -653,7 +680,7 @@ int shk_sandbox_launch(const shk_sandbox_opts *o, const shk_sandbox_env *env,
     goto out;
   }
   const char *why = NULL;
-  if ((r = supervise(exited, sync[0], &s2, g, relay, io, res, &listener, &why)) < 0) {
+  if ((r = supervise(exited, sync[0], &s2, g, obs, relay, io, res, &listener, &why)) < 0) {
     shk__error_set(err, r, "%s; the sandbox was killed", why ? why : strerror(-r));
     goto out;
   }
@@ -700,6 +727,8 @@ out:
     if (sync[i] >= 0)
       close(sync[i]);
   shk__guard_free(g);
+  shk__observer_take(obs, res);
+  shk__observer_free(obs);
   res->oom_kills = oom_kills(&cg);
   res->pids_refused = pids_refused(&cg);
   shk__freezer_detach(&cg);
@@ -726,5 +755,8 @@ void shk_sandbox_result_free(shk_sandbox_result *res)
   free(res->env_removed);
   for (size_t i = 0; i < sizeof res->cgroup_paths / sizeof res->cgroup_paths[0]; i++)
     free(res->cgroup_paths[i]);
+  for (size_t i = 0; i < res->nwrites_refused; i++)
+    free(res->writes_refused[i].tree);
+  free(res->writes_refused);
   memset(res, 0, sizeof *res);
 }

@@ -405,6 +405,8 @@ static const struct opt {
     "say the session on stderr, and each refused connection as it happens" },
   { "panel", SHK__OPT_PANEL, NULL, SHK__KIND_FREE, true,
     "--net proxy: serve the Permission Panel for this run on loopback (shinken-panel(1))" },
+  { "no-observe", SHK__OPT_NO_OBSERVE, NULL, SHK__KIND_FREE, false,
+    "do not count the writes the sandbox refuses (each write then costs nothing extra)" },
   { "help", SHK__OPT_HELP, NULL, SHK__KIND_NONE, false, "print this help" },
 };
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -509,7 +511,8 @@ static int apply_value(shk_sandbox_opts *o, shk__opt_id id, const char *v, shk_e
   case SHK__OPT_HOSTNAME: r = set_hostname(o, v, err); break;
   case SHK__OPT_MACHINE_ID: r = set_machine_id(o, v, err); break;
   case SHK__OPT_RESTRICT_READS: case SHK__OPT_READ_ONLY: case SHK__OPT_ENV_CLEAN:
-  case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_VERBOSE: case SHK__OPT_PANEL: case SHK__OPT_HELP:
+  case SHK__OPT_ALLOW_DEGRADED: case SHK__OPT_VERBOSE: case SHK__OPT_PANEL: case SHK__OPT_NO_OBSERVE:
+  case SHK__OPT_HELP:
   case SHK__OPT_N:
     (void)NEVER(1);
     break;
@@ -528,6 +531,7 @@ static void apply_flag(shk_sandbox_opts *o, shk__opt_id id, bool on)
   case SHK__OPT_ALLOW_DEGRADED: o->allow_degraded = on; break;
   case SHK__OPT_VERBOSE: o->verbose = on; break;
   case SHK__OPT_PANEL: o->panel = on; break;
+  case SHK__OPT_NO_OBSERVE: o->no_observe = on; break;
   case SHK__OPT_HELP: o->help = on; return;
   default: (void)NEVER(1); return;
   }
@@ -702,6 +706,7 @@ static int apply_json_value(shk_sandbox_opts *o, const struct opt *opt, json_t *
   case SHK__OPT_ALLOW_DEGRADED:
   case SHK__OPT_VERBOSE:
   case SHK__OPT_PANEL:
+  case SHK__OPT_NO_OBSERVE:
     if (!json_is_boolean(v))
       return fail(err, "%s: \"%s\" must be true or false", what, opt->name);
     apply_flag(o, opt->id, json_is_true(v));

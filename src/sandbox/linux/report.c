@@ -160,9 +160,10 @@ static json_t *applied_json(const shk_sandbox_result *res)
   const shk_sandbox_applied *ap = &res->applied;
   if (!res->started)
     return json_null();
-  return json_pack("{s:i, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:i}",
+  return json_pack("{s:i, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:i}",
       "landlock-abi", ap->landlock_abi, "landlock-net", ap->landlock_net,
       "landlock-scope", ap->landlock_scope, "seccomp", ap->seccomp, "connect-guard", ap->guard,
+      "write-observer", ap->observe,
       "capabilities-dropped", ap->caps_dropped, "no-new-privs", ap->no_new_privs,
       "keyring", ap->keyring, "egress-bridge", ap->bridge, "user-namespace", ap->userns,
       "mounts", (int)ap->masks);
@@ -184,11 +185,29 @@ static json_t *gaps_json(const shk_sandbox_assessment *a, bool all)
   return g;
 }
 
+/* The refused writes the observer counted, by tree; null without it. */
+static json_t *refused_writes_json(const shk_sandbox_result *res)
+{
+  if (!res->applied.observe)
+    return json_null();
+  json_t *l = json_array();
+  for (size_t i = 0; l && i < res->nwrites_refused; i++) {
+    const shk_sandbox_write_refusal *w = &res->writes_refused[i];
+    if (json_array_append_new(l, json_pack("{s:s, s:s, s:i}", "tree", w->tree, "why", w->why,
+                                           "count", (json_int_t)w->n)) < 0) {
+      json_decref(l);
+      return NULL;
+    }
+  }
+  return json_pack("{s:o, s:i}", "trees", l, "more", (json_int_t)res->writes_refused_more);
+}
+
 json_t *shk__sandbox_report_json(const shk_sandbox_opts *o, const shk_sandbox_assessment *a,
                                  const shk_sandbox_result *res)
 {
   bool exited = res->exit_status >= 0;
-  return json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:b, s:o, s:o, s:o}}",
+  return json_pack("{s:o, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:{s:b, s:o, s:o, s:o}}",
+      "refused-writes", refused_writes_json(res),
       "version", 2, "asked", asked_json(o), "session",
       res->session ? json_string(res->session) : json_null(),
       "enforced", enforced_json(o, res), "applied", applied_json(res),

@@ -30,6 +30,7 @@ typedef struct shk__bwrap_opts {
   long map_uid, map_gid;
   bool landlock, seccomp; /* false only when degraded mode was allowed */
   bool guard;             /* the connect() guard; likewise */
+  bool observe;           /* the write observer (needs seccomp) */
   int sync_fd;            /* a unix socket: stage 2 reports here just before exec,
                            * with the connect() guard's listener */
   int exe_fd;             /* the descriptor stage 2 is run from, or -1 */
@@ -145,11 +146,16 @@ int shk__landlock_apply(const shk__stage2_args *a, unsigned *flags);
  * GUARD, the filter also hands every connect() of the workload to a
  * listener, returned (the connect() guard; stage 2 passes it to the
  * launcher), and forbids the workload a listener of its own, which would
- * take precedence. Returns 0 (or the listener), or -errno. */
-int shk__seccomp_apply(shk_net_mode net, bool guard);
-/* The precompiled filter, for tests. */
+ * take precedence. With OBSERVE, a second filter hands the workload's
+ * write-intent calls to the listener too (observe.c), which then also
+ * carries the guard's: one listener either way. Returns 0 (or the
+ * listener), or -errno. */
+int shk__seccomp_apply(shk_net_mode net, bool guard, bool observe);
+/* The precompiled filters, for tests: the main one, and the write
+ * observer's (with the guard's rules when GUARD). */
 struct sock_filter;
 int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter **prog, size_t *len);
+int shk__seccomp_observer(bool guard, const struct sock_filter **prog, size_t *len);
 
 /* ---- the stdio relay, the launcher's side (relay.c) ---- */
 
@@ -179,12 +185,14 @@ void shk__relay_close(shk__relay *r);
  * (--net host) abstract sockets are refused. attach_diag() gives the guard
  * the NETLINK_SOCK_DIAG socket stage 2 made in the sandbox's network
  * namespace (the guard owns it from then on; without one no pathname
- * socket can be connected). serve() handles one pending request: call it
- * when the listener is readable. new() returns NULL when out of memory. */
+ * socket can be connected). serve() answers one request the launcher
+ * received from the listener (a connect() or a bind()). new() returns
+ * NULL when out of memory. */
 typedef struct shk__guard shk__guard;
 shk__guard *shk__guard_new(bool deny_abstract);
 void shk__guard_attach_diag(shk__guard *g, int diag);
-int shk__guard_serve(shk__guard *g, int listener);
+struct seccomp_notif;
+int shk__guard_serve(shk__guard *g, int listener, const struct seccomp_notif *req);
 void shk__guard_free(shk__guard *g);
 
 /* A running sandbox, as the manager reaches it from outside (unlock.c
@@ -197,3 +205,18 @@ struct shk_sandbox_target {
   uid_t owner; /* who made its user namespace */
   int other[4]; /* its net, uts, ipc and pid namespaces, in that order */
 };
+/* ---- the write observer, the launcher's side (observe.c) ---- */
+
+/* Reports the workload's refused writes: serve() answers one write-intent
+ * call the launcher received from the listener, always by letting it
+ * continue (the kernel decides it), and counts it per tree when PLAN says
+ * the kernel refuses it. LIVE (may be NULL) hears each one as it is
+ * counted. take() moves the counts into RES once the sandbox is gone. new()
+ * returns NULL when out of memory; PLAN must outlive the observer. */
+typedef struct shk__observer shk__observer;
+shk__observer *shk__observer_new(const shk_sandbox_plan *plan,
+                                 void (*live)(void *data, const shk_sandbox_write_refusal *w),
+                                 void *data);
+int shk__observer_serve(shk__observer *o, int listener, const struct seccomp_notif *req);
+void shk__observer_take(shk__observer *o, shk_sandbox_result *res);
+void shk__observer_free(shk__observer *o);

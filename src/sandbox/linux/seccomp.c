@@ -30,18 +30,50 @@ int shk__seccomp_filter(shk_net_mode net, bool guard, const struct sock_filter *
   return 0;
 }
 
+int shk__seccomp_observer(bool guard, const struct sock_filter **prog, size_t *len)
+{
+  static const struct sock_fprog filters[2] = { PROG(shk__seccomp_observe),
+                                                PROG(shk__seccomp_observe_guard) };
+  *prog = filters[guard].filter;
+  *len = filters[guard].len;
+  return 0;
+}
+
+static long install(const struct sock_filter *filter, size_t len, bool listener)
+{
+  struct sock_fprog prog = { (unsigned short)len, (struct sock_filter *)filter };
+  return shk__sys(__NR_seccomp, SECCOMP_SET_MODE_FILTER,
+                  listener ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
+}
+
 /* Safe because a seccomp filter can only narrow what this process and its
  * children may do, and it can never be removed. With the guard, the
  * filter hands every connect() to the listener the kernel creates with it,
- * which stage 2 passes to the launcher. */
-int shk__seccomp_apply(shk_net_mode net, bool guard)
+ * which stage 2 passes to the launcher. With the observer, its filter is
+ * installed first and holds the process's one listener (the guard's rules
+ * move into it): the observer's filter allows everything it does not hand
+ * to the listener, and the launcher only ever lets an observed call
+ * continue, so the main filter and the kernel's own checks decide every
+ * call as they would without it. It goes first because the main filter
+ * refuses a new listener. */
+int shk__seccomp_apply(shk_net_mode net, bool guard, bool observe)
 {
-  struct sock_fprog prog;
+  const struct sock_filter *filter;
   size_t len;
-  int r = shk__seccomp_filter(net, guard, (const struct sock_filter **)&prog.filter, &len);
+  long listener = -1;
+  if (observe) {
+    shk__seccomp_observer(guard, &filter, &len);
+    if ((listener = install(filter, len, true)) < 0)
+      return (int)listener;
+  }
+  int r = shk__seccomp_filter(net, guard && !observe, &filter, &len);
   if (r < 0)
     return r;
-  prog.len = (unsigned short)len;
-  return (int)shk__sys(__NR_seccomp, SECCOMP_SET_MODE_FILTER,
-                       guard ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
+  long m = install(filter, len, guard && !observe);
+  if (m < 0) {
+    if (listener >= 0)
+      shk__sys(__NR_close, listener);
+    return (int)m;
+  }
+  return (int)(observe ? listener : m);
 }

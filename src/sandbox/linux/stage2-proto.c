@@ -78,6 +78,8 @@ int shk__stage2_args_write(const shk__stage2_args *a, int (*push)(void *ctx, con
     PUSH("--no-guard");
   if (a->ctty)
     PUSH("--ctty");
+  if (a->observe)
+    PUSH("--observe");
   for (size_t i = 0; i < NLISTS; i++) {
     const shk__stage2_list *l = list_at((shk__stage2_args *)a, i);
     if (!l->n)
@@ -129,6 +131,10 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
       a->ctty = true;
       continue;
     }
+    if (shk__s_eq(o, "--observe")) {
+      a->observe = true;
+      continue;
+    }
     if (!v)
       return -1;
     i++;
@@ -173,15 +179,15 @@ int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const cha
   }
   if (i + 1 >= argc || !net || a->sync_fd < 0 || (a->map_uid < 0) != (a->map_gid < 0) ||
       a->data_paths.n != a->data_texts.n || a->create_data_paths.n != a->create_data_texts.n ||
-      (a->tmpfs.n > 0) != (a->tmpfs_size > 0))
+      (a->tmpfs.n > 0) != (a->tmpfs_size > 0) || (a->observe && !a->seccomp))
     return -1;
   a->command = argv + i + 1;
   a->ncommand = (size_t)(argc - i - 1);
   return 0;
 }
 
-int shk__stage2_report_read(const void *msg, size_t len, bool listener, const shk__stage2_args *a,
-                            shk_sandbox_applied *out, const char **why)
+int shk__stage2_report_read(const void *msg, size_t len, bool listener, bool diag,
+                            const shk__stage2_args *a, shk_sandbox_applied *out, const char **why)
 {
   shk__stage2_report rep;
   *why = "stage 2's report is malformed";
@@ -205,6 +211,7 @@ int shk__stage2_report_read(const void *msg, size_t len, bool listener, const sh
     .keyring = f & SHK__APPLIED_KEYRING,
     .bridge = f & SHK__APPLIED_BRIDGE,
     .userns = f & SHK__APPLIED_USERNS,
+    .observe = f & SHK__APPLIED_OBSERVE,
     .masks = rep.masks,
   };
   /* Stage 2 stops rather than run the command with less; a report of less
@@ -214,7 +221,8 @@ int shk__stage2_report_read(const void *msg, size_t len, bool listener, const sh
                  a->create_data_paths.n + a->tmpfs.n;
   *why = "stage 2 applied less than it was asked to";
   if ((a->landlock && !rep.landlock_abi) || (a->seccomp && !out->seccomp) ||
-      (a->seccomp && a->guard) != out->guard || out->guard != listener || !out->caps_dropped ||
+      (a->seccomp && a->guard) != out->guard || (a->seccomp && a->observe) != out->observe ||
+      (out->guard || out->observe) != listener || out->guard != diag || !out->caps_dropped ||
       !out->no_new_privs || !out->keyring || (a->net == SHK_NET_PROXY) != out->bridge ||
       (a->map_uid >= 0) != out->userns || a->ctty != ((f & SHK__APPLIED_CTTY) != 0) ||
       rep.masks != masks)

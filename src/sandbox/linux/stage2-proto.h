@@ -21,6 +21,10 @@ typedef struct shk__stage2_list {
 typedef struct shk__stage2_args {
   shk_net_mode net;
   bool landlock, seccomp, guard; /* false only when degraded mode was allowed */
+  /* The write observer: a second seccomp filter hands the workload's
+   * write-intent calls to the launcher, which reports the refused ones
+   * (observe.c); only with seccomp. */
+  bool observe;
   int sync_fd;                   /* the launcher's socket */
   int exe_fd;                    /* the descriptor stage 2 was run from, or -1 */
   /* After its mounts, stage 2 enters a user namespace of its own that maps
@@ -70,8 +74,9 @@ int shk__stage2_args_write(const shk__stage2_args *a, int (*push)(void *ctx, con
 int shk__stage2_args_parse(int argc, char **argv, shk__stage2_args *a, const char **why);
 
 /* What stage 2 applied: sent as one message of exactly this size on the
- * sync socket, with the connect() guard's listener attached when
- * SHK__APPLIED_GUARD is set. */
+ * sync socket, with the seccomp listener attached when SHK__APPLIED_GUARD
+ * or SHK__APPLIED_OBSERVE is set, and after it the connect() guard's
+ * sock_diag socket with the guard. */
 enum {
   SHK__APPLIED_KEYRING = 1 << 0,
   SHK__APPLIED_BRIDGE = 1 << 1,
@@ -83,6 +88,7 @@ enum {
   SHK__APPLIED_SECCOMP = 1 << 7,
   SHK__APPLIED_USERNS = 1 << 8,
   SHK__APPLIED_CTTY = 1 << 9,
+  SHK__APPLIED_OBSERVE = 1 << 10,
 };
 
 #define SHK__STAGE2_MAGIC 0x326b6873u /* "shk2" */
@@ -98,6 +104,7 @@ typedef struct shk__stage2_report {
 
 /* The launcher's side: checks a received message (LEN bytes) against what
  * was asked (A) and fills OUT. Returns 0, or -1 with *WHY when the message
- * is malformed or says less was applied than asked. */
-int shk__stage2_report_read(const void *msg, size_t len, bool listener, const shk__stage2_args *a,
-                            shk_sandbox_applied *out, const char **why);
+ * is malformed or says less was applied than asked. LISTENER and DIAG: the
+ * descriptors that came with it. */
+int shk__stage2_report_read(const void *msg, size_t len, bool listener, bool diag,
+                            const shk__stage2_args *a, shk_sandbox_applied *out, const char **why);

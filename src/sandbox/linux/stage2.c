@@ -220,7 +220,8 @@ struct s2_cmsghdr {
 #define S2_SCM_RIGHTS 1
 
 /* The report that tells the launcher the sandbox is complete, with the
- * connect() guard's listener and sock_diag socket when there is a guard. */
+ * seccomp listener (the connect() guard's, the write observer's) and the
+ * guard's sock_diag socket, when there are. */
 static long send_report(int sock, const shk__stage2_report *rep, int listener, int diag)
 {
   struct iovec iov = { (void *)rep, sizeof *rep };
@@ -230,13 +231,14 @@ static long send_report(int sock, const shk__stage2_report *rep, int listener, i
   } u;
   struct s2_msghdr mh = { .iov = &iov, .iovlen = 1 };
   if (listener >= 0) {
-    u.h = (struct s2_cmsghdr){ sizeof(struct s2_cmsghdr) + 2 * sizeof(int), SOL_SOCKET,
+    size_t nfd = diag >= 0 ? 2 : 1;
+    u.h = (struct s2_cmsghdr){ sizeof(struct s2_cmsghdr) + nfd * sizeof(int), SOL_SOCKET,
                                S2_SCM_RIGHTS };
     int *fds = (int *)(u.buf + sizeof(struct s2_cmsghdr));
     fds[0] = listener;
     fds[1] = diag;
     mh.control = u.buf;
-    mh.controllen = sizeof u.buf;
+    mh.controllen = nfd == 2 ? sizeof u.buf : sizeof(struct s2_cmsghdr) + sizeof(int);
   }
   long r = shk__sys(__NR_sendmsg, sock, &mh, 0x4000 /* MSG_NOSIGNAL */);
   return r == (long)sizeof *rep ? 0 : r < 0 ? r : -EIO;
@@ -404,10 +406,12 @@ void shk__stage2_main(int argc, char **argv, char **envp, const shk__stage2_hook
                             SOCK_CLOEXEC */, 4 /* NETLINK_SOCK_DIAG */)) < 0)
     die("the connect() guard's sock_diag socket", NULL, diag);
   if (a.seccomp) {
-    if ((r = shk__seccomp_apply(a.net, a.guard)) < 0)
-      die(a.guard ? "seccomp (with the connect() guard)" : "seccomp", NULL, r);
-    rep.flags |= SHK__APPLIED_SECCOMP | (a.guard ? SHK__APPLIED_GUARD : 0);
-    listener = a.guard ? (int)r : -1;
+    if ((r = shk__seccomp_apply(a.net, a.guard, a.observe)) < 0)
+      die(a.observe ? "seccomp (with the write observer)"
+          : a.guard ? "seccomp (with the connect() guard)" : "seccomp", NULL, r);
+    rep.flags |= SHK__APPLIED_SECCOMP | (a.guard ? SHK__APPLIED_GUARD : 0) |
+                 (a.observe ? SHK__APPLIED_OBSERVE : 0);
+    listener = a.guard || a.observe ? (int)r : -1;
   }
   if ((r = send_report(a.sync_fd, &rep, listener, diag)) < 0)
     die("sync socket", NULL, r);
