@@ -24,7 +24,14 @@
  * Why SIGSTOP is enough to hold them: it cannot be caught, blocked or
  * ignored, and a stopped process cannot fork; a process forked while the
  * scan runs is found by the next pass, and passes repeat until one finds
- * nothing left running. A process that the sandbox's own SIGCONT could
+ * nothing left running. A process in uninterruptible sleep (state D) does
+ * not stop until it leaves the kernel, and one may never leave it while
+ * the others are stopped: a shell's vfork(2) parent waits, in D, for a
+ * child that was stopped before it could exec. Such a process counts as
+ * held once the SIGSTOP sent to it is pending: it runs no instruction of
+ * its own before it stops, because the pending stop is taken on its way
+ * back to user space (the kernel's own cgroup v2 freezer counts a vfork
+ * parent as frozen for the same reason). A process that the sandbox's own SIGCONT could
  * wake is stopped too, since every process of the sandbox is. Continuing
  * sends SIGCONT to the same set. A shell inside that reports its stopped
  * jobs will see them stop and continue (unlike the cgroup freezer, which
@@ -52,6 +59,8 @@
 /* How long the kernel may take to freeze a cgroup, in milliseconds, before
  * the freeze is taken as failed (and undone). */
 #define FREEZE_WAIT_MS 2000
+/* How long one attempt waits before it is undone and made again. */
+#define FREEZE_ATTEMPT_MS 200
 
 /* The attached session cgroups: the directory whose freezer holds each
  * sandbox, and whether it is a cgroup v1 freezer's. */
@@ -149,22 +158,36 @@ static unsigned count_procs(const char *dir)
 /* Freezes (FREEZE) or thaws one cgroup, and for a freeze waits until the
  * kernel says every task is frozen: v1's freezer.state reads FROZEN (not
  * FREEZING), v2's cgroup.events says "frozen 1". A freeze that does not
- * complete is undone and fails: a half-frozen session is not held. */
+ * complete is undone and fails: a half-frozen session is not held.
+ *
+ * An attempt that has not completed after FREEZE_ATTEMPT_MS is undone and
+ * made again, until FREEZE_WAIT_MS. Why: the cgroup v1 freezer never
+ * completes when it freezes a vfork(2) child before it could exec (a
+ * shell such as dash starts every command so): its parent waits for it in
+ * the kernel, where v1 does not count it as frozen, and the child never
+ * goes on while frozen. Thawed, the child execs and the parent leaves
+ * that wait, and the next attempt finds them elsewhere. Only FROZEN is
+ * taken for held, so a retry never reports a session held that is not. */
 static int freeze_cg(const frozen_cg *c, bool freeze)
 {
   shk_autoclose int dir = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0)
     return -errno;
   const char *file = c->v1 ? "freezer.state" : "cgroup.freeze";
-  int r = shk__write_at(dir, file, c->v1 ? (freeze ? "FROZEN" : "THAWED") : (freeze ? "1" : "0"));
-  if (r < 0 || !freeze)
-    return r;
-  for (int ms = 0; ms < FREEZE_WAIT_MS; ms++) {
-    if (c->v1 ? file_says(c->dir, "freezer.state", "FROZEN") : file_says(c->dir, "cgroup.events", "frozen 1"))
-      return 0;
-    nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+  const char *on = c->v1 ? "FROZEN" : "1", *off = c->v1 ? "THAWED" : "0";
+  if (!freeze)
+    return shk__write_at(dir, file, off);
+  for (int spent = 0; spent < FREEZE_WAIT_MS;) {
+    int r = shk__write_at(dir, file, on);
+    if (r < 0)
+      return r;
+    for (int ms = 0; ms < FREEZE_ATTEMPT_MS && spent < FREEZE_WAIT_MS; ms++, spent++) {
+      if (c->v1 ? file_says(c->dir, "freezer.state", "FROZEN") : file_says(c->dir, "cgroup.events", "frozen 1"))
+        return 0;
+      nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+    }
+    (void)shk__write_at(dir, file, off);
   }
-  (void)shk__write_at(dir, file, c->v1 ? "THAWED" : "0");
   return -ETIMEDOUT;
 }
 
@@ -286,6 +309,31 @@ static void mark_mine(proc_ent *v, size_t n)
   }
 }
 
+/* Whether a SIGSTOP is pending for PID (its thread group's or its own
+ * thread's), read from /proc/PID/status. False when it cannot be read: the
+ * process is then not taken for held. */
+static bool stop_pending(pid_t pid)
+{
+  char path[64], buf[2048];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t len = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (len <= 0)
+    return false;
+  buf[len] = '\0';
+  const unsigned long long bit = 1ULL << (SIGSTOP - 1);
+  bool found = false;
+  for (char *l = buf; l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    unsigned long long mask;
+    if ((!strncmp(l, "SigPnd:", 7) || !strncmp(l, "ShdPnd:", 7)) && sscanf(l + 7, " %llx", &mask) == 1)
+      found |= (mask & bit) != 0;
+  }
+  return found;
+}
+
 static bool other_pidns(pid_t pid, ino_t own)
 {
   char path[64];
@@ -321,7 +369,7 @@ int shk_sandbox_signal_launched(shk_sandbox_signal what, unsigned *count, shk_er
       if (!stop) {
         if (kill(v[i].pid, sig) == 0)
           signalled++;
-      } else if (v[i].state != 'T' && v[i].state != 't') {
+      } else if (v[i].state != 'T' && v[i].state != 't' && !(v[i].state == 'D' && stop_pending(v[i].pid))) {
         running = true;
         if (kill(v[i].pid, SIGSTOP) == 0)
           signalled++;
