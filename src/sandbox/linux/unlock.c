@@ -747,6 +747,48 @@ struct tree_child_args {
   int out; /* where the child sends its answer and the tree */
 };
 
+/* One message of LEN bytes over the socket SOCK of a helper child, with
+ * the descriptor FD attached when it is one (the helpers' only way of
+ * handing a mount they cloned back to the manager). */
+static int send_with_fd(int sock, const void *buf, size_t len, int fd)
+{
+  struct iovec iov = { (void *)buf, len };
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+  if (fd >= 0) {
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof u.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+/* Receives what send_with_fd sent: returns the byte count (or -1) and puts
+ * the attached descriptor, if any, in *FD (close-on-exec). */
+static ssize_t recv_with_fd(int sock, void *buf, size_t len, int *fd)
+{
+  union {
+    struct cmsghdr h;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } u;
+  struct iovec iov = { buf, len };
+  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+  ssize_t n;
+  while ((n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+    ;
+  struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+    memcpy(fd, CMSG_DATA(c), sizeof *fd);
+  return n;
+}
+
 /* The child of build_tree_userns: a user namespace of its own, the tree
  * built in it, and the answer sent with the tree's descriptor. */
 static int tree_child_main(void *arg)
@@ -770,22 +812,7 @@ static int tree_child_main(void *arg)
   else
     b.r = build_tree(a->path, a->writable, a->ov, a->device, true, a->covers, a->n_covers, &tree, &cerr);
   memcpy(b.message, cerr.message, sizeof b.message);
-  struct iovec iov = { &b, sizeof b };
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-  if (tree >= 0) {
-    mh.msg_control = u.buf;
-    mh.msg_controllen = sizeof u.buf;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &tree, sizeof tree);
-  }
-  return sendmsg(a->out, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof b ? 0 : 1;
+  return send_with_fd(a->out, &b, sizeof b, tree) == 0 ? 0 : 1;
 }
 
 /* Safe because the child holds nothing more than the caller: a new user
@@ -810,19 +837,8 @@ static int build_tree_userns(const char *path, bool writable, const layers *ov, 
   }
   close(sv[1]);
   built b = { .r = -EIO };
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } u;
-  struct iovec iov = { &b, sizeof b };
-  struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-  ssize_t n;
-  while ((n = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-    ;
   int tree = -1;
-  struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-  if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-    memcpy(&tree, CMSG_DATA(c), sizeof tree);
+  ssize_t n = recv_with_fd(sv[0], &b, sizeof b, &tree);
   close(sv[0]);
   while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
     ;
@@ -1247,22 +1263,7 @@ static int clone_child_main(void *arg)
       one = -errno;
     if (fd >= 0)
       close(fd);
-    struct iovec iov = { &one, sizeof one };
-    union {
-      struct cmsghdr h;
-      char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-    if (tree >= 0) {
-      mh.msg_control = u.buf;
-      mh.msg_controllen = sizeof u.buf;
-      struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(c), &tree, sizeof tree);
-    }
-    if (sendmsg(a->out, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof one)
+    if (send_with_fd(a->out, &one, sizeof one, tree) < 0)
       return 1;
     if (tree >= 0)
       close(tree);
@@ -1292,19 +1293,7 @@ static int carry_submounts(const shk_sandbox_target *t, int tree, const char *pa
     close(sv[1]);
   for (size_t i = 0; r == 0 && i < n; i++) {
     int one = -EIO, clone = -1;
-    union {
-      struct cmsghdr h;
-      char buf[CMSG_SPACE(sizeof(int))];
-    } u;
-    struct iovec iov = { &one, sizeof one };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
-    ssize_t got;
-    while ((got = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-      ;
-    struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-    if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-      memcpy(&clone, CMSG_DATA(c), sizeof clone);
-    if (got != (ssize_t)sizeof one)
+    if (recv_with_fd(sv[0], &one, sizeof one, &clone) != (ssize_t)sizeof one)
       one = -EIO;
     if (one == 0 && clone < 0)
       one = -EIO;
