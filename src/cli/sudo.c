@@ -23,26 +23,13 @@
 #include "cli/cli.h"
 #include "shinken/egress.h"
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-  const char *p = buf;
-  while (len) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      return -1;
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
+/* Moves all LEN bytes of BUF to (WRITING) or from the descriptor FD:
+ * 0, or -1 when it fails or the other end is gone first. */
+static int io_all(int fd, void *buf, size_t len, bool writing)
 {
   char *p = buf;
   while (len) {
-    ssize_t n = read(fd, p, len);
+    ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
@@ -90,7 +77,7 @@ int shk_cli_sudo(int argc, char **argv)
   }
   size_t len = strlen(text);
   text[len] = '\n';
-  int w = write_all(fd, text, len + 1);
+  int w = io_all(fd, text, len + 1, true);
   free(text);
   if (w < 0) {
     fprintf(stderr, "sudo: the session's manager closed the connection\n");
@@ -102,19 +89,19 @@ int shk_cli_sudo(int argc, char **argv)
   static char buf[1 << 16];
   for (;;) {
     unsigned char hdr[5];
-    if (read_all(fd, hdr, sizeof hdr) < 0)
+    if (io_all(fd, hdr, sizeof hdr, false) < 0)
       break;
     uint32_t n = (uint32_t)hdr[1] << 24 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 8 | hdr[4];
-    if (n > sizeof buf - 1 || read_all(fd, buf, n) < 0)
+    if (n > sizeof buf - 1 || io_all(fd, buf, n, false) < 0)
       break;
     buf[n] = 0;
     switch (hdr[0]) {
     case 'o':
-      if (write_all(STDOUT_FILENO, buf, n) < 0)
+      if (io_all(STDOUT_FILENO, buf, n, true) < 0)
         return 1;
       break;
     case 'e':
-      (void)write_all(STDERR_FILENO, buf, n);
+      (void)io_all(STDERR_FILENO, buf, n, true);
       break;
     case 'r':
       fprintf(stderr, "sudo: %s\n", buf);

@@ -648,12 +648,11 @@ out:
   json_decref(req);
 }
 
-/* The end of a request: its count among the session's held attempts. */
-static void *request_main(void *arg)
+/* Ends request Q: its connection closes and it leaves the session's count
+ * of held attempts (which the session's end waits to reach zero). */
+static void request_end(sudo_req *q)
 {
-  sudo_req *q = arg;
   session *s = q->s;
-  handle_request(q);
   close(q->fd);
   pthread_cond_destroy(&q->cv);
   pthread_mutex_destroy(&q->mu);
@@ -662,6 +661,14 @@ static void *request_main(void *arg)
   if (--s->n_held == 0)
     pthread_cond_broadcast(&s->held_cv);
   pthread_mutex_unlock(&s->held_mu);
+}
+
+/* The end of a request: its count among the session's held attempts. */
+static void *request_main(void *arg)
+{
+  sudo_req *q = arg;
+  handle_request(q);
+  request_end(q);
   return NULL;
 }
 
@@ -704,14 +711,7 @@ static void *accept_main(void *arg)
     pthread_attr_destroy(&at);
     if (r) {
       refuse_to(fd, "Shinken refused the request: no thread to handle it");
-      close(fd);
-      pthread_cond_destroy(&q->cv);
-      pthread_mutex_destroy(&q->mu);
-      free(q);
-      pthread_mutex_lock(&s->held_mu);
-      if (--s->n_held == 0)
-        pthread_cond_broadcast(&s->held_cv);
-      pthread_mutex_unlock(&s->held_mu);
+      request_end(q);
     }
   }
   return NULL;
