@@ -234,44 +234,14 @@ static void observed(scmp_filter_ctx ctx)
     }
 }
 
-/* Writes CTX's BPF into OUT as the array NAME. */
-static void emit(FILE *out, const char *name, scmp_filter_ctx ctx);
-
-/* The filter of the write observer, installed beside the main one: its
- * only action besides ALLOW is the notification, so it can never refuse
- * anything itself. With GUARD it also carries the connect() guard's two
- * rules, and the main filter is then installed without them: the kernel
- * allows one filter with a listener per process, and the guard's and the
- * observer's notifications share it. */
-static void build_observer(FILE *out, const char *name, int guard)
+/* A filter that allows by default, with BADARCH for a foreign
+ * architecture's calls. */
+static scmp_filter_ctx new_filter(uint32_t badarch)
 {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx)
     die("seccomp_init", ENOMEM);
-  /* A foreign architecture is the main filter's to kill. */
-  int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ALLOW);
-  if (r < 0)
-    die("badarch", r);
-  if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
-    die("optimize", r);
-  if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
-    die("nnp", r);
-  observed(ctx);
-  if (guard) {
-    rule(ctx, SCMP_ACT_NOTIFY, sys("connect"), 0, NULL);
-    rule(ctx, SCMP_ACT_NOTIFY, sys("bind"), 0, NULL);
-  }
-  emit(out, name, ctx);
-}
-
-static void build(FILE *out, const char *name, const int *allowed, int netlink_route, int guard)
-{
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-  if (!ctx)
-    die("seccomp_init", ENOMEM);
-  /* A foreign architecture (i386, x32) would reach syscalls by other
-   * numbers than the ones checked here: kill it. */
-  int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, badarch);
   if (r < 0)
     die("badarch", r);
   /* Syscall numbers in a binary tree rather than a list. Loading a filter
@@ -284,6 +254,35 @@ static void build(FILE *out, const char *name, const int *allowed, int netlink_r
   /* Stage 2 sets NO_NEW_PRIVS itself, before Landlock. */
   if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0)
     die("nnp", r);
+  return ctx;
+}
+
+/* Writes CTX's BPF into OUT as the array NAME. */
+static void emit(FILE *out, const char *name, scmp_filter_ctx ctx);
+
+/* The filter of the write observer, installed beside the main one: its
+ * only action besides ALLOW is the notification, so it can never refuse
+ * anything itself. With GUARD it also carries the connect() guard's two
+ * rules, and the main filter is then installed without them: the kernel
+ * allows one filter with a listener per process, and the guard's and the
+ * observer's notifications share it. */
+static void build_observer(FILE *out, const char *name, int guard)
+{
+  /* A foreign architecture is the main filter's to kill. */
+  scmp_filter_ctx ctx = new_filter(SCMP_ACT_ALLOW);
+  observed(ctx);
+  if (guard) {
+    rule(ctx, SCMP_ACT_NOTIFY, sys("connect"), 0, NULL);
+    rule(ctx, SCMP_ACT_NOTIFY, sys("bind"), 0, NULL);
+  }
+  emit(out, name, ctx);
+}
+
+static void build(FILE *out, const char *name, const int *allowed, int netlink_route, int guard)
+{
+  /* A foreign architecture (i386, x32) would reach syscalls by other
+   * numbers than the ones checked here: kill it. */
+  scmp_filter_ctx ctx = new_filter(SCMP_ACT_KILL_PROCESS);
   uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
   for (const char *const *d = denied; *d; d++)
     rule(ctx, eperm, sys(*d), 0, NULL);
