@@ -54,7 +54,6 @@ import hashlib
 import json
 import os
 import pwd
-import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +65,7 @@ CASE = sys.argv[1]
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lib import fail, skip  # noqa: E402
+import steps  # noqa: E402  (tests/sandbox/steps.py: a sandbox that runs the test's steps)
 
 if os.getuid() != 0:
     skip("needs root (the test user, and a repository outside /tmp)")
@@ -81,16 +81,6 @@ atexit.register(shutil.rmtree, TMP, True)
 WS, XDG = TMP + "/ws", TMP + "/xdg"
 os.mkdir(WS)
 os.mkdir(XDG, 0o700)
-
-LOOP = r'''
-i=1
-while [ $i -le 40 ]; do
-  while [ ! -e go.$i ]; do sleep 0.01; done
-  sh go.$i > out.$i 2>&1; echo $? > rc.tmp.$i; mv rc.tmp.$i rc.$i
-  i=$((i+1))
-done
-'''
-
 
 def digest(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
@@ -125,87 +115,14 @@ def build_repo():
     return "-q -o Dir::Etc::SourceList=%s/sources.list -o Dir::Etc::SourceParts=/nonexistent" % TMP
 
 
-def start_daemon(policy_dir=None):
-    """A daemon of this test's own (in TMP/daemon); its socket."""
-    ddir = TMP + "/daemon"
-    os.mkdir(ddir, 0o700)
-    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db",
-            "policy_dir": policy_dir or os.environ["SHINKEN_POLICY_DIR"], "state_dir": ddir + "/state"}
-    json.dump(conf, open(ddir + "/daemon.json", "w"))
-    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    atexit.register(dmn.kill)
-    banner = dmn.stdout.readline()
-    if not banner.startswith("listening "):
-        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
-    return conf["socket"]
+class Sandbox(steps.Sandbox):
+    """A sandbox with a daemon of the test's own, unless it is USER's
+    (whose privileged commands the embedded manager refuses); its steps may
+    take two minutes (apt)."""
 
-
-class Sandbox:
     def __init__(self, user=None, policy_dir=None, extra=()):
-        daemon = None if user else start_daemon(policy_dir)
-        env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
-               "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
-               "SHINKEN_POLICY_DIR": os.environ.get("SHINKEN_POLICY_DIR", "")}
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
-            if k in os.environ:
-                env[k] = os.environ[k]
-        pre = []
-        if user:
-            pw = pwd.getpwnam(user)
-            for d in (TMP, WS, XDG):
-                os.chown(d, pw.pw_uid, pw.pw_gid)
-            pre = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid), "--clear-groups", "--"]
-        degraded = [] if user else ["--allow-degraded"]
-        self.n = 0
-        self.run = subprocess.Popen(pre + [SHINKEN, "run"] + degraded + list(extra) + ["--net", "proxy", "--verbose",
-                                                                                         "--",
-                                                                           "sh", "-c", LOOP],
-                                    cwd=WS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
-        atexit.register(self.run.kill)
-        line = b""
-        end = time.monotonic() + 30
-        while b"grant egress with" not in line:
-            if time.monotonic() > end or self.run.poll() is not None:
-                fail("no session line: %r" % line)
-            line = self.run.stderr.readline()
-        m = re.search(rb"session (\S+); grant egress with: (?:SHINKEN_SOCKET=(\S+) )?", line)
-        self.sid = m.group(1).decode()
-        self.env = dict(env, SHINKEN_SOCKET=m.group(2).decode() if m.group(2) else daemon)
-        self.pre = pre
-        self.inside("true")
-
-    def start(self, script):
-        """Starts SCRIPT in the sandbox; its step number."""
-        self.n += 1
-        with open("%s/go.tmp" % WS, "w") as f:
-            f.write(script + "\n")
-        os.chmod("%s/go.tmp" % WS, 0o644)
-        os.rename("%s/go.tmp" % WS, "%s/go.%d" % (WS, self.n))
-        return self.n
-
-    def wait(self, n, script="", limit=120):
-        """(status, output) of step N."""
-        end = time.monotonic() + limit
-        rc = "%s/rc.%d" % (WS, n)
-        while not os.path.exists(rc):
-            if time.monotonic() > end or self.run.poll() is not None:
-                fail("the sandbox did not finish step %d (%s)" % (n, script))
-            time.sleep(0.02)
-        out = open("%s/out.%d" % (WS, n)).read()
-        status = int(open(rc).read())
-        print("inside: %s -> %d %r" % (script, status, out), file=sys.stderr)
-        return status, out
-
-    def inside(self, script):
-        return self.wait(self.start(script), script)
-
-    def cli(self, *args):
-        p = subprocess.run(self.pre + [SHINKEN] + list(args), env=self.env, capture_output=True, text=True,
-                           timeout=30)
-        print("--- shinken %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr), file=sys.stderr)
-        return p.returncode, p.stdout, p.stderr
+        daemon = None if user else steps.start_daemon(TMP, policy_dir or os.environ["SHINKEN_POLICY_DIR"])
+        super().__init__(TMP, WS, XDG, extra=extra, user=user, daemon=daemon, step_limit=120)
 
     def cards(self):
         rc, out, _ = self.cli("approvals", self.sid, "--json")

@@ -103,6 +103,7 @@ SECRET = "host-secret-%d\n" % os.getpid()
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from lib import fail, skip  # noqa: E402  (tests/lib.py: how a test skips and fails)
+import steps  # noqa: E402  (tests/sandbox/steps.py: a sandbox that runs the test's steps)
 
 
 if os.getuid() != 0:
@@ -124,102 +125,13 @@ WS, XDG = TMP + "/ws", TMP + "/xdg"
 os.mkdir(WS)
 os.mkdir(XDG, 0o700)
 
-LOOP = r'''
-i=1
-while [ $i -le 40 ]; do
-  while [ ! -e go.$i ]; do sleep 0.01; done
-  sh go.$i > out.$i 2>&1; echo $? > rc.tmp.$i; mv rc.tmp.$i rc.$i
-  i=$((i+1))
-done
-'''
-
-
 def start_daemon(policy_dir, **config):
-    """A daemon of this test's own (in TMP/daemon), with CONFIG's keys
-    besides; its socket."""
-    ddir = TMP + "/daemon"
-    os.mkdir(ddir, 0o700)
-    conf = {"socket": ddir + "/manager.sock", "audit_db": ddir + "/audit.db", "policy_dir": policy_dir,
-            "state_dir": ddir + "/state", **config}
-    json.dump(conf, open(ddir + "/daemon.json", "w"))
-    dmn = subprocess.Popen([SHINKEN, "daemon", "--config", ddir + "/daemon.json"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    atexit.register(dmn.kill)
-    banner = dmn.stdout.readline()
-    if not banner.startswith("listening "):
-        fail("the daemon did not start: %r %r" % (banner, dmn.stderr.read()))
-    return conf["socket"]
+    return steps.start_daemon(TMP, policy_dir, **config)
 
 
-class Sandbox:
+class Sandbox(steps.Sandbox):
     def __init__(self, extra=(), user=None, daemon=None, policy_dir=None, hold=None):
-        env = {"PATH": "/usr/bin:/bin", "HOME": TMP, "XDG_RUNTIME_DIR": XDG,
-               "SHINKEN_SOCKET": daemon or TMP + "/no-daemon.sock",
-               "SHINKEN_POLICY_DIR": policy_dir or os.environ.get("SHINKEN_POLICY_DIR", "")}
-        if hold:
-            # Test builds: the launcher reports the sandbox's start only
-            # once this file exists (the command waits until then).
-            env["SHINKEN_HOLD_START"] = hold
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
-            if k in os.environ:
-                env[k] = os.environ[k]
-        pre = []
-        if user:
-            pw = pwd.getpwnam(user)
-            for d in (TMP, WS, XDG):
-                os.chown(d, pw.pw_uid, pw.pw_gid)
-            env["HOME"] = TMP
-            pre = ["setpriv", "--reuid", str(pw.pw_uid), "--regid", str(pw.pw_gid), "--clear-groups", "--"]
-        degraded = [] if user else ["--allow-degraded"]
-        self.n = 0
-        # A sandbox before this one may have left its steps here.
-        for f in os.listdir(WS):
-            if re.match(r"(go|rc|out)\.", f):
-                os.unlink(os.path.join(WS, f))
-        self.run = subprocess.Popen(pre + [SHINKEN, "run"] + degraded + list(extra) +
-                                    ["--net", "proxy", "--verbose", "--", "sh", "-c", LOOP],
-                                    cwd=WS, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE)
-        atexit.register(self.run.kill)
-        line = b""
-        end = time.monotonic() + 30
-        while b"grant egress with" not in line:
-            if time.monotonic() > end or self.run.poll() is not None:
-                fail("no session line: %r" % line)
-            line = self.run.stderr.readline()
-        m = re.search(rb"session (\S+); grant egress with: (?:SHINKEN_SOCKET=(\S+) )?", line)
-        self.sid = m.group(1).decode()
-        self.sock = m.group(2).decode() if m.group(2) else daemon
-        self.env = dict(env, SHINKEN_SOCKET=self.sock)
-        self.pre = pre
-        # The session line comes before the sandbox has started: once a
-        # step ran inside, the launcher has reported it to the manager.
-        if not hold:
-            self.inside("true")
-
-    def inside(self, script):
-        """Runs SCRIPT in the sandbox; returns (status, output)."""
-        self.n += 1
-        with open("%s/go.tmp" % WS, "w") as f:
-            f.write(script + "\n")
-        os.chmod("%s/go.tmp" % WS, 0o644)
-        os.rename("%s/go.tmp" % WS, "%s/go.%d" % (WS, self.n))
-        end = time.monotonic() + 20
-        rc = "%s/rc.%d" % (WS, self.n)
-        while not os.path.exists(rc):
-            if time.monotonic() > end or self.run.poll() is not None:
-                fail("the sandbox did not run step %d (%s)" % (self.n, script))
-            time.sleep(0.01)
-        out = open("%s/out.%d" % (WS, self.n)).read()
-        status = int(open(rc).read())
-        print("inside: %s -> %d %r" % (script, status, out), file=sys.stderr)
-        return status, out
-
-    def cli(self, *args):
-        p = subprocess.run(self.pre + [SHINKEN] + list(args), env=self.env, capture_output=True, text=True,
-                           timeout=30)
-        print("--- shinken %s -> %d\n%s%s" % (" ".join(args), p.returncode, p.stdout, p.stderr), file=sys.stderr)
-        return p.returncode, p.stdout, p.stderr
+        super().__init__(TMP, WS, XDG, extra=extra, user=user, daemon=daemon, policy_dir=policy_dir, hold=hold)
 
     def grant(self, scope):
         rc, out, err = self.cli("grant", self.sid, "fs.scope", "--scope", scope)
