@@ -445,10 +445,11 @@ EOS
     layout "$ctl"; before=$(state "$ctl")
     $AS env HOME="$ctl/home" sh "$scratch/writes.sh" "$ctl/home" "$ctl/ws" "$ctl/out"
     [ "$(state "$ctl")" = "$before" ] && fail "control: the unconfined workload changed nothing"
-    [ -f "$ctl/home/.ssh/authorized_keys" ] && [ -d "$ctl/home/.ssh/keys" ] &&
+    if ! { [ -f "$ctl/home/.ssh/authorized_keys" ] && [ -d "$ctl/home/.ssh/keys" ] &&
       [ -f "$ctl/ws/.git/hooks/pre-commit" ] && [ -L "$ctl/ws/.git/hooks/post-checkout" ] &&
-      [ -f "$ctl/out/new" ] && [ -d "$ctl/out/dir" ] && [ ! -e "$ctl/out/sentinel" ] ||
+      [ -f "$ctl/out/new" ] && [ -d "$ctl/out/dir" ] && [ ! -e "$ctl/out/sentinel" ]; }; then
       fail "control: a write of the workload did not land unconfined"
+    fi
     box=$scratch/box
     export HOME="$box/home"
     fresh_box() { layout "$box"; cd "$box/ws" || fail "cd"; before=$(state "$box"); }
